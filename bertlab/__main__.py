@@ -1,0 +1,3 @@
+from bertlab.cli import main
+
+raise SystemExit(main())

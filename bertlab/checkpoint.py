@@ -1,0 +1,268 @@
+"""One checkpoint format, compatible with Hugging Face `transformers`.
+
+A checkpoint is a directory with `config.json` (BertConfig keys + a `bertlab` section),
+`model.safetensors` (BERT's standard state-dict names), `vocab.txt` and tokenizer files.
+Directories written by `transformers` (`model.safetensors` or `pytorch_model.bin`) load too,
+and a Hub id loads through `huggingface_hub` when online. Nothing untrusted is unpickled:
+safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
+filled, then renamed into place.
+
+Imports torch, safetensors, bertlab.config, bertlab.model, bertlab.tokenizer, bertlab.errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bertlab.config import BertConfig
+from bertlab.errors import CheckpointError
+from bertlab.model import BertForPreTraining
+from bertlab.tokenizer import BertTokenizer
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_NAME = "model.safetensors"
+TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def is_checkpoint_dir(path: str | Path) -> bool:
+    p = Path(path)
+    return p.is_dir() and (p / "config.json").is_file() and any(
+        (p / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin")
+    )
+
+
+def _atomic_dir(target: Path):
+    """Context: yields a temp dir next to `target`; on success it replaces `target` atomically."""
+
+    class _Ctx:
+        def __enter__(self):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+            return self.tmp
+
+        def __exit__(self, exc_type, exc, tb):
+            if exc_type is not None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                return False
+            for f in self.tmp.iterdir():  # flush file contents before the rename makes them visible
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            old = None
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                os.replace(target, old)
+            os.replace(self.tmp, target)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            return False
+
+    return _Ctx()
+
+
+def export_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The model's state dict with tied duplicates dropped, contiguous, optionally cast (floats only)."""
+    out = {}
+    for k, v in model.state_dict().items():
+        if k in TIED_KEYS:
+            continue
+        v = v.detach()
+        if dtype is not None and v.is_floating_point():
+            v = v.to(dtype)
+        out[k] = v.contiguous().cpu()
+    return out
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: torch.nn.Module,
+    tokenizer: BertTokenizer | None,
+    config: BertConfig | None = None,
+    architecture: str = "BertForPreTraining",
+    extra_config: dict | None = None,
+    extra_files: dict[str, Any] | None = None,
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write a checkpoint directory atomically (never half-written, even if killed mid-write).
+
+    Args:
+        extra_config: merged into the `bertlab` section of config.json (task labels, ...).
+        extra_files: name -> JSON-able object, or bytes, written beside the weights.
+        dtype: e.g. torch.float16 for a smaller shipped file.
+    """
+    directory = Path(directory)
+    config = config or model.config
+    with _atomic_dir(directory) as tmp:
+        cfg = config.to_hf_dict(architecture, extra_config)
+        if dtype is not None:
+            cfg["torch_dtype"] = str(dtype).replace("torch.", "")
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+        save_file(export_state_dict(model, dtype), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        for name, obj in (extra_files or {}).items():
+            data = obj if isinstance(obj, bytes) else json.dumps(obj, indent=2).encode("utf-8")
+            (tmp / name).write_bytes(data)
+    return directory
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+def resolve(path_or_id: str | Path) -> Path:
+    """A local checkpoint directory, or download a Hub id into the local cache."""
+    p = Path(path_or_id).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise CheckpointError(f"{p}: is a file; give the checkpoint folder that holds config.json")
+        if not (p / "config.json").is_file():
+            raise CheckpointError(f"{p}: not a checkpoint folder (no config.json)")
+        return p
+    text = str(path_or_id)
+    if text.startswith((".", "/", "~")) or text.count("/") > 1 or not HUB_ID.match(text):
+        raise CheckpointError(f"{text}: no such checkpoint folder")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:  # pragma: no cover - huggingface_hub ships with transformers
+        raise CheckpointError(f"{text}: not a local folder, and huggingface_hub is not installed to fetch it") from exc
+    try:
+        local = snapshot_download(
+            text,
+            allow_patterns=["config.json", "*.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json"],
+        )
+    except Exception as exc:  # network errors, unknown repo, offline mode
+        raise CheckpointError(
+            f"{text}: not a local folder, and the Hugging Face Hub could not provide it "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else 'no detail'}). "
+            "Are you offline? Give a local checkpoint folder instead."
+        ) from exc
+    return Path(local)
+
+
+def load_config(directory: str | Path) -> tuple[BertConfig, dict]:
+    path = Path(directory) / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{path}: missing; a checkpoint folder needs config.json") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc}); the file may be truncated") from exc
+    if raw.get("model_type", "bert") != "bert":
+        raise CheckpointError(f"{path}: model_type is {raw.get('model_type')!r}, not 'bert'")
+    return BertConfig.from_hf_dict(raw, str(path)), raw
+
+
+def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
+    """Read `model.safetensors` (preferred) or `pytorch_model.bin` with weights_only=True."""
+    d = Path(directory)
+    st, pt = d / WEIGHTS_NAME, d / "pytorch_model.bin"
+    if st.is_file():
+        try:
+            return load_file(str(st))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CheckpointError(f"{st}: cannot be read ({exc}); the file may be truncated or corrupt") from exc
+    if pt.is_file():
+        try:
+            return torch.load(str(pt), map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise CheckpointError(
+                f"{pt}: cannot be read safely ({type(exc).__name__}: {exc}); truncated, corrupt, or not plain tensors"
+            ) from exc
+    raise CheckpointError(f"{d}: no {WEIGHTS_NAME} or pytorch_model.bin")
+
+
+def normalize_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dict[str, torch.Tensor]:
+    """Map the names different BERT savers use onto ours.
+
+    Handles an encoder saved bare (`embeddings.…` instead of `bert.embeddings.…`), TF-era
+    LayerNorm names (`gamma`/`beta`), and the tied decoder copies.
+    """
+    out = {}
+    for k, v in state.items():
+        k = k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if k.endswith("position_ids"):
+            continue  # a buffer in some transformers versions, not a weight
+        if k.startswith(("embeddings.", "encoder.", "pooler.")):
+            k = prefix + k
+        out[k] = v
+    if "cls.predictions.bias" not in out and "cls.predictions.decoder.bias" in out:
+        out["cls.predictions.bias"] = out["cls.predictions.decoder.bias"]
+    for k in TIED_KEYS:
+        out.pop(k, None)
+    return out
+
+
+def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str, required_prefixes=("bert.",)) -> list[str]:
+    """Load `state` into `model`, checking shapes; return the names of weights that were missing
+    (left at their initial values). Raises CheckpointError on shape mismatches or a missing encoder."""
+    own = model.state_dict()
+    for k in TIED_KEYS:
+        own.pop(k, None)
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
+    if mismatched:
+        raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))
+    missing = [k for k in own if k not in state]
+    missing_core = [k for k in missing if k.startswith(required_prefixes)]
+    if missing_core:
+        raise CheckpointError(
+            f"{source}: {len(missing_core)} encoder weights missing (e.g. {missing_core[0]}); "
+            "the file is incomplete or not a BERT checkpoint"
+        )
+    usable = {k: v for k, v in state.items() if k in own}
+    model.load_state_dict(usable, strict=False)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return missing
+
+
+def load_pretraining_model(
+    path_or_id: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> tuple[BertForPreTraining, BertTokenizer, dict]:
+    """Load a BertForPreTraining (+ tokenizer) from a folder or Hub id.
+
+    Returns:
+        (model in eval mode, tokenizer, info) where info has `path`, `raw_config`, `missing`
+        (weights not in the checkpoint, e.g. the NSP head of a BertForMaskedLM) and `card`
+        (model_card.json content when present).
+    """
+    directory = resolve(path_or_id)
+    config, raw = load_config(directory)
+    state = normalize_keys(read_weights(directory))
+    if "cls.seq_relationship.weight" not in state and config.use_nsp_head:
+        # e.g. a BertForMaskedLM checkpoint: keep the head so shapes match, but flag it untrained
+        log.info("%s has no NSP head weights; next-sentence prediction will be unavailable", directory)
+    model = BertForPreTraining(config)
+    missing = load_state(model, state, str(directory))
+    if "cls.predictions.transform.dense.weight" in missing:
+        raise CheckpointError(f"{directory}: has no masked-LM head (cls.predictions.*); it cannot fill in [MASK]s")
+    tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
+    if len(tokenizer) > config.vocab_size:
+        raise CheckpointError(
+            f"{directory}/vocab.txt has {len(tokenizer)} tokens but config.json says vocab_size={config.vocab_size}"
+        )
+    card = {}
+    card_path = directory / "model_card.json"
+    if card_path.is_file():
+        try:
+            card = json.loads(card_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            log.warning("%s is not valid JSON; ignoring it", card_path)
+    model.to(device=device, dtype=dtype).eval()
+    info = {"path": str(directory), "raw_config": raw, "missing": missing, "card": card}
+    return model, tokenizer, info

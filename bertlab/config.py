@@ -1,0 +1,140 @@
+"""Model configuration: one frozen dataclass and the size presets people study.
+
+Owns the mapping between our field names and Hugging Face's `BertConfig` keys, so that
+`config.json` opens in `transformers` and theirs open here. Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from bertlab.errors import CheckpointError
+
+ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Shape and behaviour of a BERT encoder (Devlin et al. 2018, section 3)."""
+
+    vocab_size: int = 30522  # WordPiece vocabulary size; Google's English vocab has 30,522
+    hidden_size: int = 768  # H in the paper
+    num_layers: int = 12  # L in the paper
+    num_heads: int = 12  # A in the paper
+    intermediate_size: int = 3072  # feed-forward width, 4H in the paper
+    max_position_embeddings: int = 512  # longest input the position table covers
+    type_vocab_size: int = 2  # segment A / segment B
+    hidden_dropout: float = 0.1  # dropout on embeddings and every sub-layer output
+    attention_dropout: float = 0.1  # dropout on attention probabilities
+    layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon
+    initializer_range: float = 0.02  # std of the normal init of weights
+    pad_token_id: int = 0  # [PAD] in BERT vocabularies
+    attention_direction: str = "bidirectional"  # "left_to_right" is the paper's LTR ablation (causal mask)
+    use_nsp_head: bool = True  # False for the "No NSP" ablation: the checkpoint has no NSP weights
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}"
+            )
+        if self.attention_direction not in ATTENTION_DIRECTIONS:
+            raise ValueError(
+                f"attention_direction must be one of {ATTENTION_DIRECTIONS}, got {self.attention_direction!r}"
+            )
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        return dataclasses.replace(self, **changes)
+
+    # --- Hugging Face config.json -------------------------------------------------------
+    def to_hf_dict(self, architecture: str = "BertForPreTraining", extra: dict | None = None) -> dict:
+        """The `config.json` content: BertConfig keys plus a `bertlab` section for our fields."""
+        data = {
+            "architectures": [architecture],
+            "model_type": "bert",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": "gelu",
+            "hidden_dropout_prob": self.hidden_dropout,
+            "attention_probs_dropout_prob": self.attention_dropout,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "initializer_range": self.initializer_range,
+            "layer_norm_eps": self.layer_norm_eps,
+            "pad_token_id": self.pad_token_id,
+            "position_embedding_type": "absolute",
+            "is_decoder": False,
+            "bertlab": {
+                "attention_direction": self.attention_direction,
+                "use_nsp_head": self.use_nsp_head,
+            },
+        }
+        if extra:
+            data["bertlab"].update(extra)
+        return data
+
+    @classmethod
+    def from_hf_dict(cls, data: dict, source: str = "config.json") -> "BertConfig":
+        """Read a Hugging Face `config.json` dict (ours or one written by `transformers`)."""
+        act = data.get("hidden_act", "gelu")
+        if act not in ("gelu", "gelu_python"):
+            raise CheckpointError(f"{source}: hidden_act {act!r} is not supported (only 'gelu')")
+        pos_type = data.get("position_embedding_type", "absolute")
+        if pos_type != "absolute":
+            raise CheckpointError(
+                f"{source}: position_embedding_type {pos_type!r} is not supported (only 'absolute')"
+            )
+        try:
+            ours = data.get("bertlab", {}) or {}
+            return cls(
+                vocab_size=int(data["vocab_size"]),
+                hidden_size=int(data["hidden_size"]),
+                num_layers=int(data["num_hidden_layers"]),
+                num_heads=int(data["num_attention_heads"]),
+                intermediate_size=int(data["intermediate_size"]),
+                max_position_embeddings=int(data.get("max_position_embeddings", 512)),
+                type_vocab_size=int(data.get("type_vocab_size", 2)),
+                hidden_dropout=float(data.get("hidden_dropout_prob", 0.1)),
+                attention_dropout=float(data.get("attention_probs_dropout_prob", 0.1)),
+                layer_norm_eps=float(data.get("layer_norm_eps", 1e-12)),
+                initializer_range=float(data.get("initializer_range", 0.02)),
+                pad_token_id=int(data.get("pad_token_id", 0) or 0),
+                attention_direction=ours.get("attention_direction", "bidirectional"),
+                use_nsp_head=bool(ours.get("use_nsp_head", True)),
+            )
+        except KeyError as exc:
+            raise CheckpointError(f"{source}: missing key {exc.args[0]!r}; is this a BERT config?") from exc
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{source}: {exc}") from exc
+
+
+def _preset(layers: int, hidden: int, heads: int) -> BertConfig:
+    return BertConfig(hidden_size=hidden, num_layers=layers, num_heads=heads, intermediate_size=4 * hidden)
+
+
+PRESETS: dict[str, BertConfig] = {
+    "tiny": _preset(2, 128, 2),
+    "mini": _preset(4, 256, 4),
+    "small": _preset(4, 512, 8),
+    "medium": _preset(8, 512, 8),
+    "base": _preset(12, 768, 12),
+    "large": _preset(24, 1024, 16),
+}
+
+
+def preset(name: str, **overrides: Any) -> BertConfig:
+    """A preset size (tiny, mini, small, medium, base, large) with optional field overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model size {name!r}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name].replace(**overrides)

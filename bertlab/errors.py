@@ -1,0 +1,20 @@
+"""Exceptions raised by bertlab. Every message says what was wrong and how to fix it.
+
+Imports nothing from bertlab.
+"""
+
+
+class BertLabError(Exception):
+    """Base class for every error bertlab raises on purpose."""
+
+
+class InputError(BertLabError, ValueError):
+    """The text or arguments a user gave cannot be processed (empty text, no [MASK], ...)."""
+
+
+class CheckpointError(BertLabError, OSError):
+    """A checkpoint directory, file or Hub id is missing, truncated or does not match."""
+
+
+class DataError(BertLabError, ValueError):
+    """A data file is malformed; the message names the file and line."""

@@ -1,0 +1,418 @@
+"""The inference API used by the app, the CLI and the tests alike.
+
+`load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `inspect` and
+`layer_predictions`; each returns dataclasses and accepts batches. Imports torch and the lower
+bertlab layers (config, model, tokenizer, checkpoint); never streamlit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from bertlab.checkpoint import load_pretraining_model
+from bertlab.errors import InputError
+from bertlab.model import BertForPreTraining
+from bertlab.tokenizer import BertTokenizer, Encoding
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL_NAME = "bertlab-mini"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_model_path() -> Path:
+    """The shipped default checkpoint (or `$BERTLAB_MODEL` when set)."""
+    env = os.environ.get("BERTLAB_MODEL")
+    return Path(env) if env else REPO_ROOT / "checkpoints" / DEFAULT_MODEL_NAME
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """'auto'/None -> CUDA when available, else CPU."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise InputError("device 'cuda' was asked for, but no CUDA GPU is available; use 'cpu' or 'auto'")
+    return torch.device(device)
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+@dataclass
+class Candidate:
+    """One answer for a [MASK]: the WordPiece `token`, its probability, and the whole `word`
+    it makes with its ## neighbours (e.g. token '##s' after 'cat' -> word 'cats')."""
+
+    token: str
+    token_id: int
+    score: float
+    word: str
+
+
+@dataclass
+class MaskAnswer:
+    """Top-k answers for one [MASK], each mask predicted independently (all others left masked)."""
+
+    position: int  # token index in `FillMaskResult.tokens`
+    candidates: list[Candidate]
+
+
+@dataclass
+class FillMaskResult:
+    """fill-mask for one text.
+
+    Attributes:
+        tokens: WordPiece input, [CLS] ... [SEP].
+        masks: per-mask independent answers, in text order.
+        joint: one token per mask chosen jointly, most-confident-first: the model fills the mask it
+            is surest of, re-reads the sentence, and repeats.
+        joint_order: the order (indices into `masks`) in which the joint fill chose them.
+        joint_text: the sentence with every [MASK] replaced by its joint choice.
+        truncated: True when the text was cut to fit the model; `num_dropped` tokens were cut.
+    """
+
+    text: str
+    tokens: list[str]
+    masks: list[MaskAnswer]
+    joint: list[Candidate]
+    joint_order: list[int]
+    joint_text: str
+    truncated: bool = False
+    num_dropped: int = 0
+
+
+@dataclass
+class NSPResult:
+    """Next sentence prediction: P(IsNext) that B follows A (paper, section 3.1, task #2)."""
+
+    text_a: str
+    text_b: str
+    is_next_prob: float
+    tokens: list[str]
+    segment_ids: list[int]
+    truncated: bool = False
+
+    @property
+    def is_next(self) -> bool:
+        return self.is_next_prob >= 0.5
+
+
+@dataclass
+class Inspection:
+    """Everything inside the model for one input.
+
+    Attributes:
+        tokens: WordPiece tokens, length T.
+        segment_ids, position_ids: length T.
+        attentions: (L, A, T, T) float32 attention probabilities; rows sum to 1 (0 for heads
+            switched off by `head_mask`).
+        hidden_states: (L+1, T, H) float32: embeddings output, then every layer's output.
+        word_ids: index of the word each token belongs to (None for specials).
+    """
+
+    text: str
+    text_b: str | None
+    tokens: list[str]
+    token_ids: list[int]
+    segment_ids: list[int]
+    position_ids: list[int]
+    word_ids: list[int | None]
+    attentions: np.ndarray
+    hidden_states: np.ndarray
+    truncated: bool = False
+    mlm_top: list[list[Candidate]] = field(default_factory=list)
+    nsp_is_next_prob: float | None = None
+
+
+@dataclass
+class LayerGuess:
+    """What the MLM head reads out of one layer's hidden state at a position (layer 0 = embeddings)."""
+
+    layer: int
+    candidates: list[Candidate]
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
+    """The word `token` forms at `position` with the ## pieces around it."""
+    left = ""
+    if token.startswith("##"):
+        i = position - 1
+        while i > 0 and tokens[i].startswith("##"):
+            left = tokens[i][2:] + left
+            i -= 1
+        if i > 0 and tokens[i] not in ("[CLS]", "[SEP]", "[MASK]"):
+            left = tokens[i] + left
+    right = ""
+    j = position + 1
+    while j < len(tokens) and tokens[j].startswith("##"):
+        right += tokens[j][2:]
+        j += 1
+    core = token[2:] if token.startswith("##") else token
+    return left + core + right
+
+
+def _join_tokens(tokens: Sequence[str]) -> str:
+    words: list[str] = []
+    for t in tokens:
+        if t in ("[CLS]", "[SEP]", "[PAD]"):
+            continue
+        if t.startswith("##") and words:
+            words[-1] += t[2:]
+        else:
+            words.append(t)
+    text = " ".join(words)
+    for p in (".", ",", "!", "?", ";", ":", "'s", "n't", ")"):
+        text = text.replace(" " + p, p)
+    return text.replace("( ", "(")
+
+
+# --------------------------------------------------------------------------------------
+# The loaded model
+# --------------------------------------------------------------------------------------
+class LoadedModel:
+    """A BERT checkpoint ready for inference (eval mode, no gradients)."""
+
+    def __init__(self, model: BertForPreTraining, tokenizer: BertTokenizer, info: dict | None = None):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.info = info or {}
+        self.config = model.config
+        self.device = next(model.parameters()).device
+        self.max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+        missing = set(self.info.get("missing", []))
+        self.has_nsp = model.cls.seq_relationship is not None and "cls.seq_relationship.weight" not in missing
+
+    @property
+    def path(self) -> str:
+        return self.info.get("path", "")
+
+    @property
+    def card(self) -> dict:
+        return self.info.get("card", {})
+
+    def num_parameters(self) -> int:
+        return self.model.num_parameters()
+
+    # --- batching ------------------------------------------------------------------------
+    def _batch(self, encs: Sequence[Encoding]) -> dict[str, torch.Tensor]:
+        T = max(len(e) for e in encs)
+        ids = torch.full((len(encs), T), self.tokenizer.pad_id, dtype=torch.long)
+        types = torch.zeros((len(encs), T), dtype=torch.long)
+        mask = torch.zeros((len(encs), T), dtype=torch.long)
+        for i, e in enumerate(encs):
+            n = len(e)
+            ids[i, :n] = torch.tensor(e.ids)
+            types[i, :n] = torch.tensor(e.type_ids)
+            mask[i, :n] = 1
+        return {k: v.to(self.device) for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask))}
+
+    def _candidates(self, probs: torch.Tensor, tokens: Sequence[str], position: int, top_k: int) -> list[Candidate]:
+        scores, ids = probs.float().topk(min(top_k, probs.shape[-1]))
+        out = []
+        for s, i in zip(scores.tolist(), ids.tolist()):
+            tok = self.tokenizer.id_to_token.get(i, "[UNK]")
+            out.append(Candidate(tok, i, s, whole_word(tokens, position, tok)))
+        return out
+
+    def _check_text(self, text: str, what: str = "text") -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{what} is empty; type a sentence")
+        return text
+
+    # --- fill-mask -----------------------------------------------------------------------
+    @torch.inference_mode()
+    def fill_mask(
+        self,
+        text: str | Sequence[str],
+        top_k: int = 5,
+        joint: bool = True,
+        head_mask: torch.Tensor | None = None,
+    ) -> FillMaskResult | list[FillMaskResult]:
+        """Top-k answers for every [MASK] in `text` (or in each of a list of texts).
+
+        Raises:
+            InputError: empty text, no [MASK], or every [MASK] cut off by truncation.
+        """
+        if top_k < 1:
+            raise InputError(f"top_k must be at least 1, got {top_k}")
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if not texts:
+            raise InputError("no texts given")
+        for t in texts:
+            self._check_text(t)
+            if "[MASK]" not in t:
+                raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
+        encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
+        for t, e in zip(texts, encs):
+            if self.tokenizer.mask_id not in e.ids:
+                raise InputError(
+                    f"the text is {len(e) + e.num_dropped} tokens long; the model reads {self.max_length}, "
+                    "and every [MASK] fell in the part that was cut off. Shorten the text."
+                )
+        batch = self._batch(encs)
+        hm = head_mask.to(self.device) if head_mask is not None else None
+        probs = self.model(**batch, head_mask=hm).mlm_logits.float().softmax(-1)  # (B, T, V)
+        results = []
+        for b, (t, e) in enumerate(zip(texts, encs)):
+            positions = [i for i, x in enumerate(e.ids) if x == self.tokenizer.mask_id]
+            masks = [MaskAnswer(p, self._candidates(probs[b, p], e.tokens, p, top_k)) for p in positions]
+            if joint and len(positions) > 1:
+                chosen, order = self._joint_fill(e, positions, hm)
+            else:
+                chosen = [m.candidates[0] for m in masks]
+                order = list(range(len(masks)))
+            filled = list(e.tokens)
+            for p, c in zip(positions, chosen):
+                filled[p] = c.token
+            results.append(
+                FillMaskResult(
+                    text=t,
+                    tokens=e.tokens,
+                    masks=masks,
+                    joint=chosen,
+                    joint_order=order,
+                    joint_text=_join_tokens(filled),
+                    truncated=e.truncated,
+                    num_dropped=e.num_dropped,
+                )
+            )
+        return results[0] if single else results
+
+    def _joint_fill(self, e: Encoding, positions: list[int], head_mask) -> tuple[list[Candidate], list[int]]:
+        """Most-confident-first: fill the surest mask, re-run, repeat until none is left."""
+        ids = list(e.ids)
+        tokens = list(e.tokens)
+        chosen: dict[int, Candidate] = {}
+        order: list[int] = []
+        remaining = list(positions)
+        while remaining:
+            batch = self._batch([Encoding(ids, tokens, e.type_ids, e.offsets, e.word_ids, e.sequence_ids)])
+            probs = self.model(**batch, head_mask=head_mask).mlm_logits[0].float().softmax(-1)  # (T, V)
+            best = max(remaining, key=lambda p: probs[p].max().item())
+            cand = self._candidates(probs[best], tokens, best, 1)[0]
+            ids[best], tokens[best] = cand.token_id, cand.token
+            chosen[best] = cand
+            order.append(positions.index(best))
+            remaining.remove(best)
+        return [chosen[p] for p in positions], order
+
+    # --- next sentence prediction ---------------------------------------------------------
+    @torch.inference_mode()
+    def next_sentence(
+        self,
+        text_a: str | Sequence[str],
+        text_b: str | Sequence[str],
+        head_mask: torch.Tensor | None = None,
+    ) -> NSPResult | list[NSPResult]:
+        """P(IsNext) that `text_b` follows `text_a` (both str, or two equal-length lists)."""
+        if not self.has_nsp:
+            raise InputError("this checkpoint has no next-sentence head (trained without NSP); NSP is unavailable")
+        single = isinstance(text_a, str)
+        a_list = [text_a] if single else list(text_a)
+        b_list = [text_b] if single else list(text_b)
+        if len(a_list) != len(b_list):
+            raise InputError(f"{len(a_list)} sentences A but {len(b_list)} sentences B")
+        for a, b in zip(a_list, b_list):
+            self._check_text(a, "sentence A")
+            self._check_text(b, "sentence B")
+        encs = self.tokenizer.encode_batch(a_list, b_list, max_length=self.max_length)
+        batch = self._batch(encs)
+        hm = head_mask.to(self.device) if head_mask is not None else None
+        out = self.model(**batch, mlm_positions=torch.zeros_like(batch["input_ids"], dtype=torch.bool), head_mask=hm)
+        p_is_next = out.nsp_logits.float().softmax(-1)[:, 0].tolist()  # index 0 = IsNext
+        results = [
+            NSPResult(a, b, p, e.tokens, e.type_ids, e.truncated)
+            for a, b, p, e in zip(a_list, b_list, p_is_next, encs)
+        ]
+        return results[0] if single else results
+
+    # --- inspection ----------------------------------------------------------------------
+    @torch.inference_mode()
+    def inspect(
+        self,
+        text: str,
+        text_b: str | None = None,
+        head_mask: torch.Tensor | None = None,
+        top_k: int = 0,
+    ) -> Inspection:
+        """Tokens, segment ids, every attention map and hidden state for one input.
+
+        Args:
+            head_mask: (L, A), 0 switches a head off.
+            top_k: when > 0, also the MLM head's top-k at every position (`mlm_top`).
+        """
+        self._check_text(text)
+        if text_b is not None:
+            self._check_text(text_b, "sentence B")
+        e = self.tokenizer.encode(text, text_b, max_length=self.max_length)
+        batch = self._batch([e])
+        hm = head_mask.to(self.device) if head_mask is not None else None
+        out = self.model(**batch, head_mask=hm, output_attentions=True, output_hidden_states=True)
+        enc = out.encoder
+        att = torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
+        hid = torch.stack(enc.hidden_states, 0)[:, 0].float().cpu().numpy()  # (L+1, T, H)
+        mlm_top = []
+        if top_k > 0:
+            probs = out.mlm_logits[0].float().softmax(-1)
+            mlm_top = [self._candidates(probs[p], e.tokens, p, top_k) for p in range(len(e))]
+        nsp = None
+        if self.has_nsp and out.nsp_logits is not None:
+            nsp = float(out.nsp_logits[0].float().softmax(-1)[0])
+        return Inspection(
+            text=text,
+            text_b=text_b,
+            tokens=e.tokens,
+            token_ids=e.ids,
+            segment_ids=e.type_ids,
+            position_ids=list(range(len(e))),
+            word_ids=e.word_ids,
+            attentions=att,
+            hidden_states=hid,
+            truncated=e.truncated,
+            mlm_top=mlm_top,
+            nsp_is_next_prob=nsp,
+        )
+
+    @torch.inference_mode()
+    def layer_predictions(self, text: str, position: int | None = None, top_k: int = 5) -> list[LayerGuess]:
+        """The MLM head applied to every layer's hidden state at `position` (default: the first
+        [MASK]): what each layer would guess, so one sees where the answer forms."""
+        self._check_text(text)
+        e = self.tokenizer.encode(text, max_length=self.max_length)
+        if position is None:
+            if self.tokenizer.mask_id not in e.ids:
+                raise InputError("no [MASK] in the text; give a position or write [MASK]")
+            position = e.ids.index(self.tokenizer.mask_id)
+        if not 0 <= position < len(e):
+            raise InputError(f"position {position} is outside the {len(e)} tokens of the input")
+        enc = self.model.bert(**self._batch([e]), output_hidden_states=True)
+        states = torch.stack([h[0, position] for h in enc.hidden_states])  # (L+1, H)
+        probs = self.model.layer_logits(states).float().softmax(-1)  # (L+1, V)
+        return [LayerGuess(i, self._candidates(probs[i], e.tokens, position, top_k)) for i in range(len(states))]
+
+
+def load_model(
+    path_or_id: str | os.PathLike | None = None,
+    device: str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> LoadedModel:
+    """Load a checkpoint folder (ours or one saved by `transformers`) or a Hub id.
+
+    Args:
+        path_or_id: folder or Hub id; None loads the shipped default model.
+        device: 'auto' (default), 'cpu' or 'cuda'.
+    """
+    path = default_model_path() if path_or_id is None else path_or_id
+    model, tokenizer, info = load_pretraining_model(path, pick_device(device), dtype)
+    return LoadedModel(model, tokenizer, info)

@@ -1,0 +1,386 @@
+"""The BERT encoder and its pretraining heads, in the order data flows through them.
+
+Module and parameter names match Google's / Hugging Face's BERT checkpoints key for key
+(`bert.encoder.layer.3.attention.self.query.weight`, `cls.predictions.transform.dense.weight`),
+so real weights import without renaming. The model takes tensors and returns typed dataclasses.
+
+Imports torch and bertlab.config only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.config import BertConfig
+
+
+# --------------------------------------------------------------------------------------
+# Outputs
+# --------------------------------------------------------------------------------------
+@dataclass
+class EncoderOutput:
+    """What `BertModel` returns.
+
+    Attributes:
+        last_hidden_state: (B, T, H) float, the last layer's output.
+        pooled_output: (B, H) float, tanh(dense([CLS])), the input of the NSP head.
+        hidden_states: L+1 tensors (B, T, H): the embeddings output, then every layer's output;
+            None unless requested.
+        attentions: L tensors (B, A, T, T) of attention probabilities (rows sum to 1);
+            None unless requested.
+    """
+
+    last_hidden_state: torch.Tensor
+    pooled_output: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class PreTrainingOutput:
+    """What `BertForPreTraining` returns.
+
+    Attributes:
+        mlm_logits: (B, T, V) when every position is scored, or (N, V) for the N positions
+            selected by `mlm_positions` / `mlm_labels` (row order = `mask.nonzero()` order).
+        nsp_logits: (B, 2); index 0 = IsNext, 1 = NotNext (Google's convention). None without NSP head.
+        loss: mlm_loss + nsp_loss (those that were computed), or None without labels.
+        mlm_correct / mlm_count: number of correct top-1 masked predictions and of masked tokens.
+    """
+
+    mlm_logits: torch.Tensor
+    nsp_logits: torch.Tensor | None
+    encoder: EncoderOutput
+    loss: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
+    mlm_correct: torch.Tensor | None = None
+    mlm_count: torch.Tensor | None = None
+    nsp_correct: torch.Tensor | None = None
+
+
+# --------------------------------------------------------------------------------------
+# Encoder
+# --------------------------------------------------------------------------------------
+class BertEmbeddings(nn.Module):
+    """token + segment + position embeddings, then LayerNorm and dropout (paper, Figure 2)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        T = input_ids.shape[1]
+        positions = torch.arange(T, device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings(positions)[None]  # (B, T, H)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention; SDPA fast path and explicit path side by side."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.head_size = config.head_size
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_dropout
+        self.dropout = nn.Dropout(config.attention_dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_bias: torch.Tensor | None,
+        head_mask: torch.Tensor | None,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, H = x.shape
+        nh, hs = self.num_heads, self.head_size
+        q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.key(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        probs = None
+        if output_attentions:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # (B, nh, T, T)
+            if attn_bias is not None:
+                scores = scores + attn_bias
+            probs = scores.softmax(dim=-1)
+            dropped = self.dropout(probs)
+            if head_mask is not None:
+                dropped = dropped * head_mask.view(1, nh, 1, 1)
+                probs = probs * head_mask.view(1, nh, 1, 1)
+            context = dropped @ v  # (B, nh, T, hs)
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_bias, dropout_p=self.dropout_p if self.training else 0.0
+            )  # (B, nh, T, hs)
+            if head_mask is not None:
+                # probs @ v is linear in probs, so masking a head's output equals masking its probs
+                context = context * head_mask.view(1, nh, 1, 1).to(context.dtype)
+        context = context.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        return context, probs
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, context: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(context)) + residual)  # post-LN
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, x, attn_bias, head_mask, output_attentions):
+        context, probs = self.self(x, attn_bias, head_mask, output_attentions)
+        return self.output(context, x), probs
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.dense(x))  # exact (erf) GELU, as in BERT
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(h)) + residual)
+
+
+class BertLayer(nn.Module):
+    """One post-LN Transformer encoder layer: self-attention, then the feed-forward block."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, x, attn_bias, head_mask, output_attentions):
+        a, probs = self.attention(x, attn_bias, head_mask, output_attentions)
+        return self.output(self.intermediate(a), a), probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_layers))
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))  # (B, H) from [CLS]
+
+
+class BertModel(nn.Module):
+    """The encoder: embeddings, L layers, pooler."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+    def attention_bias(self, attention_mask: torch.Tensor | None, T: int, device, dtype) -> torch.Tensor | None:
+        """Additive bias (B or 1, 1, T or 1, T): 0 where attending is allowed, dtype-min elsewhere."""
+        neg = torch.finfo(dtype).min
+        bias = None
+        if attention_mask is not None:
+            bias = (1.0 - attention_mask[:, None, None, :].to(dtype)) * neg  # (B, 1, 1, T)
+        if self.config.attention_direction == "left_to_right":
+            future = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+            causal = torch.zeros(T, T, dtype=dtype, device=device).masked_fill(future, neg)[None, None]
+            bias = causal if bias is None else (bias + causal).clamp(min=neg)
+        return bias
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        """Encode a batch.
+
+        Args:
+            input_ids: (B, T) long token ids.
+            token_type_ids: (B, T) long segment ids (0 = A, 1 = B); zeros when None.
+            attention_mask: (B, T) 1 for real tokens, 0 for padding; all ones when None.
+            head_mask: (L, A) with 1 to keep a head and 0 to switch it off.
+            output_attentions: also return every layer's attention probabilities (explicit path).
+            output_hidden_states: also return the embeddings output and every layer's output.
+        """
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)
+        bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for i, layer in enumerate(self.encoder.layer):
+            x, probs = layer(x, bias, None if head_mask is None else head_mask[i], output_attentions)
+            if output_hidden_states:
+                hidden_states.append(x)
+            if output_attentions:
+                attentions.append(probs)
+        return EncoderOutput(
+            last_hidden_state=x,
+            pooled_output=self.pooler(x),
+            hidden_states=tuple(hidden_states) if hidden_states is not None else None,
+            attentions=tuple(attentions) if attentions is not None else None,
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Pretraining heads
+# --------------------------------------------------------------------------------------
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(F.gelu(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """dense + GELU + LayerNorm, then a decoder tied to the word embeddings, with its own bias."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(x)) + self.bias
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        # The "No NSP" ablation drops this head entirely, so the checkpoint holds no NSP weights.
+        self.seq_relationship = nn.Linear(config.hidden_size, 2) if config.use_nsp_head else None
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """BERT's init: normal(0, std) weights, zero biases, LayerNorm at identity."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with the masked-LM head and (optionally) the next-sentence head."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        init_weights(self, config.initializer_range)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        mlm_labels: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+        mlm_positions: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> PreTrainingOutput:
+        """Run the encoder and both heads.
+
+        Args:
+            mlm_labels: (B, T) long, the original token id at masked positions and -100 elsewhere.
+                When given, MLM logits are computed only at the labelled positions (training needs
+                nothing else, and the vocabulary projection is most of the cost).
+            nsp_labels: (B,) long, 0 = IsNext, 1 = NotNext.
+            mlm_positions: (B, T) bool, positions to score when no labels are given; None scores
+                every position and returns (B, T, V).
+        """
+        enc = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states)
+        hidden = enc.last_hidden_state
+        select = (mlm_labels != -100) if mlm_labels is not None else mlm_positions
+        if select is not None:
+            mlm_logits = self.cls.predictions(hidden[select])  # (N, V)
+        else:
+            mlm_logits = self.cls.predictions(hidden)  # (B, T, V)
+        heads = self.cls.seq_relationship
+        nsp_logits = heads(enc.pooled_output) if heads is not None else None  # (B, 2)
+
+        out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc)
+        losses = []
+        if mlm_labels is not None:
+            targets = mlm_labels[select]  # (N,)
+            out.mlm_loss = F.cross_entropy(mlm_logits.float(), targets) if targets.numel() else mlm_logits.sum() * 0
+            out.mlm_correct = (mlm_logits.argmax(-1) == targets).sum()
+            out.mlm_count = torch.tensor(targets.numel(), device=targets.device)
+            losses.append(out.mlm_loss)
+        if nsp_labels is not None and nsp_logits is not None:
+            out.nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+            out.nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
+            losses.append(out.nsp_loss)
+        if losses:
+            out.loss = sum(losses)
+        return out
+
+    def layer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Apply the MLM head to any hidden state (B, T, H) -> (B, T, V), e.g. an earlier layer's."""
+        return self.cls.predictions(hidden)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

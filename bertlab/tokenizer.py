@@ -1,0 +1,326 @@
+"""WordPiece tokenization through the `tokenizers` library, behaving as BERT's own tokenizer.
+
+Owns: loading a BERT `vocab.txt` (cased or uncased), training a new vocabulary from text files,
+encoding single sentences and pairs with [CLS]/[SEP] and segment ids, truncation with a clear
+signal, and offsets that map pieces back to words. Imports `tokenizers` and bertlab.errors only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers.trainers import WordPieceTrainer
+
+from bertlab.errors import CheckpointError, InputError
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclass
+class Encoding:
+    """One tokenized input.
+
+    Attributes:
+        ids: token ids, [CLS] A [SEP] (B [SEP]).
+        tokens: the WordPiece strings of `ids`.
+        type_ids: segment ids, 0 for [CLS] A [SEP], 1 for B [SEP].
+        offsets: (start, end) character span of each token in its own text; (0, 0) for specials.
+        word_ids: index of the word each token belongs to (None for specials).
+        sequence_ids: 0 / 1 for tokens of text A / B, None for specials.
+        truncated: True when tokens were cut to fit `max_length`.
+        num_dropped: how many tokens were cut.
+    """
+
+    ids: list[int]
+    tokens: list[str]
+    type_ids: list[int]
+    offsets: list[tuple[int, int]]
+    word_ids: list[int | None]
+    sequence_ids: list[int | None]
+    truncated: bool = False
+    num_dropped: int = 0
+    special_mask: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _build(vocab: dict[str, int], lowercase: bool) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    _finish(tok)
+    return tok
+
+
+def _finish(tok: Tokenizer) -> None:
+    """Register specials (so "[MASK]" typed in text stays one token) and the [CLS]/[SEP] template."""
+    vocab = tok.get_vocab()
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise CheckpointError(f"vocabulary lacks the special tokens {missing}; a BERT vocab.txt needs all of {SPECIAL_TOKENS}")
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    tok.no_truncation()
+    tok.no_padding()
+
+
+def read_vocab(path: str | Path) -> dict[str, int]:
+    """Read a `vocab.txt` (one token a line, line number = id)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: vocabulary file not found")
+    vocab: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            token = line.rstrip("\n")
+            if token in vocab:
+                continue  # Google's vocabs have no duplicates; keep the first if one does
+            vocab[token] = i
+    if not vocab:
+        raise CheckpointError(f"{path}: vocabulary file is empty")
+    return vocab
+
+
+def guess_lowercase(vocab: dict[str, int]) -> bool:
+    """Uncased vocabularies hold no upper-case letters outside the special tokens."""
+    return not any(ch.isupper() for tok in vocab if tok not in SPECIAL_TOKENS and not tok.startswith("[unused") for ch in tok)
+
+
+class BertTokenizer:
+    """BERT's WordPiece tokenizer (basic tokenization + WordPiece), backed by Rust `tokenizers`."""
+
+    def __init__(self, tokenizer: Tokenizer, lowercase: bool, model_max_length: int = 512):
+        self._tok = tokenizer
+        self.lowercase = lowercase
+        self.model_max_length = model_max_length
+        self.vocab = tokenizer.get_vocab()
+        self.id_to_token = {i: t for t, i in self.vocab.items()}
+        self.pad_id = self.vocab["[PAD]"]
+        self.unk_id = self.vocab["[UNK]"]
+        self.cls_id = self.vocab["[CLS]"]
+        self.sep_id = self.vocab["[SEP]"]
+        self.mask_id = self.vocab["[MASK]"]
+        self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def from_vocab(cls, path: str | Path, lowercase: bool | None = None, model_max_length: int = 512) -> "BertTokenizer":
+        """Load a BERT `vocab.txt`; `lowercase` None guesses from the vocabulary (cased / uncased)."""
+        vocab = read_vocab(path)
+        if lowercase is None:
+            lowercase = guess_lowercase(vocab)
+        return cls(_build(vocab, lowercase), lowercase, model_max_length)
+
+    @classmethod
+    def from_dir(cls, directory: str | Path, model_max_length: int | None = None) -> "BertTokenizer":
+        """Load from a checkpoint directory: `vocab.txt` plus `tokenizer_config.json` when present."""
+        directory = Path(directory)
+        lowercase = None
+        max_len = 512
+        cfg_path = directory / "tokenizer_config.json"
+        if cfg_path.is_file():
+            try:
+                cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise CheckpointError(f"{cfg_path}: not valid JSON ({exc})") from exc
+            lowercase = cfg.get("do_lower_case", None)
+            ml = cfg.get("model_max_length")
+            if isinstance(ml, int) and 0 < ml < 100_000:
+                max_len = ml
+        if model_max_length is not None:
+            max_len = min(max_len, model_max_length)
+        if not (directory / "vocab.txt").is_file():
+            raise CheckpointError(f"{directory}: no vocab.txt; a BERT checkpoint folder needs one")
+        return cls.from_vocab(directory / "vocab.txt", lowercase, max_len)
+
+    @classmethod
+    def train(
+        cls,
+        files: Sequence[str | Path] | None = None,
+        vocab_size: int = 8000,
+        lowercase: bool = True,
+        min_frequency: int = 2,
+        texts: Iterable[str] | None = None,
+        limit_alphabet: int = 1000,
+    ) -> "BertTokenizer":
+        """Train a new WordPiece vocabulary from text files or an iterator of strings.
+
+        Note: `tokenizers` training is not bit-for-bit deterministic across runs; train once and
+        keep the resulting `vocab.txt` (save with `save_vocab`).
+        """
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece(prefix="##")
+        trainer = WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            limit_alphabet=limit_alphabet,
+            continuing_subword_prefix="##",
+            show_progress=False,
+        )
+        if texts is not None:
+            tok.train_from_iterator(texts, trainer=trainer)
+        elif files:
+            tok.train([str(f) for f in files], trainer=trainer)
+        else:
+            raise InputError("train a tokenizer from `files` or `texts`; neither was given")
+        # Reorder so the specials come first as in BERT vocabularies ([PAD]=0).
+        vocab = tok.get_vocab()
+        ordered = list(SPECIAL_TOKENS) + sorted((t for t in vocab if t not in SPECIAL_TOKENS), key=vocab.get)
+        return cls(_build({t: i for i, t in enumerate(ordered)}, lowercase), lowercase)
+
+    # --- saving -------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        """Write `vocab.txt`, `tokenizer_config.json`, `special_tokens_map.json`, `tokenizer.json`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.save_vocab(directory / "vocab.txt")
+        (directory / "tokenizer_config.json").write_text(
+            json.dumps(
+                {
+                    "tokenizer_class": "BertTokenizer",
+                    "do_lower_case": self.lowercase,
+                    "model_max_length": self.model_max_length,
+                    "unk_token": "[UNK]",
+                    "sep_token": "[SEP]",
+                    "pad_token": "[PAD]",
+                    "cls_token": "[CLS]",
+                    "mask_token": "[MASK]",
+                    "tokenize_chinese_chars": True,
+                    "strip_accents": None,
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
+        (directory / "special_tokens_map.json").write_text(
+            json.dumps({"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}, indent=2),
+            encoding="utf-8",
+        )
+        self._tok.save(str(directory / "tokenizer.json"))
+
+    def save_vocab(self, path: str | Path) -> None:
+        ordered = sorted(self.vocab, key=self.vocab.get)
+        Path(path).write_text("".join(t + "\n" for t in ordered), encoding="utf-8")
+
+    # --- encoding -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def _convert(self, enc, max_length: int | None) -> Encoding:
+        return Encoding(
+            ids=list(enc.ids),
+            tokens=list(enc.tokens),
+            type_ids=list(enc.type_ids),
+            offsets=[tuple(o) for o in enc.offsets],
+            word_ids=list(enc.word_ids),
+            sequence_ids=list(enc.sequence_ids),
+            special_mask=list(enc.special_tokens_mask),
+        )
+
+    def encode(self, text: str, text_b: str | None = None, max_length: int | None = None, truncate: bool = True) -> Encoding:
+        """Encode `text` (and `text_b`) as [CLS] A [SEP] (B [SEP]).
+
+        Args:
+            max_length: at most this many tokens, specials included; defaults to `model_max_length`.
+            truncate: cut the longer side first when too long (setting `truncated`), or raise
+                InputError when False.
+        """
+        return self.encode_batch([text], None if text_b is None else [text_b], max_length, truncate)[0]
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        texts_b: Sequence[str] | None = None,
+        max_length: int | None = None,
+        truncate: bool = True,
+    ) -> list[Encoding]:
+        """Encode many inputs at once (parallel in Rust); see `encode`."""
+        for t in texts:
+            if not isinstance(t, str):
+                raise InputError(f"text must be a string, got {type(t).__name__}")
+        max_length = max_length or self.model_max_length
+        if texts_b is not None:
+            if len(texts_b) != len(texts):
+                raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
+            raw = self._tok.encode_batch(list(zip(texts, texts_b)), add_special_tokens=True)
+        else:
+            raw = self._tok.encode_batch(list(texts), add_special_tokens=True)
+        out = []
+        for enc in raw:
+            e = self._convert(enc, max_length)
+            if len(e.ids) > max_length:
+                if not truncate:
+                    raise InputError(f"input is {len(e.ids)} tokens long; this model accepts at most {max_length}")
+                e = self._truncate(e, max_length)
+            out.append(e)
+        return out
+
+    def _truncate(self, e: Encoding, max_length: int) -> Encoding:
+        """Longest-first truncation from the end of each segment, keeping the special tokens."""
+        seq = e.sequence_ids
+        idx_a = [i for i, s in enumerate(seq) if s == 0]
+        idx_b = [i for i, s in enumerate(seq) if s == 1]
+        n_special = len(e.ids) - len(idx_a) - len(idx_b)
+        budget = max_length - n_special
+        if budget < 0:
+            raise InputError(f"max_length {max_length} leaves no room for the text")
+        while len(idx_a) + len(idx_b) > budget:
+            if len(idx_a) >= len(idx_b):
+                idx_a.pop()
+            else:
+                idx_b.pop()
+        keep = set(idx_a) | set(idx_b) | {i for i, s in enumerate(seq) if s is None}
+        pick = [i for i in range(len(e.ids)) if i in keep]
+
+        def take(values):
+            return [values[i] for i in pick]
+
+        return Encoding(
+            ids=take(e.ids),
+            tokens=take(e.tokens),
+            type_ids=take(e.type_ids),
+            offsets=take(e.offsets),
+            word_ids=take(e.word_ids),
+            sequence_ids=take(e.sequence_ids),
+            special_mask=take(e.special_mask),
+            truncated=True,
+            num_dropped=len(e.ids) - len(pick),
+        )
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece strings of `text`, without [CLS]/[SEP]."""
+        return self._tok.encode(text, add_special_tokens=False).tokens
+
+    def tokenize_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids (no specials) of many texts at once; the fast path for pretraining data."""
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [self.id_to_token.get(int(i), "[UNK]") for i in ids]
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        return [self.vocab.get(t, self.unk_id) for t in tokens]
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
