@@ -99,7 +99,8 @@ def read_vocab(path: str | Path) -> dict[str, int]:
 
 def guess_lowercase(vocab: dict[str, int]) -> bool:
     """Uncased vocabularies hold no upper-case letters outside the special tokens."""
-    return not any(ch.isupper() for tok in vocab if tok not in SPECIAL_TOKENS and not tok.startswith("[unused") for ch in tok)
+    # ASCII only: uncased vocabularies still hold a few non-ASCII capitals (e.g. Greek letters)
+    return not any("A" <= ch <= "Z" for tok in vocab if tok not in SPECIAL_TOKENS and not tok.startswith("[unused") for ch in tok)
 
 
 class BertTokenizer:
