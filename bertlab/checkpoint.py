@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 WEIGHTS_NAME = "model.safetensors"
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+NSP_KEYS = ("cls.seq_relationship.weight", "bert.pooler.dense.weight")  # NSP needs both
+OPTIONAL_PREFIXES = ("bert.pooler.",)  # BertForMaskedLM has no pooler; only NSP needs it
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
@@ -63,6 +65,8 @@ def _atomic_dir(target: Path):
             old = None
             if target.exists():
                 old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                if old.exists():  # left by a save killed between the two renames
+                    shutil.rmtree(old, ignore_errors=True)
                 os.replace(target, old)
             os.replace(self.tmp, target)
             if old is not None:
@@ -137,18 +141,30 @@ def resolve(path_or_id: str | Path) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError as exc:  # pragma: no cover - huggingface_hub ships with transformers
         raise CheckpointError(f"{text}: not a local folder, and huggingface_hub is not installed to fetch it") from exc
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import; read it again so a later setting counts.
+    offline = _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE")
     try:
         local = snapshot_download(
             text,
             allow_patterns=["config.json", "*.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json"],
+            local_files_only=offline,
         )
     except Exception as exc:  # network errors, unknown repo, offline mode
+        if offline:
+            raise CheckpointError(
+                f"{text}: not a local folder, and HF_HUB_OFFLINE is set (offline mode) while the Hub id is not "
+                "in the local cache. Give a local checkpoint folder, or unset HF_HUB_OFFLINE to download it."
+            ) from exc
         raise CheckpointError(
             f"{text}: not a local folder, and the Hugging Face Hub could not provide it "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else 'no detail'}). "
             "Are you offline? Give a local checkpoint folder instead."
         ) from exc
     return Path(local)
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
 def load_config(directory: str | Path) -> tuple[BertConfig, dict]:
@@ -159,28 +175,41 @@ def load_config(directory: str | Path) -> tuple[BertConfig, dict]:
         raise CheckpointError(f"{path}: missing; a checkpoint folder needs config.json") from exc
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{path}: not valid JSON ({exc}); the file may be truncated") from exc
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: holds a JSON {type(raw).__name__}, not an object of BertConfig keys")
     if raw.get("model_type", "bert") != "bert":
         raise CheckpointError(f"{path}: model_type is {raw.get('model_type')!r}, not 'bert'")
     return BertConfig.from_hf_dict(raw, str(path)), raw
 
 
+def weights_file(directory: str | Path) -> Path:
+    """The weights file a checkpoint folder holds: `model.safetensors`, else `pytorch_model.bin`."""
+    d = Path(directory)
+    for name in (WEIGHTS_NAME, "pytorch_model.bin"):
+        if (d / name).is_file():
+            return d / name
+    raise CheckpointError(f"{d}: no {WEIGHTS_NAME} or pytorch_model.bin; the weights file is missing")
+
+
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     """Read `model.safetensors` (preferred) or `pytorch_model.bin` with weights_only=True."""
-    d = Path(directory)
-    st, pt = d / WEIGHTS_NAME, d / "pytorch_model.bin"
-    if st.is_file():
+    path = weights_file(directory)
+    if path.name == WEIGHTS_NAME:
         try:
-            return load_file(str(st))
+            return load_file(str(path))
         except (SafetensorError, OSError, ValueError) as exc:
-            raise CheckpointError(f"{st}: cannot be read ({exc}); the file may be truncated or corrupt") from exc
-    if pt.is_file():
-        try:
-            return torch.load(str(pt), map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise CheckpointError(
-                f"{pt}: cannot be read safely ({type(exc).__name__}: {exc}); truncated, corrupt, or not plain tensors"
-            ) from exc
-    raise CheckpointError(f"{d}: no {WEIGHTS_NAME} or pytorch_model.bin")
+            raise CheckpointError(f"{path}: cannot be read ({exc}); the file may be truncated or corrupt") from exc
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling raises many types; all mean "unusable file"
+        raise CheckpointError(
+            f"{path}: cannot be read safely ({type(exc).__name__}: {exc}); truncated, corrupt, or not plain tensors"
+        ) from exc
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(
+            f"{path}: is not a flat state dict of tensors (a training checkpoint?); save model.state_dict() instead"
+        )
+    return state
 
 
 def normalize_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dict[str, torch.Tensor]:
@@ -204,9 +233,18 @@ def normalize_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dic
     return out
 
 
-def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str, required_prefixes=("bert.",)) -> list[str]:
+def load_state(
+    model: torch.nn.Module,
+    state: dict[str, torch.Tensor],
+    source: str,
+    required_prefixes: tuple[str, ...] = ("bert.",),
+    optional_prefixes: tuple[str, ...] = OPTIONAL_PREFIXES,
+) -> list[str]:
     """Load `state` into `model`, checking shapes; return the names of weights that were missing
-    (left at their initial values). Raises CheckpointError on shape mismatches or a missing encoder."""
+    (left at their initial values). Raises CheckpointError on shape mismatches or a missing encoder.
+
+    Weights under `optional_prefixes` (the pooler, which BertForMaskedLM checkpoints lack and only
+    NSP uses) may be missing even when they fall under `required_prefixes`."""
     own = model.state_dict()
     for k in TIED_KEYS:
         own.pop(k, None)
@@ -218,7 +256,7 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
     if mismatched:
         raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))
     missing = [k for k in own if k not in state]
-    missing_core = [k for k in missing if k.startswith(required_prefixes)]
+    missing_core = [k for k in missing if k.startswith(required_prefixes) and not k.startswith(optional_prefixes)]
     if missing_core:
         raise CheckpointError(
             f"{source}: {len(missing_core)} encoder weights missing (e.g. {missing_core[0]}); "
@@ -244,11 +282,11 @@ def load_pretraining_model(
     directory = resolve(path_or_id)
     config, raw = load_config(directory)
     state = normalize_keys(read_weights(directory))
-    if "cls.seq_relationship.weight" not in state and config.use_nsp_head:
+    if config.use_nsp_head and not all(k in state for k in NSP_KEYS):
         # e.g. a BertForMaskedLM checkpoint: keep the head so shapes match, but flag it untrained
-        log.info("%s has no NSP head weights; next-sentence prediction will be unavailable", directory)
+        log.info("%s has no NSP head or pooler weights; next-sentence prediction will be unavailable", directory)
     model = BertForPreTraining(config)
-    missing = load_state(model, state, str(directory))
+    missing = load_state(model, state, str(weights_file(directory)))
     if "cls.predictions.transform.dense.weight" in missing:
         raise CheckpointError(f"{directory}: has no masked-LM head (cls.predictions.*); it cannot fill in [MASK]s")
     tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)

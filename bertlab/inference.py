@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from bertlab.checkpoint import load_pretraining_model
+from bertlab.checkpoint import NSP_KEYS, load_pretraining_model
 from bertlab.errors import InputError
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import BertTokenizer, Encoding
@@ -190,7 +190,7 @@ class LoadedModel:
         self.device = next(model.parameters()).device
         self.max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
         missing = set(self.info.get("missing", []))
-        self.has_nsp = model.cls.seq_relationship is not None and "cls.seq_relationship.weight" not in missing
+        self.has_nsp = model.cls.seq_relationship is not None and not missing.intersection(NSP_KEYS)
 
     @property
     def path(self) -> str:
