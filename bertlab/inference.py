@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -39,7 +39,10 @@ def pick_device(device: str | None = None) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise InputError("device 'cuda' was asked for, but no CUDA GPU is available; use 'cpu' or 'auto'")
-    return torch.device(device)
+    try:
+        return torch.device(device)
+    except RuntimeError as exc:
+        raise InputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda'") from exc
 
 
 # --------------------------------------------------------------------------------------
@@ -161,19 +164,25 @@ def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
     return left + core + right
 
 
-def _join_tokens(tokens: Sequence[str]) -> str:
-    words: list[str] = []
-    for t in tokens:
-        if t in ("[CLS]", "[SEP]", "[PAD]"):
-            continue
-        if t.startswith("##") and words:
-            words[-1] += t[2:]
-        else:
-            words.append(t)
-    text = " ".join(words)
-    for p in (".", ",", "!", "?", ";", ":", "'s", "n't", ")"):
-        text = text.replace(" " + p, p)
-    return text.replace("( ", "(")
+def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
+    """`text` as the user typed it, with the [MASK] at each token position replaced by a token.
+
+    A `##` piece joins the word before it ("play [MASK]" + "##ed" -> "played"). When the input
+    was truncated, the part of `text` the model never read is dropped.
+    """
+    end = len(text)
+    if enc.truncated:
+        end = max((stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0)
+    out = text[:end]
+    for p, token in sorted(zip(positions, tokens, strict=True), reverse=True):
+        start, stop = enc.offsets[p]
+        left = out[:start]
+        if token.startswith("##"):
+            left, token = left.rstrip(), token[2:]
+        elif left and left[-1].isalnum():
+            token = " " + token  # "cat[MASK]" typed without a space
+        out = left + token + out[stop:]
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -219,15 +228,29 @@ class LoadedModel:
     def _candidates(self, probs: torch.Tensor, tokens: Sequence[str], position: int, top_k: int) -> list[Candidate]:
         scores, ids = probs.float().topk(min(top_k, probs.shape[-1]))
         out = []
-        for s, i in zip(scores.tolist(), ids.tolist()):
+        for s, i in zip(scores.tolist(), ids.tolist(), strict=True):
             tok = self.tokenizer.id_to_token.get(i, "[UNK]")
             out.append(Candidate(tok, i, s, whole_word(tokens, position, tok)))
         return out
 
     def _check_text(self, text: str, what: str = "text") -> str:
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        if not text.strip():
             raise InputError(f"{what} is empty; type a sentence")
         return text
+
+    def _head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Check a (L, A) head mask and move it to the model's device and dtype."""
+        if head_mask is None:
+            return None
+        hm = torch.as_tensor(head_mask)
+        expected = (self.config.num_layers, self.config.num_heads)
+        if tuple(hm.shape) != expected:
+            raise InputError(
+                f"head_mask has shape {tuple(hm.shape)}; this model needs {expected} (layers, heads), 1 = keep, 0 = off"
+            )
+        return hm.to(device=self.device, dtype=next(self.model.parameters()).dtype)
 
     # --- fill-mask -----------------------------------------------------------------------
     @torch.inference_mode()
@@ -239,6 +262,12 @@ class LoadedModel:
         head_mask: torch.Tensor | None = None,
     ) -> FillMaskResult | list[FillMaskResult]:
         """Top-k answers for every [MASK] in `text` (or in each of a list of texts).
+
+        Args:
+            top_k: answers per mask.
+            joint: also fill several masks together, most-confident-first (one extra forward
+                pass per mask after the first); False takes each mask's own top answer.
+            head_mask: (L, A) with 0 for heads to switch off.
 
         Raises:
             InputError: empty text, no [MASK], or every [MASK] cut off by truncation.
@@ -253,28 +282,30 @@ class LoadedModel:
             self._check_text(t)
             if "[MASK]" not in t:
                 raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
+        hm = self._head_mask(head_mask)
         encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
-        for t, e in zip(texts, encs):
+        for e in encs:
             if self.tokenizer.mask_id not in e.ids:
                 raise InputError(
                     f"the text is {len(e) + e.num_dropped} tokens long; the model reads {self.max_length}, "
                     "and every [MASK] fell in the part that was cut off. Shorten the text."
                 )
         batch = self._batch(encs)
-        hm = head_mask.to(self.device) if head_mask is not None else None
-        probs = self.model(**batch, head_mask=hm).mlm_logits.float().softmax(-1)  # (B, T, V)
+        # Score only the [MASK] positions: the vocabulary projection is most of the cost.
+        at_mask = batch["input_ids"] == self.tokenizer.mask_id  # (B, T)
+        logits = self.model(**batch, mlm_positions=at_mask, head_mask=hm).mlm_logits  # (N, V), row-major
+        per_text = logits.float().softmax(-1).split(at_mask.sum(1).tolist())  # B x (masks, V)
         results = []
-        for b, (t, e) in enumerate(zip(texts, encs)):
+        for t, e, probs in zip(texts, encs, per_text, strict=True):
             positions = [i for i, x in enumerate(e.ids) if x == self.tokenizer.mask_id]
-            masks = [MaskAnswer(p, self._candidates(probs[b, p], e.tokens, p, top_k)) for p in positions]
+            masks = [
+                MaskAnswer(p, self._candidates(probs[n], e.tokens, p, top_k)) for n, p in enumerate(positions)
+            ]
             if joint and len(positions) > 1:
-                chosen, order = self._joint_fill(e, positions, hm)
+                chosen, order = self._joint_fill(e, positions, probs, hm)
             else:
                 chosen = [m.candidates[0] for m in masks]
                 order = list(range(len(masks)))
-            filled = list(e.tokens)
-            for p, c in zip(positions, chosen):
-                filled[p] = c.token
             results.append(
                 FillMaskResult(
                     text=t,
@@ -282,29 +313,40 @@ class LoadedModel:
                     masks=masks,
                     joint=chosen,
                     joint_order=order,
-                    joint_text=_join_tokens(filled),
+                    joint_text=fill_text(t, e, positions, [c.token for c in chosen]),
                     truncated=e.truncated,
                     num_dropped=e.num_dropped,
                 )
             )
         return results[0] if single else results
 
-    def _joint_fill(self, e: Encoding, positions: list[int], head_mask) -> tuple[list[Candidate], list[int]]:
-        """Most-confident-first: fill the surest mask, re-run, repeat until none is left."""
+    def _joint_fill(
+        self, e: Encoding, positions: list[int], probs: torch.Tensor, head_mask: torch.Tensor | None
+    ) -> tuple[list[Candidate], list[int]]:
+        """Most-confident-first: fill the surest mask, re-read the sentence, repeat until none is left.
+
+        Args:
+            probs: (len(positions), V) the independent probabilities, reused for the first choice.
+        """
         ids = list(e.ids)
         tokens = list(e.tokens)
         chosen: dict[int, Candidate] = {}
         order: list[int] = []
         remaining = list(positions)
-        while remaining:
+        while True:
+            best = int(probs.max(-1).values.argmax())  # index into `remaining`
+            p = remaining.pop(best)
+            cand = self._candidates(probs[best], tokens, p, 1)[0]
+            ids[p], tokens[p] = cand.token_id, cand.token
+            chosen[p] = cand
+            order.append(positions.index(p))
+            if not remaining:
+                break
             batch = self._batch([Encoding(ids, tokens, e.type_ids, e.offsets, e.word_ids, e.sequence_ids)])
-            probs = self.model(**batch, head_mask=head_mask).mlm_logits[0].float().softmax(-1)  # (T, V)
-            best = max(remaining, key=lambda p: probs[p].max().item())
-            cand = self._candidates(probs[best], tokens, best, 1)[0]
-            ids[best], tokens[best] = cand.token_id, cand.token
-            chosen[best] = cand
-            order.append(positions.index(best))
-            remaining.remove(best)
+            select = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
+            select[0, remaining] = True
+            logits = self.model(**batch, mlm_positions=select, head_mask=head_mask).mlm_logits  # (len(remaining), V)
+            probs = logits.float().softmax(-1)
         return [chosen[p] for p in positions], order
 
     # --- next sentence prediction ---------------------------------------------------------
@@ -323,17 +365,17 @@ class LoadedModel:
         b_list = [text_b] if single else list(text_b)
         if len(a_list) != len(b_list):
             raise InputError(f"{len(a_list)} sentences A but {len(b_list)} sentences B")
-        for a, b in zip(a_list, b_list):
+        for a, b in zip(a_list, b_list, strict=True):
             self._check_text(a, "sentence A")
             self._check_text(b, "sentence B")
+        hm = self._head_mask(head_mask)
         encs = self.tokenizer.encode_batch(a_list, b_list, max_length=self.max_length)
         batch = self._batch(encs)
-        hm = head_mask.to(self.device) if head_mask is not None else None
         out = self.model(**batch, mlm_positions=torch.zeros_like(batch["input_ids"], dtype=torch.bool), head_mask=hm)
         p_is_next = out.nsp_logits.float().softmax(-1)[:, 0].tolist()  # index 0 = IsNext
         results = [
             NSPResult(a, b, p, e.tokens, e.type_ids, e.truncated)
-            for a, b, p, e in zip(a_list, b_list, p_is_next, encs)
+            for a, b, p, e in zip(a_list, b_list, p_is_next, encs, strict=True)
         ]
         return results[0] if single else results
 
@@ -355,9 +397,9 @@ class LoadedModel:
         self._check_text(text)
         if text_b is not None:
             self._check_text(text_b, "sentence B")
+        hm = self._head_mask(head_mask)
         e = self.tokenizer.encode(text, text_b, max_length=self.max_length)
         batch = self._batch([e])
-        hm = head_mask.to(self.device) if head_mask is not None else None
         out = self.model(**batch, head_mask=hm, output_attentions=True, output_hidden_states=True)
         enc = out.encoder
         att = torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
@@ -385,18 +427,32 @@ class LoadedModel:
         )
 
     @torch.inference_mode()
-    def layer_predictions(self, text: str, position: int | None = None, top_k: int = 5) -> list[LayerGuess]:
+    def layer_predictions(
+        self,
+        text: str,
+        position: int | None = None,
+        top_k: int = 5,
+        head_mask: torch.Tensor | None = None,
+    ) -> list[LayerGuess]:
         """The MLM head applied to every layer's hidden state at `position` (default: the first
-        [MASK]): what each layer would guess, so one sees where the answer forms."""
+        [MASK]): what each layer would guess, so one sees where the answer forms.
+
+        Returns:
+            L+1 guesses: layer 0 is the embeddings output, layer L equals `fill_mask`'s answer.
+        """
         self._check_text(text)
+        if top_k < 1:
+            raise InputError(f"top_k must be at least 1, got {top_k}")
+        hm = self._head_mask(head_mask)
         e = self.tokenizer.encode(text, max_length=self.max_length)
         if position is None:
             if self.tokenizer.mask_id not in e.ids:
-                raise InputError("no [MASK] in the text; give a position or write [MASK]")
+                where = " (it was cut off: the text is too long)" if "[MASK]" in text else ""
+                raise InputError(f"no [MASK] in the text{where}; give a position or write [MASK]")
             position = e.ids.index(self.tokenizer.mask_id)
         if not 0 <= position < len(e):
             raise InputError(f"position {position} is outside the {len(e)} tokens of the input")
-        enc = self.model.bert(**self._batch([e]), output_hidden_states=True)
+        enc = self.model.bert(**self._batch([e]), head_mask=hm, output_hidden_states=True)
         states = torch.stack([h[0, position] for h in enc.hidden_states])  # (L+1, H)
         probs = self.model.layer_logits(states).float().softmax(-1)  # (L+1, V)
         return [LayerGuess(i, self._candidates(probs[i], e.tokens, position, top_k)) for i in range(len(states))]

@@ -1,0 +1,284 @@
+"""bertlab.inference: fill-mask (independent and joint), whole-word merging, batching, input
+errors and truncation, next-sentence prediction, inspection with head masks, and layer-by-layer
+predictions, all on a tiny random model."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_config
+from torch.testing import assert_close
+
+from bertlab.checkpoint import save_checkpoint
+from bertlab.errors import InputError
+from bertlab.inference import LoadedModel, fill_text, load_model, pick_device, whole_word
+from bertlab.model import BertForPreTraining
+
+TEXTS = [
+    "the cat sat on the [MASK].",
+    "Paris is the [MASK] of France.",
+    "the [MASK] ran to the [MASK] and [MASK].",
+    "a big [MASK] dog",
+]
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory, tokenizer) -> LoadedModel:
+    """A tiny random model with a wide init, so predictions are peaked rather than near-uniform
+    and top-k orders are not decided by rounding noise."""
+    torch.manual_seed(11)
+    model = BertForPreTraining(tiny_config(len(tokenizer), initializer_range=0.3))
+    d = save_checkpoint(tmp_path_factory.mktemp("inference") / "model", model, tokenizer)
+    return load_model(d, device="cpu")
+
+
+def _reference_probs(lm: LoadedModel, ids: list[int]) -> torch.Tensor:
+    """(T, V) MLM probabilities straight from the model, no inference code involved."""
+    with torch.no_grad():
+        return lm.model(torch.tensor([ids])).mlm_logits[0].softmax(-1)
+
+
+# --- fill-mask ---------------------------------------------------------------------------------
+def test_fill_mask_shapes_and_probabilities(lm):
+    res = lm.fill_mask(TEXTS[0], top_k=4)
+    assert res.tokens[0] == "[CLS]" and res.tokens[-1] == "[SEP]"
+    assert len(res.masks) == 1
+    mask = res.masks[0]
+    assert res.tokens[mask.position] == "[MASK]"
+    scores = [c.score for c in mask.candidates]
+    assert len(scores) == 4
+    assert all(0 <= s <= 1 for s in scores) and sum(scores) <= 1 + 1e-6
+    assert scores == sorted(scores, reverse=True)
+    ref = _reference_probs(lm, lm.tokenizer.encode(TEXTS[0]).ids)[mask.position]
+    top = ref.topk(4)
+    assert [c.token_id for c in mask.candidates] == top.indices.tolist()
+    assert_close(torch.tensor(scores), top.values, atol=1e-6, rtol=1e-5)
+    assert [c.token for c in mask.candidates] == lm.tokenizer.convert_ids_to_tokens(top.indices.tolist())
+    assert not res.truncated and res.num_dropped == 0
+    assert len(lm.fill_mask(TEXTS[0], top_k=100_000).masks[0].candidates) == len(lm.tokenizer)
+
+
+def test_single_mask_joint_is_top_answer(lm):
+    res = lm.fill_mask(TEXTS[1], top_k=3)
+    assert res.joint == [res.masks[0].candidates[0]] and res.joint_order == [0]
+    # the user's own text, casing kept, with the answer in place of [MASK]
+    assert res.joint_text == TEXTS[1].replace("[MASK]", res.masks[0].candidates[0].token)
+
+
+def test_several_masks_independent_and_joint(lm):
+    text = TEXTS[2]
+    res = lm.fill_mask(text, top_k=3)
+    enc = lm.tokenizer.encode(text)
+    positions = [i for i, t in enumerate(enc.ids) if t == lm.tokenizer.mask_id]
+    assert [m.position for m in res.masks] == positions
+    # independent: each mask scored with all the others still masked, in one pass
+    ref = _reference_probs(lm, enc.ids)
+    for m in res.masks:
+        assert [c.token_id for c in m.candidates] == ref[m.position].topk(3).indices.tolist()
+    # joint: most-confident-first, re-reading the sentence after each choice
+    assert sorted(res.joint_order) == list(range(len(positions)))
+    assert len(res.joint) == len(positions)
+    assert "[MASK]" not in res.joint_text
+    ids = list(enc.ids)
+    remaining = list(range(len(positions)))
+    for step in range(len(positions)):
+        probs = _reference_probs(lm, ids)
+        best = max(remaining, key=lambda n: probs[positions[n]].max().item())
+        assert res.joint_order[step] == best
+        assert res.joint[best].token_id == int(probs[positions[best]].argmax())
+        ids[positions[best]] = res.joint[best].token_id
+        remaining.remove(best)
+    first = res.joint_order[0]
+    assert res.joint[first].token_id == res.masks[first].candidates[0].token_id
+    words = res.joint_text.rstrip(".").replace(" and", "").split()
+    assert [words[1], words[5]] == [res.joint[0].token, res.joint[1].token]
+
+
+def test_joint_false_takes_each_top_answer(lm):
+    res = lm.fill_mask(TEXTS[2], joint=False)
+    assert [c.token_id for c in res.joint] == [m.candidates[0].token_id for m in res.masks]
+    assert res.joint_order == [0, 1, 2]
+    assert "[MASK]" not in res.joint_text
+
+
+def test_batch_equals_one_by_one(lm):
+    batch = lm.fill_mask(TEXTS, top_k=3)
+    assert isinstance(batch, list) and len(batch) == len(TEXTS)
+    assert isinstance(lm.fill_mask(TEXTS[:1]), list)
+    for text, b in zip(TEXTS, batch, strict=True):
+        one = lm.fill_mask(text, top_k=3)
+        assert b.text == text and b.tokens == one.tokens
+        assert b.joint_text == one.joint_text and b.joint_order == one.joint_order
+        for mb, mo in zip(b.masks, one.masks, strict=True):
+            assert [c.token for c in mb.candidates] == [c.token for c in mo.candidates]
+            assert_close(torch.tensor([c.score for c in mb.candidates]), torch.tensor([c.score for c in mo.candidates]), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("the cat sat on the mat.", r"no \[MASK\]"),
+        ("the cat sat on the [mask].", r"no \[MASK\]"),
+    ],
+)
+def test_bad_inputs_raise(lm, text, message):
+    with pytest.raises(InputError, match=message):
+        lm.fill_mask(text)
+    with pytest.raises(InputError, match=message):
+        lm.fill_mask(["the [MASK] sat.", text])
+
+
+def test_other_argument_errors(lm):
+    with pytest.raises(InputError, match="top_k"):
+        lm.fill_mask(TEXTS[0], top_k=0)
+    with pytest.raises(InputError, match="no texts"):
+        lm.fill_mask([])
+    with pytest.raises(InputError, match="string"):
+        lm.fill_mask([None])  # type: ignore[list-item]
+    with pytest.raises(InputError, match="head_mask has shape"):
+        lm.fill_mask(TEXTS[0], head_mask=torch.ones(3, 3))
+    with pytest.raises(InputError, match="unknown device"):
+        pick_device("gpu")
+    assert pick_device("cpu") == torch.device("cpu")
+
+
+def test_all_masks_truncated_away(lm):
+    text = "the cat sat on the mat . " * 20 + "the [MASK] ran."  # ~150 tokens, model reads 64
+    with pytest.raises(InputError, match="cut off"):
+        lm.fill_mask(text)
+    with pytest.raises(InputError, match="cut off"):
+        lm.layer_predictions(text)
+
+
+def test_long_text_with_mask_kept_is_truncated(lm):
+    text = "the [MASK] sat on the mat. " + "the dog ran to the park. " * 20
+    res = lm.fill_mask(text)
+    assert res.truncated and res.num_dropped > 0
+    assert len(res.tokens) == lm.max_length
+    assert len(res.tokens) + res.num_dropped == len(lm.tokenizer.encode(text, max_length=10_000))
+    # the joint text covers what the model read, not the cut-off tail
+    assert res.joint_text.startswith("the ") and "[MASK]" not in res.joint_text
+    assert len(res.joint_text) < len(text) - 40
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def test_whole_word_merges_pieces():
+    tokens = ["[CLS]", "the", "play", "##ing", "[MASK]", "##s", "cat", "##s", "[SEP]"]
+    assert whole_word(tokens, 4, "dog") == "dogs"  # right-hand ## pieces join
+    assert whole_word(tokens, 3, "##ed") == "played"  # a ## answer joins the word before
+    assert whole_word(tokens, 6, "rat") == "rats"
+    assert whole_word(tokens, 7, "##z") == "catz"
+    assert whole_word(tokens, 1, "a") == "a"
+    assert whole_word(["[CLS]", "[MASK]", "[SEP]"], 1, "##s") == "s"  # nothing to join
+    assert whole_word(["[CLS]", "[MASK]", "[MASK]", "[SEP]"], 2, "##s") == "s"  # not onto a mask
+    assert whole_word(["[CLS]", "un", "##believ", "[MASK]", "[SEP]"], 3, "##able") == "unbelievable"
+
+
+def test_candidate_word_uses_neighbouring_pieces(lm):
+    ins = lm.inspect("the cats played", top_k=2)
+    cat = ins.tokens.index("cat")
+    assert ins.tokens[cat + 1] == "##s"
+    for c in ins.mlm_top[cat]:
+        expected = "the" + c.token[2:] + "s" if c.token.startswith("##") else c.token + "s"
+        assert c.word == expected
+
+
+def test_fill_text_from_offsets(tokenizer):
+    text = "He play [MASK] in the [MASK]."
+    enc = tokenizer.encode(text)
+    pos = [i for i, t in enumerate(enc.tokens) if t == "[MASK]"]
+    assert fill_text(text, enc, pos, ["##ed", "park"]) == "He played in the park."
+    enc = tokenizer.encode("the cat[MASK].")
+    pos = [enc.tokens.index("[MASK]")]
+    assert fill_text("the cat[MASK].", enc, pos, ["##s"]) == "the cats."
+    assert fill_text("the cat[MASK].", enc, pos, ["ran"]) == "the cat ran."
+
+
+# --- next sentence ---------------------------------------------------------------------------------
+def test_next_sentence_single_and_batch(lm):
+    a = ["the cat sat on the mat.", "Paris is the capital of France.", "the dog ran"]
+    b = ["it was a big cat.", "the bird sang in the tree.", "to the park and played in the park all day long"]
+    batch = lm.next_sentence(a, b)
+    assert len(batch) == 3
+    for x, y, r in zip(a, b, batch, strict=True):
+        one = lm.next_sentence(x, y)
+        assert 0.0 <= r.is_next_prob <= 1.0
+        assert r.is_next == (r.is_next_prob >= 0.5)
+        assert abs(one.is_next_prob - r.is_next_prob) < 1e-5
+        assert r.tokens.count("[SEP]") == 2 and set(r.segment_ids) == {0, 1}
+    with pytest.raises(InputError, match="sentences B"):
+        lm.next_sentence(a, b[:2])
+    with pytest.raises(InputError, match="sentence B is empty"):
+        lm.next_sentence("the cat", " ")
+    with pytest.raises(InputError, match="sentence A is empty"):
+        lm.next_sentence("", "the cat")
+
+
+def test_next_sentence_matches_model(lm):
+    enc = lm.tokenizer.encode("the cat sat.", "it ran.")
+    with torch.no_grad():
+        out = lm.model(torch.tensor([enc.ids]), torch.tensor([enc.type_ids]))
+    expected = out.nsp_logits.softmax(-1)[0, 0].item()
+    assert abs(lm.next_sentence("the cat sat.", "it ran.").is_next_prob - expected) < 1e-6
+
+
+# --- inspect and head masks ---------------------------------------------------------------------
+def test_inspect_shapes(lm):
+    cfg = lm.config
+    ins = lm.inspect("the cat sat on the mat.", "it was big.", top_k=3)
+    T = len(ins.tokens)
+    assert ins.attentions.shape == (cfg.num_layers, cfg.num_heads, T, T)
+    assert ins.hidden_states.shape == (cfg.num_layers + 1, T, cfg.hidden_size)
+    assert ins.attentions.dtype == np.float32 and ins.hidden_states.dtype == np.float32
+    np.testing.assert_allclose(ins.attentions.sum(-1), 1.0, atol=1e-5)
+    assert ins.segment_ids == lm.tokenizer.encode("the cat sat on the mat.", "it was big.").type_ids
+    assert ins.position_ids == list(range(T)) and len(ins.word_ids) == T
+    assert len(ins.mlm_top) == T and all(len(c) == 3 for c in ins.mlm_top)
+    assert ins.nsp_is_next_prob is not None and 0 <= ins.nsp_is_next_prob <= 1
+    with torch.no_grad():
+        enc = lm.model.bert(torch.tensor([ins.token_ids]), torch.tensor([ins.segment_ids]))
+    np.testing.assert_allclose(ins.hidden_states[-1], enc.last_hidden_state[0].numpy(), atol=1e-5)
+
+
+def test_head_mask_switches_heads_off(lm):
+    text = TEXTS[2]
+    L, A = lm.config.num_layers, lm.config.num_heads
+    off = torch.ones(L, A)
+    off[0, 1] = 0
+    off[1, 2] = 0
+    base = lm.inspect(text)
+    masked = lm.inspect(text, head_mask=off)
+    assert np.abs(masked.attentions[0, 1]).max() == 0 and np.abs(masked.attentions[1, 2]).max() == 0
+    np.testing.assert_allclose(masked.attentions[0, 0], base.attentions[0, 0], atol=1e-6)  # layer 0 input unchanged
+    np.testing.assert_allclose(masked.attentions[1, 0].sum(-1), 1.0, atol=1e-5)
+    before = lm.fill_mask(text, top_k=3)
+    after = lm.fill_mask(text, top_k=3, head_mask=off)
+    diff = max(abs(a.score - b.score) for ma, mb in zip(before.masks, after.masks, strict=True) for a, b in zip(ma.candidates, mb.candidates, strict=True))
+    assert diff > 1e-4
+    assert lm.fill_mask(text, top_k=3, head_mask=torch.ones(L, A)).masks == before.masks
+    nsp_before = lm.next_sentence("the cat", "the dog").is_next_prob
+    assert lm.next_sentence("the cat", "the dog", head_mask=off).is_next_prob != pytest.approx(nsp_before, abs=1e-7)
+
+
+# --- layer predictions ---------------------------------------------------------------------------
+def test_layer_predictions(lm):
+    text = TEXTS[2]
+    guesses = lm.layer_predictions(text, top_k=3)
+    assert [g.layer for g in guesses] == list(range(lm.config.num_layers + 1))
+    assert all(len(g.candidates) == 3 for g in guesses)
+    fill = lm.fill_mask(text, top_k=3, joint=False).masks[0]
+    assert [c.token_id for c in guesses[-1].candidates] == [c.token_id for c in fill.candidates]
+    assert_close(torch.tensor([c.score for c in guesses[-1].candidates]), torch.tensor([c.score for c in fill.candidates]), atol=1e-5, rtol=1e-4)
+    second = lm.fill_mask(text, top_k=3).masks[1]
+    at_second = lm.layer_predictions(text, position=second.position, top_k=3)[-1]
+    assert [c.token_id for c in at_second.candidates] == [c.token_id for c in second.candidates]
+    with pytest.raises(InputError, match=r"no \[MASK\]"):
+        lm.layer_predictions("the cat sat")
+    with pytest.raises(InputError, match="outside"):
+        lm.layer_predictions(text, position=99)
+    off = torch.ones(lm.config.num_layers, lm.config.num_heads)
+    off[:, 0] = 0
+    masked = lm.layer_predictions(text, top_k=3, head_mask=off)
+    assert masked[0].candidates == guesses[0].candidates  # embeddings see no attention
+    assert masked[-1].candidates != guesses[-1].candidates
