@@ -12,9 +12,9 @@ import logging
 import sys
 from dataclasses import asdict
 
-
 from bertlab.errors import BertLabError
 
+log = logging.getLogger(__name__)
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -120,7 +120,11 @@ def _extensions() -> dict:
         except ModuleNotFoundError as exc:
             if exc.name == module:
                 continue
-            raise
+            log.warning("bertlab: %s needs %s, which is not installed; its commands are unavailable", module, exc.name)
+            continue
+        except Exception as exc:  # a broken extension must not take fill-mask / nsp / info down with it
+            log.warning("bertlab: %s failed to import (%s: %s); its commands are unavailable", module, type(exc).__name__, exc)
+            continue
         out.update(getattr(mod, "CLI_COMMANDS", {}))
     return out
 
@@ -136,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -143,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except BertLabError as exc:
-        print(f"bertlab {args.command}: error: {exc}", file=sys.stderr)
+        print(f"bertlab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # unreadable files, full disk: the user's to fix, not a bug to trace
+        print(f"bertlab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"bertlab {args.command}: interrupted", file=sys.stderr)
