@@ -1,0 +1,354 @@
+"""The pretraining recipe: corpus -> tokenizer -> instances -> trainer -> checkpoint + model card.
+
+`bertlab pretrain --config configs/mini.yaml [section.key=value ...] [--resume] [--dry-run]`.
+A run folder holds the config, the tokenizer (trained once and kept as vocab.txt), metrics,
+checkpoints and the final model (see bertlab.training for the layout).
+
+Imports the lower layers: corpus, tokenizer, pretraining_data, model, checkpoint, training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertlab.checkpoint import save_checkpoint
+from bertlab.config import BertConfig, preset
+from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, load_corpus
+from bertlab.errors import InputError
+from bertlab.model import BertForPreTraining
+from bertlab.pretraining_data import (
+    DataConfig,
+    InstanceStore,
+    PretrainingBatches,
+    create_instances,
+    data_cache_key,
+    pack,
+    split_heldout,
+    tokenize_documents,
+    collate,
+)
+from bertlab.tokenizer import BertTokenizer
+from bertlab.training import TrainConfig, read_json, train, update_status, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """A whole pretraining run: every field is saved in run_config.json."""
+
+    name: str = "bertlab-run"
+    size: str = "mini"  # a preset: tiny, mini, small, medium, base, large
+    model_overrides: dict = field(default_factory=dict)  # BertConfig fields, e.g. {"num_layers": 2}
+    corpus: tuple[str, ...] = (DEFAULT_CORPUS,)  # files, folders, "default" (gensim's Wikipedia sample), "hf:..."
+    corpus_format: str = "auto"  # auto | google | prose | wikitext | jsonl
+    vocab: str | None = None  # an existing vocab.txt; None trains a new WordPiece vocabulary
+    vocab_size: int = 8192  # for a new vocabulary
+    lowercase: bool = True
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
+    cache_dir: str = "~/.cache/bertlab/data"
+    eval_instances: int = 2000  # held-out instances evaluated at each eval (fixed set)
+
+    def model_config(self, vocab_size: int) -> BertConfig:
+        nsp = self.data.objective == "mlm_nsp"
+        direction = "left_to_right" if self.data.objective == "ltr" else "bidirectional"
+        overrides = {"vocab_size": vocab_size, "use_nsp_head": nsp, "attention_direction": direction}
+        overrides.update(self.model_overrides)
+        overrides.setdefault("max_position_embeddings", 512)
+        return preset(self.size, **overrides)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PretrainConfig":
+        data = dict(data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InputError(f"unknown config keys {sorted(unknown)}; known: {sorted(known)}")
+        if "data" in data:
+            data["data"] = _make(DataConfig, data["data"], "data")
+        if "train" in data:
+            t = dict(data["train"])
+            if "adam_betas" in t:
+                t["adam_betas"] = tuple(t["adam_betas"])
+            data["train"] = _make(TrainConfig, t, "train")
+        if "corpus" in data:
+            c = data["corpus"]
+            data["corpus"] = tuple([c] if isinstance(c, str) else c)
+        return cls(**data)
+
+
+def _make(cls, values: dict, section: str):
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise InputError(f"unknown {section} keys {sorted(unknown)}; known: {sorted(known)}")
+    return cls(**values)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        import yaml
+
+        return yaml.safe_load(text)
+    except Exception:
+        return text
+
+
+def load_config_file(path: str | Path | None, overrides: list[str] | None = None) -> PretrainConfig:
+    """Read a YAML/JSON config and apply `section.key=value` overrides."""
+    data: dict = {}
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: config file not found")
+        import yaml
+
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise InputError(f"{p}: not valid YAML ({exc})") from exc
+    for item in overrides or []:
+        if "=" not in item:
+            raise InputError(f"override {item!r} must look like section.key=value (e.g. train.max_steps=100)")
+        key, value = item.split("=", 1)
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = _parse_value(value)
+    return PretrainConfig.from_dict(data)
+
+
+# --------------------------------------------------------------------------------------
+# The task the trainer runs
+# --------------------------------------------------------------------------------------
+class PretrainTask:
+    """MLM (+NSP) or left-to-right LM on prepared instances."""
+
+    def __init__(self, cfg: PretrainConfig, tokenizer: BertTokenizer, model_config: BertConfig,
+                 train_store: InstanceStore, eval_store: InstanceStore, micro_batch: int, card: dict):
+        self.cfg, self.tokenizer, self.model_config = cfg, tokenizer, model_config
+        self.train_batches = PretrainingBatches(train_store, cfg.data, tokenizer, micro_batch, cfg.train.seed)
+        self.eval_store = eval_store
+        self.card = card
+
+    def batches(self, epoch, start, rank, world):
+        return self.train_batches(epoch, start, rank, world)
+
+    def batches_per_epoch(self, world):
+        return self.train_batches.num_batches(world)
+
+    def forward(self, model, batch):
+        out = model(**batch)
+        stats = {"mlm_correct": float(out.mlm_correct), "mlm_count": float(out.mlm_count),
+                 "mlm_loss_sum": float(out.mlm_loss.detach()) * float(out.mlm_count)}
+        if out.nsp_correct is not None:
+            stats["nsp_correct"] = float(out.nsp_correct)
+            stats["nsp_count"] = float(batch["nsp_labels"].numel())
+        return out.loss, stats
+
+    def summarize(self, sums):
+        out = {}
+        if sums.get("mlm_count"):
+            out["mlm_acc"] = sums["mlm_correct"] / sums["mlm_count"]
+            out["mlm_loss"] = sums["mlm_loss_sum"] / sums["mlm_count"]
+        if sums.get("nsp_count"):
+            out["nsp_acc"] = sums["nsp_correct"] / sums["nsp_count"]
+        return out
+
+    def evaluate(self, model, device, autocast):
+        n = min(len(self.eval_store), self.cfg.eval_instances)
+        sums: dict[str, float] = {}
+        bs = 64
+        for s in range(0, n, bs):
+            items = [self.eval_store[i] for i in range(s, min(n, s + bs))]
+            batch = collate(items, self.cfg.data, self.tokenizer.pad_id)
+            batch.pop("num_tokens")
+            batch = {k: v.to(device) for k, v in batch.items()}
+            with autocast():
+                out = model(**batch)
+            sums["mlm_loss_sum"] = sums.get("mlm_loss_sum", 0.0) + float(out.mlm_loss) * float(out.mlm_count)
+            sums["mlm_correct"] = sums.get("mlm_correct", 0.0) + float(out.mlm_correct)
+            sums["mlm_count"] = sums.get("mlm_count", 0.0) + float(out.mlm_count)
+            if out.nsp_correct is not None:
+                sums["nsp_correct"] = sums.get("nsp_correct", 0.0) + float(out.nsp_correct)
+                sums["nsp_count"] = sums.get("nsp_count", 0.0) + len(items)
+        metrics = self.summarize(sums)
+        if "mlm_loss" in metrics:
+            metrics["mlm_perplexity"] = math.exp(min(50.0, metrics["mlm_loss"]))
+        return metrics
+
+    def save_model(self, directory, model, extra):
+        card = dict(self.card)
+        card.update(extra.get("card_updates", {}))
+        save_checkpoint(directory, model, self.tokenizer, self.model_config,
+                        extra_config={"objective": self.cfg.data.objective},
+                        extra_files={"model_card.json": card})
+
+
+# --------------------------------------------------------------------------------------
+# Preparing data
+# --------------------------------------------------------------------------------------
+def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents) -> BertTokenizer:
+    """A given vocab.txt, the run's own (trained once and kept), or a newly trained one."""
+    kept = run_dir / "vocab.txt"
+    if kept.is_file():
+        return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+    if cfg.vocab:
+        tok = BertTokenizer.from_vocab(cfg.vocab, lowercase=cfg.lowercase)
+    else:
+        t0 = time.time()
+        tok = BertTokenizer.train(texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase)
+        log.info("trained a %d-token WordPiece vocabulary in %.1fs", len(tok), time.time() - t0)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tok.save_vocab(kept)
+    return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+
+
+def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple[InstanceStore, InstanceStore, dict]:
+    """Train / held-out instance stores, built once and cached under a hash of their inputs."""
+    cache = Path(os.path.expanduser(cfg.cache_dir))
+    stats: dict[str, Any] = {}
+    train_idx, held_idx = split_heldout(len(corpus.documents), cfg.data, cfg.train.seed)
+    stores = []
+    for split, idx, dupe in (("train", train_idx, None), ("heldout", held_idx, 1)):
+        key = data_cache_key(corpus.fingerprint, tokenizer, cfg.data, cfg.train.seed, split)
+        path = cache / f"{split}-{key}.npz"
+        if path.is_file():
+            store = InstanceStore.load(path)
+            log.info("%s data: %d instances from cache %s", split, len(store), path)
+        else:
+            t0 = time.time()
+            docs = [corpus.documents[i] for i in idx]
+            token_docs = tokenize_documents(docs, tokenizer)
+            t_tok = time.time() - t0
+            n_tok = sum(len(s) for d in token_docs for s in d)
+            dynamic = cfg.data.masking == "dynamic"
+            instances = create_instances(token_docs, tokenizer, cfg.data, cfg.train.seed + (split == "heldout"),
+                                         dupe_factor=1 if dynamic else dupe, mask=not dynamic or split == "heldout")
+            store = InstanceStore(pack(instances))
+            store.save(path)
+            elapsed = time.time() - t0
+            stats[split] = {"documents": len(docs), "corpus_tokens": n_tok, "instances": len(store),
+                            "tokenize_tokens_per_s": n_tok / max(t_tok, 1e-9), "prepare_s": elapsed}
+            log.info("%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs",
+                     split, len(docs), n_tok, n_tok / max(t_tok, 1e-9), len(store), elapsed)
+        stores.append(store)
+    if len(stores[0]) == 0:
+        raise InputError("the corpus produced no training instances; give more text")
+    return stores[0], stores[1], stats
+
+
+# --------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------
+def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
+                    progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
+    """Run (or resume) a pretraining run; returns bertlab.training.TrainResult."""
+    run_dir = Path(run_dir)
+    if resume:
+        saved = read_json(run_dir / "run_config.json")
+        if saved is None:
+            raise InputError(f"{run_dir}: no run_config.json to resume")
+        cfg = PretrainConfig.from_dict(saved["config"])
+    elif (run_dir / "checkpoint").exists() and not dry_run:
+        raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
+    if dry_run:
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0,
+                                                                  eval_every=0), eval_instances=64)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        update_status(run_dir, state="preparing", step=0, error=None)
+    t0 = time.time()
+    corpus = load_corpus(cfg.corpus, cfg.corpus_format)
+    tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
+    train_store, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
+    model_config = cfg.model_config(len(tokenizer))
+    write_json_atomic(run_dir / "run_config.json", {
+        "kind": "pretrain", "config": cfg.to_dict(), "model_config": asdict(model_config),
+        "command": command or " ".join(sys.argv), "data_stats": data_stats,
+    })
+    card = {
+        "name": cfg.name,
+        "objective": cfg.data.objective,
+        "size": cfg.size,
+        "corpus": list(cfg.corpus),
+        "corpus_credit": CORPUS_CREDIT if DEFAULT_CORPUS in cfg.corpus else None,
+        "corpus_documents": len(corpus.documents),
+        "corpus_sentences": corpus.num_sentences,
+        "train_instances": len(train_store),
+        "train_instance_tokens": train_store.num_tokens,
+        "command": command or " ".join(sys.argv),
+        "hardware": _hardware(),
+        "data_config": asdict(cfg.data),
+        "train_config": asdict(cfg.train),
+    }
+    torch.manual_seed(cfg.train.seed)
+    model = BertForPreTraining(model_config)
+    micro = cfg.train.batch_size // cfg.train.grad_accum
+    task = PretrainTask(cfg, tokenizer, model_config, train_store, eval_store, micro, card)
+    log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
+             cfg.size, model.num_parameters() / 1e6, len(train_store), time.time() - t0)
+    result = train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,
+                   stop_after_steps=stop_after_steps)
+    if result.state == "finished":
+        card.update(steps=result.progress.step, tokens=result.progress.tokens,
+                    train_time_s=round(result.progress.train_time_s, 1),
+                    metrics={k: round(v, 4) for k, v in result.last_eval.items()})
+        task.card = card
+        task.save_model(run_dir / "model", model, {})
+    return result
+
+
+def _hardware() -> str:
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+# --------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------
+def _cli_args(p):
+    p.add_argument("--config", help="YAML config (see configs/)")
+    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
+    p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step")
+    p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
+
+
+def _cli_run(args) -> int:
+    logging.getLogger("bertlab").setLevel(logging.INFO)
+    if args.resume and not args.run_dir:
+        raise InputError("--resume needs --run-dir")
+    cfg = load_config_file(args.config, args.overrides) if not args.resume else PretrainConfig(
+        train=TrainConfig(max_steps=1))
+    from bertlab.jobs_paths import runs_root
+
+    run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    command = "bertlab pretrain " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab pretrain"
+    result = run_pretraining(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
+                             progress_bar=not args.no_progress, command=command)
+    print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
+                      "eval": result.last_eval}))
+    return 0 if result.state == "finished" else 3
+
+
+CLI_COMMANDS = {"pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", _cli_args, _cli_run)}

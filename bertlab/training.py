@@ -1,0 +1,630 @@
+"""The training loop shared by pretraining and fine-tuning.
+
+Owns: the optimizer (AdamW, no decay on biases and LayerNorm), the linear warm-up / linear decay
+schedule driven by a budget in steps, tokens or wall-clock time, gradient accumulation and
+clipping, mixed precision (bf16 autocast on CUDA, fp16 + scaler where bf16 is missing, fp32 on
+CPU), periodic evaluation, metrics (JSONL + TensorBoard), atomic checkpoints with optimizer,
+scheduler, RNG and data position, exact resume, graceful SIGTERM/SIGINT, and torchrun / DDP.
+
+A run folder is the single source of truth that the CLI, the jobs page and the tests read:
+
+    run_dir/
+      run_config.json   everything needed to rerun (written by the recipe)
+      status.json       {"state": queued|running|finished|failed|cancelled, "step", "total_steps", ...}
+      metrics.jsonl     one JSON object a line: {"split": "train"|"eval", "step", "time", ...}
+      log.txt           human-readable log
+      checkpoint/       latest training state (model files + trainer_state.pt), written atomically
+      model/            the final model, Hugging Face-compatible
+
+What a task supplies (pretraining and each fine-tuning task): see `TrainTask`.
+Imports torch and bertlab.checkpoint; never streamlit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from bertlab.checkpoint import _atomic_dir
+from bertlab.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "trainer_state.pt"
+STATES = ("queued", "running", "finished", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and budget (Devlin et al. 2018, appendix A.2 for the defaults)."""
+
+    learning_rate: float = 1e-4  # peak LR after warm-up
+    warmup: float = 0.01  # warm-up length: a fraction of the budget (<1) or a number of steps (>=1)
+    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+    batch_size: int = 32  # sequences per optimizer step per process (before accumulation split)
+    grad_accum: int = 1  # micro-batches per optimizer step; batch_size is split across them
+    max_steps: int = 0  # budget in optimizer steps (0 = none)
+    max_tokens: int = 0  # budget in input tokens (0 = none)
+    max_time_s: float = 0.0  # budget in wall-clock seconds of training (0 = none)
+    eval_every: int = 500  # steps between evaluations (0 = only at the end)
+    save_every: int = 1000  # steps between checkpoints (0 = only at the end)
+    save_every_s: float = 600.0  # also checkpoint at least this often in seconds (0 = never by time)
+    log_every: int = 20  # steps between train metric lines
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 ; auto = bf16 on CUDA (fp16 without bf16), fp32 on CPU
+    compile: bool = False  # torch.compile the model
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda
+    num_threads: int = 0  # CPU threads for torch (0 = leave torch's default)
+
+    def __post_init__(self):
+        if not (self.max_steps or self.max_tokens or self.max_time_s):
+            raise InputError("give a training budget: max_steps, max_tokens or max_time_s")
+        if self.batch_size % self.grad_accum:
+            raise InputError(f"batch_size {self.batch_size} must be divisible by grad_accum {self.grad_accum}")
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
+        if self.learning_rate <= 0:
+            raise InputError("learning_rate must be positive")
+
+
+class TrainTask(Protocol):
+    """What the trainer needs from a recipe (pretraining, a fine-tuning task)."""
+
+    def batches(self, epoch: int, start: int, rank: int, world: int) -> Iterator[dict[str, torch.Tensor]]:
+        """Training batches of epoch `epoch`, skipping the first `start` batches (for exact resume).
+        Each batch is a dict of tensors for the model, with `num_tokens` (int) allowed."""
+
+    def batches_per_epoch(self, world: int) -> int:
+        ...
+
+    def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
+
+    def evaluate(self, model: torch.nn.Module, device: torch.device, autocast) -> dict[str, float]:
+        """Held-out metrics; called on rank 0 only, model in eval mode."""
+
+    def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
+        """Write the model in its Hugging Face-compatible format (atomically)."""
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        """Turn summed batch metrics into rates (accuracy, ...) for a log line."""
+
+
+# --------------------------------------------------------------------------------------
+# Run folder
+# --------------------------------------------------------------------------------------
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """All metric lines of a run (skips a half-written last line)."""
+    out = []
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def update_status(run_dir: Path, **fields: Any) -> dict:
+    path = Path(run_dir) / "status.json"
+    status = read_json(path, {}) or {}
+    status.update(fields)
+    status["updated"] = time.time()
+    write_json_atomic(path, status)
+    return status
+
+
+class MetricsWriter:
+    """Appends metric lines to metrics.jsonl and mirrors scalars to TensorBoard when available."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+            except Exception as exc:  # tensorboard is optional
+                log.info("TensorBoard disabled (%s)", exc)
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            split = record.get("split", "train")
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("step", "time", "epoch"):
+                    self.tb.add_scalar(f"{split}/{k}", v, record.get("step", 0))
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+# --------------------------------------------------------------------------------------
+# Optimisation pieces
+# --------------------------------------------------------------------------------------
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with weight decay on weight matrices only (not biases, not LayerNorm)."""
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        (no_decay if name.endswith("bias") or "LayerNorm" in name or p.ndim < 2 else decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps)
+
+
+def lr_factor(progress: float, warmup_fraction: float) -> float:
+    """Linear warm-up to 1 over `warmup_fraction` of the budget, then linear decay to 0."""
+    progress = min(max(progress, 0.0), 1.0)
+    if warmup_fraction > 0 and progress < warmup_fraction:
+        return progress / warmup_fraction
+    return max(0.0, (1.0 - progress) / max(1e-12, 1.0 - warmup_fraction))
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of `epoch` consumed
+    tokens: int = 0  # input tokens seen (all processes)
+    train_time_s: float = 0.0  # wall-clock seconds spent training (excludes eval/saving)
+
+    def fraction(self, cfg: TrainConfig) -> float:
+        parts = []
+        if cfg.max_steps:
+            parts.append(self.step / cfg.max_steps)
+        if cfg.max_tokens:
+            parts.append(self.tokens / cfg.max_tokens)
+        if cfg.max_time_s:
+            parts.append(self.train_time_s / cfg.max_time_s)
+        return max(parts)
+
+    def done(self, cfg: TrainConfig) -> bool:
+        return self.fraction(cfg) >= 1.0
+
+
+def warmup_fraction(cfg: TrainConfig) -> float:
+    if cfg.warmup >= 1:
+        if not cfg.max_steps:
+            raise InputError("warmup given in steps needs a max_steps budget; give warmup as a fraction (< 1) instead")
+        return min(1.0, cfg.warmup / cfg.max_steps)
+    return cfg.warmup
+
+
+def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32."""
+    if device.type != "cuda":
+        if cfg.precision in ("bf16", "fp16"):
+            log.warning("precision %s asked for on CPU; training in fp32", cfg.precision)
+        return None
+    if cfg.precision == "fp32":
+        return None
+    if cfg.precision == "fp16":
+        return torch.float16
+    if cfg.precision == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def autocast_context(device: torch.device, dtype: torch.dtype | None):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------
+# Distributed
+# --------------------------------------------------------------------------------------
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: torch.device) -> DistInfo:
+    """Join the torchrun process group when WORLD_SIZE > 1 (gloo on CPU, NCCL on CUDA)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def all_reduce_sum(values: dict[str, float], info: DistInfo, device: torch.device) -> dict[str, float]:
+    if info.world <= 1 or not values:
+        return values
+    keys = sorted(values)
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return dict(zip(keys, t.tolist()))
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoint state
+# --------------------------------------------------------------------------------------
+def rng_state() -> dict:
+    state = {
+        "python": random.getstate(),
+        "numpy": _numpy_state_to_plain(np.random.get_state()),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(_tuplify(state["python"]))
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _numpy_state_to_plain(state: tuple) -> tuple:
+    """numpy's RNG state with its key array as a list, so weights_only loading accepts it."""
+    kind, keys, pos, has_gauss, gauss = state
+    return (kind, keys.tolist(), int(pos), int(has_gauss), float(gauss))
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def save_training_state(
+    directory: Path,
+    task: TrainTask,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    progress: Progress,
+    extra: dict,
+) -> None:
+    """Model files + trainer_state.pt, written into a temp dir and renamed (atomic)."""
+    with _atomic_dir(directory) as tmp:
+        task.save_model(tmp / "model", model, extra)
+        state = {
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "progress": asdict(progress),
+            "rng": rng_state(),
+        }
+        torch.save(state, tmp / STATE_FILE)
+
+
+def load_training_state(directory: Path) -> dict:
+    path = Path(directory) / STATE_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: no saved training state to resume from")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"{path}: cannot be read ({type(exc).__name__}: {exc}); the checkpoint may be corrupt") from exc
+
+
+# --------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------
+class GracefulStop:
+    """SIGTERM / SIGINT set a flag; the loop checkpoints and exits at the next step boundary."""
+
+    def __init__(self):
+        self.requested = False
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not in the main thread (e.g. inside a test runner thread)
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        log.warning("signal %s received: saving a checkpoint and stopping", signum)
+        self.requested = True
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+@dataclass
+class TrainResult:
+    state: str  # finished | cancelled
+    progress: Progress
+    last_eval: dict
+    run_dir: Path
+
+
+def _format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def train(
+    task: TrainTask,
+    model: torch.nn.Module,
+    cfg: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    extra_state: dict | None = None,
+    progress_bar: bool = True,
+    stop_after_steps: int | None = None,
+) -> TrainResult:
+    """Train `model` on `task` under `cfg`'s budget, writing everything into `run_dir`.
+
+    Args:
+        resume: continue exactly from `run_dir/checkpoint` (model, optimizer, RNG, data position).
+        extra_state: JSON-able info saved beside every checkpoint (e.g. the data config).
+        stop_after_steps: stop (as if cancelled, after saving) once this many steps are done;
+            used by tests to simulate a kill at a known point.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    from bertlab.inference import pick_device
+
+    device = pick_device(cfg.device)
+    info = init_distributed(device)
+    if device.type == "cuda" and info.world > 1:
+        device = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(device)
+    if cfg.num_threads and device.type == "cpu":
+        torch.set_num_threads(cfg.num_threads)
+    amp_dtype = resolve_precision(cfg, device)
+    autocast = lambda: autocast_context(device, amp_dtype)  # noqa: E731
+
+    torch.manual_seed(cfg.seed + info.rank)
+    random.seed(cfg.seed + info.rank)
+    model.to(device)
+    optimizer = build_optimizer(model, cfg)
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+    progress = Progress()
+    ckpt_dir = run_dir / "checkpoint"
+    if resume:
+        if not (ckpt_dir / STATE_FILE).is_file():
+            raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")
+        from bertlab.checkpoint import load_state, normalize_keys, read_weights
+
+        load_state(model, normalize_keys(read_weights(ckpt_dir / "model")), str(ckpt_dir / "model"), required_prefixes=())
+        state = load_training_state(ckpt_dir)
+        optimizer.load_state_dict(state["optimizer"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        progress = Progress(**state["progress"])
+        set_rng_state(state["rng"])
+        log.info("resumed from step %d (epoch %d, batch %d)", progress.step, progress.epoch, progress.batch_in_epoch)
+
+    train_model = model
+    if cfg.compile:
+        train_model = torch.compile(model)
+    if info.world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        train_model = DDP(train_model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=False)
+
+    wf = warmup_fraction(cfg)
+    writer = MetricsWriter(run_dir) if info.is_main else None
+    if info.is_main:
+        update_status(run_dir, state="running", pid=os.getpid(), step=progress.step, total_steps=cfg.max_steps or None,
+                      started=time.time(), device=str(device), world_size=info.world, error=None)
+    micro = cfg.batch_size // cfg.grad_accum
+    per_epoch = task.batches_per_epoch(info.world)
+    if per_epoch <= 0:
+        raise InputError("the training data gives no batch; add data or lower the batch size")
+
+    bar = None
+    if progress_bar and info.is_main:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.max_steps or None, initial=progress.step, unit="step", dynamic_ncols=True, mininterval=1.0)
+
+    sums: dict[str, float] = {}
+    window_start, window_tokens, window_seqs = time.time(), 0, 0
+    last_eval: dict = {}
+    last_save_time = time.time()
+    state = "finished"
+
+    def save(tag: str) -> None:
+        nonlocal last_save_time
+        if info.is_main:
+            save_training_state(ckpt_dir, task, model, optimizer, scaler, progress, extra_state or {})
+            update_status(run_dir, checkpoint_step=progress.step)
+            log.info("checkpoint saved at step %d (%s)", progress.step, tag)
+        last_save_time = time.time()
+        if info.world > 1:
+            dist.barrier()
+
+    def evaluate() -> dict:
+        metrics = {}
+        if info.is_main:
+            model.eval()
+            with torch.no_grad():
+                metrics = task.evaluate(model, device, autocast)
+            model.train()
+            record = {"split": "eval", "step": progress.step, "time": time.time(), "tokens": progress.tokens, **metrics}
+            writer.write(record)
+            update_status(run_dir, last_eval=metrics)
+            log.info("eval step %d: %s", progress.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+        if info.world > 1:
+            dist.barrier()
+        return metrics
+
+    with GracefulStop() as stopper:
+        model.train()
+        try:
+            while not progress.done(cfg):
+                batches = task.batches(progress.epoch, progress.batch_in_epoch, info.rank, info.world)
+                exhausted = False
+                while not progress.done(cfg):
+                    t0 = time.time()
+                    group = []
+                    for _ in range(cfg.grad_accum):
+                        b = next(batches, None)
+                        if b is None:
+                            exhausted = True
+                            break
+                        group.append(b)
+                    if exhausted:
+                        break
+                    for g in optimizer.param_groups:
+                        g["lr"] = cfg.learning_rate * lr_factor(progress.fraction(cfg), wf)
+                    step_tokens = 0
+                    for i, b in enumerate(group):
+                        step_tokens += int(b.pop("num_tokens", 0))
+                        b = {k: (v.to(device, non_blocking=True) if torch.is_tensor(v) else v) for k, v in b.items()}
+                        sync = contextlib.nullcontext()
+                        if info.world > 1 and i < len(group) - 1:
+                            sync = train_model.no_sync()
+                        with sync:
+                            with autocast():
+                                loss, stats = task.forward(train_model, b)
+                            loss = loss / len(group)
+                            if scaler is not None:
+                                scaler.scale(loss).backward()
+                            else:
+                                loss.backward()
+                        for k, v in stats.items():
+                            sums[k] = sums.get(k, 0.0) + float(v)
+                        sums["loss_sum"] = sums.get("loss_sum", 0.0) + float(loss.detach()) * len(group)
+                        sums["batches"] = sums.get("batches", 0.0) + 1
+                        window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)
+                    grad_norm = (
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item() if cfg.grad_clip > 0 else 0.0
+                    )
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    step_tokens_all = int(all_reduce_sum({"t": step_tokens}, info, device)["t"]) if info.world > 1 else step_tokens
+                    progress.step += 1
+                    progress.batch_in_epoch += len(group)
+                    progress.tokens += step_tokens_all
+                    progress.train_time_s += time.time() - t0
+                    window_tokens += step_tokens_all
+                    if bar is not None:
+                        bar.update(1)
+
+                    if progress.step % cfg.log_every == 0 or progress.done(cfg):
+                        total = all_reduce_sum(sums, info, device)
+                        elapsed = max(1e-9, time.time() - window_start)
+                        frac = progress.fraction(cfg)
+                        eta = progress.train_time_s / frac * (1 - frac) if frac > 0 else float("nan")
+                        record = {
+                            "split": "train",
+                            "step": progress.step,
+                            "epoch": progress.epoch,
+                            "time": time.time(),
+                            "loss": total.get("loss_sum", 0.0) / max(1.0, total.get("batches", 1.0)),
+                            "lr": optimizer.param_groups[0]["lr"],
+                            "grad_norm": grad_norm,
+                            "tokens": progress.tokens,
+                            "tokens_per_s": window_tokens / elapsed,
+                            "seq_per_s": window_seqs * info.world / elapsed,
+                            "progress": frac,
+                            "eta_s": eta,
+                            **task.summarize(total),
+                        }
+                        if device.type == "cuda":
+                            record["gpu_mem_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
+                        if info.is_main:
+                            writer.write(record)
+                            update_status(run_dir, step=progress.step, progress=frac, eta_s=eta, last_train=record)
+                            if bar is not None:
+                                bar.set_postfix(loss=f"{record['loss']:.3f}", eta=_format_eta(eta))
+                        sums = {}
+                        window_start, window_tokens, window_seqs = time.time(), 0, 0
+
+                    if cfg.eval_every and progress.step % cfg.eval_every == 0 and not progress.done(cfg):
+                        last_eval = evaluate()
+                    want_save = (cfg.save_every and progress.step % cfg.save_every == 0) or (
+                        cfg.save_every_s and time.time() - last_save_time > cfg.save_every_s
+                    )
+                    stop_now = stopper.requested or (stop_after_steps is not None and progress.step >= stop_after_steps)
+                    if info.world > 1:
+                        flag = all_reduce_sum({"stop": float(stop_now)}, info, device)["stop"]
+                        stop_now = flag > 0
+                    if want_save and not progress.done(cfg) and not stop_now:
+                        save("periodic")
+                    if stop_now:
+                        state = "cancelled"
+                        save("stop requested")
+                        if info.is_main:
+                            update_status(run_dir, state="cancelled", step=progress.step, ended=time.time())
+                        return TrainResult(state, progress, last_eval, run_dir)
+                if exhausted:
+                    progress.epoch += 1
+                    progress.batch_in_epoch = 0
+            last_eval = evaluate()
+            save("final")
+            if info.is_main:
+                task.save_model(run_dir / "model", model, extra_state or {})
+                update_status(run_dir, state="finished", step=progress.step, progress=1.0, eta_s=0, ended=time.time())
+            return TrainResult(state, progress, last_eval, run_dir)
+        except BaseException as exc:
+            if info.is_main:
+                update_status(run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+            if writer is not None:
+                writer.close()
