@@ -59,9 +59,10 @@ def _atomic_dir(target: Path):
             if exc_type is not None:
                 shutil.rmtree(self.tmp, ignore_errors=True)
                 return False
-            for f in self.tmp.iterdir():  # flush file contents before the rename makes them visible
-                with open(f, "rb") as fh:
-                    os.fsync(fh.fileno())
+            for f in self.tmp.rglob("*"):  # flush file contents before the rename makes them visible
+                if f.is_file():
+                    with open(f, "rb") as fh:
+                        os.fsync(fh.fileno())
             old = None
             if target.exists():
                 old = target.with_name(f".{target.name}.old-{os.getpid()}")
