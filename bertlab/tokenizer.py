@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import WordPieceTrainer
@@ -121,7 +121,7 @@ class BertTokenizer:
 
     # --- construction -------------------------------------------------------------------
     @classmethod
-    def from_vocab(cls, path: str | Path, lowercase: bool | None = None, model_max_length: int = 512) -> "BertTokenizer":
+    def from_vocab(cls, path: str | Path, lowercase: bool | None = None, model_max_length: int = 512) -> BertTokenizer:
         """Load a BERT `vocab.txt`; `lowercase` None guesses from the vocabulary (cased / uncased)."""
         vocab = read_vocab(path)
         if lowercase is None:
@@ -129,7 +129,7 @@ class BertTokenizer:
         return cls(_build(vocab, lowercase), lowercase, model_max_length)
 
     @classmethod
-    def from_dir(cls, directory: str | Path, model_max_length: int | None = None) -> "BertTokenizer":
+    def from_dir(cls, directory: str | Path, model_max_length: int | None = None) -> BertTokenizer:
         """Load from a checkpoint directory: `vocab.txt` plus `tokenizer_config.json` when present."""
         directory = Path(directory)
         lowercase = None
@@ -159,7 +159,7 @@ class BertTokenizer:
         min_frequency: int = 2,
         texts: Iterable[str] | None = None,
         limit_alphabet: int = 1000,
-    ) -> "BertTokenizer":
+    ) -> BertTokenizer:
         """Train a new WordPiece vocabulary from text files or an iterator of strings.
 
         Note: `tokenizers` training is not bit-for-bit deterministic across runs; train once and
@@ -264,7 +264,7 @@ class BertTokenizer:
         if texts_b is not None:
             if len(texts_b) != len(texts):
                 raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
-            raw = self._tok.encode_batch(list(zip(texts, texts_b)), add_special_tokens=True)
+            raw = self._tok.encode_batch(list(zip(texts, texts_b, strict=True)), add_special_tokens=True)
         else:
             raw = self._tok.encode_batch(list(texts), add_special_tokens=True)
         out = []

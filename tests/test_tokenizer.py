@@ -66,6 +66,8 @@ def test_guesses_uncased_and_cased(tokenizer, cased):
     assert cased.lowercase is False
     assert guess_lowercase({t: i for i, t in enumerate(list(SPECIAL_TOKENS) + ["[unused0]", "a", "##b"])})
     assert not guess_lowercase({t: i for i, t in enumerate(list(SPECIAL_TOKENS) + ["A"])})
+    # Google's uncased vocab still holds a few non-ASCII capitals (Greek, Cyrillic)
+    assert guess_lowercase({t: i for i, t in enumerate(list(SPECIAL_TOKENS) + ["a", "Σ", "Д"])})
 
 
 def test_uncased_lowercases_and_strips_accents(tokenizer):
