@@ -87,17 +87,44 @@ class PretrainConfig:
             if "adam_betas" in t:
                 t["adam_betas"] = tuple(t["adam_betas"])
             data["train"] = _make(TrainConfig, t, "train")
+        for k in ("vocab_size", "eval_instances"):
+            if k in data:
+                data[k] = _coerce(data[k], "int", k)
+        if "lowercase" in data:
+            data["lowercase"] = _coerce(data["lowercase"], "bool", "lowercase")
         if "corpus" in data:
             c = data["corpus"]
             data["corpus"] = tuple([c] if isinstance(c, str) else c)
         return cls(**data)
 
 
+def _coerce(value: Any, type_name: str, key: str) -> Any:
+    """YAML reads `2e-3` as a string; bring scalars to the field's declared type."""
+    try:
+        if type_name == "float" and not isinstance(value, bool):
+            return float(value)
+        if type_name == "int" and not isinstance(value, bool):
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError("not a whole number")
+            return int(as_float)
+        if type_name == "bool" and isinstance(value, str):
+            if value.lower() in ("true", "yes", "1", "on"):
+                return True
+            if value.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError("not true/false")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{key}={value!r}: expected {type_name} ({exc})") from exc
+    return value
+
+
 def _make(cls, values: dict, section: str):
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - known
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(values) - set(fields)
     if unknown:
-        raise InputError(f"unknown {section} keys {sorted(unknown)}; known: {sorted(known)}")
+        raise InputError(f"unknown {section} keys {sorted(unknown)}; known: {sorted(fields)}")
+    values = {k: _coerce(v, str(fields[k].type), f"{section}.{k}") for k, v in values.items()}
     return cls(**values)
 
 

@@ -1,0 +1,80 @@
+"""bertlab.corpus: each input format becomes documents of sentences."""
+
+import json
+
+import pytest
+
+from bertlab.corpus import detect_format, load_corpus, read_path, split_sentences
+from bertlab.errors import DataError
+
+
+def test_split_sentences_handles_abbreviations_and_quotes():
+    text = 'Mr. Smith went to Washington. He arrived at 5 p.m. on Monday! "Was it late?" she asked. Yes.'
+    assert split_sentences(text) == [
+        "Mr. Smith went to Washington.",
+        "He arrived at 5 p.m. on Monday!",
+        '"Was it late?" she asked.',
+        "Yes.",
+    ]
+    assert split_sentences("   ") == []
+
+
+def test_google_format(tmp_path):
+    f = tmp_path / "corpus.txt"
+    f.write_text("First doc one.\nFirst doc two.\n\nSecond doc one.\nSecond doc two.\nSecond doc three.\n")
+    assert detect_format(f) == "google"
+    docs = read_path(f)
+    assert docs == [["First doc one.", "First doc two."], ["Second doc one.", "Second doc two.", "Second doc three."]]
+
+
+def test_wikitext_format(tmp_path):
+    f = tmp_path / "wiki.valid.raw"
+    f.write_text(
+        " \n = Alpha = \n \n Alpha is a letter . It comes first @-@ always . \n \n = = History = = \n"
+        " Greeks used it in 800 BC . \n \n = Beta = \n Beta is second . It has 1 @,@ 000 uses . \n"
+    )
+    docs = read_path(f)
+    assert len(docs) == 2
+    assert docs[0] == ["Alpha is a letter.", "It comes first-always.", "Greeks used it in 800 BC."]
+    assert docs[1][1] == "It has 1,000 uses."
+
+
+def test_prose_splits_chapters_into_documents(tmp_path):
+    f = tmp_path / "book.txt"
+    para = "It was a dark night. The wind blew hard across the moor, and nobody was out."
+    f.write_text(f"CHAPTER I\n\n{para}\n\n{para}\n\nCHAPTER II\n\n{para}\n\n{para}\n")
+    assert detect_format(f) == "prose"
+    docs = read_path(f)
+    assert len(docs) == 2 and docs[0][0] == "It was a dark night."
+
+
+def test_jsonl_and_malformed_line(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_text(json.dumps({"text": "One. Two."}) + "\n" + json.dumps({"text": "Three. Four."}) + "\n")
+    assert read_path(f) == [["One.", "Two."], ["Three.", "Four."]]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "ok."}) + "\n{not json\n")
+    with pytest.raises(DataError, match=r"bad.jsonl, line 2"):
+        read_path(bad)
+
+
+def test_load_corpus_errors_and_fingerprint(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        load_corpus([tmp_path / "missing.txt"])
+    one = tmp_path / "one.txt"
+    one.write_text("Only one doc here.\nStill the same doc.\n")
+    with pytest.raises(DataError, match="fewer than two documents"):
+        load_corpus([one])
+    two = tmp_path / "two.txt"
+    two.write_text("Doc A one.\nDoc A two.\n\nDoc B one.\nDoc B two.\n")
+    a, b = load_corpus([two]), load_corpus([two])
+    assert a.fingerprint == b.fingerprint and len(a.documents) == 2
+    two.write_text("Doc A one.\nDoc A two changed.\n\nDoc B one.\nDoc B two.\n")
+    assert load_corpus([two]).fingerprint != a.fingerprint
+
+
+def test_default_corpus_ships_with_gensim():
+    pytest.importorskip("gensim")
+    corpus = load_corpus(["default"])
+    assert len(corpus.documents) > 50 and corpus.num_sentences > 5000
+    assert all(len(s) > 15 for s in corpus.documents[0])

@@ -1,0 +1,188 @@
+"""bertlab.pretrain + bertlab.training: a tiny pretraining run learns, resumes exactly, runs
+under torchrun with gloo, and the shipped default model answers in the CLI."""
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from bertlab.checkpoint import read_weights
+from bertlab.errors import InputError
+from bertlab.pretrain import load_config_file, run_pretraining
+from bertlab.training import read_metrics
+from conftest import WORDS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _write_corpus(path: Path, n_docs=40, seed=0) -> Path:
+    """Google-format corpus with learnable structure: each document repeats a few patterns."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_docs):
+        topic = rng.sample(WORDS, 6)
+        for _ in range(10):
+            k = rng.randint(3, 6)
+            lines.append(" ".join(topic[:2] + rng.sample(topic, k)) + " .")
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def _config(tmp_path, vocab_file, **train):
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    overrides = [
+        f"corpus=[{corpus}]",
+        f"vocab={vocab_file}",
+        "size=tiny",
+        "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64, max_position_embeddings: 64}",
+        "data.max_seq_length=32",
+        "data.dupe_factor=2",
+        f"cache_dir={tmp_path / 'cache'}",
+        "eval_instances=64",
+        "train.batch_size=8",
+        "train.learning_rate=2e-3",
+        "train.warmup=0.1",
+        "train.log_every=5",
+        "train.eval_every=0",
+        "train.save_every=0",
+        "train.save_every_s=0",
+    ] + [f"train.{k}={v}" for k, v in train.items()]
+    return load_config_file(None, overrides)
+
+
+def test_tiny_pretraining_loss_falls(tmp_path, vocab_file):
+    cfg = _config(tmp_path, vocab_file, max_steps=60)
+    result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    assert result.state == "finished" and result.progress.step == 60
+    train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
+    assert train[-1]["loss"] < train[0]["loss"] - 0.6
+    evals = [m for m in read_metrics(tmp_path / "run") if m["split"] == "eval"]
+    assert {"mlm_acc", "mlm_loss", "mlm_perplexity", "nsp_acc"} <= set(evals[-1])
+    vocab_size = len(vocab_file.read_text().split())
+    assert evals[-1]["mlm_loss"] < math.log(vocab_size)  # better than a uniform guess on held-out text
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished"
+    card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
+    assert card["steps"] == 60 and "mlm_acc" in card["metrics"]
+    from bertlab.inference import load_model
+
+    lm = load_model(tmp_path / "run" / "model", device="cpu")
+    assert lm.fill_mask("the cat [MASK] on the mat .").masks[0].candidates
+
+
+def test_resume_after_stop_matches_uninterrupted_run(tmp_path, vocab_file):
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    cfg_a = _config(a, vocab_file, max_steps=24)
+    cfg_b = _config(b, vocab_file, max_steps=24)
+    full = run_pretraining(cfg_a, a / "run", progress_bar=False)
+    stopped = run_pretraining(cfg_b, b / "run", progress_bar=False, stop_after_steps=10)
+    assert stopped.state == "cancelled" and stopped.progress.step == 10
+    assert json.loads((b / "run" / "status.json").read_text())["state"] == "cancelled"
+    with pytest.raises(InputError, match="--resume"):
+        run_pretraining(cfg_b, b / "run", progress_bar=False)
+    resumed = run_pretraining(cfg_b, b / "run", resume=True, progress_bar=False)
+    assert resumed.state == "finished" and resumed.progress.step == 24
+    wa, wb = read_weights(a / "run" / "model"), read_weights(b / "run" / "model")
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert_close(wa[k], wb[k], atol=1e-6, rtol=1e-5, msg=k)
+    la = [m["loss"] for m in read_metrics(a / "run") if m["split"] == "train"]
+    lb = [m["loss"] for m in read_metrics(b / "run") if m["split"] == "train"]
+    assert la == pytest.approx(lb, rel=1e-5)
+
+
+def test_ablation_objectives_train(tmp_path, vocab_file):
+    for objective in ("mlm", "ltr"):
+        d = tmp_path / objective
+        d.mkdir()
+        cfg = _config(d, vocab_file, max_steps=3)
+        cfg = _config(d, vocab_file, max_steps=3)
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, objective=objective))
+        result = run_pretraining(cfg, d / "run", progress_bar=False)
+        assert result.state == "finished"
+        config = json.loads((d / "run" / "model" / "config.json").read_text())
+        assert config["bertlab"]["use_nsp_head"] is False
+        assert config["bertlab"]["attention_direction"] == ("left_to_right" if objective == "ltr" else "bidirectional")
+
+
+def test_config_errors():
+    with pytest.raises(InputError, match="unknown config keys"):
+        load_config_file(None, ["nonsense=1"])
+    with pytest.raises(InputError, match="unknown train keys"):
+        load_config_file(None, ["train.speed=1"])
+    with pytest.raises(InputError, match="section.key=value"):
+        load_config_file(None, ["train.max_steps"])
+    with pytest.raises(InputError, match="budget"):
+        load_config_file(None, ["train.max_steps=0"])
+
+
+def _cli_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def test_dry_run_through_cli(tmp_path, vocab_file):
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab", "pretrain", "--config", str(REPO / "configs" / "tiny.yaml"), "--dry-run",
+         "--run-dir", str(tmp_path / "run"), "--no-progress", f"corpus=[{corpus}]", f"vocab={vocab_file}",
+         f"cache_dir={tmp_path / 'cache'}", "data.max_seq_length=32"],
+        capture_output=True, text=True, timeout=300, env=_cli_env(), cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["step"] == 1
+    assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
+
+
+def test_two_process_gloo_run(tmp_path, vocab_file):
+    """The same code under torchrun: two CPU processes with the gloo backend."""
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(29500 + os.getpid() % 1000),
+        "-m", "bertlab", "pretrain", "--config", str(REPO / "configs" / "tiny.yaml"), "--run-dir", str(tmp_path / "run"),
+        "--no-progress", f"corpus=[{corpus}]", f"vocab={vocab_file}", f"cache_dir={tmp_path / 'cache'}",
+        "size=tiny", "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64}",
+        "data.max_seq_length=32", "train.batch_size=8", "train.max_steps=4", "train.log_every=2", "train.eval_every=0",
+        "eval_instances=32",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=_cli_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished" and status["world_size"] == 2
+    train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
+    assert train and train[-1]["step"] == 4
+
+
+DEFAULT = REPO / "checkpoints" / "bertlab-mini"
+
+
+@pytest.mark.skipif(not (DEFAULT / "model.safetensors").is_file(), reason="the default model is not in this checkout")
+def test_default_model_answers_in_cli():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab", "fill-mask", "The capital of France is [MASK].", "--json", "--top-k", "5"],
+        capture_output=True, text=True, timeout=120, env=_cli_env(), cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answers = json.loads(proc.stdout)
+    assert len(answers) == 1 and len(answers[0]) == 5
+    assert all(0 <= a["score"] <= 1 for a in answers[0])
+    info = subprocess.run([sys.executable, "-m", "bertlab", "info", "--json"], capture_output=True, text=True,
+                          timeout=120, env=_cli_env(), cwd=REPO)
+    data = json.loads(info.stdout)
+    assert data["config"]["num_layers"] == 4 and data["has_nsp_head"]
+    assert data["card"]["metrics"]["mlm_acc"] > 0.2

@@ -1,0 +1,223 @@
+"""bertlab.pretraining_data: instance statistics match the configured probabilities, and the
+algorithm keeps google-research/bert's invariants."""
+
+import random
+
+import numpy as np
+import pytest
+
+from bertlab.errors import InputError
+from bertlab.pretraining_data import (
+    KIND_KEEP,
+    KIND_MASK,
+    KIND_RANDOM,
+    DataConfig,
+    InstanceStore,
+    Masker,
+    PretrainingBatches,
+    collate,
+    create_instances,
+    data_cache_key,
+    explain_text,
+    pack,
+    truncate_seq_pair,
+)
+from bertlab.tokenizer import BertTokenizer
+from conftest import WORDS
+
+
+def _token_docs(tokenizer, n_docs=40, n_sents=12, seed=0):
+    """Documents whose sentences carry their document's id as a marker token, so tests can
+    tell where a segment came from."""
+    rng = random.Random(seed)
+    ids = [tokenizer.vocab[w] for w in WORDS]
+    docs = []
+    for d in range(n_docs):
+        docs.append([[ids[rng.randrange(len(ids))] for _ in range(rng.randint(5, 15))] for _ in range(n_sents)])
+    return docs
+
+
+def _stats(instances, tokenizer):
+    chosen = kinds_mask = kinds_rand = kinds_keep = real = 0
+    for x in instances:
+        n = len(x.input_ids)
+        real += n
+        chosen += len(x.masked_positions)
+        kinds_mask += sum(k == KIND_MASK for k in x.mask_kinds)
+        kinds_rand += sum(k == KIND_RANDOM for k in x.mask_kinds)
+        kinds_keep += sum(k == KIND_KEEP for k in x.mask_kinds)
+    return chosen / real, kinds_mask / chosen, kinds_rand / chosen, kinds_keep / chosen
+
+
+def test_masking_statistics_match_config(tokenizer):
+    docs = _token_docs(tokenizer)
+    cfg = DataConfig(max_seq_length=64, dupe_factor=3, max_predictions_per_seq=64)
+    instances = create_instances(docs, tokenizer, cfg, seed=1)
+    share, p_mask, p_rand, p_keep = _stats(instances, tokenizer)
+    assert share == pytest.approx(0.15, abs=0.01)
+    assert p_mask == pytest.approx(0.8, abs=0.02)
+    assert p_rand == pytest.approx(0.1, abs=0.015)
+    assert p_keep == pytest.approx(0.1, abs=0.015)
+
+
+def test_masking_mix_is_a_config_change(tokenizer):
+    docs = _token_docs(tokenizer)
+    cfg = DataConfig(max_seq_length=64, dupe_factor=2, max_predictions_per_seq=64, mask_token_prob=0.4, random_token_prob=0.3)
+    _, p_mask, p_rand, p_keep = _stats(create_instances(docs, tokenizer, cfg, seed=2), tokenizer)
+    assert (p_mask, p_rand, p_keep) == pytest.approx((0.4, 0.3, 0.3), abs=0.03)
+    with pytest.raises(InputError):
+        DataConfig(mask_token_prob=0.9, random_token_prob=0.2)
+
+
+def test_nsp_pairs_half_is_next_and_not_next_from_other_documents(tokenizer):
+    docs = _token_docs(tokenizer, n_docs=60, n_sents=20)
+    # Google's algorithm forces NotNext when a chunk holds a single segment (short targets, the
+    # end of a document), so with short_seq_prob 0.1 slightly fewer than half are IsNext.
+    cfg = DataConfig(max_seq_length=64, dupe_factor=2, short_seq_prob=0.0)
+    instances = create_instances(docs, tokenizer, cfg, seed=3)
+    is_next = [not x.is_random_next for x in instances]
+    assert np.mean(is_next) == pytest.approx(0.5, abs=0.04)
+    with_short = create_instances(docs, tokenizer, DataConfig(max_seq_length=64, dupe_factor=2), seed=3)
+    assert 0.38 < np.mean([not x.is_random_next for x in with_short]) < 0.5
+    for x in instances:
+        if x.is_random_next:
+            assert x.doc_b != x.doc_a
+        else:
+            assert x.doc_b == x.doc_a
+
+
+def test_instance_invariants(tokenizer):
+    docs = _token_docs(tokenizer)
+    cfg = DataConfig(max_seq_length=48, dupe_factor=1)
+    instances = create_instances(docs, tokenizer, cfg, seed=4)
+    lengths = []
+    for x in instances:
+        ids = x.input_ids
+        assert len(ids) <= 48
+        assert ids[0] == tokenizer.cls_id and ids[-1] == tokenizer.sep_id
+        assert ids[x.a_len + 1] == tokenizer.sep_id  # A ends where a_len says
+        assert ids.count(tokenizer.sep_id) == 2
+        for p, lab in zip(x.masked_positions, x.masked_labels):
+            assert lab not in (tokenizer.cls_id, tokenizer.sep_id)  # [CLS]/[SEP] never chosen
+            assert 0 < p < len(ids) - 1
+        assert x.masked_positions == sorted(x.masked_positions)
+        seg = x.segment_ids
+        assert seg[: x.a_len + 2] == [0] * (x.a_len + 2) and set(seg[x.a_len + 2 :]) == {1}
+        lengths.append(len(ids))
+    assert min(lengths) < 30  # short_seq_prob makes some short instances
+    assert np.mean(np.array(lengths) >= 40) > 0.5
+
+
+def test_whole_word_masking_takes_all_pieces(tokenizer):
+    vocab = tokenizer.vocab
+    word = [vocab["walk"], vocab["##ing"]]
+    doc = [[vocab["the"], *word, vocab["to"], vocab["park"], *word] for _ in range(30)]
+    cfg = DataConfig(max_seq_length=64, whole_word_mask=True, dupe_factor=1, masked_lm_prob=0.3)
+    for x in create_instances([doc, doc], tokenizer, cfg, seed=5):
+        pos = set(x.masked_positions)
+        for p in pos:
+            if x.masked_labels[x.masked_positions.index(p)] == vocab["##ing"]:
+                assert p - 1 in pos  # the piece before a chosen ##ing is chosen too
+
+
+def test_truncate_seq_pair_trims_longer_side():
+    rng = random.Random(0)
+    a, b = list(range(10)), list(range(100, 103))
+    truncate_seq_pair(a, b, 8, rng)
+    assert len(a) + len(b) == 8 and len(b) == 3
+    assert a != list(range(5))  # trimmed from the front or back at random, not always the back
+
+
+def test_deterministic_and_cache_key(tokenizer):
+    docs = _token_docs(tokenizer, n_docs=10)
+    cfg = DataConfig(max_seq_length=48, dupe_factor=1)
+    a = pack(create_instances(docs, tokenizer, cfg, seed=7))
+    b = pack(create_instances(docs, tokenizer, cfg, seed=7))
+    c = pack(create_instances(docs, tokenizer, cfg, seed=8))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["ids"], c["ids"])
+    k1 = data_cache_key("fp", tokenizer, cfg, 7, "train")
+    assert k1 == data_cache_key("fp", tokenizer, cfg, 7, "train")
+    assert k1 != data_cache_key("fp", tokenizer, DataConfig(max_seq_length=48, dupe_factor=1, masked_lm_prob=0.2), 7, "train")
+    assert k1 != data_cache_key("fp2", tokenizer, cfg, 7, "train")
+
+
+def test_store_roundtrip_and_batches(tokenizer, tmp_path):
+    docs = _token_docs(tokenizer, n_docs=12)
+    cfg = DataConfig(max_seq_length=48, dupe_factor=1)
+    insts = create_instances(docs, tokenizer, cfg, seed=9)
+    store = InstanceStore(pack(insts))
+    store.save(tmp_path / "s.npz")
+    loaded = InstanceStore.load(tmp_path / "s.npz")
+    assert len(loaded) == len(insts) and loaded[3] == insts[3]
+    batch = collate([loaded[0], loaded[1]], cfg)
+    x = loaded[0]
+    assert batch["input_ids"].shape[0] == 2
+    labels = batch["mlm_labels"][0]
+    assert (labels != -100).sum() == len(x.masked_positions)
+    assert batch["nsp_labels"][0] == int(x.is_random_next)  # 0 = IsNext
+    batches = PretrainingBatches(loaded, cfg, tokenizer, batch_size=4, seed=0)
+    first = [b["input_ids"] for b in batches(0)]
+    again = [b["input_ids"] for b in batches(0)]
+    resumed = [b["input_ids"] for b in batches(0, start=2)]
+    assert all((p == q).all() for p, q in zip(first, again))
+    assert all((p == q).all() for p, q in zip(first[2:], resumed))
+    two = list(batches(0, rank=1, world=2))
+    assert len(two) == batches.num_batches(2)
+
+
+def test_dynamic_masking_changes_every_epoch(tokenizer):
+    docs = _token_docs(tokenizer, n_docs=8)
+    cfg = DataConfig(max_seq_length=48, masking="dynamic")
+    insts = create_instances(docs, tokenizer, cfg, seed=1, dupe_factor=1, mask=False)
+    assert all(not x.masked_positions for x in insts)
+    batches = PretrainingBatches(InstanceStore(pack(insts)), cfg, tokenizer, batch_size=len(insts), seed=0)
+    e0 = next(batches(0))
+    e0_again = next(PretrainingBatches(InstanceStore(pack(insts)), cfg, tokenizer, batch_size=len(insts), seed=0)(0))
+    e1 = next(batches(1))
+    assert (e0["mlm_labels"] == e0_again["mlm_labels"]).all()
+    # same instances, in another order and with other masks
+    assert (e0["mlm_labels"] != -100).float().mean() == pytest.approx(0.15, abs=0.03)
+    assert not (e0["mlm_labels"] == e1["mlm_labels"]).all()
+
+
+def test_objectives_without_nsp(tokenizer):
+    docs = _token_docs(tokenizer, n_docs=6)
+    mlm = DataConfig(max_seq_length=40, objective="mlm", dupe_factor=1)
+    x = create_instances(docs, tokenizer, mlm, seed=0)
+    assert all(i.input_ids.count(tokenizer.sep_id) == 1 for i in x)
+    assert "nsp_labels" not in collate(x[:2], mlm)
+    ltr = DataConfig(max_seq_length=40, objective="ltr", dupe_factor=1)
+    y = create_instances(docs, tokenizer, ltr, seed=0)
+    assert all(not i.masked_positions and tokenizer.mask_id not in i.input_ids for i in y)
+    b = collate(y[:1], ltr)
+    n = len(y[0].input_ids)
+    assert b["mlm_labels"][0, : n - 1].tolist() == y[0].input_ids[1:]  # next-token labels
+
+
+def test_masker_never_uses_specials_as_random(tokenizer):
+    masker = Masker(tokenizer, DataConfig(mask_token_prob=0.0, random_token_prob=1.0, max_predictions_per_seq=100, masked_lm_prob=0.5))
+    ids = [tokenizer.cls_id] + [tokenizer.vocab["cat"]] * 50 + [tokenizer.sep_id]
+    out, pos, labels, kinds = masker(ids, random.Random(0))
+    assert all(k == KIND_RANDOM for k in kinds)
+    assert not set(out[p] for p in pos) & tokenizer.special_ids
+
+
+def test_explain_text(tokenizer):
+    text = "The cat sat on the mat. The dog ran to the park. The bird sang in the tree. The sun was in the sky."
+    found_not_next = found_next = False
+    for seed in range(6):
+        for e in explain_text(text, tokenizer, DataConfig(max_seq_length=24), seed=seed):
+            assert e.tokens[0] == "[CLS]" and e.tokens[e.a_end] == "[SEP]"
+            for t, o, k in zip(e.tokens, e.original_tokens, e.kinds):
+                if k == "mask":
+                    assert t == "[MASK]"
+                elif k == "keep":
+                    assert t == o
+                elif k == "":
+                    assert t == o
+            found_not_next |= (not e.is_next) and "NotNext" in e.reason
+            found_next |= e.is_next and "IsNext" in e.reason
+    assert found_next and found_not_next
+    with pytest.raises(InputError):
+        explain_text("   ", tokenizer)
