@@ -1,0 +1,286 @@
+"""BERT with a task output layer (paper, Figure 4), named as Hugging Face names them.
+
+`BertForSequenceClassification` (`bert.*` + `classifier.*`: dropout, then Linear on the pooled
+[CLS]; num_labels=1 is regression with MSE), `BertForTokenClassification` (dropout, then Linear on
+every token) and `BertForQuestionAnswering` (`qa_outputs.*`: start and end logits per token).
+With the default head these are the same computation as `transformers`' classes, so a saved model
+opens there unchanged.
+
+One `HeadConfig` also covers the paper's other set-ups as fields, not forks:
+- feature-based (Table 7): the encoder is frozen (and kept in eval mode); the task layer reads a
+  chosen layer, the sum or concatenation of the last four, or a learned scalar mix of all layers;
+  tagging then runs a two-layer BiLSTM, classification a small MLP on the [CLS] features;
+- "+ BiLSTM" (Table 5): a randomly initialised BiLSTM between the encoder and the output layer
+  while fine-tuning everything.
+These extra modules (`layer_features.*`, `lstm.*`, `mlp.*`) are ours; transformers would ignore them.
+
+Imports torch, bertlab.config, bertlab.model, bertlab.errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.config import BertConfig
+from bertlab.errors import InputError
+from bertlab.model import BertModel, EncoderOutput, init_weights
+
+log = logging.getLogger(__name__)
+
+MODES = ("finetune", "feature")
+FEATURES_HELP = "last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 | cat4 | mix"
+ARCHITECTURES = {
+    "single": "BertForSequenceClassification",
+    "pair": "BertForSequenceClassification",
+    "regression": "BertForSequenceClassification",
+    "tagging": "BertForTokenClassification",
+    "qa": "BertForQuestionAnswering",
+}
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """The output layer and what feeds it; saved in config.json so the model loads back as trained."""
+
+    shape: str  # single | pair | regression | tagging | qa
+    num_labels: int  # classes; 1 = regression; 2 for QA (start, end)
+    mode: str = "finetune"  # finetune: train all weights; feature: frozen encoder, train the task layers only
+    features: str = "last"  # which encoder states feed the task layer: FEATURES_HELP
+    bilstm: bool = False  # a BiLSTM between encoder and output layer (the paper's "+ BiLSTM" ablation)
+    lstm_hidden: int = 0  # BiLSTM width per direction; 0 = the encoder's hidden size (as the paper's 768)
+    lstm_layers: int = 2  # the paper's feature-based NER uses a two-layer BiLSTM
+    classifier_dropout: float | None = None  # None = the encoder's hidden dropout (BERT's 0.1)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise InputError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.shape not in ARCHITECTURES:
+            raise InputError(f"task shape must be one of {tuple(ARCHITECTURES)}, not {self.shape!r}")
+        if not re.fullmatch(r"last|sum4|cat4|mix|layer:-?\d+", self.features):
+            raise InputError(f"features must be {FEATURES_HELP}; got {self.features!r}")
+        if self.num_labels < 1:
+            raise InputError("a task needs at least one label")
+
+    @property
+    def use_bilstm(self) -> bool:
+        """A BiLSTM when asked for, and always for feature-based tagging (the paper's set-up)."""
+        return self.bilstm or (self.mode == "feature" and self.shape == "tagging")
+
+    @property
+    def is_hf_equivalent(self) -> bool:
+        """True when transformers' own class computes exactly what this model does."""
+        return self.mode == "finetune" and self.features == "last" and not self.bilstm
+
+
+@dataclass
+class TaskOutput:
+    """What a task model returns.
+
+    Attributes:
+        logits: (B, C) for sequence tasks (C = 1 for regression), (B, T, C) for tagging,
+            (B, T, 2) for QA (start, end).
+        loss: scalar float, or None without labels.
+        start_logits / end_logits: (B, T) for QA, else None.
+    """
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
+
+
+class LayerFeatures(nn.Module):
+    """Pick or combine encoder layers: (L+1) x (B, T, H) -> (B, T, F)."""
+
+    def __init__(self, spec: str, num_layers: int, hidden_size: int):
+        super().__init__()
+        self.spec = spec
+        self.num_layers = num_layers
+        self.out_size = hidden_size
+        if spec.startswith("layer:"):
+            n = int(spec.split(":")[1])
+            index = n if n >= 0 else num_layers + 1 + n
+            if not 0 <= index <= num_layers:
+                raise InputError(f"features {spec}: this encoder has layers 0 (embeddings) to {num_layers}")
+            self.index = index
+        self.last_k = min(4, num_layers)
+        if spec in ("sum4", "cat4") and num_layers < 4:
+            log.warning("features %s: the encoder has only %d layers; using all of them", spec, num_layers)
+        if spec == "cat4":
+            self.out_size = hidden_size * self.last_k
+        if spec == "mix":
+            # ELMo's scalar mix: gamma * sum_j softmax(w)_j h_j over the embeddings and every layer
+            self.weights = nn.Parameter(torch.zeros(num_layers + 1))
+            self.gamma = nn.Parameter(torch.ones(()))
+
+    @property
+    def needs_all_layers(self) -> bool:
+        return self.spec != "last"
+
+    def forward(self, enc: EncoderOutput) -> torch.Tensor:
+        if self.spec == "last":
+            return enc.last_hidden_state
+        states = enc.hidden_states  # L+1 tensors (B, T, H)
+        if self.spec.startswith("layer:"):
+            return states[self.index]
+        if self.spec == "sum4":
+            return torch.stack(states[-self.last_k:]).sum(0)
+        if self.spec == "cat4":
+            return torch.cat(states[-self.last_k:], dim=-1)  # (B, T, k*H)
+        w = self.weights.softmax(0).to(states[0].dtype)
+        return self.gamma * (w[:, None, None, None] * torch.stack(states)).sum(0)  # (B, T, H)
+
+
+class _BertTaskModel(nn.Module):
+    """The encoder, the feature choice, an optional BiLSTM; subclasses add the output layer."""
+
+    def __init__(self, config: BertConfig, head: HeadConfig):
+        super().__init__()
+        self.config = config
+        self.head_config = head
+        self.bert = BertModel(config)
+        self.layer_features = LayerFeatures(head.features, config.num_layers, config.hidden_size)
+        size = self.layer_features.out_size
+        self.lstm = None
+        if head.use_bilstm:
+            hidden = head.lstm_hidden or config.hidden_size
+            self.lstm = nn.LSTM(size, hidden, num_layers=head.lstm_layers, bidirectional=True, batch_first=True,
+                                dropout=config.hidden_dropout if head.lstm_layers > 1 else 0.0)
+            size = 2 * hidden
+        self.task_input_size = size
+        p = head.classifier_dropout if head.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(p)
+
+    @property
+    def frozen(self) -> bool:
+        return self.head_config.mode == "feature"
+
+    def _finish_init(self) -> None:
+        init_weights(self, self.config.initializer_range)  # LSTMs keep PyTorch's own init
+        if self.frozen:
+            self.bert.requires_grad_(False)
+            self.bert.eval()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.frozen:
+            self.bert.eval()  # a frozen encoder gives the same features every time: no dropout
+        return self
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[EncoderOutput, torch.Tensor]:
+        """Encoder output and the task features (B, T, F) (after the BiLSTM when there is one)."""
+        grad = torch.enable_grad() if not self.frozen else torch.no_grad()
+        with grad:
+            enc = self.bert(input_ids, token_type_ids, attention_mask,
+                            output_hidden_states=self.layer_features.needs_all_layers)
+        feats = self.layer_features(enc)
+        if self.lstm is not None:
+            feats = self._run_lstm(feats, attention_mask)
+        return enc, feats
+
+    def _run_lstm(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        B, T, _ = x.shape
+        lengths = attention_mask.sum(1) if attention_mask is not None else torch.full((B,), T, device=x.device)
+        # packing keeps padding out of the backward direction's state
+        packed = nn.utils.rnn.pack_padded_sequence(x.float(), lengths.cpu().clamp(min=1), batch_first=True,
+                                                   enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)  # (B, T, 2h)
+        return out.to(x.dtype)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+
+class BertForSequenceClassification(_BertTaskModel):
+    """A class (or a score, num_labels=1) per sentence or sentence pair."""
+
+    def __init__(self, config: BertConfig, head: HeadConfig):
+        super().__init__(config, head)
+        self.mlp = None
+        size = self.task_input_size
+        if head.mode == "feature" and not head.use_bilstm:
+            self.mlp = nn.Sequential(nn.Linear(size, config.hidden_size), nn.Tanh())
+            size = config.hidden_size
+        self.classifier = nn.Linear(size, head.num_labels)
+        self._finish_init()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
+        """labels: (B,) long class ids, or (B,) float targets for regression."""
+        enc, feats = self.encode(input_ids, token_type_ids, attention_mask)
+        h = self.head_config
+        if self.lstm is not None:
+            # forward direction at the last real token + backward direction at [CLS]
+            half = feats.shape[-1] // 2
+            last = (attention_mask.sum(1) - 1 if attention_mask is not None
+                    else torch.full((feats.shape[0],), feats.shape[1] - 1, device=feats.device)).long()
+            x = torch.cat([feats[torch.arange(feats.shape[0]), last, :half], feats[:, 0, half:]], dim=-1)
+        elif h.features == "last" and h.mode == "finetune":
+            x = enc.pooled_output  # (B, H), as BERT and transformers do
+        else:
+            x = feats[:, 0]  # the [CLS] features (B, F)
+        if self.mlp is not None:
+            x = self.mlp(x)
+        logits = self.classifier(self.dropout(x))  # (B, C)
+        loss = None
+        if labels is not None:
+            if h.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            else:
+                loss = F.cross_entropy(logits.float(), labels)
+        return TaskOutput(logits=logits, loss=loss)
+
+
+class BertForTokenClassification(_BertTaskModel):
+    """A class per token; labels carry -100 on tokens that are not scored (specials, later pieces)."""
+
+    def __init__(self, config: BertConfig, head: HeadConfig):
+        super().__init__(config, head)
+        self.classifier = nn.Linear(self.task_input_size, head.num_labels)
+        self._finish_init()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
+        """labels: (B, T) long, -100 where no label."""
+        _, feats = self.encode(input_ids, token_type_ids, attention_mask)
+        logits = self.classifier(self.dropout(feats))  # (B, T, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return TaskOutput(logits=logits, loss=loss)
+
+
+class BertForQuestionAnswering(_BertTaskModel):
+    """Start and end scores for every token; the answer is the best span start <= end."""
+
+    def __init__(self, config: BertConfig, head: HeadConfig):
+        super().__init__(config, head)
+        self.qa_outputs = nn.Linear(self.task_input_size, 2)
+        self._finish_init()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
+                start_positions=None, end_positions=None) -> TaskOutput:
+        """start_positions / end_positions: (B,) token indices of the answer (0 = [CLS] when the
+        answer is not in this window)."""
+        _, feats = self.encode(input_ids, token_type_ids, attention_mask)
+        logits = self.qa_outputs(feats)  # (B, T, 2)
+        start_logits, end_logits = logits[..., 0], logits[..., 1]  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            T = start_logits.shape[1]
+            s, e = start_positions.clamp(0, T), end_positions.clamp(0, T)
+            loss = (F.cross_entropy(start_logits.float(), s, ignore_index=T)
+                    + F.cross_entropy(end_logits.float(), e, ignore_index=T)) / 2
+        return TaskOutput(logits=logits, loss=loss, start_logits=start_logits, end_logits=end_logits)
+
+
+def build_task_model(config: BertConfig, head: HeadConfig) -> _BertTaskModel:
+    """The model class for `head.shape`, randomly initialised (load weights afterwards)."""
+    cls = {"tagging": BertForTokenClassification, "qa": BertForQuestionAnswering}.get(
+        head.shape, BertForSequenceClassification)
+    return cls(config, head)

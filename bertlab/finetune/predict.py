@@ -1,0 +1,264 @@
+"""Load a fine-tuned model and ask it one question at a time (the app's "Try it" panel, the CLI).
+
+    from bertlab.finetune.predict import load_finetuned
+    m = load_finetuned("runs/sst2/model")
+    m.predict("a gripping, funny film")            # Prediction(label="1", score=0.93, probabilities=...)
+    m.predict("Who wrote it?", "It was written by Ann.")   # QA: answer="Ann", answer_start=17, ...
+
+Also owns the saved format (`save_finetuned`): a Hugging Face-compatible checkpoint whose
+config.json carries id2label / label2id / num_labels (and problem_type) at the top level, so
+`transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
+Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
+
+Imports torch, bertlab.checkpoint, bertlab.tokenizer, bertlab.inference (pick_device), bertlab.finetune.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, save_checkpoint, weights_file
+from bertlab.config import BertConfig
+from bertlab.errors import CheckpointError, InputError
+from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
+from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
+from bertlab.finetune.evaluation import decode, run_model
+from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
+from bertlab.tokenizer import BertTokenizer
+
+log = logging.getLogger(__name__)
+
+SHAPE_OF_ARCHITECTURE = {
+    "BertForSequenceClassification": "pair",
+    "BertForTokenClassification": "tagging",
+    "BertForQuestionAnswering": "qa",
+}
+
+
+@dataclass(frozen=True)
+class TaskSetup:
+    """What a fine-tuned model needs besides its weights; saved as config.json's bertlab.finetune."""
+
+    task: str  # sst2, ..., or "custom" for a model fine-tuned elsewhere
+    shape: str  # single | pair | regression | tagging | qa
+    labels: tuple[str, ...]  # class names in output order; ("score",) for regression; () for QA
+    head: HeadConfig
+    max_seq_length: int = 128
+    doc_stride: int = 128  # QA: tokens between the starts of consecutive context windows
+    max_query_length: int = 64  # QA: question pieces kept
+    max_answer_length: int = 30  # QA: longest answer, in pieces
+    n_best: int = 20  # QA: start / end candidates considered per window
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["labels"] = list(self.labels)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TaskSetup":
+        data = dict(data)
+        data["head"] = HeadConfig(**data["head"])
+        data["labels"] = tuple(data.get("labels", ()))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class _HFTaskConfig:
+    """A BertConfig that adds the task keys transformers reads at the top level of config.json."""
+
+    bert: BertConfig
+    top_level: dict
+
+    def to_hf_dict(self, architecture: str, extra: dict | None = None) -> dict:
+        data = self.bert.to_hf_dict(architecture, extra)
+        data.update(self.top_level)
+        return data
+
+
+def hf_task_keys(setup: TaskSetup) -> dict:
+    """id2label / label2id / num_labels / problem_type as transformers expects them."""
+    if setup.shape == "qa":
+        return {}
+    keys = {
+        "id2label": {str(i): name for i, name in enumerate(setup.labels)},
+        "label2id": {name: i for i, name in enumerate(setup.labels)},
+        "num_labels": len(setup.labels),
+    }
+    if setup.shape == "regression":
+        keys["problem_type"] = "regression"
+    elif setup.shape in ("single", "pair"):
+        keys["problem_type"] = "single_label_classification"
+    return keys
+
+
+def save_finetuned(directory: str | Path, model: torch.nn.Module, tokenizer: BertTokenizer, setup: TaskSetup,
+                   card: dict | None = None) -> Path:
+    """Write the model, its tokenizer, config.json (task keys included) and model_card.json, atomically."""
+    config = _HFTaskConfig(model.config, hf_task_keys(setup))
+    extra_files = {"model_card.json": card} if card is not None else None
+    return save_checkpoint(directory, model, tokenizer, config, architecture=ARCHITECTURES[setup.shape],
+                           extra_config={"finetune": setup.to_dict()}, extra_files=extra_files)
+
+
+def _setup_from_raw(raw: dict, path: Path) -> TaskSetup:
+    ours = (raw.get("bertlab") or {}).get("finetune")
+    if ours:
+        try:
+            return TaskSetup.from_dict(ours)
+        except (TypeError, KeyError, InputError) as exc:
+            raise CheckpointError(f"{path}/config.json: bertlab.finetune is malformed ({exc})") from exc
+    arch = (raw.get("architectures") or [""])[0]
+    if arch not in SHAPE_OF_ARCHITECTURE:
+        raise CheckpointError(
+            f"{path}: not a fine-tuned model (architecture {arch or 'unknown'!r}); fine-tune one with "
+            "`bertlab finetune`, or load a pretrained model with bertlab.inference.load_model"
+        )
+    shape = SHAPE_OF_ARCHITECTURE[arch]
+    id2label = raw.get("id2label") or {}
+    labels = tuple(id2label[k] for k in sorted(id2label, key=int)) if id2label else ()
+    if shape != "qa" and not labels:
+        labels = tuple(f"LABEL_{i}" for i in range(int(raw.get("num_labels", 2))))
+    if shape == "pair" and (raw.get("problem_type") == "regression" or len(labels) == 1):
+        shape = "regression"
+    head = HeadConfig(shape=shape, num_labels=2 if shape == "qa" else len(labels))
+    return TaskSetup("custom", shape, labels, head, max_seq_length=int(raw.get("max_position_embeddings", 512)))
+
+
+def load_task_model(path_or_id: str | Path) -> tuple[torch.nn.Module, BertTokenizer, TaskSetup, dict]:
+    """Model (CPU, eval mode), tokenizer, task set-up and model card of a fine-tuned checkpoint."""
+    directory = resolve(path_or_id)
+    config, raw = load_config(directory)
+    setup = _setup_from_raw(raw, directory)
+    model = build_task_model(config, setup.head)
+    state = normalize_keys(read_weights(directory))
+    required = ("bert.embeddings.", "bert.encoder.", "qa_outputs." if setup.shape == "qa" else "classifier.")
+    load_state(model, state, str(weights_file(directory)), required_prefixes=required)
+    tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
+    card = {}
+    if (directory / "model_card.json").is_file():
+        try:
+            card = json.loads((directory / "model_card.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            log.warning("%s/model_card.json is not valid JSON; ignoring it", directory)
+    return model.eval(), tokenizer, setup, card
+
+
+@dataclass
+class Prediction:
+    """One answer of a fine-tuned model.
+
+    Attributes:
+        label: the predicted class (classification), None otherwise.
+        score: the top class probability, the regression value, or the QA span probability.
+        probabilities: class -> probability (classification), else empty.
+        tokens / tags: the words of the text and one tag per word (tagging), else None.
+        answer / answer_start / answer_end: the QA answer, context[answer_start:answer_end].
+        truncated: the input was longer than the model reads; part of it was cut (or, for QA and
+            tagging, read in several windows).
+    """
+
+    label: str | None = None
+    score: float | None = None
+    probabilities: dict[str, float] = field(default_factory=dict)
+    tokens: list[str] | None = None
+    tags: list[str] | None = None
+    answer: str | None = None
+    answer_start: int | None = None
+    answer_end: int | None = None
+    truncated: bool = False
+
+
+class FinetunedModel:
+    """A fine-tuned model ready to predict; load with `load_finetuned`. Never trained further."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: BertTokenizer, setup: TaskSetup, card: dict,
+                 path: str, device: torch.device):
+        self.model, self.tokenizer, self.setup, self.card = model, tokenizer, setup, card
+        self.path, self.device = path, device
+
+    @property
+    def task(self) -> str:
+        return self.setup.task
+
+    @property
+    def task_shape(self) -> str:
+        return self.setup.shape
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.setup.labels)
+
+    def _check(self, text, name: str) -> str:
+        if not isinstance(text, str):
+            raise InputError(f"{name} must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise InputError(f"{name} is empty; type some text")
+        return text
+
+    def predict(self, text: str, text_b: str | None = None) -> Prediction:
+        """Classify / score / tag `text` (and `text_b` for pair tasks); for QA, `text` is the
+        question and `text_b` the context."""
+        shape = self.task_shape
+        s = self.setup
+        if shape == "qa":
+            if text_b is None:
+                raise InputError("question answering needs a question and a context: predict(question, context)")
+            question, context = self._check(text, "question"), self._check(text_b, "context")
+            ex = QAExample("q", question, context)
+            feats = encode_qa([ex], self.tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length, False)
+            out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)
+            ans = decode(shape, [ex], feats, out, s.labels, s.n_best, s.max_answer_length)[0]
+            return Prediction(score=ans.score, answer=ans.text, answer_start=ans.start, answer_end=ans.end,
+                              truncated=len(feats) > 1)
+        text = self._check(text, "text")
+        if shape == "tagging":
+            if text_b is not None:
+                raise InputError("a tagging model reads one text; leave text_b empty")
+            words = self.words(text)
+            ex = TaggingExample(words, [])
+            feats = encode_tagging([ex], self.tokenizer, s.max_seq_length, None)
+            out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)
+            tags = decode(shape, [ex], feats, out, s.labels)[0]
+            return Prediction(tokens=words, tags=tags, truncated=len(feats) > 1)
+        if shape in ("pair", "regression") and text_b is None and self.task != "custom":
+            raise InputError(f"{self.task} compares two sentences; give the second one as text_b")
+        if shape == "single" and text_b is not None:
+            raise InputError(f"{self.task} reads one sentence; leave text_b empty")
+        if text_b is not None:
+            self._check(text_b, "text_b")
+        ex = SequenceExample(text, text_b, None)
+        feats = encode_sequences([ex], self.tokenizer, s.max_seq_length, None)
+        out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)[0]
+        if shape == "regression":
+            return Prediction(score=float(out[0]), truncated=feats[0].truncated)
+        probs = out.softmax(-1).tolist()
+        best = max(range(len(probs)), key=probs.__getitem__)
+        return Prediction(label=s.labels[best], score=probs[best], probabilities=dict(zip(s.labels, probs)),
+                          truncated=feats[0].truncated)
+
+    def words(self, text: str) -> list[str]:
+        """Split text into words as BERT's basic tokenizer does (whitespace and punctuation)."""
+        enc = self.tokenizer.encode(text, max_length=sys.maxsize, truncate=False)
+        spans: dict[int, list[int]] = {}
+        for wid, (a, b) in zip(enc.word_ids, enc.offsets):
+            if wid is not None:
+                span = spans.setdefault(wid, [a, b])
+                span[0], span[1] = min(span[0], a), max(span[1], b)
+        words = [text[a:b] for a, b in (spans[k] for k in sorted(spans))]
+        return words or text.split()
+
+
+def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
+    """Load a fine-tuned checkpoint folder (ours, or one fine-tuned with transformers) for prediction."""
+    from bertlab.inference import pick_device
+
+    dev = pick_device(device)
+    model, tokenizer, setup, card = load_task_model(path)
+    model.to(dev)
+    return FinetunedModel(model, tokenizer, setup, card, str(path), dev)

@@ -1,0 +1,80 @@
+"""The fine-tuning tasks: their shape (paper, Figure 4), files, labels and official metric.
+
+Shapes: "single" (one sentence -> class: SST-2, CoLA), "pair" (two sentences -> class: MRPC, RTE,
+QNLI, MNLI), "regression" (two sentences -> a score: STS-B), "tagging" (a label per word: UPOS,
+BIO entities) and "qa" (a span of the context: SQuAD v1.1).
+
+Imports the standard library and bertlab.errors only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bertlab.errors import InputError
+
+SHAPES = ("single", "pair", "regression", "tagging", "qa")
+
+# The 17 universal POS tags of Universal Dependencies v2.
+UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON",
+             "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: how to read it, what the output layer predicts, how it is scored."""
+
+    name: str
+    shape: str  # one of SHAPES
+    description: str
+    train_file: str  # default file names inside a --data folder
+    dev_file: str
+    labels: tuple[str, ...] = ()  # fixed label set; () = taken from the data (NER) or none (regression, QA)
+    metrics: tuple[str, ...] = ("accuracy",)  # what evaluate() reports, the main one first
+    hf_dataset: tuple[str, str | None] | None = None  # (path, config) for Hugging Face `datasets`
+    hf_dev_split: str = "validation"
+
+    @property
+    def main_metric(self) -> str:
+        return self.metrics[0]
+
+    @property
+    def is_sequence_task(self) -> bool:
+        return self.shape in ("single", "pair", "regression")
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec("sst2", "single", "SST-2 sentiment of movie-review sentences (positive = 1)",
+                 "train.tsv", "dev.tsv", ("0", "1"), ("accuracy",), ("nyu-mll/glue", "sst2")),
+        TaskSpec("cola", "single", "CoLA grammatical acceptability (acceptable = 1)",
+                 "train.tsv", "dev.tsv", ("0", "1"), ("matthews", "accuracy"), ("nyu-mll/glue", "cola")),
+        TaskSpec("mrpc", "pair", "MRPC paraphrase detection (paraphrase = 1)",
+                 "train.tsv", "dev.tsv", ("0", "1"), ("f1", "accuracy"), ("nyu-mll/glue", "mrpc")),
+        TaskSpec("rte", "pair", "RTE textual entailment",
+                 "train.tsv", "dev.tsv", ("entailment", "not_entailment"), ("accuracy",), ("nyu-mll/glue", "rte")),
+        TaskSpec("qnli", "pair", "QNLI: does the sentence answer the question",
+                 "train.tsv", "dev.tsv", ("entailment", "not_entailment"), ("accuracy",), ("nyu-mll/glue", "qnli")),
+        TaskSpec("mnli", "pair", "MNLI natural language inference (matched dev set)",
+                 "train.tsv", "dev_matched.tsv", ("contradiction", "entailment", "neutral"), ("accuracy",),
+                 ("nyu-mll/glue", "mnli"), "validation_matched"),
+        TaskSpec("stsb", "regression", "STS-B semantic similarity, a score from 0 to 5",
+                 "train.tsv", "dev.tsv", (), ("pearson", "spearman"), ("nyu-mll/glue", "stsb")),
+        TaskSpec("upos", "tagging", "Universal POS tags from CoNLL-U files (e.g. UD English-EWT)",
+                 "en_ewt-ud-train.conllu", "en_ewt-ud-dev.conllu", UPOS_TAGS, ("accuracy",),
+                 ("universal_dependencies", "en_ewt")),
+        TaskSpec("ner", "tagging", "BIO named entities from CoNLL files (e.g. WNUT-17)",
+                 "wnut17train.conll", "emerging.dev.conll", (), ("f1", "precision", "recall"),
+                 ("wnut_17", None)),
+        TaskSpec("squad", "qa", "SQuAD v1.1 extractive question answering",
+                 "train-v1.1.json", "dev-v1.1.json", (), ("f1", "exact_match"), ("rajpurkar/squad", None)),
+    )
+}
+
+
+def get_task(name: str) -> TaskSpec:
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in TASKS:
+        raise InputError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[key]
