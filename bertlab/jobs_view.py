@@ -1,0 +1,246 @@
+"""What the Train and Jobs pages draw about training jobs: tables, live numbers, curves, predictions.
+
+Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
+return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
+
+Imports plotly and bertlab.jobs / bertlab.figures (colours); never streamlit.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import time
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
+from bertlab.jobs import Estimate, Job, format_duration
+
+GREEN = "#3b8f5a"
+STATE_ICONS = {
+    "queued": "⏳", "preparing": "⚙️", "running": "🏃", "finished": "✅", "failed": "❌", "cancelled": "⏹️",
+}
+# Eval metrics worth a line on the accuracy panel (fine-tuning tasks report theirs by name).
+_SCORE = re.compile(r"(acc|accuracy|f1|mcc|matthews|pearson|spearman|exact|^em$)", re.I)
+_TAG_COLOURS = ["#e8f0fb", "#fdeede", "#e6f4ea", "#fef7e0", "#f3e8fd", "#fce8e6", "#e0f7fa", "#eceff1"]
+
+
+def format_count(n: int | float | None) -> str:
+    """1_552_898 -> '1.55M', 12_345 -> '12.3k'."""
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def format_gb(gb: float | None) -> str:
+    if gb is None:
+        return "?"
+    return f"{gb * 1024:.0f} MB" if gb < 1 else f"{gb:.1f} GB"
+
+
+# --------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------
+def split_metrics(metrics: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+    """(train, eval) lines, one per step (a resumed run logs some steps twice: the later line wins)."""
+    by_split: dict[str, dict[int, dict]] = {"train": {}, "eval": {}}
+    for m in metrics:
+        split = m.get("split", "train")
+        if split in by_split and isinstance(m.get("step"), int):
+            by_split[split][m["step"]] = m
+    return [by_split["train"][s] for s in sorted(by_split["train"])], [by_split["eval"][s] for s in sorted(by_split["eval"])]
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _series(lines: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(m["step"], m[key]) for m in lines if _finite(m.get(key))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def score_keys(train: Sequence[dict], evals: Sequence[dict]) -> tuple[list[str], list[str]]:
+    """Accuracy-like keys of train lines (x_acc) and of eval lines (accuracy, f1, mcc, ...)."""
+    tk = sorted({k for m in train for k, v in m.items() if _finite(v) and (k.endswith("_acc") or k == "accuracy")})
+    ek = sorted({k for m in evals for k, v in m.items() if _finite(v) and _SCORE.search(k) and "loss" not in k})
+    return tk, ek
+
+
+def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
+    """Loss, accuracy and learning rate against the step, train lines solid, eval points dashed."""
+    train, evals = split_metrics(metrics)
+    if not train and not evals:
+        return None
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("Loss", "Accuracy", "Learning rate"), horizontal_spacing=0.07)
+    x, y = _series(train, "loss")
+    if x:
+        fig.add_trace(go.Scatter(x=x, y=y, name="train loss", mode="lines", line=dict(color=BLUE)), 1, 1)
+    eval_loss = "loss" if any(_finite(m.get("loss")) for m in evals) else "mlm_loss"
+    x, y = _series(evals, eval_loss)
+    if x:
+        fig.add_trace(go.Scatter(x=x, y=y, name=f"eval {eval_loss.replace('_', ' ')}", mode="lines+markers",
+                                 line=dict(color=ORANGE, dash="dash")), 1, 1)
+    palette = [BLUE, GREEN, "#8e5bd0", "#c24d7c", GREY]
+    train_keys, eval_keys = score_keys(train, evals)
+    for n, key in enumerate(train_keys):
+        x, y = _series(train, key)
+        fig.add_trace(go.Scatter(x=x, y=y, name=f"train {key.replace('_', ' ')}", mode="lines",
+                                 line=dict(color=palette[n % len(palette)])), 1, 2)
+    for n, key in enumerate(eval_keys):
+        x, y = _series(evals, key)
+        fig.add_trace(go.Scatter(x=x, y=y, name=f"eval {key.replace('_', ' ')}", mode="lines+markers",
+                                 line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash")), 1, 2)
+    x, y = _series(train, "lr")
+    if x:
+        fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode="lines", line=dict(color=GREY)), 1, 3)
+    fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(tickformat=".0%", row=1, col=2)
+    fig.update_yaxes(exponentformat="e", row=1, col=3)
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        font=FONT, height=340, plot_bgcolor="white", paper_bgcolor="white",
+        margin=dict(l=10, r=10, t=50 if title else 30, b=10),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0), hovermode="x unified",
+    )
+    return fig
+
+
+def _score_text(key: str, value: float) -> str:
+    """Accuracies and F1 as percentages; correlations (mcc, pearson, spearman) as numbers."""
+    return f"{value:.3f}" if re.search(r"mcc|matthews|pearson|spearman", key) else f"{value:.1%}"
+
+
+def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
+    """(label, value) pairs for the metric row: step, loss, accuracy, throughput, ETA, GPU memory."""
+    train, evals = split_metrics(metrics)
+    last = train[-1] if train else (job.status.get("last_train") or {})
+    out = [("Step", f"{job.step:,}" + (f" / {job.total_steps:,}" if job.total_steps else ""))]
+    if job.progress is not None and not job.total_steps:
+        out[0] = ("Progress", f"{job.progress:.0%} (step {job.step:,})")
+    if _finite(last.get("loss")):
+        out.append(("Train loss", f"{last['loss']:.3f}"))
+    train_keys, eval_keys = score_keys(train, evals)
+    if evals and eval_keys:
+        value = evals[-1].get(eval_keys[0])
+        if _finite(value):
+            out.append((f"Eval {eval_keys[0].replace('_', ' ')}", _score_text(eval_keys[0], value)))
+    elif train_keys and _finite(last.get(train_keys[0])):
+        out.append((f"Train {train_keys[0].replace('_', ' ')}", _score_text(train_keys[0], last[train_keys[0]])))
+    if _finite(last.get("tokens_per_s")):
+        out.append(("Throughput", f"{format_count(last['tokens_per_s'])} tokens/s"))
+    if job.state == "running" and _finite(job.eta_s):
+        out.append(("ETA", format_duration(job.eta_s)))
+    elif job.state in ("finished", "cancelled", "failed"):
+        started, ended = job.status.get("started"), job.status.get("ended")
+        if _finite(started) and _finite(ended) and ended >= started:
+            out.append(("Took", format_duration(ended - started)))
+    if _finite(last.get("gpu_mem_gb")):
+        out.append(("GPU memory (peak)", format_gb(last["gpu_mem_gb"])))
+    return out
+
+
+def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
+    """One row per run for st.dataframe."""
+    now = time.time() if now is None else now
+    rows = []
+    for j in jobs:
+        step = f"{j.step:,}" + (f" / {j.total_steps:,}" if j.total_steps else "")
+        last = j.status.get("last_train") or {}
+        rows.append({
+            "run": j.id,
+            "kind": j.kind or "?",
+            "state": f"{STATE_ICONS.get(j.state, '')} {j.state}",
+            "step": step,
+            "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
+            "loss": round(last["loss"], 3) if _finite(last.get("loss")) else None,
+            "ETA": format_duration(j.eta_s) if j.state == "running" and _finite(j.eta_s) else "",
+            "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
+            "submitted": f"{format_duration(now - j.submitted)} ago" if j.submitted else "",
+        })
+    return rows
+
+
+def job_label(job: Job) -> str:
+    return f"{STATE_ICONS.get(job.state, '')} {job.id} — {job.kind or '?'}, {job.state}"
+
+
+# --------------------------------------------------------------------------------------
+# Estimates
+# --------------------------------------------------------------------------------------
+def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
+    """A small table of where the memory goes and how the time was worked out."""
+    rows = [
+        ("Parameters", f"{format_count(est.parameters)}" + (f" ({format_count(est.trainable_parameters)} trained)"
+                                                          if est.trainable_parameters < est.parameters else "")),
+        ("Weights", format_gb(est.weights_gb)),
+        ("Gradients + AdamW states", format_gb(est.optimizer_gb)),
+        ("Activations (one micro-batch)", format_gb(est.activations_gb)),
+        ("Framework overhead", format_gb(est.overhead_gb)),
+        ("Tokens per step", f"{est.tokens_per_step:,}"),
+        ("Throughput", f"~{format_count(est.tokens_per_s)} tokens/s ({est.throughput_source})"),
+        ("Device", est.device_name + (f", {format_gb(est.device_memory_gb)}" if est.device_memory_gb else "")),
+    ]
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# Predictions of fine-tuned models (the "Try it" panel)
+# --------------------------------------------------------------------------------------
+def probabilities_figure(probabilities: dict, predicted: str | None = None, title: str = "") -> go.Figure:
+    """Horizontal bars of P(label), the predicted label highlighted, most likely on top."""
+    items = sorted(probabilities.items(), key=lambda kv: kv[1], reverse=True)
+    labels = [str(k) for k, _ in items]
+    scores = [float(v) for _, v in items]
+    colours = [ORANGE if lab == str(predicted) else BLUE for lab in labels]
+    fig = go.Figure(go.Bar(
+        x=scores[::-1], y=labels[::-1], orientation="h", marker_color=colours[::-1],
+        text=[percent(s) for s in scores[::-1]], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+    ))
+    fig.update_xaxes(range=[0, 1.12], tickformat=".0%", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        font=FONT, height=70 + 30 * len(labels), plot_bgcolor="white", paper_bgcolor="white",
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+    )
+    return fig
+
+
+def tags_html(tokens: Sequence[str], tags: Sequence[str]) -> str:
+    """Words with their tag underneath, one colour per tag type ('O' plain)."""
+    kinds: dict[str, str] = {}
+    cells = []
+    for tok, tag in zip(tokens, tags, strict=False):
+        kind = re.sub(r"^[BI]-", "", str(tag))
+        if kind not in ("O", "") and kind not in kinds:
+            kinds[kind] = _TAG_COLOURS[len(kinds) % len(_TAG_COLOURS)]
+        bg = kinds.get(kind, "transparent")
+        cells.append(
+            f"<span style='display:inline-block;text-align:center;margin:2px 3px;padding:2px 6px;border-radius:6px;"
+            f"background:{bg}'><span style='font-size:15px'>{html.escape(str(tok))}</span><br>"
+            f"<span style='font-size:11px;color:#555'>{html.escape(str(tag))}</span></span>"
+        )
+    return "<div style='line-height:1.3'>" + "".join(cells) + "</div>"
+
+
+def answer_html(context: str, start: int | None, end: int | None) -> str:
+    """The context with the answer span [start, end) highlighted (character offsets)."""
+    if start is None or end is None or not (0 <= start <= end <= len(context)):
+        return f"<div style='line-height:1.6'>{html.escape(context)}</div>"
+    return (
+        "<div style='line-height:1.6'>" + html.escape(context[:start])
+        + f"<mark style='background:#fde9a9;padding:1px 3px;border-radius:4px;font-weight:600'>{html.escape(context[start:end])}</mark>"
+        + html.escape(context[end:]) + "</div>"
+    )

@@ -1,0 +1,211 @@
+"""Jobs: every run with its state, live curves, log and controls; try a finished model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.errors import BertLabError
+from bertlab.figures import probability_bar
+from bertlab.jobs import JobRegistry, gpu_stats
+from bertlab.jobs_view import (
+    answer_html,
+    curves_figure,
+    job_label,
+    jobs_table,
+    live_numbers,
+    probabilities_figure,
+    tags_html,
+)
+from pages.common import setup_page, show_error, show_figure
+
+setup_page("Jobs", ":material/monitoring:")
+st.title("Jobs")
+
+registry = JobRegistry()
+PICK = "jobs_pick"
+WAITING = ("queued", "preparing", "running")
+
+
+def _jobs():
+    try:
+        return registry.list()
+    except OSError as exc:
+        st.error(f"Cannot read the runs folder {registry.root}: {exc}")
+        st.stop()
+
+
+jobs = _jobs()
+if not jobs:
+    st.info(f"No runs yet in `{registry.root}`. Launch one on the Train page.")
+    st.page_link("pages/5_Train.py", label="Train", icon=":material/model_training:")
+    st.stop()
+
+ids = [j.id for j in jobs]
+focus = st.session_state.pop("jobs_focus", None)  # set by the Train page after a launch
+if focus in ids:
+    st.session_state[PICK] = focus
+if st.session_state.get(PICK) not in ids:
+    st.session_state[PICK] = ids[0]
+by_id = {j.id: j for j in jobs}
+st.selectbox("Run", ids, key=PICK, format_func=lambda i: job_label(by_id[i]))
+something_runs = any(j.state in WAITING for j in jobs)
+
+
+@st.fragment(run_every=2.0 if something_runs else None)
+def live() -> None:
+    """Redrawn every 2 s while a job is queued or running (only this part of the page)."""
+    now = _jobs()
+    if something_runs and not any(j.state in WAITING for j in now):
+        st.rerun()  # the last job ended: redraw the whole page once (and stop refreshing)
+    job = next((j for j in now if j.id == st.session_state.get(PICK)), None)
+    with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
+        st.dataframe(
+            pd.DataFrame(jobs_table(now)), hide_index=True, width="stretch",
+            column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")},
+        )
+    if job is None:
+        st.warning("This run is gone (deleted?). Pick another one.")
+        return
+
+    st.subheader(job_label(job))
+    st.caption(f"`{job.run_dir}`" + (f" · `{job.command}`" if job.command else ""))
+    metrics = registry.metrics(job.id)
+    numbers = live_numbers(job, metrics)
+    for col, (label, value) in zip(st.columns(len(numbers)), numbers, strict=True):
+        col.metric(label, value)
+    if job.state in ("running", "preparing") and job.progress is not None:
+        st.progress(min(1.0, max(0.0, float(job.progress))))
+
+    if job.state == "failed":
+        st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon="❌")
+    elif job.state == "cancelled":
+        st.info("Cancelled. " + ("Resume continues from its last checkpoint (step "
+                                 f"{job.status.get('checkpoint_step', '?')})." if job.has_checkpoint else "No checkpoint was saved; Resume starts it again."))
+    elif job.state == "queued":
+        st.info("Waiting for a free device; it starts when the job ahead of it ends.")
+    elif job.state == "preparing":
+        st.info("Preparing: reading the data and building the model…")
+
+    fig = curves_figure(metrics)
+    if fig is not None:
+        show_figure(fig, f"{job.id}-curves", key=f"curves-{job.id}", export=False)
+    elif job.state not in ("queued", "preparing"):
+        st.caption("No metrics written yet.")
+
+    if (job.device or "").startswith("cuda") and job.state in ("running", "preparing"):
+        stats = gpu_stats()
+        if stats:
+            st.caption(" · ".join(f"GPU {g.index} ({g.name}): {g.utilization_pct:.0f}% busy, "
+                                  f"{g.memory_used_gb:.1f} / {g.memory_total_gb:.0f} GB" for g in stats))
+
+    c1, c2, c3, _ = st.columns([1, 1, 1, 3])
+    managed = job.managed
+    try:
+        if c1.button("Cancel", key=f"cancel-{job.id}", disabled=not managed or job.state not in WAITING, icon=":material/stop:",
+                     help="Stop it: the trainer saves a checkpoint first, so Resume continues from there."):
+            registry.cancel(job.id)
+            st.rerun()
+        if c2.button("Resume", key=f"resume-{job.id}", disabled=job.state not in ("cancelled", "failed"), icon=":material/play_arrow:",
+                     help="Queue it again, continuing from its last checkpoint."):
+            registry.resume(job.id)
+            st.rerun()
+        with c3.popover("Delete", icon=":material/delete:", disabled=job.alive or job.state in WAITING[1:]):
+            st.write(f"Delete `{job.run_dir}` and everything in it?")
+            if st.button("Yes, delete", key=f"delete-{job.id}", type="primary"):
+                registry.delete(job.id)
+                st.session_state.pop(PICK, None)
+                st.rerun()
+    except BertLabError as exc:
+        st.warning(str(exc), icon="✋")
+    if not managed:
+        st.caption("Started outside the job registry (no job.json): it cannot be cancelled from here.")
+
+    log_tail = registry.log_tail(job.id, lines=40)
+    with st.expander("Log (last 40 lines)", expanded=job.state == "failed"):
+        st.code(log_tail or "(empty)", language=None)
+
+
+live()
+
+
+# --------------------------------------------------------------------------------------
+# Try it: a finished run's model
+# --------------------------------------------------------------------------------------
+@st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
+def _finetuned(path: str, stamp: float):
+    from bertlab.finetune.predict import load_finetuned
+
+    return load_finetuned(path, device="cpu")
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=2)
+def _pretrained(path: str, stamp: float):
+    from bertlab.inference import load_model
+
+    return load_model(path, device="cpu")
+
+
+def _stamp(path: Path) -> float:
+    files = [f for f in ("config.json", "model.safetensors") if (path / f).is_file()]
+    return max((path / f).stat().st_mtime for f in files) if files else 0.0
+
+
+job = by_id.get(st.session_state.get(PICK))
+if job is not None and job.state == "finished" and job.has_model:
+    st.divider()
+    st.subheader("Try it")
+    model_dir = job.run_dir / "model"
+    if job.kind == "pretrain":
+        text = st.text_input("A sentence with [MASK]", value="The cat sat on the [MASK].", key=f"try-mask-{job.id}")
+        try:
+            lm = _pretrained(str(model_dir), _stamp(model_dir))
+            result = lm.fill_mask(text, top_k=5)
+            cols = st.columns(min(3, len(result.masks)) or 1)
+            for n, (m, col) in enumerate(zip(result.masks, cols * len(result.masks), strict=False)):
+                with col:
+                    show_figure(probability_bar(m.candidates, title=f"[MASK] #{n + 1}"), f"{job.id}-fill", key=f"try-fill-{job.id}-{n}", export=False)
+            if len(result.masks) > 1:
+                st.caption(f"Joint fill: {result.joint_text}")
+        except Exception as exc:  # wrong input (no [MASK]) is a BertLabError; anything else is shown plainly
+            show_error(exc)
+    elif job.kind == "finetune":
+        try:
+            fm = _finetuned(str(model_dir), _stamp(model_dir))
+        except Exception as exc:
+            show_error(exc)
+            st.stop()
+        shape = fm.task_shape
+        st.caption(f"Task **{fm.task}** ({shape})" + (f" · labels: {', '.join(map(str, fm.labels))}" if fm.labels and shape != "qa" else ""))
+        key = f"try-{job.id}"
+        if shape == "qa":
+            question = st.text_input("Question", value="Where is the Eiffel Tower?", key=f"{key}-q")
+            context = st.text_area("Context", value="The Eiffel Tower is a wrought-iron tower in Paris, France. It was built in 1889.",
+                                   key=f"{key}-c", height=110)
+            inputs = (question, context)
+        elif shape in ("pair", "regression"):
+            a = st.text_input("Sentence A", value="A man is playing a guitar.", key=f"{key}-a")
+            b = st.text_input("Sentence B", value="A person plays an instrument.", key=f"{key}-b")
+            inputs = (a, b)
+        else:
+            inputs = (st.text_input("Sentence", value="A gripping, beautifully made film." if shape == "single"
+                                    else "Alice moved to Paris in May.", key=f"{key}-s"), None)
+        try:
+            pred = fm.predict(*inputs)
+        except Exception as exc:
+            show_error(exc)
+        else:
+            if shape in ("single", "pair"):
+                st.markdown(f"Prediction: **{pred.label}** ({pred.score:.0%})")
+                show_figure(probabilities_figure(pred.probabilities, pred.label), f"{job.id}-prediction", key=f"{key}-bar", export=False)
+            elif shape == "regression":
+                st.metric("Predicted score", f"{pred.score:.2f}")
+            elif shape == "tagging":
+                st.markdown(tags_html(pred.tokens or [], pred.tags or []), unsafe_allow_html=True)
+            elif shape == "qa":
+                st.markdown(f"Answer: **{pred.answer or '(none)'}**" + (f" ({pred.score:.0%})" if pred.score is not None else ""))
+                st.markdown(answer_html(inputs[1], pred.answer_start, pred.answer_end), unsafe_allow_html=True)
+            if getattr(pred, "truncated", False):
+                st.caption("The input was longer than the model reads; part of it was cut.")
