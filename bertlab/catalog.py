@@ -1,0 +1,336 @@
+"""Find and describe checkpoints: the shipped default, local folders, and finished runs.
+
+Owns: where checkpoints live (`checkpoints/`, `runs/<run_id>/model/`, `$BERTLAB_RUNS`), a cheap
+description of each one read from `config.json` alone (no weights loaded), and the model card
+shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint
+bertlab.errors and
+bertlab.inference (for the default path); loads no weights, never imports streamlit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertlab.checkpoint import HUB_ID, is_checkpoint_dir
+from bertlab.config import BertConfig
+from bertlab.errors import CheckpointError
+from bertlab.inference import REPO_ROOT, default_model_path
+
+log = logging.getLogger(__name__)
+
+SHIPPED = "shipped"
+LOCAL = "local"
+RUN = "run"
+HUB = "hub"
+
+
+def shipped_model_path() -> Path:
+    """The default checkpoint: `$BERTLAB_MODEL` when set, else `checkpoints/bertlab-mini`."""
+    return default_model_path().expanduser()
+
+
+def checkpoints_root() -> Path:
+    return REPO_ROOT / "checkpoints"
+
+
+def runs_root() -> Path:
+    """Where training runs write `runs/<run_id>/`: `$BERTLAB_RUNS`, else `runs/` at the repo root."""
+    env = os.environ.get("BERTLAB_RUNS")
+    return Path(env).expanduser() if env else REPO_ROOT / "runs"
+
+
+@dataclass
+class CheckpointEntry:
+    """One model a user can pick.
+
+    Attributes:
+        label: what the picker shows, e.g. "bertlab-mini (shipped)".
+        path: folder path (or Hub id for `kind == "hub"`), as given to `load_model`.
+        kind: "shipped", "local", "run" or "hub".
+        exists: False for the shipped default while it has not been built yet.
+        summary: one line, e.g. "L=4 H=256 A=4 · 11.2M parameters · vocab 30,522".
+    """
+
+    label: str
+    path: str
+    kind: str
+    exists: bool = True
+    summary: str = ""
+
+
+def parameter_count(config: BertConfig) -> int:
+    """Parameters of a BertForPreTraining with this config (tied decoder counted once).
+
+    Embeddings (word, position, segment, LayerNorm), L layers of attention + feed-forward with
+    their LayerNorms, the pooler, the MLM transform and output bias, and the NSP head.
+    """
+    H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
+    emb = (V + config.max_position_embeddings + config.type_vocab_size) * H + 2 * H
+    attention = 4 * (H * H + H) + 2 * H  # Q, K, V, output dense + LayerNorm
+    ffn = (H * F + F) + (F * H + H) + 2 * H
+    layers = config.num_layers * (attention + ffn)
+    pooler = H * H + H
+    mlm = (H * H + H) + 2 * H + V  # transform dense, LayerNorm, output bias (decoder tied to embeddings)
+    nsp = (2 * H + 2) if config.use_nsp_head else 0
+    return emb + layers + pooler + mlm + nsp
+
+
+def human_count(n: int) -> str:
+    """12_345_678 -> '12.3M'."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def read_card(directory: str | Path) -> dict:
+    """`model_card.json` of a checkpoint folder, or {} when absent or unreadable."""
+    path = Path(directory) / "model_card.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("%s is not readable JSON (%s); ignoring it", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_config(directory: str | Path) -> BertConfig:
+    """The BertConfig in a folder's `config.json`, without loading weights.
+
+    Raises:
+        CheckpointError: no config.json, or not a BERT config.
+    """
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{directory}: not a checkpoint folder (no config.json)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc}); the file may be truncated") from exc
+    return BertConfig.from_hf_dict(raw, str(path))
+
+
+def summarize(directory: str | Path) -> str:
+    """One line about a checkpoint folder; the reason when it cannot be read."""
+    try:
+        c = read_config(directory)
+    except CheckpointError as exc:
+        return str(exc)
+    return (
+        f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} · "
+        f"{human_count(parameter_count(c))} parameters · vocab {c.vocab_size:,}"
+    )
+
+
+def find_run_checkpoints(root: str | Path | None = None) -> list[CheckpointEntry]:
+    """Checkpoints of finished runs: `<root>/<run_id>/model/` holding a config.json, newest first."""
+    root = Path(root) if root is not None else runs_root()
+    if not root.is_dir():
+        return []
+    found = []
+    for model_dir in root.glob("*/model"):
+        if (model_dir / "config.json").is_file():
+            found.append(model_dir)
+    found.sort(key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
+    return [CheckpointEntry(f"{p.parent.name} (run)", str(p), RUN, True, summarize(p)) for p in found]
+
+
+def find_local_checkpoints(root: str | Path | None = None) -> list[CheckpointEntry]:
+    """Checkpoint folders directly under `checkpoints/` (or `root`), by name."""
+    root = Path(root) if root is not None else checkpoints_root()
+    if not root.is_dir():
+        return []
+    return [
+        CheckpointEntry(f"{p.name}", str(p), LOCAL, True, summarize(p))
+        for p in sorted(root.iterdir())
+        if not p.name.startswith(".") and is_checkpoint_dir(p)
+    ]
+
+
+def find_checkpoints(
+    checkpoints_dir: str | Path | None = None, runs_dir: str | Path | None = None
+) -> list[CheckpointEntry]:
+    """Every model a user can pick, the shipped default first (marked missing if not built yet).
+
+    Args:
+        checkpoints_dir: folder of local checkpoints (default `checkpoints/`).
+        runs_dir: runs root (default `$BERTLAB_RUNS` or `runs/`).
+    """
+    shipped = shipped_model_path()
+    exists = is_checkpoint_dir(shipped)
+    entries = [
+        CheckpointEntry(
+            f"{shipped.name} (default)",
+            str(shipped),
+            SHIPPED,
+            exists,
+            summarize(shipped) if exists else "not built yet: pick another model or train one",
+        )
+    ]
+    seen = {_same(shipped)}
+    for e in find_local_checkpoints(checkpoints_dir) + find_run_checkpoints(runs_dir):
+        key = _same(e.path)
+        if key not in seen:
+            seen.add(key)
+            entries.append(e)
+    return entries
+
+
+def _same(path: str | Path) -> str:
+    try:
+        return str(Path(path).expanduser().resolve())
+    except OSError:
+        return str(path)
+
+
+def classify(text: str) -> str:
+    """'local' for an existing folder or anything path-like, 'hub' for an `owner/name` Hub id."""
+    text = text.strip()
+    p = Path(text).expanduser()
+    if p.exists() or text.startswith((".", "/", "~")) or text.count("/") > 1:
+        return LOCAL
+    return HUB if HUB_ID.match(text) else LOCAL
+
+
+def check_choice(text: str) -> str:
+    """Validate what a user typed as a model before trying to load it.
+
+    Returns the cleaned text (a folder path or a Hub id).
+
+    Raises:
+        CheckpointError: empty, a file, a folder without config.json, or a folder with no weights,
+            each with how to fix it.
+    """
+    text = (text or "").strip()
+    if not text:
+        raise CheckpointError("no model given; type a checkpoint folder (with config.json) or a Hub id")
+    if classify(text) == HUB:
+        return text
+    p = Path(text).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"{text}: no such folder; give a checkpoint folder that holds config.json")
+    if not p.is_dir():
+        raise CheckpointError(f"{text}: is a file; give the checkpoint folder that holds config.json")
+    if not (p / "config.json").is_file():
+        inner = [c for c in ("model", "checkpoint") if is_checkpoint_dir(p / c)]
+        hint = f" (did you mean {p / inner[0]}?)" if inner else ""
+        raise CheckpointError(f"{text}: not a checkpoint folder: no config.json{hint}")
+    if not is_checkpoint_dir(p):
+        raise CheckpointError(f"{text}: has config.json but no model.safetensors or pytorch_model.bin")
+    return str(p)
+
+
+# --------------------------------------------------------------------------------------
+# The model card
+# --------------------------------------------------------------------------------------
+@dataclass
+class ModelCard:
+    """What the home page shows about a loaded model, as (label, value) rows per section."""
+
+    title: str
+    description: str
+    sizes: list[tuple[str, str]] = field(default_factory=list)
+    vocabulary: list[tuple[str, str]] = field(default_factory=list)
+    training: list[tuple[str, str]] = field(default_factory=list)
+    metrics: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+# Card keys shown in the "training" section, in this order, with their labels.
+TRAINING_KEYS = (
+    ("training_data", "Training data"),
+    ("data", "Training data"),
+    ("corpus", "Corpus"),
+    ("tokens_seen", "Tokens seen"),
+    ("steps", "Steps"),
+    ("train_steps", "Steps"),
+    ("batch_size", "Batch size"),
+    ("learning_rate", "Learning rate"),
+    ("max_seq_length", "Sequence length"),
+    ("training_time", "Training time"),
+    ("train_time_s", "Training time (s)"),
+    ("hardware", "Hardware"),
+    ("seed", "Seed"),
+    ("date", "Date"),
+    ("created", "Created"),
+)
+
+
+def model_card(
+    config: BertConfig,
+    card: dict | None,
+    path: str = "",
+    num_parameters: int | None = None,
+    vocab_size: int | None = None,
+    lowercase: bool | None = None,
+    has_nsp: bool = True,
+    sample_tokens: list[str] | None = None,
+) -> ModelCard:
+    """Everything the home page says about a model: sizes, parameters, vocabulary, training, metrics.
+
+    Args:
+        config: the model's BertConfig.
+        card: the checkpoint's `model_card.json` content (may be empty).
+        num_parameters: the loaded model's count; computed from `config` when None.
+        vocab_size / lowercase / sample_tokens: from the tokenizer, when loaded.
+    """
+    card = dict(card or {})
+    c = config
+    params = num_parameters if num_parameters is not None else parameter_count(c)
+    title = str(card.get("name") or Path(path).name or "BERT model")
+    description = str(card.get("description") or "")
+    sizes = [
+        ("Layers (L)", str(c.num_layers)),
+        ("Hidden size (H)", str(c.hidden_size)),
+        ("Attention heads (A)", f"{c.num_heads} (each {c.head_size} wide)"),
+        ("Feed-forward size", str(c.intermediate_size)),
+        ("Longest input", f"{c.max_position_embeddings} tokens"),
+        ("Parameters", f"{params:,} ({human_count(params)})"),
+        ("Attention", "bidirectional" if c.attention_direction == "bidirectional" else "left-to-right (causal)"),
+        ("Heads", "masked LM + next sentence" if has_nsp else "masked LM only (no NSP head)"),
+    ]
+    vocab = [("WordPiece tokens", f"{vocab_size if vocab_size is not None else c.vocab_size:,}")]
+    if lowercase is not None:
+        vocab.append(("Casing", "uncased (lower-cased)" if lowercase else "cased"))
+    if sample_tokens:
+        vocab.append(("Some tokens", " ".join(sample_tokens)))
+    training: list[tuple[str, str]] = []
+    shown = set()
+    for key, label in TRAINING_KEYS:
+        if key in card and card[key] not in (None, "") and label not in shown:
+            training.append((label, _fmt(card[key])))
+            shown.add(label)
+    extra = card.get("training")
+    if isinstance(extra, dict):
+        for k, v in extra.items():
+            training.append((k.replace("_", " ").capitalize(), _fmt(v)))
+    elif extra:
+        training.append(("Training", _fmt(extra)))
+    if not training:
+        training.append(("Training data", "not recorded (no model_card.json in the checkpoint)"))
+    metrics = (
+        [(k.replace("_", " "), _fmt(v)) for k, v in (card.get("metrics") or {}).items()]
+        if isinstance(card.get("metrics"), dict)
+        else []
+    )
+    if path:
+        training.append(("Folder", path))
+    return ModelCard(title, description, sizes, vocab, training, metrics)
