@@ -1,0 +1,199 @@
+"""Helpers for exploring a model by hand: masking words, checking inputs, ready-made examples.
+
+Owns what the app's pages (and the CLI or a notebook) need between a user's text and the
+inference API: splitting text into clickable words and masking them (one [MASK] per WordPiece,
+as whole-word masking does), plain-language notes about an input (words the vocabulary does not
+know, where a too-long input was cut), and example sentences for fill-mask and next sentence
+prediction. Imports bertlab.tokenizer, bertlab.errors and bertlab.inference (result types); never
+streamlit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bertlab.errors import InputError
+from bertlab.inference import FillMaskResult, fill_text
+from bertlab.tokenizer import BertTokenizer
+
+MASK = "[MASK]"
+
+FILL_MASK_EXAMPLES: tuple[str, ...] = (
+    "The capital of France is [MASK].",
+    "The man went to the [MASK] to buy a gallon of milk.",
+    "She poured a cup of [MASK] and sat down to read.",
+    "The [MASK] barked at the mailman all morning.",
+    "It was raining, so we took an [MASK] with us.",
+    "I can't believe it is already [MASK]; the year went so fast.",
+    "[MASK] is the largest planet in our solar system.",
+    "The doctor told him to [MASK] more water and get some [MASK].",
+)
+
+# (label, sentence A, sentence B, is B really the next sentence?)
+NSP_EXAMPLES: tuple[tuple[str, str, str, bool], ...] = (
+    ("IsNext: the store (paper's example)", "The man went to the store.", "He bought a gallon of milk.", True),
+    ("NotNext: penguins (paper's example)", "The man went to the store.", "Penguins are flightless birds.", False),
+    ("IsNext: the rain", "It started to rain heavily in the afternoon.", "We ran inside to stay dry.", True),
+    ("NotNext: the rain", "It started to rain heavily in the afternoon.", "The recipe needs two cups of flour.", False),
+    (
+        "IsNext: the concert",
+        "The concert was sold out weeks in advance.",
+        "Fans waited outside hoping for spare tickets.",
+        True,
+    ),
+    (
+        "NotNext: the concert",
+        "The concert was sold out weeks in advance.",
+        "Mount Everest is the highest mountain on Earth.",
+        False,
+    ),
+    (
+        "IsNext: the exam",
+        "She studied every night for the final exam.",
+        "In the end she passed with the best grade in her class.",
+        True,
+    ),
+    ("NotNext: the exam", "She studied every night for the final exam.", "The bridge was painted red in 1937.", False),
+)
+
+_WORD = re.compile(r"\[MASK\]|\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word or punctuation mark of the text, with its character span."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+
+    @property
+    def is_mask(self) -> bool:
+        return self.text == MASK
+
+    @property
+    def is_punctuation(self) -> bool:
+        return not any(ch.isalnum() for ch in self.text)
+
+
+def split_words(text: str) -> list[Word]:
+    """Words, punctuation marks and [MASK]s of `text`, in order, with character spans."""
+    return [Word(i, m.start(), m.end(), m.group()) for i, m in enumerate(_WORD.finditer(text or ""))]
+
+
+def maskable_words(text: str) -> list[Word]:
+    """The words a user may click to mask: not punctuation, not already [MASK]."""
+    return [w for w in split_words(text) if not w.is_mask and not w.is_punctuation]
+
+
+def mask_words(
+    text: str,
+    indices: Sequence[int],
+    tokenizer: BertTokenizer | None = None,
+    whole_word: bool = True,
+) -> str:
+    """`text` with the words at `indices` (see `split_words`) replaced by [MASK].
+
+    Args:
+        whole_word: with a tokenizer, put one [MASK] per WordPiece of the word (whole-word
+            masking, so 'playing' = 'play ##ing' becomes '[MASK] [MASK]'); otherwise one [MASK].
+
+    Raises:
+        InputError: an index that is not a word of the text.
+    """
+    words = split_words(text)
+    chosen = sorted(set(indices))
+    for i in chosen:
+        if not 0 <= i < len(words):
+            raise InputError(f"word {i} does not exist; the text has {len(words)} words")
+    out, last = [], 0
+    for i in chosen:
+        w = words[i]
+        n = len(tokenizer.tokenize(w.text)) if (tokenizer is not None and whole_word) else 1
+        out.append(text[last : w.start])
+        out.append(" ".join([MASK] * max(n, 1)))
+        last = w.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# Notes about an input
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputNote:
+    """Something a user should know about how the model read their text."""
+
+    level: str  # "warning" or "info"
+    message: str
+
+
+def unknown_words(tokenizer: BertTokenizer, text: str, text_b: str | None = None) -> list[str]:
+    """The pieces of the input that became [UNK] (characters or words the vocabulary lacks)."""
+    e = tokenizer.encode(text, text_b, max_length=10**9)
+    sources = (text, text_b or "")
+    found = []
+    for tok, (start, end), seq in zip(e.tokens, e.offsets, e.sequence_ids, strict=False):
+        if tok == "[UNK]" and seq is not None:
+            piece = sources[seq][start:end] or tok
+            if piece not in found:
+                found.append(piece)
+    return found
+
+
+def truncation_point(tokenizer: BertTokenizer, text: str, max_length: int, text_b: str | None = None) -> list[str]:
+    """Where a too-long input is cut, one sentence per cut segment; [] when it fits.
+
+    Example: ["the text is 700 tokens; the model reads 512, so 188 tokens after '…the end of
+    the war' (character 2,310) were cut"].
+    """
+    full = tokenizer.encode(text, text_b, max_length=10**9)
+    if len(full) <= max_length:
+        return []
+    kept = tokenizer.encode(text, text_b, max_length=max_length)
+    out = []
+    for seq, name, source in ((0, "sentence A" if text_b is not None else "the text", text), (1, "sentence B", text_b)):
+        if source is None:
+            continue
+        n_full = sum(1 for s in full.sequence_ids if s == seq)
+        kept_offsets = [o for o, s in zip(kept.offsets, kept.sequence_ids, strict=False) if s == seq]
+        n_kept = len(kept_offsets)
+        if n_kept == n_full:
+            continue
+        cut_at = kept_offsets[-1][1] if kept_offsets else 0
+        tail = source[max(0, cut_at - 40) : cut_at].strip()
+        out.append(
+            f"{name} is {n_full} tokens and only the first {n_kept} fit (the model reads {max_length} tokens in all, "
+            f"[CLS] and [SEP] included): everything after '…{tail}' (character {cut_at:,}) was cut"
+        )
+    return out
+
+
+def input_notes(tokenizer: BertTokenizer, max_length: int, text: str, text_b: str | None = None) -> list[InputNote]:
+    """Plain-language warnings about an input: truncation (and where) and [UNK] pieces."""
+    notes = [
+        InputNote("warning", "Input too long: " + msg) for msg in truncation_point(tokenizer, text, max_length, text_b)
+    ]
+    unk = unknown_words(tokenizer, text, text_b)
+    if unk:
+        shown = ", ".join(f"'{u}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")
+        notes.append(
+            InputNote(
+                "warning",
+                f"The vocabulary has no pieces for {shown}; the model reads each as [UNK] (unknown) "
+                "and cannot see what it was.",
+            )
+        )
+    return notes
+
+
+def independent_text(tokenizer: BertTokenizer, max_length: int, result: FillMaskResult) -> str:
+    """The user's sentence with every [MASK] replaced by its own best answer, each chosen
+    independently (compare `FillMaskResult.joint_text`, where later masks see earlier choices)."""
+    enc = tokenizer.encode(result.text, max_length=max_length)
+    return fill_text(
+        result.text, enc, [m.position for m in result.masks], [m.candidates[0].token for m in result.masks]
+    )
