@@ -1,0 +1,198 @@
+"""bertlab.figures: what each figure draws, from hand-made inputs, plus export."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from bertlab import figures as F
+from bertlab.attention import head_statistics
+from bertlab.config import BertConfig
+from bertlab.errors import InputError
+from bertlab.inference import Candidate, Inspection, LayerGuess
+
+TOKENS = ["[CLS]", "the", "cat", "the", "[SEP]"]
+
+
+def cands(*pairs) -> list[Candidate]:
+    return [Candidate(tok, i, score, tok.lstrip("#")) for i, (tok, score) in enumerate(pairs)]
+
+
+def uniform(L=2, A=3, T=len(TOKENS)) -> np.ndarray:
+    return np.full((L, A, T, T), 1.0 / T)
+
+
+def annotation_texts(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations if a.text]
+
+
+def test_percent():
+    assert [F.percent(p) for p in (0.5, 0.05, 0.0012, 0.00001)] == ["50%", "5.0%", "0.12%", "<0.01%"]
+
+
+def test_probability_bar_most_likely_on_top():
+    fig = F.probability_bar(cands(("paris", 0.6), ("lyon", 0.3), ("paris", 0.1)), title="t")
+    bar = fig.data[0]
+    assert list(bar.x) == [0.1, 0.3, 0.6]  # reversed: plotly draws the first category at the bottom
+    assert bar.y[-1] == "paris" and len(set(bar.y)) == 3  # a repeated word stays a separate bar
+    assert bar.text[-1] == "60%"
+    assert fig.layout.title.text == "t"
+
+
+def test_layer_predictions_and_trajectory():
+    guesses = [
+        LayerGuess(0, cands(("the", 0.2), ("a", 0.1))),
+        LayerGuess(1, cands(("a", 0.3), ("mat", 0.2))),
+        LayerGuess(2, cands(("mat", 0.9), ("rug", 0.05))),
+    ]
+    guesses[1].candidates[1].token_id = 7
+    guesses[2].candidates[0].token_id = 7
+    fig = F.layer_predictions_figure(guesses)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (3, 2) and z[2, 0] == pytest.approx(0.9)
+    assert list(fig.layout.yaxis.ticktext) == ["embeddings", "layer 1", "layer 2"]
+    assert F.answer_by_layer(guesses, 7) == [None, 0.2, 0.9]
+    line = F.answer_trajectory_figure(guesses, 7, "mat").data[0]
+    assert list(line.y) == [0.0, 0.2, 0.9] and list(line.x) == [0, 1, 2]
+    with pytest.raises(InputError):
+        F.layer_predictions_figure([])
+
+
+def test_attention_heatmap_keeps_repeated_tokens():
+    m = np.eye(len(TOKENS))
+    fig = F.attention_heatmap(TOKENS, m, title="L1-H1")
+    hm = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(hm.z), m)
+    assert list(fig.layout.xaxis.ticktext) == TOKENS  # both "the"s, in order (numeric axis)
+    assert list(fig.layout.xaxis.tickvals) == list(range(len(TOKENS)))
+    assert hm.customdata[1][2] == "the → cat"
+    with pytest.raises(InputError, match="shape"):
+        F.attention_heatmap(TOKENS, np.eye(3))
+
+
+def test_attention_lines_skips_small_weights():
+    m = np.zeros((len(TOKENS), len(TOKENS)))
+    m[:, 0] = 1.0  # every token -> [CLS]
+    fig = F.attention_lines(TOKENS, m)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    segments = sum(list(t.x).count(None) for t in lines)
+    assert segments == len(TOKENS)  # one line per token, none for the zero weights
+    texts = [t for t in fig.data if t.mode == "text"]
+    assert list(texts[0].text) == TOKENS
+
+
+def test_head_grid_tiles_every_head():
+    att = np.random.default_rng(0).random((2, 3, 5, 5))
+    fig = F.head_grid(att, TOKENS, off=[(1, 2)])
+    z = np.asarray(fig.data[0].z, dtype=float)
+    step = 6
+    assert z.shape == (2 * step - 1, 3 * step - 1)
+    np.testing.assert_allclose(z[step : step + 5, 0:5], att[1, 0])  # layer 2, head 1
+    assert np.isnan(z[5, :]).all()  # the gap between layers
+    assert np.isnan(z[step : step + 5, 2 * step : 2 * step + 5]).all()  # the head switched off
+    assert len(fig.layout.shapes) == 2  # its cross
+    assert list(fig.layout.xaxis.ticktext) == ["head 1", "head 2", "head 3"]
+    assert fig.data[0].customdata[0][0] == "L1-H1: [CLS] → [CLS]"
+
+
+def test_stat_figures():
+    att = uniform()
+    att[1, 2] = 0.0  # a head switched off
+    stats = head_statistics(att, TOKENS)
+    fig = F.stat_heatmap(stats, "sep")
+    assert np.asarray(fig.data[0].z).shape == (2, 3)
+    assert fig.data[0].text[1][2] == "off" and fig.data[0].text[0][0] == "20%"  # 1 [SEP] of 5 tokens
+    overview = F.stats_overview(stats)
+    assert len(overview.data) == 7
+    with pytest.raises(InputError, match="unknown statistic"):
+        F.stat_heatmap(stats, "nope")
+
+
+def test_input_embeddings_figure_is_figure_2():
+    tokens = ["[CLS]", "my", "dog", "[SEP]", "he", "barks", "[SEP]"]
+    segments = [0, 0, 0, 0, 1, 1, 1]
+    texts = annotation_texts(F.input_embeddings_figure(tokens, segments))
+    assert texts.count("E<sub>A</sub>") == 4 and texts.count("E<sub>B</sub>") == 3
+    assert "E<sub>6</sub>" in texts and "E<sub>dog</sub>" in texts
+    assert any("Segment" in t for t in texts) and any("Position" in t for t in texts)
+    wrapped = F.input_embeddings_figure(tokens * 3, segments * 3, per_row=8)
+    assert annotation_texts(wrapped).count("<b>Input</b>") == 3  # three bands
+    with pytest.raises(InputError):
+        F.input_embeddings_figure(tokens, segments[:-1])
+
+
+def test_architecture_figure_names_the_sizes():
+    small = " ".join(
+        annotation_texts(
+            F.architecture_figure(
+                BertConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
+            )
+        )
+    )
+    assert "Encoder layer 2" in small and "4 heads × 8" in small and "32 → 64 → 32" in small
+    fig = F.architecture_figure(BertConfig(num_layers=12))
+    big = " ".join(annotation_texts(fig))
+    assert "9 more layers" in big and "Encoder layer 12" in big and "Encoder layer 5" not in big
+    assert "L = 12" in fig.layout.title.text
+    no_nsp = " ".join(annotation_texts(F.architecture_figure(BertConfig(use_nsp_head=False))))
+    assert "no NSP head" in no_nsp
+
+
+def test_nsp_and_comparison_figures():
+    fig = F.nsp_figure(0.8)
+    assert [t.x[0] for t in fig.data] == [0.8, pytest.approx(0.2)]
+    rows = [
+        {"token": "mat", "all heads": 0.5, "heads off": 0.2},
+        {"token": "rug", "all heads": float("nan"), "heads off": 0.3},
+    ]
+    cmp = F.comparison_bar(rows)
+    assert list(cmp.data[0].y) == [0.5, 0.0] and list(cmp.data[1].y) == [0.2, 0.3]
+
+
+def test_example_html_colours_and_escapes():
+    tokens = ["[CLS]", "[MASK]", "<b>", "dog", "[SEP]"]
+    original = ["[CLS]", "cat", "<b>", "sat", "[SEP]"]
+    kinds = ["", "mask", "", "random", ""]
+    out = F.example_html(tokens, original, kinds, [0, 0, 0, 1, 1])
+    assert "&lt;b&gt;" in out and "<b>" not in out  # a token is text, never markup
+    assert F.KIND_COLOURS["mask"] in out and F.KIND_COLOURS["random"] in out
+    assert F.SEGMENT_B in out and "was &#x27;cat&#x27;" in out
+    assert "segment A" in F.legend_html()
+    with pytest.raises(InputError):
+        F.example_html(tokens, original, kinds[:-1], [0] * 5)
+
+
+def test_export(monkeypatch):
+    fig = F.nsp_figure(0.5)
+    page = F.to_html(fig)
+    assert "<html>" in page and '<script src="https://cdn.plot.ly' not in page  # plotly.js inlined: opens offline
+    config = F.plotly_config("fig", "svg")
+    assert config["toImageButtonOptions"]["format"] == "svg" and config["toImageButtonOptions"]["filename"] == "fig"
+    assert F.plotly_config("fig", "gif")["toImageButtonOptions"]["format"] == "png"
+    monkeypatch.setattr(F, "image_export_available", lambda: False)
+    with pytest.raises(InputError, match="kaleido"):
+        F.to_image(fig, "png")
+    with pytest.raises(InputError, match="png"):
+        F.to_image(fig, "gif")
+
+
+def test_bertviz_html():
+    pytest.importorskip("bertviz")
+    T = len(TOKENS)
+    ins = Inspection(
+        text="the cat",
+        text_b="the",
+        tokens=TOKENS,
+        token_ids=list(range(T)),
+        segment_ids=[0, 0, 0, 1, 1],
+        position_ids=list(range(T)),
+        word_ids=[None, 0, 1, 0, None],
+        attentions=uniform().astype(np.float32),
+        hidden_states=np.zeros((3, T, 4), dtype=np.float32),
+    )
+    for view in ("head", "model"):
+        out = F.bertviz_html(ins, view)
+        assert isinstance(out, str) and "cat" in out and len(out) > 1000
+    with pytest.raises(InputError, match="view"):
+        F.bertviz_html(ins, "neuron")
