@@ -1,0 +1,95 @@
+"""BERT Lab, home page: what the app is, a picture of BERT, and the chosen model's card.
+
+Run with `streamlit run app.py`. The pages in pages/ share the model picked in the sidebar.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertlab.catalog import model_card
+from bertlab.config import preset
+from bertlab.figures import architecture_figure
+from pages.common import concept, load_chosen_model, setup_page, show_figure
+
+setup_page("Home", ":material/science:")
+
+st.title("BERT Lab")
+st.markdown(
+    "See how **BERT** (Devlin et al. 2018) works by taking it apart. Ask it to fill in a `[MASK]`, "
+    "to tell whether one sentence follows another, look at what each attention head looks at, "
+    "switch heads off, and watch how a pretraining example is made. Every page works offline on a CPU "
+    "with a small model; pick the model in the sidebar."
+)
+
+lm, problem = load_chosen_model()
+if problem:
+    st.warning(problem, icon="⚠️")
+
+left, right = st.columns([5, 4], gap="large")
+with left:
+    st.subheader("What BERT is")
+    concept(
+        "BERT is a stack of **L** identical Transformer **encoder** layers of width **H**, each with "
+        "**A** self-attention heads. Every token looks at every other token in both directions at once. "
+        "It is pretrained on two tasks: the **masked LM** (15% of the tokens are hidden and predicted) and "
+        "**next sentence prediction** (does sentence B follow sentence A?). The input is "
+        "`[CLS] A [SEP] B [SEP]`; the vector of `[CLS]` (called *C*) feeds the NSP head, and each token's "
+        "output *T*ᵢ feeds the masked-LM head."
+    )
+    st.subheader("Pages")
+    st.page_link(
+        "pages/1_Fill_mask.py", label="Fill-mask: what goes in the [MASK]?", icon=":material/format_color_text:"
+    )
+    st.page_link("pages/2_Next_sentence.py", label="Next sentence: does B follow A?", icon=":material/link:")
+    st.page_link(
+        "pages/3_Attention.py",
+        label="Attention: what each head looks at; switching heads off",
+        icon=":material/visibility:",
+    )
+    st.page_link(
+        "pages/4_How_an_example_is_made.py", label="How a pretraining example is made", icon=":material/extension:"
+    )
+with right:
+    config = lm.config if lm is not None else preset("mini")
+    caption = "the chosen model" if lm is not None else "a mini BERT (no model loaded)"
+    st.subheader("The architecture")
+    show_figure(architecture_figure(config), "bert-architecture", key="arch", export=False)
+    st.caption(f"Drawn for {caption}. BERT-base is L=12, H=768, A=12; BERT-large L=24, H=1024, A=16.")
+
+if lm is not None:
+    card = model_card(
+        lm.config,
+        lm.card,
+        path=lm.path,
+        num_parameters=lm.num_parameters(),
+        vocab_size=len(lm.tokenizer),
+        lowercase=lm.tokenizer.lowercase,
+        has_nsp=lm.has_nsp,
+        sample_tokens=[
+            lm.tokenizer.id_to_token[i] for i in range(2000, len(lm.tokenizer), max(1, len(lm.tokenizer) // 12))
+        ][:10],
+    )
+    st.divider()
+    st.subheader(f"Model card: {card.title}")
+    if card.description:
+        st.markdown(card.description)
+
+    def table(rows: list[tuple[str, str]]) -> None:
+        st.markdown("\n".join(f"- **{label}**: {value}" for label, value in rows))
+
+    c1, c2, c3 = st.columns(3, gap="medium")
+    with c1, st.container(border=True):
+        st.markdown("**Size**")
+        table(card.sizes)
+    with c2, st.container(border=True):
+        st.markdown("**Vocabulary**")
+        table(card.vocabulary)
+        st.markdown("**Metrics**")
+        if card.metrics:
+            table(card.metrics)
+        else:
+            st.caption("No metrics recorded in this checkpoint's model_card.json.")
+    with c3, st.container(border=True):
+        st.markdown("**Training**")
+        table(card.training)

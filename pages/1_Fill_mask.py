@@ -1,0 +1,183 @@
+"""Fill-mask: the masked-LM head's top-k answers for every [MASK], and where the answer forms."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.errors import BertLabError
+from bertlab.explore import FILL_MASK_EXAMPLES, independent_text, input_notes, mask_words, maskable_words
+from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
+from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+
+setup_page("Fill-mask", ":material/format_color_text:")
+st.title("Fill-mask")
+lm = require_model()
+
+TYPE, CLICK = "Type [MASK] yourself", "Click words to mask them"
+
+
+def _use_example() -> None:
+    st.session_state["fm_text"] = st.session_state["fm_example"]
+    st.session_state["fm_mode"] = TYPE
+
+
+controls, explain = st.columns([3, 2], gap="large")
+with explain:
+    concept(
+        "**Masked language model** (paper §3.1, task #1). BERT hides 15% of the input tokens behind `[MASK]` "
+        "and learns to predict each one from the words on **both** sides, which a left-to-right language "
+        "model cannot do. The MLM head turns the last layer's vector at the mask into a probability for "
+        "every WordPiece in the vocabulary. With several masks, each is answered **independently** (the "
+        "others stay masked) and **jointly** (fill the surest one, read again, repeat)."
+    )
+with controls:
+    mode = (
+        st.segmented_control("How to mask", [TYPE, CLICK], default=TYPE, key="fm_mode", label_visibility="collapsed")
+        or TYPE
+    )
+    if mode == TYPE:
+        st.selectbox(
+            "Try an example",
+            FILL_MASK_EXAMPLES,
+            index=None,
+            key="fm_example",
+            on_change=_use_example,
+            placeholder="Pick a ready sentence…",
+        )
+        text = st.text_area("Sentence with one or more [MASK]", value=FILL_MASK_EXAMPLES[0], key="fm_text", height=90)
+        masked = text
+    else:
+        text = st.text_area(
+            "Sentence (click words below to mask them)",
+            value="The man went to the store to buy a gallon of milk.",
+            key="fm_click_text",
+            height=90,
+        )
+        words = maskable_words(text)
+        picked = st.pills(
+            "Words to mask",
+            [w.index for w in words],
+            selection_mode="multi",
+            format_func=lambda i: next(w.text for w in words if w.index == i),
+            key=f"fm_pills_{hash(text)}",
+        )
+        whole = st.checkbox("Whole-word masking: one [MASK] per WordPiece of the word", value=True, key="fm_whole")
+        masked = mask_words(text, picked or [], lm.tokenizer, whole_word=whole)
+        if picked:
+            st.markdown(f"The model reads: `{masked}`")
+    c1, c2 = st.columns(2)
+    top_k = c1.slider("Answers per mask (top-k)", 1, 20, 8, key="fm_topk")
+    whole_words = c2.toggle(
+        "Show whole words (join ## pieces)",
+        value=True,
+        key="fm_words",
+        help="WordPiece answers like '##ing' are shown joined to their neighbours, e.g. 'playing'.",
+    )
+
+if not masked.strip():
+    st.warning("The sentence is empty: type a sentence with [MASK] where a word should go.", icon="✋")
+    st.stop()
+if "[MASK]" not in masked:
+    if mode == CLICK:
+        st.info("Click one or more words above to mask them.", icon="👆")
+    else:
+        st.warning(
+            "There is no [MASK] in the sentence. Write [MASK] (with the brackets) where the model should "
+            "guess a word, or switch to “Click words to mask them”.",
+            icon="✋",
+        )
+    st.stop()
+
+show_notes(input_notes(lm.tokenizer, lm.max_length, masked))
+try:
+    started = time.perf_counter()
+    result = lm.fill_mask(masked, top_k=top_k, joint=True)
+    elapsed = time.perf_counter() - started
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+
+st.caption(
+    f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()} · input of {len(result.tokens)} tokens: "
+    + " ".join(f"`{t}`" for t in result.tokens[:80])
+    + (" …" if len(result.tokens) > 80 else "")
+)
+
+n = len(result.masks)
+if n > 1:
+    st.subheader("All masks together")
+    a, b = st.columns(2)
+    with a, st.container(border=True):
+        st.markdown("**Independently**: each mask's best guess, the other masks still hidden")
+        st.markdown(f"> {independent_text(lm.tokenizer, lm.max_length, result)}")
+    with b, st.container(border=True):
+        order = " → ".join(f"#{i + 1} `{result.joint[i].token}`" for i in result.joint_order)
+        st.markdown("**Jointly**: surest mask first, then read again")
+        st.markdown(f"> {result.joint_text}")
+        st.caption(f"Filled in this order: {order}")
+
+st.subheader("Top answers" + (" for each mask" if n > 1 else ""))
+containers = st.tabs([f"[MASK] #{i + 1}" for i in range(n)]) if n > 3 else st.columns(n) if n > 1 else [st.container()]
+for i, (m, box) in enumerate(zip(result.masks, containers, strict=False)):
+    with box:
+        label = f"[MASK] #{i + 1} (token {m.position})" if n > 1 else f"[MASK] (token {m.position})"
+        show_figure(
+            probability_bar(m.candidates, whole_words, title=label),
+            f"fill-mask-{i + 1}",
+            key=f"fm_bar_{i}",
+            export=(n == 1),
+        )
+        df = pd.DataFrame(
+            [
+                {"rank": r + 1, "word": c.word, "token": c.token, "probability": c.score}
+                for r, c in enumerate(m.candidates)
+            ]
+        )
+        st.dataframe(
+            df if whole_words else df.drop(columns=["word"]),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "probability": st.column_config.ProgressColumn(
+                    "probability", format="percent", min_value=0.0, max_value=1.0
+                )
+            },
+        )
+
+st.subheader("Layer by layer: where does the answer form?")
+st.markdown(
+    "The masked-LM head is applied to the output of **every** layer at the mask, not only the last. "
+    "Early layers mostly echo the input or guess common words; the answer usually appears in the upper layers."
+)
+which = 0
+if n > 1:
+    which = st.selectbox("Which mask", list(range(n)), format_func=lambda i: f"[MASK] #{i + 1}", key="fm_layer_mask")
+position = result.masks[which].position
+try:
+    guesses = lm.layer_predictions(masked, position=position, top_k=min(top_k, 10))
+    deep = lm.layer_predictions(masked, position=position, top_k=200)
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+final = result.masks[which].candidates[0]
+show_figure(
+    layer_predictions_figure(guesses, whole_words, title="Top guesses read out of each layer (top row = the answer)"),
+    "layer-predictions",
+    key="fm_layers",
+)
+g1, g2 = st.columns([3, 2], gap="large")
+with g1:
+    show_figure(
+        answer_trajectory_figure(deep, final.token_id, final.word if whole_words else final.token),
+        "answer-by-layer",
+        key="fm_traj",
+    )
+with g2:
+    st.markdown(
+        f"The line follows the model's final answer **{final.word if whole_words else final.token}** down through "
+        "the layers. Where it jumps is where the network worked the answer out; a point at 0% means the word "
+        "is not among that layer's 200 most likely tokens."
+    )

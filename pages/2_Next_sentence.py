@@ -1,0 +1,112 @@
+"""Next sentence prediction: P(IsNext) for sentences A and B, and the input as in the paper's Figure 2."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.errors import BertLabError
+from bertlab.explore import NSP_EXAMPLES, input_notes
+from bertlab.figures import input_embeddings_figure, nsp_figure
+from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+
+setup_page("Next sentence", ":material/link:")
+st.title("Next sentence prediction")
+lm = require_model()
+
+EXAMPLES = {label: (a, b, truth) for label, a, b, truth in NSP_EXAMPLES}
+
+
+def _use_example() -> None:
+    label = st.session_state.get("nsp_example")
+    if label in EXAMPLES:
+        a, b, _ = EXAMPLES[label]
+        st.session_state["nsp_a"], st.session_state["nsp_b"] = a, b
+
+
+if "nsp_a" not in st.session_state:
+    st.session_state["nsp_a"], st.session_state["nsp_b"] = NSP_EXAMPLES[0][1], NSP_EXAMPLES[0][2]
+
+controls, explain = st.columns([3, 2], gap="large")
+with explain:
+    concept(
+        "**Next sentence prediction** (paper §3.1, task #2). In pretraining, half of the time sentence B "
+        "really follows A in the text (**IsNext**) and half of the time B is a random sentence from another "
+        "document (**NotNext**). The final vector of `[CLS]`, called *C*, goes through the pooler and a "
+        "two-way classifier. The input is one sequence `[CLS] A [SEP] B [SEP]`; each token's vector is the "
+        "sum of a **token**, a **segment** (A or B) and a **position** embedding (§3.2, Figure 2)."
+    )
+with controls:
+    st.selectbox(
+        "Ready examples",
+        list(EXAMPLES),
+        index=None,
+        key="nsp_example",
+        on_change=_use_example,
+        placeholder="Pick an IsNext or NotNext pair…",
+    )
+    text_a = st.text_area("Sentence A", key="nsp_a", height=80)
+    text_b = st.text_area("Sentence B", key="nsp_b", height=80)
+
+if not text_a.strip() or not text_b.strip():
+    st.warning(
+        "Type both sentences: " + ("sentence A is empty" if not text_a.strip() else "sentence B is empty") + ".",
+        icon="✋",
+    )
+    st.stop()
+
+show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b))
+encoding = lm.tokenizer.encode(text_a, text_b, max_length=lm.max_length)
+
+if not lm.has_nsp:
+    st.info(
+        "This checkpoint has no next-sentence head (it was trained without NSP, like RoBERTa or the paper's "
+        "“No NSP” ablation), so it cannot answer. The input diagram below still shows how the pair is fed in."
+    )
+else:
+    try:
+        started = time.perf_counter()
+        result = lm.next_sentence(text_a, text_b)
+        elapsed = time.perf_counter() - started
+    except BertLabError as exc:
+        show_error(exc)
+        st.stop()
+    p = result.is_next_prob
+    verdict = "IsNext: B follows A" if result.is_next else "NotNext: B does not follow A"
+    m1, m2 = st.columns([1, 3], gap="large")
+    with m1:
+        st.metric("P(IsNext)", f"{p:.1%}", border=True)
+    with m2:
+        st.markdown(f"### The model says **{verdict}**")
+        truth = EXAMPLES.get(st.session_state.get("nsp_example") or "")
+        if truth and truth[0] == text_a and truth[1] == text_b:
+            right = truth[2] == result.is_next
+            st.markdown(
+                ("✅ Right: " if right else "❌ Wrong: ") + f"this pair is {'IsNext' if truth[2] else 'NotNext'}."
+            )
+        st.caption(f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()}.")
+    show_figure(nsp_figure(p), "nsp", key="nsp_bar", export=False)
+
+st.subheader("The input, as in the paper's Figure 2")
+st.markdown(
+    "Each token's input vector is **token embedding + segment embedding + position embedding**. "
+    "`[SEP]` ends sentence A and sentence B; every token of A gets segment E<sub>A</sub>, every token of B "
+    "gets E<sub>B</sub>.",
+    unsafe_allow_html=True,
+)
+show_figure(input_embeddings_figure(encoding.tokens, encoding.type_ids), "input-embeddings", key="nsp_fig2")
+with st.expander("The same as a table (token ids, segments, positions)"):
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "position": list(range(len(encoding))),
+                "token": encoding.tokens,
+                "token id": encoding.ids,
+                "segment": ["A" if s == 0 else "B" for s in encoding.type_ids],
+            }
+        ),
+        hide_index=True,
+        width="stretch",
+    )

@@ -1,0 +1,288 @@
+"""Shared page code: page setup, the sidebar model picker, cached model loading, messages, figures.
+
+Every page of the app (Home and pages/N_*.py) starts with:
+
+    from pages.common import setup_page, require_model
+    setup_page("Fill-mask")
+    lm = require_model()          # the model picked in the sidebar, loaded once (st.cache_resource)
+
+This folder has no .py files at the top of pages/, so Streamlit does not list it as a page.
+Logic lives in `bertlab`; this module only turns it into widgets and messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from bertlab.catalog import HUB, check_choice, classify, find_checkpoints, shipped_model_path
+from bertlab.errors import BertLabError
+from bertlab.explore import InputNote
+from bertlab.figures import image_export_available, plotly_config, to_html, to_image
+from bertlab.inference import LoadedModel, load_model
+
+log = logging.getLogger("bertlab.app")
+
+MODEL_KEY = "bertlab_model"  # the chosen model (folder path or Hub id); survives page switches
+_CHOICE_KEY = "bertlab_model_choice"  # the selectbox widget
+_TYPED_KEY = "bertlab_model_typed"  # the "other folder" text input
+_MODE_KEY = "bertlab_model_other"  # True while the user is typing a folder / Hub id
+_FORMAT_KEY = "bertlab_image_format"
+OTHER = "__other__"
+
+
+def _set_threads() -> None:
+    # Interactive calls on a small model are fastest on one or two threads; on a shared 2-core
+    # machine more threads than free cores make every call 10-20x slower (spinning workers).
+    wanted = os.environ.get("BERTLAB_THREADS")
+    n = int(wanted) if wanted and wanted.isdigit() else max(1, min(4, (os.cpu_count() or 2) // 2))
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+# Icons (Streamlit's bundled Material font: they draw offline) for pages by their name; any
+# other page in pages/ gets the default.
+PAGE_ICONS = {
+    "Home": ":material/home:",
+    "Fill mask": ":material/format_color_text:",
+    "Next sentence": ":material/link:",
+    "Attention": ":material/visibility:",
+    "How an example is made": ":material/extension:",
+    "Train": ":material/model_training:",
+    "Jobs": ":material/work_history:",
+}
+DEFAULT_ICON = ":material/article:"
+
+
+def app_pages() -> list[tuple[str, str]]:
+    """(path relative to the repo, label) of Home and every pages/N_Name.py, in Streamlit's order."""
+    found = []
+    for path in (REPO_ROOT / "pages").glob("*.py"):
+        m = re.match(r"^(\d*)_?(.+)\.py$", path.name)
+        if path.name.startswith((".", "_")) or not m:
+            continue
+        number = float(m.group(1)) if m.group(1) else float("inf")
+        found.append((number, m.group(2).lower(), f"pages/{path.name}", m.group(2).replace("_", " ")))
+    return [("app.py", "Home")] + [(p, label) for _, _, p, label in sorted(found)]
+
+
+def navigation() -> None:
+    """Sidebar links to every page (.streamlit/config.toml hides Streamlit's own list, which
+    would call the home page "app")."""
+    with st.sidebar:
+        st.markdown("### :material/science: BERT Lab")
+        for path, label in app_pages():
+            st.page_link(path, label=label, icon=PAGE_ICONS.get(label, DEFAULT_ICON))
+        st.divider()
+
+
+def setup_page(title: str, icon: str = ":material/science:") -> None:
+    """Page config (wide layout, title), thread count, navigation and the sidebar model picker."""
+    st.set_page_config(page_title=f"{title} · BERT Lab", page_icon=icon, layout="wide")
+    _set_threads()
+    navigation()
+    model_picker()
+
+
+# --------------------------------------------------------------------------------------
+# The model picker
+# --------------------------------------------------------------------------------------
+def chosen_model() -> str:
+    """The model the user picked (a folder or Hub id); the shipped default until they pick one."""
+    return st.session_state.get(MODEL_KEY) or str(shipped_model_path())
+
+
+def _on_choice() -> None:
+    value = st.session_state.get(_CHOICE_KEY)
+    st.session_state[_MODE_KEY] = value == OTHER
+    if value == OTHER:
+        typed = (st.session_state.get(_TYPED_KEY) or "").strip()
+        if typed:
+            st.session_state[MODEL_KEY] = typed
+    elif value:
+        st.session_state[MODEL_KEY] = value
+
+
+def _on_typed() -> None:
+    typed = (st.session_state.get(_TYPED_KEY) or "").strip()
+    if typed:
+        st.session_state[MODEL_KEY] = typed
+
+
+def model_picker() -> str:
+    """Sidebar: pick the shipped model, a local checkpoint, a finished run, or type a folder / Hub id.
+
+    Returns the chosen model (also kept in `st.session_state["bertlab_model"]` for every page).
+    """
+    entries = find_checkpoints()
+    by_path = {e.path: e for e in entries}
+    current = chosen_model()
+    # Seed the widgets from the session's choice on every run: widget state does not follow
+    # the user across pages, the MODEL_KEY value does.
+    other = st.session_state.get(_MODE_KEY, False) or current not in by_path
+    st.session_state[_CHOICE_KEY] = OTHER if other else current
+    if current not in by_path:
+        st.session_state[_TYPED_KEY] = current
+    elif _TYPED_KEY not in st.session_state:
+        st.session_state[_TYPED_KEY] = ""
+
+    def label(value: str) -> str:
+        if value == OTHER:
+            return "Another folder or Hub id…"
+        e = by_path[value]
+        return e.label if e.exists else f"{e.label} — not built yet"
+
+    with st.sidebar:
+        st.markdown("### Model")
+        st.selectbox(
+            "Model",
+            [e.path for e in entries] + [OTHER],
+            format_func=label,
+            key=_CHOICE_KEY,
+            on_change=_on_choice,
+            label_visibility="collapsed",
+            help="The shipped default, checkpoints under checkpoints/, and finished runs (runs/<id>/model).",
+        )
+        if other:
+            st.text_input(
+                "Checkpoint folder or Hub id",
+                key=_TYPED_KEY,
+                on_change=_on_typed,
+                placeholder="/path/to/checkpoint or google-bert/bert-base-uncased",
+                help="A folder with config.json, model.safetensors (or pytorch_model.bin) and vocab.txt. "
+                "A Hub id works when online.",
+            )
+        else:
+            e = by_path.get(current)
+            if e is not None and e.summary:
+                st.caption(e.summary)
+        st.radio(
+            "Camera button on figures saves",
+            ["png", "svg"],
+            key=_FORMAT_KEY,
+            horizontal=True,
+            help="Every figure has a camera button (top right when you hover it). HTML export is always offered.",
+        )
+    return current
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+def _stamp(path: str) -> float:
+    """Changes when a local checkpoint is rewritten, so the cache loads it again."""
+    p = Path(path).expanduser()
+    times = [
+        (p / n).stat().st_mtime for n in ("config.json", "model.safetensors", "pytorch_model.bin") if (p / n).is_file()
+    ]
+    return max(times) if times else 0.0
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def _load(path: str, stamp: float) -> LoadedModel:
+    lm = load_model(path, device="auto")
+    log.info("loaded %s on %s (%s parameters)", path, lm.device, f"{lm.num_parameters():,}")
+    return lm
+
+
+def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
+    """(model, None) or (None, a plain message saying what is wrong and what to do)."""
+    choice = chosen_model()
+    shipped = str(shipped_model_path())
+    try:
+        cleaned = check_choice(choice)
+        return _load(cleaned, _stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
+    except BertLabError as exc:
+        if choice == shipped and not Path(shipped).exists():
+            return None, (
+                f"The default model `{shipped}` has not been built yet. Pick another model in the sidebar "
+                "(a checkpoint folder or a finished run), or train one on the Train page."
+            )
+        return None, f"Could not load **{choice}**: {exc}. Pick another model in the sidebar."
+    except Exception as exc:  # a broken file can fail anywhere in torch/safetensors; never show a traceback
+        log.exception("loading %s failed", choice)
+        return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
+
+
+def require_model() -> LoadedModel:
+    """The chosen model, or an error message and `st.stop()`: the page never goes on without one."""
+    lm, message = load_chosen_model()
+    if lm is None:
+        st.error(message, icon="⚠️")
+        st.stop()
+    with st.sidebar:
+        c = lm.config
+        st.caption(
+            f"Loaded on **{lm.device.type.upper()}**: L={c.num_layers}, H={c.hidden_size}, A={c.num_heads} · "
+            f"{lm.num_parameters() / 1e6:.1f}M parameters"
+        )
+    return lm
+
+
+# --------------------------------------------------------------------------------------
+# Messages and layout
+# --------------------------------------------------------------------------------------
+def show_notes(notes: Iterable[InputNote]) -> None:
+    for note in notes:
+        (st.warning if note.level == "warning" else st.info)(note.message)
+
+
+def show_error(exc: BaseException) -> None:
+    """A plain message for an error the user can fix (BertLabError); logged otherwise."""
+    if isinstance(exc, BertLabError):
+        st.warning(str(exc)[0].upper() + str(exc)[1:], icon="✋")
+    else:
+        log.exception("unexpected error", exc_info=exc)
+        st.error(f"Something went wrong ({type(exc).__name__}: {exc}). Try another input.")
+
+
+def concept(text: str) -> None:
+    """The page's idea in the paper's terms, in a box beside the controls."""
+    with st.container(border=True):
+        st.markdown(text)
+
+
+def show_figure(fig, name: str, key: str | None = None, export: bool = True) -> None:
+    """Draw a plotly figure with its camera button set to the chosen format, plus download buttons.
+
+    HTML is always offered (plotly.js inlined, so it opens offline); PNG/SVG files too when
+    kaleido is installed. The file is built only when the button is clicked.
+    """
+    fmt = st.session_state.get(_FORMAT_KEY, "png")
+    st.plotly_chart(fig, config=plotly_config(name, fmt), key=key)
+    if not export:
+        return
+    row = st.container(horizontal=True, gap="small")
+    row.download_button(
+        "HTML",
+        data=lambda: to_html(fig),
+        file_name=f"{name}.html",
+        mime="text/html",
+        key=f"dl-html-{key or name}",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    if image_export_available():
+        row.download_button(
+            "PNG",
+            data=lambda: to_image(fig, "png"),
+            file_name=f"{name}.png",
+            mime="image/png",
+            key=f"dl-png-{key or name}",
+            on_click="ignore",
+        )
+        row.download_button(
+            "SVG",
+            data=lambda: to_image(fig, "svg"),
+            file_name=f"{name}.svg",
+            mime="image/svg+xml",
+            key=f"dl-svg-{key or name}",
+            on_click="ignore",
+        )

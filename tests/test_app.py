@@ -1,0 +1,271 @@
+"""Every page of the Streamlit app under `streamlit.testing.v1.AppTest`, on a tiny random model.
+
+Each page loads without an exception, its main interaction gives the right kind of answer, and
+bad input (empty text, no [MASK], too long, unknown characters, a folder that is not a
+checkpoint) gives a plain message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 60  # seconds per run; the default 3 s is too short for a first model load on 2 busy cores
+
+FILL, NSP, ATTENTION, EXAMPLE = (
+    "pages/1_Fill_mask.py",
+    "pages/2_Next_sentence.py",
+    "pages/3_Attention.py",
+    "pages/4_How_an_example_is_made.py",
+)
+
+
+@pytest.fixture
+def app_env(monkeypatch, tiny_checkpoint, tmp_path):
+    monkeypatch.syspath_prepend(str(REPO))  # `from pages.common import ...`, as under `streamlit run`
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    return tiny_checkpoint
+
+
+def open_page(page: str | None = None) -> AppTest:
+    """Run the home page, then switch to `page` the way the sidebar links do."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def messages(at: AppTest) -> str:
+    return " ".join(str(m.value) for m in list(at.warning) + list(at.info) + list(at.error))
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def plotly_charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+# --------------------------------------------------------------------------------------
+# Home and the model picker
+# --------------------------------------------------------------------------------------
+def test_home_shows_card_and_architecture(app_env):
+    at = open_page()
+    assert_clean(at)
+    assert any("Model card" in s.value for s in at.subheader)
+    assert len(plotly_charts(at)) == 1  # the architecture picture
+    text = " ".join(m.value for m in at.markdown)
+    assert "Layers (L)" in text and "Parameters" in text
+
+
+def test_missing_default_model_says_so(app_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("BERTLAB_MODEL", str(tmp_path / "bertlab-mini"))
+    at = open_page()
+    assert not at.exception
+    assert "not been built yet" in messages(at)
+    assert len(plotly_charts(at)) == 1  # still draws BERT for a default size
+    at.switch_page(FILL).run()
+    assert not at.exception
+    assert "not been built yet" in messages(at)
+
+
+def test_folder_that_is_not_a_checkpoint(app_env, tmp_path):
+    not_ckpt = tmp_path / "notes"
+    not_ckpt.mkdir()
+    (not_ckpt / "readme.txt").write_text("hello")
+    at = open_page()
+    at.session_state["bertlab_model"] = str(not_ckpt)
+    at.run()
+    assert not at.exception
+    assert "not a checkpoint folder" in messages(at)
+    at.switch_page(ATTENTION).run()
+    assert not at.exception
+    assert "not a checkpoint folder" in messages(at)
+
+
+def test_picker_lists_runs_and_switches_model(app_env, tmp_path):
+    import shutil
+
+    run_model = tmp_path / "runs" / "run-42" / "model"
+    shutil.copytree(app_env, run_model)
+    at = open_page()
+    options = at.selectbox(key="bertlab_model_choice").options
+    assert any("run-42" in o for o in options)
+    at.selectbox(key="bertlab_model_choice").set_value(str(run_model)).run()
+    assert_clean(at)
+    assert at.session_state["bertlab_model"] == str(run_model)
+    at.switch_page(NSP).run()  # the choice follows the user to other pages
+    assert at.session_state["bertlab_model"] == str(run_model)
+    assert_clean(at)
+
+
+def test_picker_typed_folder(app_env, tmp_path):
+    at = open_page()
+    at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+    at.text_input(key="bertlab_model_typed").input(str(tmp_path / "nowhere")).run()
+    assert not at.exception
+    assert "no such folder" in messages(at)
+    at.text_input(key="bertlab_model_typed").input(str(app_env)).run()
+    assert_clean(at)
+
+
+# --------------------------------------------------------------------------------------
+# Fill-mask
+# --------------------------------------------------------------------------------------
+def test_fill_mask_answers(app_env):
+    at = open_page(FILL)
+    assert_clean(at)
+    top_k = at.slider(key="fm_topk").value
+    table = at.dataframe[0].value
+    assert len(table) == top_k and {"rank", "token", "probability"} <= set(table.columns)
+    assert table["probability"].between(0, 1).all()
+    assert table["probability"].is_monotonic_decreasing
+    assert len(plotly_charts(at)) >= 3  # answers, layer by layer, answer by layer
+
+
+def test_fill_mask_several_masks(app_env):
+    at = open_page(FILL)
+    at.text_area(key="fm_text").input("the [MASK] sat on the [MASK] .").run()
+    assert_clean(at)
+    assert any("Jointly" in m.value for m in at.markdown)
+    assert len(at.dataframe) == 2
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("", "empty"),
+        ("the cat sat on the mat .", "no [MASK]"),
+        ("the cat sat ☃ on the [MASK] .", "[UNK]"),
+        (" ".join(["the cat sat on the mat ."] * 20) + " [MASK]", "cut"),
+    ],
+    ids=["empty", "no-mask", "unknown-chars", "too-long"],
+)
+def test_fill_mask_bad_input(app_env, text, expected):
+    at = open_page(FILL)
+    at.text_area(key="fm_text").input(text).run()
+    assert not at.exception
+    assert expected in messages(at)
+
+
+def test_fill_mask_click_words(app_env):
+    at = open_page(FILL)
+    at.segmented_control(key="fm_mode").set_value("Click words to mask them").run()
+    assert not at.exception
+    at.text_area(key="fm_click_text").input("the cat sat on the mat .").run()
+    at.pills[0].set_value([1]).run()  # word 1 = "cat"
+    assert_clean(at)
+    assert any("[MASK]" in m.value for m in at.markdown)
+    assert len(at.dataframe) == 1
+
+
+# --------------------------------------------------------------------------------------
+# Next sentence
+# --------------------------------------------------------------------------------------
+def test_next_sentence_answers(app_env):
+    at = open_page(NSP)
+    assert_clean(at)
+    value = at.metric[0].value
+    assert value.endswith("%") and 0 <= float(value.rstrip("%")) <= 100
+    assert len(plotly_charts(at)) == 2  # P(IsNext) bar and the Figure 2 input diagram
+
+
+def test_next_sentence_example_and_empty(app_env):
+    at = open_page(NSP)
+    label = at.selectbox(key="nsp_example").options[1]
+    at.selectbox(key="nsp_example").set_value(label).run()
+    assert_clean(at)
+    assert at.text_area(key="nsp_b").value.startswith("Penguins")
+    at.text_area(key="nsp_b").input("   ").run()
+    assert not at.exception
+    assert "sentence B is empty" in messages(at)
+
+
+# --------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------
+def test_attention_page_and_ablation(app_env):
+    at = open_page(ATTENTION)
+    assert_clean(at)
+    assert len(plotly_charts(at)) >= 4  # one head (2), all heads, statistics
+    key = "att_off_2x4"  # the tiny model has 2 layers of 4 heads
+    at.multiselect(key=key).set_value(["L1-H1", "L2-H3"]).run()
+    assert_clean(at)
+    assert "2 head(s) switched off" in messages(at)
+    assert any(m.label == "P(IsNext) with the heads off" for m in at.metric)
+    at.button(key="att_btn_clear").click().run()
+    assert_clean(at)
+    assert at.multiselect(key=key).value == []
+
+
+def test_attention_sample_statistics(app_env):
+    at = open_page(ATTENTION)
+    at.radio(key="att_scope").set_value(at.radio(key="att_scope").options[1]).run()
+    assert_clean(at)
+    assert any("16 input(s)" in c.value for c in at.caption)
+
+
+def test_attention_bad_input(app_env):
+    at = open_page(ATTENTION)
+    at.text_area(key="att_a").input("").run()
+    assert not at.exception
+    assert "Sentence A is empty" in messages(at)
+
+
+def test_attention_bertviz_toggle(app_env):
+    pytest.importorskip("bertviz")
+    at = open_page(ATTENTION)
+    at.toggle(key="att_viz_on").set_value(True).run()
+    assert_clean(at)
+    assert at.get("iframe")
+
+
+# --------------------------------------------------------------------------------------
+# How an example is made
+# --------------------------------------------------------------------------------------
+def test_example_page(app_env):
+    pytest.importorskip("bertlab.pretraining_data")
+    at = open_page(EXAMPLE)
+    assert_clean(at)
+    assert at.metric[0].value in ("IsNext", "NotNext")
+    html = " ".join(str(h.value) for h in at.get("html"))
+    assert "segment A" in html
+    assert any("were chosen for prediction" in m.value for m in at.markdown)
+
+
+def test_example_page_empty_text(app_env):
+    pytest.importorskip("bertlab.pretraining_data")
+    at = open_page(EXAMPLE)
+    at.text_area(key="ex_text").input("").run()
+    assert not at.exception
+    assert "empty" in messages(at)
+
+
+def test_model_card_metrics(app_env, tmp_path):
+    import shutil
+
+    ckpt = tmp_path / "carded"
+    shutil.copytree(app_env, ckpt)
+    (ckpt / "model_card.json").write_text(
+        json.dumps({"name": "carded", "training_data": "toy text", "metrics": {"mlm_accuracy": 0.42}})
+    )
+    at = open_page()
+    at.session_state["bertlab_model"] = str(ckpt)
+    at.run()
+    assert_clean(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "toy text" in text and "0.42" in text

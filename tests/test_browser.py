@@ -1,0 +1,223 @@
+"""The real app in a real browser: `streamlit run app.py` driven by Playwright on Debian's Chromium.
+
+Opens every page, waits until the script has finished running, checks that no exception or
+error box appears and that the figures render, tries one bad input, and saves a full-page
+screenshot of each page to $BERTLAB_SCREENSHOTS (or the test's tmp_path).
+
+Skips with a reason when /usr/bin/chromium or playwright is missing. $BERTLAB_BROWSER_MODEL
+points the app at another checkpoint (e.g. a trained one for nicer screenshots).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+
+# (url path, title text, selector that proves the page drew its main content)
+PAGES = [
+    ("", "BERT Lab", ".js-plotly-plot"),
+    ("Fill_mask", "Fill-mask", ".js-plotly-plot"),
+    ("Next_sentence", "Next sentence prediction", ".js-plotly-plot"),
+    ("Attention", "Attention", ".js-plotly-plot"),
+    ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"streamlit did not answer on {url} within {timeout:.0f}s")
+
+
+def _wait_idle(page, timeout: float = 60.0) -> None:
+    """Until the app has rendered and the 'running' status widget stayed gone for a moment."""
+    page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline:
+        running = page.locator("[data-testid='stStatusWidget']").count() > 0
+        quiet = 0 if running else quiet + 1
+        if quiet >= 4:
+            return
+        page.wait_for_timeout(250)
+    raise TimeoutError(f"the app kept running for more than {timeout:.0f}s")
+
+
+def _screenshot(page, path: Path) -> None:
+    """The whole page: Streamlit scrolls an inner element, so grow the viewport to its height."""
+    height = page.evaluate(
+        """() => Math.max(...[document.querySelector("[data-testid='stMain']"),
+                              document.querySelector("[data-testid='stAppViewContainer']"),
+                              document.documentElement].filter(Boolean).map(e => e.scrollHeight))"""
+    )
+    width = page.viewport_size["width"]
+    page.set_viewport_size({"width": width, "height": min(max(int(height), 600), 8000)})
+    page.wait_for_timeout(700)  # plotly re-lays out on resize
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": width, "height": 1000})
+
+
+def _check_clean(page, name: str) -> None:
+    exceptions = page.locator("[data-testid='stException']")
+    assert exceptions.count() == 0, f"{name}: exception shown: {exceptions.first.inner_text()[:500]}"
+    errors = page.locator("[data-testid='stAlertContentError']")
+    assert errors.count() == 0, f"{name}: error shown: {errors.first.inner_text()[:500]}"
+
+
+@pytest.fixture(scope="module")
+def browser_model(tiny_checkpoint) -> Path:
+    override = os.environ.get("BERTLAB_BROWSER_MODEL")
+    return Path(override) if override else tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def server(browser_model, tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    port = _free_port()
+    env = dict(os.environ)
+    env.update(
+        BERTLAB_MODEL=str(browser_model),
+        BERTLAB_RUNS=str(tmp_path_factory.mktemp("runs")),  # no real runs in the picker
+        HF_HUB_OFFLINE="1",
+        BERTLAB_THREADS="1",
+    )
+    log_path = tmp_path_factory.mktemp("server") / "streamlit.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--browser.gatherUsageStats",
+                "false",
+                "--server.fileWatcherType",
+                "none",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_healthy(url, proc)
+            except (RuntimeError, TimeoutError) as exc:
+                pytest.fail(f"{exc}\n--- server log ---\n{log_path.read_text(errors='replace')[-3000:]}")
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    folder = Path(os.environ.get("BERTLAB_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("path,title,content", PAGES, ids=[p[0] or "Home" for p in PAGES])
+def test_page_renders(server, page, shots, path, title, content):
+    page.goto(f"{server}/{path}", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_role("heading", name=title).first.wait_for(timeout=30_000)
+    page.wait_for_selector(content, timeout=30_000)
+    _wait_idle(page)
+    _check_clean(page, path or "Home")
+    if content == ".js-plotly-plot":
+        assert page.locator(".js-plotly-plot").count() >= 1
+    _screenshot(page, shots / f"{path or 'Home'}.png")
+
+
+def test_fill_mask_without_mask_warns(server, page, shots):
+    page.goto(f"{server}/Fill_mask", timeout=60_000)
+    _wait_idle(page)
+    box = page.get_by_label("Sentence with one or more [MASK]")
+    box.fill("A sentence without any mask at all.")
+    box.press("Control+Enter")
+    page.wait_for_selector("[data-testid='stAlertContentWarning']", timeout=30_000)
+    _wait_idle(page)
+    _check_clean(page, "Fill_mask (no mask)")
+    assert "no [MASK]" in page.locator("[data-testid='stAlertContentWarning']").first.inner_text()
+    _screenshot(page, shots / "Fill_mask-no-mask.png")
+
+
+def test_attention_all_heads_tab(server, page, shots):
+    page.goto(f"{server}/Attention", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_role("tab", name="All heads").click()
+    _wait_idle(page)
+    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
+    _check_clean(page, "Attention (all heads)")
+    _screenshot(page, shots / "Attention-all-heads.png")
+    page.get_by_role("tab", name="Head statistics").click()
+    _wait_idle(page)
+    _check_clean(page, "Attention (statistics)")
+    _screenshot(page, shots / "Attention-statistics.png")
