@@ -1,0 +1,206 @@
+"""The Train and Jobs pages under `streamlit.testing.v1.AppTest`, on runs made in a tmp runs folder.
+
+The Train page shows an estimate, refuses bad input with a plain message and queues a job; the
+Jobs page lists runs with their curves, shows a failure's error, cancels a queued job, and its
+Try it panel answers with a finished pretraining run (fill-mask) and a fine-tuned run (SST-2).
+No background process is started: the queue's tick() is switched off for these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from bertlab.jobs import JobRegistry  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 60  # seconds per run: the default 3 s is too short on 2 busy cores
+TRAIN, JOBS = "pages/5_Train.py", "pages/6_Jobs.py"
+
+
+@pytest.fixture
+def app_env(monkeypatch, tiny_checkpoint, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(runs))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queue only: no process starts in these tests
+    return runs
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def plotly_charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+def fake_run(runs: Path, name: str, state: str, kind: str = "pretrain", steps: int = 20, error: str | None = None,
+             model: Path | None = None, submitted: float | None = None) -> Path:
+    """A run folder as the trainer leaves it (status, metrics), launched by the registry (job.json)."""
+    run = runs / name
+    run.mkdir()
+    (run / "job.json").write_text(json.dumps({
+        "kind": kind, "args": ["--config", "configs/tiny.yaml"], "device": "cpu", "num_gpus": 1, "cwd": str(REPO),
+        "command": f"bertlab {kind} --config configs/tiny.yaml", "submitted": submitted or time.time(),
+        "phase": "ended", "attempts": 1,
+    }))
+    lines = []
+    for s in range(1, steps + 1):
+        lines.append({"split": "train", "step": s, "loss": 6 - s * 0.1, "lr": 1e-4 * min(1, s / 5), "mlm_acc": s / 100,
+                      "nsp_acc": 0.5 + s / 100, "tokens_per_s": 1500.0, "eta_s": steps - s})
+        if s % 10 == 0:
+            lines.append({"split": "eval", "step": s, "mlm_loss": 5.5 - s * 0.05, "mlm_acc": s / 90})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    (run / "status.json").write_text(json.dumps({
+        "state": state, "step": steps, "total_steps": steps, "progress": 1.0, "started": time.time() - 60,
+        "ended": time.time(), "last_train": lines[-2] if steps >= 10 else lines[-1], "error": error,
+    }))
+    (run / "log.txt").write_text("model: tiny\ncheckpoint saved at step 20 (final)\n")
+    if model is not None:
+        shutil.copytree(model, run / "model")
+    return run
+
+
+# --------------------------------------------------------------------------------------
+# Train
+# --------------------------------------------------------------------------------------
+def test_train_page_shows_an_estimate(app_env):
+    at = open_page(TRAIN)
+    assert not at.error, [e.value for e in at.error]
+    labels = {m.label: m.value for m in at.metric}
+    assert set(labels) == {"Parameters", "Memory", "Time"}
+    assert labels["Parameters"].endswith("M") and labels["Time"] != "?"
+    assert any("estimate" in c.value.lower() for c in at.caption)
+    assert not at.button(key="train_launch").disabled
+
+
+def test_train_page_says_plainly_what_is_wrong(app_env):
+    at = open_page(TRAIN)
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value("/no/such/corpus.txt").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "corpus /no/such/corpus.txt not found" in at.error[0].value
+    assert at.button(key="train_launch").disabled
+    assert "Fix the settings" in " ".join(c.value for c in at.caption)
+
+
+def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
+    at = open_page(TRAIN)
+    at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    assert not at.exception
+    at.text_input(key="train_data_sst2").set_value(str(tmp_path / "missing")).run()
+    assert "not found" in " ".join(e.value for e in at.error)
+    data = tmp_path / "sst2"
+    data.mkdir()
+    at.text_input(key="train_data_sst2").set_value(str(data)).run()
+    assert not at.error, [e.value for e in at.error]
+    assert {m.label for m in at.metric} == {"Parameters", "Memory", "Time"}
+
+
+def test_launch_from_the_train_page_queues_a_job(app_env):
+    at = open_page(TRAIN)
+    at.number_input(key="train_steps_configs_tiny.yaml").set_value(25).run()
+    at.button(key="train_launch").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("is queued" in s.value for s in at.success)
+    jobs = JobRegistry(app_env).list()
+    assert len(jobs) == 1 and jobs[0].state == "queued" and jobs[0].kind == "pretrain"
+    assert "train.max_steps=25" in jobs[0].job["args"]
+    assert at.session_state["jobs_focus"] == jobs[0].id
+    # the Jobs page opens on the new job; Cancel works on a queued job
+    at.switch_page(JOBS).run()
+    assert not at.exception
+    assert at.selectbox(key="jobs_pick").value == jobs[0].id
+    at.button(key=f"cancel-{jobs[0].id}").click().run()
+    assert JobRegistry(app_env).get(jobs[0].id).state == "cancelled"
+
+
+# --------------------------------------------------------------------------------------
+# Jobs
+# --------------------------------------------------------------------------------------
+def test_jobs_page_without_runs(app_env):
+    at = open_page(JOBS)
+    assert "No runs yet" in " ".join(i.value for i in at.info)
+
+
+def test_finished_run_is_listed_with_its_curves_and_fill_mask(app_env, tiny_checkpoint):
+    fake_run(app_env, "failed-run", "failed", error="RuntimeError: CUDA out of memory", submitted=time.time() - 100)
+    fake_run(app_env, "done-run", "finished", model=tiny_checkpoint)
+    at = open_page(JOBS)
+    assert not at.error
+    assert at.selectbox(key="jobs_pick").value == "done-run"  # newest first
+    assert any("done-run" in s.value and "finished" in s.value for s in at.subheader)
+    numbers = {m.label: m.value for m in at.metric}
+    assert numbers["Step"] == "20 / 20" and numbers["Train loss"] == "4.000"
+    assert numbers["Eval mlm acc"] == "22.2%" and numbers["Throughput"].startswith("1.5k")
+    charts = plotly_charts(at)
+    curves = json.loads(charts[0].proto.spec)
+    names = {t["name"] for t in curves["data"]}
+    assert {"train loss", "eval mlm loss", "train mlm acc", "eval mlm acc", "learning rate"} <= names
+    # Try it: fill-mask with the run's own model
+    assert any(s.value == "Try it" for s in at.subheader)
+    assert len(charts) == 2  # curves + one [MASK] bar chart
+    bars = json.loads(charts[1].proto.spec)["data"][0]
+    assert len(bars["y"]) == 5
+    at.text_input(key="try-mask-done-run").set_value("no mask here").run()
+    assert not at.exception
+    assert "[MASK]" in " ".join(w.value for w in at.warning)
+
+
+def test_failed_run_shows_its_error(app_env):
+    fake_run(app_env, "failed-run", "failed", error="RuntimeError: CUDA out of memory")
+    at = open_page(JOBS)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "CUDA out of memory" in errors[0]
+    assert not at.button(key="resume-failed-run").disabled
+    assert at.button(key="cancel-failed-run").disabled
+
+
+@pytest.fixture(scope="module")
+def finetuned_run(tmp_path_factory, tiny_checkpoint):
+    """A real fine-tuned SST-2 run (two steps on eight sentences) from the tiny checkpoint."""
+    finetune = pytest.importorskip("bertlab.finetune")
+    from bertlab.training import TrainConfig
+
+    d = tmp_path_factory.mktemp("sst2")
+    rows = ["the cat sat on the mat\t1", "the dog ran to the park\t0", "a big red bird sang\t1", "the lazy fox\t0"] * 2
+    for name in ("train.tsv", "dev.tsv"):
+        (d / name).write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    cfg = finetune.FinetuneConfig(task="sst2", data=str(d), model=str(tiny_checkpoint), max_seq_length=32,
+                                  train=TrainConfig(max_steps=2, batch_size=4, eval_every=0, save_every=0, log_every=1))
+    run = d / "finetune-sst2-run"
+    result = finetune.run_finetuning(cfg, run, progress_bar=False)
+    assert result.state == "finished"
+    return run
+
+
+def test_try_it_on_a_finetuned_run(app_env, finetuned_run):
+    run = app_env / "finetune-sst2-run"
+    shutil.copytree(finetuned_run, run)
+    (run / "job.json").write_text(json.dumps({"kind": "finetune", "args": [], "device": "cpu", "phase": "ended",
+                                              "submitted": time.time(), "command": "bertlab finetune --task sst2"}))
+    at = open_page(JOBS)
+    assert not at.error, [e.value for e in at.error]
+    assert any("Task **sst2**" in c.value for c in at.caption)
+    at.text_input(key="try-finetune-sst2-run-s").set_value("the big red bird sang").run()
+    assert not at.exception
+    prediction = " ".join(m.value for m in at.markdown if m.value.startswith("Prediction:"))
+    assert prediction.startswith("Prediction: **0**") or prediction.startswith("Prediction: **1**")
+    bars = json.loads(plotly_charts(at)[-1].proto.spec)["data"][0]
+    assert sorted(bars["y"]) == ["0", "1"] and abs(sum(bars["x"]) - 1) < 1e-4
