@@ -161,11 +161,19 @@ class _BertTaskModel(nn.Module):
     def frozen(self) -> bool:
         return self.head_config.mode == "feature"
 
-    def _finish_init(self) -> None:
+    def _finish_init(self, uses_pooler: bool = False) -> None:
         init_weights(self, self.config.initializer_range)  # LSTMs keep PyTorch's own init
         if self.frozen:
             self.bert.requires_grad_(False)
             self.bert.eval()
+            return
+        # weights that get no gradient must not be trainable: DDP (find_unused_parameters=False)
+        # stops on them, and AdamW's weight decay would shrink them for nothing
+        if not uses_pooler:
+            self.bert.pooler.requires_grad_(False)
+        if self.head_config.features.startswith("layer:"):
+            for layer in self.bert.encoder.layer[self.layer_features.index:]:
+                layer.requires_grad_(False)
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -209,7 +217,7 @@ class BertForSequenceClassification(_BertTaskModel):
             self.mlp = nn.Sequential(nn.Linear(size, config.hidden_size), nn.Tanh())
             size = config.hidden_size
         self.classifier = nn.Linear(size, head.num_labels)
-        self._finish_init()
+        self._finish_init(uses_pooler=head.features == "last" and head.mode == "finetune" and not head.use_bilstm)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
         """labels: (B,) long class ids, or (B,) float targets for regression."""

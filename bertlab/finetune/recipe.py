@@ -271,10 +271,12 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
                       lstm_layers=cfg.lstm_layers, classifier_dropout=cfg.classifier_dropout)
     torch.manual_seed(cfg.train.seed)
     model, tokenizer, model_source = prepare_model(cfg, run_dir, head, train_examples)
-    if cfg.max_seq_length > model.config.max_position_embeddings:
-        raise InputError(f"max_seq_length {cfg.max_seq_length} is more than the model's "
-                         f"{model.config.max_position_embeddings} positions")
-    setup = TaskSetup(spec.name, spec.shape, labels, head, cfg.max_seq_length, cfg.doc_stride, cfg.max_query_length,
+    max_len = cfg.max_seq_length
+    if max_len > model.config.max_position_embeddings:
+        max_len = model.config.max_position_embeddings
+        log.warning("max_seq_length %d is more than the model's %d positions; using %d",
+                    cfg.max_seq_length, max_len, max_len)
+    setup = TaskSetup(spec.name, spec.shape, labels, head, max_len, cfg.doc_stride, cfg.max_query_length,
                       cfg.max_answer_length, cfg.n_best)
     train_features = encode(spec, setup, tokenizer, train_examples, training=True)
     dev_features = encode(spec, setup, tokenizer, dev_examples, training=False)
@@ -308,7 +310,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         "train_examples": len(train_examples),
         "dev_examples": len(dev_examples),
         "demo_split": bool(cfg.split_dev),
-        "max_seq_length": cfg.max_seq_length,
+        "max_seq_length": max_len,
         "command": command,
         "hardware": _hardware(),
         "train_config": asdict(train_cfg),
