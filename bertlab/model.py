@@ -247,6 +247,8 @@ class BertModel(nn.Module):
         """
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        if attention_mask is not None and not output_attentions and bool(attention_mask.all()):
+            attention_mask = None  # no padding: let SDPA pick its unmasked (fastest) kernel
         x = self.embeddings(input_ids, token_type_ids)
         bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
         hidden_states = [x] if output_hidden_states else None
