@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up and run the test suite (what CI runs through .ci/run). Slow tests stay out: -m 'not slow'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -r requirements-dev.txt
+# The real-browser tests drive Debian's Chromium; without it they skip with a reason.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "chromium could not be installed: browser tests will be skipped"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+exec python3 -m pytest -q "$@"
