@@ -146,7 +146,7 @@ def layer_predictions_figure(guesses: Sequence[LayerGuess], whole_words: bool = 
             ygap=2,
         )
     )
-    fig.update_xaxes(title="rank", tickvals=list(range(1, k + 1)), side="top")
+    fig.update_xaxes(tickvals=list(range(1, k + 1)), ticktext=[f"#{r}" for r in range(1, k + 1)], side="top")
     fig.update_yaxes(tickvals=list(range(len(guesses))), ticktext=ylabels)
     return _layout(fig, title, height=80 + 46 * len(guesses))
 
@@ -416,7 +416,7 @@ def stat_heatmap(stats: HeadStats, name: str, title: str = "") -> go.Figure:
             texttemplate="%{text}" if L * A <= 256 else None,
             colorscale="Viridis" if not is_share else "Blues",
             zmin=0,
-            zmax=1 if is_share else None,
+            zmax=1 if is_share else _max_or(v, 1.0),
             colorbar=dict(thickness=12, tickformat=".0%" if is_share else ".1f"),
             hovertemplate="layer %{y}, head %{x}: %{text}<extra></extra>",
             xgap=1,
@@ -445,7 +445,7 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
                 y=list(range(1, L + 1)),
                 colorscale="Blues" if share else "Viridis",
                 zmin=0,
-                zmax=1 if share else None,
+                zmax=1 if share else _max_or(v, 1.0),
                 showscale=False,
                 hovertemplate=f"{HEAD_STATS[name][0]}<br>layer %{{y}}, head %{{x}}: %{{z:.2f}}<extra></extra>",
                 xgap=1,
@@ -457,7 +457,15 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
         fig.update_yaxes(autorange="reversed", showticklabels=(k == 1), row=1, col=k, tickvals=list(range(1, L + 1)))
         fig.update_xaxes(showticklabels=False, row=1, col=k)
     fig.update_annotations(font_size=12)
-    return _layout(fig, title, height=max(180, 80 + 22 * L))
+    _layout(fig, title, height=max(200, 100 + 22 * L))
+    fig.update_layout(margin=dict(t=60 if title else 30))
+    return fig
+
+
+def _max_or(values: np.ndarray, default: float) -> float:
+    """Largest finite value (colour scales start at 0, so small differences do not look big)."""
+    finite = np.asarray(values, dtype=float)[np.isfinite(values)]
+    return float(finite.max()) if finite.size and finite.max() > 0 else default
 
 
 # --------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pandas as pd
@@ -71,7 +72,7 @@ with controls:
     c1, c2 = st.columns(2)
     top_k = c1.slider("Answers per mask (top-k)", 1, 20, 8, key="fm_topk")
     whole_words = c2.toggle(
-        "Show whole words (join ## pieces)",
+        "Whole words",
         value=True,
         key="fm_words",
         help="WordPiece answers like '##ing' are shown joined to their neighbours, e.g. 'playing'.",
@@ -157,11 +158,12 @@ if n > 1:
     which = st.selectbox("Which mask", list(range(n)), format_func=lambda i: f"[MASK] #{i + 1}", key="fm_layer_mask")
 position = result.masks[which].position
 try:
-    guesses = lm.layer_predictions(masked, position=position, top_k=min(top_k, 10))
+    # one pass: the 200 most likely tokens per layer; the heatmap shows the first few
     deep = lm.layer_predictions(masked, position=position, top_k=200)
 except BertLabError as exc:
     show_error(exc)
     st.stop()
+guesses = [dataclasses.replace(g, candidates=g.candidates[: min(top_k, 10)]) for g in deep]
 final = result.masks[which].candidates[0]
 show_figure(
     layer_predictions_figure(guesses, whole_words, title="Top guesses read out of each layer (top row = the answer)"),

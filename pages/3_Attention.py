@@ -76,179 +76,199 @@ if off:
         f"{len(off)} head(s) switched off on this page: {', '.join(off)}. Change this in “Switch heads off”.", icon="🔌"
     )
 
+# Only the open tab is computed (on_change="rerun" + .open): one interaction stays fast.
 tab_one, tab_all, tab_stats, tab_off, tab_viz = st.tabs(
-    ["One head", "All heads", "Head statistics", "Switch heads off", "bertviz"]
+    ["One head", "All heads", "Head statistics", "Switch heads off", "bertviz"], key="att_tab", on_change="rerun"
 )
 
 # --- one head ----------------------------------------------------------------------------
 with tab_one:
-    c1, c2 = st.columns(2)
-    layer = c1.slider("Layer", 1, L, 1, key="att_layer") - 1
-    head = c2.slider("Head", 1, A, 1, key="att_head") - 1
-    is_off = (layer, head) in off_pairs
-    name = head_label(layer, head)
-    h1, h2 = st.columns([3, 2], gap="large")
-    with h1:
-        show_figure(
-            attention_heatmap(
-                tokens, ins.attentions[layer, head], title=f"{name}: each row attends to the columns", off=is_off
-            ),
-            f"attention-{name}",
-            key="att_heat",
+    if tab_one.open:
+        c1, c2 = st.columns(2)
+        layer = c1.slider("Layer", 1, L, 1, key="att_layer", persist_state="page") - 1
+        head = c2.slider("Head", 1, A, 1, key="att_head", persist_state="page") - 1
+        is_off = (layer, head) in off_pairs
+        name = head_label(layer, head)
+        h1, h2 = st.columns([3, 2], gap="large")
+        with h1:
+            show_figure(
+                attention_heatmap(
+                    tokens, ins.attentions[layer, head], title=f"{name}: each row attends to the columns", off=is_off
+                ),
+                f"attention-{name}",
+                key="att_heat",
+            )
+        with h2:
+            show_figure(
+                attention_lines(tokens, ins.attentions[layer, head], title=f"{name} as lines (left attends to right)"),
+                f"attention-lines-{name}",
+                key="att_lines",
+            )
+        summary = ", ".join(
+            f"{HEAD_STATS[k][0]} {stats_here.values[k][layer, head]:.0%}"
+            for k in ("cls", "sep", "punct", "prev", "next", "self")
         )
-    with h2:
-        show_figure(
-            attention_lines(tokens, ins.attentions[layer, head], title=f"{name} as lines (left attends to right)"),
-            f"attention-lines-{name}",
-            key="att_lines",
-        )
-    summary = ", ".join(
-        f"{HEAD_STATS[k][0]} {stats_here.values[k][layer, head]:.0%}"
-        for k in ("cls", "sep", "punct", "prev", "next", "self")
-    )
-    if not is_off:
-        st.caption(f"{name} on this input: {summary}; entropy {stats_here.values['entropy'][layer, head]:.2f} bits.")
+        if not is_off:
+            st.caption(
+                f"{name} on this input: {summary}; entropy {stats_here.values['entropy'][layer, head]:.2f} bits."
+            )
 
 # --- all heads ---------------------------------------------------------------------------
 with tab_all:
-    st.markdown(
-        f"All {L * A} heads at once: one small map per head, rows = layers, columns = heads. "
-        "Look for vertical stripes (everyone attends to one token such as [SEP] or [CLS]) and diagonals "
-        "(previous / next token)."
-    )
-    show_figure(head_grid(ins.attentions, tokens, off=off_pairs), "all-heads", key="att_grid")
+    if tab_all.open:
+        st.markdown(
+            f"All {L * A} heads at once: one small map per head, rows = layers, columns = heads. "
+            "Look for vertical stripes (everyone attends to one token such as [SEP] or [CLS]) and diagonals "
+            "(previous / next token)."
+        )
+        show_figure(head_grid(ins.attentions, tokens, off=off_pairs), "all-heads", key="att_grid")
 
 # --- statistics --------------------------------------------------------------------------
 with tab_stats:
-    scope = st.radio(
-        "Statistics over",
-        ["this input", f"a sample of {len(SAMPLE_PAIRS)} sentence pairs"],
-        horizontal=True,
-        key="att_scope",
-    )
-    if scope == "this input":
-        stats = stats_here
-    else:
-        stats = sample_stats(chosen_model(), tuple(off_pairs), lm)
-    st.caption(
-        f"Averaged over {stats.num_tokens} tokens of {stats.num_inputs} input(s). Shares are of each token's "
-        "attention (0-100%); entropy is in bits. In the spirit of Clark et al. 2019, Figures 2-4."
-    )
-    show_figure(stats_overview(stats), "head-statistics-overview", key="att_overview")
-    s1, s2 = st.columns([3, 2], gap="large")
-    with s1:
-        which = st.selectbox(
-            "Statistic",
-            list(HEAD_STATS),
-            format_func=lambda k: f"{HEAD_STATS[k][0]}: {HEAD_STATS[k][1]}",
-            key="att_stat",
+    if tab_stats.open:
+        scope = st.radio(
+            "Statistics over",
+            ["this input", f"a sample of {len(SAMPLE_PAIRS)} sentence pairs"],
+            horizontal=True,
+            key="att_scope",
+            persist_state="page",
         )
-        show_figure(stat_heatmap(stats, which), f"head-stat-{which}", key="att_stat_map")
-    with s2:
-        st.markdown("**Heads that do it most**")
-        top = stats.top_heads(which, k=min(8, L * A))
-        st.dataframe(
-            pd.DataFrame([{"head": head_label(layer, head), "value": v} for layer, head, v in top]),
-            hide_index=True,
-            width="stretch",
-            column_config={"value": st.column_config.NumberColumn(format="%.3f")},
+        if scope == "this input":
+            stats = stats_here
+        else:
+            stats = sample_stats(chosen_model(), tuple(off_pairs), lm)
+        st.caption(
+            f"Averaged over {stats.num_tokens} tokens of {stats.num_inputs} input(s). Shares are of each token's "
+            "attention (0-100%); entropy is in bits. In the spirit of Clark et al. 2019, Figures 2-4."
         )
-    table = pd.DataFrame(stats.rows())
-    st.download_button(
-        "All statistics (CSV)",
-        table.to_csv(index=False),
-        file_name="head-statistics.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key="att_csv",
-    )
+        show_figure(stats_overview(stats), "head-statistics-overview", key="att_overview")
+        s1, s2 = st.columns([3, 2], gap="large")
+        with s1:
+            which = st.selectbox(
+                "Statistic",
+                list(HEAD_STATS),
+                format_func=lambda k: f"{HEAD_STATS[k][0]}: {HEAD_STATS[k][1]}",
+                key="att_stat",
+                persist_state="page",
+            )
+            show_figure(stat_heatmap(stats, which), f"head-stat-{which}", key="att_stat_map")
+        with s2:
+            st.markdown("**Heads that do it most**")
+            top = stats.top_heads(which, k=min(8, L * A))
+            st.dataframe(
+                pd.DataFrame([{"head": head_label(layer, head), "value": v} for layer, head, v in top]),
+                hide_index=True,
+                width="stretch",
+                column_config={"value": st.column_config.NumberColumn(format="%.3f")},
+            )
+        table = pd.DataFrame(stats.rows())
+        st.download_button(
+            "All statistics (CSV)",
+            table.to_csv(index=False),
+            file_name="head-statistics.csv",
+            mime="text/csv",
+            on_click="ignore",
+            key="att_csv",
+        )
 
 # --- ablation ----------------------------------------------------------------------------
 with tab_off:
-    st.markdown(
-        "Switch heads off (their output is multiplied by 0, as in Michel et al. 2019) and compare the "
-        "fill-mask and next-sentence answers with all heads on."
-    )
+    if tab_off.open:
+        st.markdown(
+            "Switch heads off (their output is multiplied by 0, as in Michel et al. 2019) and compare the "
+            "fill-mask and next-sentence answers with all heads on."
+        )
 
-    def _preset(labels: list[str]) -> None:
-        st.session_state[OFF_KEY] = labels
+        def _preset(labels: list[str]) -> None:
+            st.session_state[OFF_KEY] = labels
 
-    p1, p2, p3, p4 = st.columns(4)
-    layer_pick = p1.selectbox(
-        "Whole layer", list(range(1, L + 1)), key="att_layer_off", format_func=lambda x: f"layer {x}"
-    )
-    p1.button(
-        "Switch off this layer",
-        on_click=_preset,
-        args=([head_label(layer_pick - 1, h) for h in range(A)],),
-        key="att_btn_layer",
-    )
-    sep_heads = [head_label(layer, head) for layer, head, _ in stats_here.top_heads("sep", k=min(3, L * A))]
-    p2.button("Off: 3 heads most on [SEP]", on_click=_preset, args=(sep_heads,), key="att_btn_sep")
-    prev_heads = [head_label(layer, head) for layer, head, _ in stats_here.top_heads("prev", k=min(3, L * A))]
-    p3.button("Off: 3 previous-token heads", on_click=_preset, args=(prev_heads,), key="att_btn_prev")
-    p4.button("All heads on", on_click=_preset, args=([],), key="att_btn_clear")
-    st.multiselect(
-        "Heads switched off (layer-head, counted from 1)", LABELS, key=OFF_KEY, placeholder="Choose heads, e.g. L1-H2"
-    )
+        p1, p2, p3, p4 = st.columns(4)
+        layer_pick = p1.selectbox(
+            "Whole layer",
+            list(range(1, L + 1)),
+            key="att_layer_off",
+            persist_state="page",
+            format_func=lambda x: f"layer {x}",
+        )
+        p1.button(
+            "Switch off this layer",
+            on_click=_preset,
+            args=([head_label(layer_pick - 1, h) for h in range(A)],),
+            key="att_btn_layer",
+        )
+        sep_heads = [head_label(layer, head) for layer, head, _ in stats_here.top_heads("sep", k=min(3, L * A))]
+        p2.button("Off: 3 heads most on [SEP]", on_click=_preset, args=(sep_heads,), key="att_btn_sep")
+        prev_heads = [head_label(layer, head) for layer, head, _ in stats_here.top_heads("prev", k=min(3, L * A))]
+        p3.button("Off: 3 previous-token heads", on_click=_preset, args=(prev_heads,), key="att_btn_prev")
+        p4.button("All heads on", on_click=_preset, args=([],), key="att_btn_clear")
+        st.multiselect(
+            "Heads switched off (layer-head, counted from 1)",
+            LABELS,
+            key=OFF_KEY,
+            persist_state="page",
+            placeholder="Choose heads, e.g. L1-H2",
+        )
 
-    mask_text = st.text_input("Fill-mask sentence", value="The cat sat on the [MASK].", key="att_mask_text")
-    if "[MASK]" not in mask_text:
-        st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon="✋")
-        mask_text = None
-    if not off_pairs:
-        st.info("All heads are on. Switch some off above to see what changes.", icon="👆")
-    else:
-        try:
-            cmp = compare_ablation(lm, head_mask, mask_text=mask_text, text_a=text_a, text_b=text_b, top_k=8)
-        except BertLabError as exc:
-            show_error(exc)
-            cmp = None
-        if cmp is not None:
-            for note in cmp.notes:
-                st.info(note)
-            r1, r2 = st.columns([3, 2], gap="large")
-            with r1:
-                if cmp.fill_base is not None:
-                    before = cmp.fill_base.masks[0].candidates[0]
-                    after = cmp.fill_ablated.masks[0].candidates[0]
-                    st.markdown(
-                        f"**Fill-mask, first [MASK]**: all heads → **{before.word}** ({before.score:.0%}); "
-                        f"with {len(off_pairs)} off → **{after.word}** ({after.score:.0%})"
-                    )
-                    show_figure(
-                        comparison_bar(cmp.fill_rows(0), title="Top answers, all heads vs heads off"),
-                        "ablation-fill-mask",
-                        key="att_cmp_bar",
-                    )
-            with r2:
-                if cmp.nsp_base is not None:
-                    st.metric(
-                        "P(IsNext) with the heads off",
-                        f"{cmp.nsp_ablated.is_next_prob:.1%}",
-                        delta=f"{(cmp.nsp_ablated.is_next_prob - cmp.nsp_base.is_next_prob) * 100:+.1f} points",
-                        delta_color="off",
-                        border=True,
-                    )
-                    st.caption(f"All heads on: {cmp.nsp_base.is_next_prob:.1%} for sentence A → B above.")
-                elif text_b is None:
-                    st.caption("Type a sentence B above to compare next-sentence answers too.")
+        mask_text = st.text_input(
+            "Fill-mask sentence", value="The cat sat on the [MASK].", key="att_mask_text", persist_state="page"
+        )
+        if "[MASK]" not in mask_text:
+            st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon="✋")
+            mask_text = None
+        if not off_pairs:
+            st.info("All heads are on. Switch some off above to see what changes.", icon="👆")
+        else:
+            try:
+                cmp = compare_ablation(lm, head_mask, mask_text=mask_text, text_a=text_a, text_b=text_b, top_k=8)
+            except BertLabError as exc:
+                show_error(exc)
+                cmp = None
+            if cmp is not None:
+                for note in cmp.notes:
+                    st.info(note)
+                r1, r2 = st.columns([3, 2], gap="large")
+                with r1:
+                    if cmp.fill_base is not None:
+                        before = cmp.fill_base.masks[0].candidates[0]
+                        after = cmp.fill_ablated.masks[0].candidates[0]
+                        st.markdown(
+                            f"**Fill-mask, first [MASK]**: all heads → **{before.word}** ({before.score:.0%}); "
+                            f"with {len(off_pairs)} off → **{after.word}** ({after.score:.0%})"
+                        )
+                        show_figure(
+                            comparison_bar(cmp.fill_rows(0), title="Top answers, all heads vs heads off"),
+                            "ablation-fill-mask",
+                            key="att_cmp_bar",
+                        )
+                with r2:
+                    if cmp.nsp_base is not None:
+                        st.metric(
+                            "P(IsNext) with the heads off",
+                            f"{cmp.nsp_ablated.is_next_prob:.1%}",
+                            delta=f"{(cmp.nsp_ablated.is_next_prob - cmp.nsp_base.is_next_prob) * 100:+.1f} points",
+                            delta_color="off",
+                            border=True,
+                        )
+                        st.caption(f"All heads on: {cmp.nsp_base.is_next_prob:.1%} for sentence A → B above.")
+                    elif text_b is None:
+                        st.caption("Type a sentence B above to compare next-sentence answers too.")
 
 # --- bertviz -----------------------------------------------------------------------------
 with tab_viz:
-    st.markdown(
-        "[bertviz](https://github.com/jessevig/bertviz)'s interactive views. They load d3, jQuery and require.js "
-        "from the web: **offline they stay blank**; the “One head” and “All heads” tabs show the same attention "
-        "without the internet."
-    )
-    view = st.radio("View", ["head view", "model view"], horizontal=True, key="att_viz_view")
-    if st.toggle("Show bertviz", value=False, key="att_viz_on"):
-        try:
-            page = bertviz_html(ins, "head" if view == "head view" else "model")
-        except BertLabError as exc:
-            show_error(exc)
+    if tab_viz.open:
+        st.markdown(
+            "[bertviz](https://github.com/jessevig/bertviz)'s interactive views. They load d3, jQuery and require.js "
+            "from the web: **offline they stay blank**; the “One head” and “All heads” tabs show the same attention "
+            "without the internet."
+        )
+        view = st.radio("View", ["head view", "model view"], horizontal=True, key="att_viz_view", persist_state="page")
+        if st.toggle("Show bertviz", value=False, key="att_viz_on"):
+            try:
+                page = bertviz_html(ins, "head" if view == "head view" else "model")
+            except BertLabError as exc:
+                show_error(exc)
+            else:
+                st.iframe(page, height=max(450, 25 * len(tokens) + 150) if view == "head view" else 900)
+                st.caption("Blank? You are offline, or the browser blocks scripts from the web. Use the tabs above.")
         else:
-            st.iframe(page, height=max(450, 25 * len(tokens) + 150) if view == "head view" else 900)
-            st.caption("Blank? You are offline, or the browser blocks scripts from the web. Use the tabs above.")
-    else:
-        st.caption("Off by default: the views are large and need the internet.")
+            st.caption("Off by default: the views are large and need the internet.")

@@ -123,6 +123,14 @@ def test_picker_typed_folder(app_env, tmp_path):
     assert_clean(at)
 
 
+def test_picker_hub_id_offline(app_env):
+    at = open_page()
+    at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+    at.text_input(key="bertlab_model_typed").input("google-bert/bert-base-uncased").run()
+    assert not at.exception
+    assert "offline" in messages(at).lower() or "hub" in messages(at).lower()
+
+
 # --------------------------------------------------------------------------------------
 # Fill-mask
 # --------------------------------------------------------------------------------------
@@ -198,15 +206,36 @@ def test_next_sentence_example_and_empty(app_env):
 # --------------------------------------------------------------------------------------
 # Attention
 # --------------------------------------------------------------------------------------
-def test_attention_page_and_ablation(app_env):
+def open_tab(at: AppTest, label: str) -> AppTest:
+    at.session_state["att_tab"] = label  # what clicking the tab does (st.tabs with key and on_change)
+    return at.run()
+
+
+def test_attention_tabs_draw_only_when_open(app_env):
     at = open_page(ATTENTION)
     assert_clean(at)
-    assert len(plotly_charts(at)) >= 4  # one head (2), all heads, statistics
+    assert len(plotly_charts(at)) == 2  # one head: heatmap and lines
+    open_tab(at, "All heads")
+    assert_clean(at)
+    assert len(plotly_charts(at)) == 1  # the layers x heads grid
+    open_tab(at, "Head statistics")
+    assert_clean(at)
+    assert len(plotly_charts(at)) == 2  # overview and one statistic
+    assert len(at.dataframe) == 1
+
+
+def test_attention_page_and_ablation(app_env):
+    at = open_page(ATTENTION)
+    open_tab(at, "Switch heads off")
     key = "att_off_2x4"  # the tiny model has 2 layers of 4 heads
     at.multiselect(key=key).set_value(["L1-H1", "L2-H3"]).run()
     assert_clean(at)
     assert "2 head(s) switched off" in messages(at)
     assert any(m.label == "P(IsNext) with the heads off" for m in at.metric)
+    open_tab(at, "One head")  # the choice holds while another tab is open
+    assert "2 head(s) switched off" in messages(at)
+    open_tab(at, "Switch heads off")
+    assert at.multiselect(key=key).value == ["L1-H1", "L2-H3"]
     at.button(key="att_btn_clear").click().run()
     assert_clean(at)
     assert at.multiselect(key=key).value == []
@@ -214,6 +243,7 @@ def test_attention_page_and_ablation(app_env):
 
 def test_attention_sample_statistics(app_env):
     at = open_page(ATTENTION)
+    open_tab(at, "Head statistics")
     at.radio(key="att_scope").set_value(at.radio(key="att_scope").options[1]).run()
     assert_clean(at)
     assert any("16 input(s)" in c.value for c in at.caption)
@@ -229,6 +259,7 @@ def test_attention_bad_input(app_env):
 def test_attention_bertviz_toggle(app_env):
     pytest.importorskip("bertviz")
     at = open_page(ATTENTION)
+    open_tab(at, "bertviz")
     at.toggle(key="att_viz_on").set_value(True).run()
     assert_clean(at)
     assert at.get("iframe")

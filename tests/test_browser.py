@@ -214,7 +214,7 @@ def test_attention_all_heads_tab(server, page, shots):
     _wait_idle(page)
     page.get_by_role("tab", name="All heads").click()
     _wait_idle(page)
-    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     _check_clean(page, "Attention (all heads)")
     _screenshot(page, shots / "Attention-all-heads.png")
     page.get_by_role("tab", name="Head statistics").click()
