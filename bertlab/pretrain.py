@@ -379,3 +379,93 @@ def _cli_run(args) -> int:
 
 
 CLI_COMMANDS = {"pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", _cli_args, _cli_run)}
+
+
+# --------------------------------------------------------------------------------------
+# Export a finished run as a shipped checkpoint with its model card
+# --------------------------------------------------------------------------------------
+def model_card_markdown(card: dict, metrics_note: str = "") -> str:
+    """A readable model card from model_card.json's content."""
+    m = card.get("metrics", {})
+    t = card.get("train_config", {})
+    d = card.get("data_config", {})
+    hours = card.get("train_time_s", 0) / 3600
+    lines = [
+        f"# {card.get('name', 'bertlab model')}",
+        "",
+        f"A BERT-{card.get('size', '?')} pretrained by BERT Lab with its own command, objective `{card.get('objective')}` "
+        "(masked LM + next sentence prediction, as in Devlin et al. 2018).",
+        "",
+        "## How it was made",
+        "",
+        "```bash",
+        card.get("command", ""),
+        "```",
+        "",
+        f"- Corpus: {', '.join(card.get('corpus', []))} — {card.get('corpus_documents', '?'):,} documents, "
+        f"{card.get('corpus_sentences', '?'):,} sentences.",
+        f"- Instances: {card.get('train_instances', 0):,} ({card.get('train_instance_tokens', 0):,} tokens), "
+        f"max_seq_length {d.get('max_seq_length')}, masked_lm_prob {d.get('masked_lm_prob')}, "
+        f"{d.get('mask_token_prob')}/{d.get('random_token_prob')}/"
+        f"{round(1 - d.get('mask_token_prob', 0) - d.get('random_token_prob', 0), 3)} mask/random/keep, "
+        f"dupe_factor {d.get('dupe_factor')}, {d.get('masking')} masking.",
+        f"- Optimisation: AdamW lr {t.get('learning_rate')}, warm-up {t.get('warmup')}, batch {t.get('batch_size')}, "
+        f"weight decay {t.get('weight_decay')}.",
+        f"- Trained {card.get('steps', 0):,} steps, {card.get('tokens', 0):,} input tokens, "
+        f"{hours:.2f} h of training on {card.get('hardware', '?')}.",
+        "",
+        "## Held-out metrics",
+        "",
+        "Measured on instances made from documents kept out of training (2% of the documents).",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    for k, v in m.items():
+        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
+    if metrics_note:
+        lines += ["", metrics_note]
+    lines += ["", "## Data and licences", ""]
+    if card.get("corpus_credit"):
+        lines.append(f"- `default`: {card['corpus_credit']}")
+    for src in card.get("corpus", []):
+        if "gutenberg" in src:
+            lines.append("- Project Gutenberg books (public domain in the USA): Carroll, Barrie, Twain, Dickens, Wilde, "
+                         "Kipling, Stoker, Austen, Doyle, Melville, Joyce, Kafka (Wyllie translation).")
+        if "wikitext" in src:
+            lines.append("- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "
+                         "CC BY-SA 3.0 / GFDL.")
+    lines += ["", "Weights are stored in float16 (`model.safetensors`); bertlab and `transformers` load them as usual.", ""]
+    return "\n".join(lines)
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metrics_note: str = "") -> Path:
+    """Copy a finished run's model into `out_dir` (optionally float16) with README.md model card."""
+    from bertlab.checkpoint import load_pretraining_model
+
+    run_dir = Path(run_dir)
+    model, tokenizer, info = load_pretraining_model(run_dir / "model")
+    card = info["card"]
+    out = Path(out_dir)
+    save_checkpoint(out, model, tokenizer, model.config, extra_config={"objective": card.get("objective")},
+                    extra_files={"model_card.json": card,
+                                 "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
+                    dtype=torch.float16 if fp16 else None)
+    return out
+
+
+def _export_args(p):
+    p.add_argument("run_dir", help="a finished pretraining run folder")
+    p.add_argument("out_dir", help="where to write the checkpoint (e.g. checkpoints/my-model)")
+    p.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
+    p.add_argument("--note", default="", help="a sentence added under the metrics in the model card")
+
+
+def _export_run(args) -> int:
+    out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note)
+    size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
+    print(f"wrote {out} ({size:.1f} MB)")
+    return 0
+
+
+CLI_COMMANDS["export"] = ("copy a finished run's model into a checkpoint folder with its model card", _export_args, _export_run)
