@@ -10,10 +10,25 @@ import torch
 
 from bertlab.errors import DataError, InputError
 from bertlab.finetune.data import (
-    QAExample, SequenceExample, TaggingExample, load_task_data, read_conll, read_conllu, read_glue, read_squad,
+    QAExample,
+    SequenceExample,
+    TaggingExample,
+    load_task_data,
+    read_conll,
+    read_conllu,
+    read_glue,
+    read_squad,
     split_examples,
 )
-from bertlab.finetune.encoding import IGNORE, collate, decode_qa, decode_tagging, encode_qa, encode_sequences, encode_tagging
+from bertlab.finetune.encoding import (
+    IGNORE,
+    collate,
+    decode_qa,
+    decode_tagging,
+    encode_qa,
+    encode_sequences,
+    encode_tagging,
+)
 from bertlab.finetune.tasks import UPOS_TAGS, get_task
 
 

@@ -317,8 +317,8 @@ def split_examples(examples: list[Example], fraction: float, seed: int) -> tuple
     random.Random(seed).shuffle(groups)
     n_first = max(1, min(len(groups) - 1, round(fraction * len(groups))))
     first = set(groups[:n_first])
-    a = [e for e, k in zip(examples, keys) if k in first]
-    b = [e for e, k in zip(examples, keys) if k not in first]
+    a = [e for e, k in zip(examples, keys, strict=False) if k in first]
+    b = [e for e, k in zip(examples, keys, strict=False) if k not in first]
     if not a or not b:
         raise InputError("too few examples (or articles) to split the dev file; give a train file instead")
     return a, b
@@ -422,7 +422,7 @@ def _from_hf(spec: TaskSpec, dataset, source: str) -> list[Example]:
         for row in dataset:
             ans = row["answers"]
             out.append(QAExample(str(row["id"]), row["question"], row["context"],
-                                 list(zip(ans["text"], ans["answer_start"])), row.get("title", "")))
+                                 list(zip(ans["text"], ans["answer_start"], strict=False)), row.get("title", "")))
         return out
     if spec.shape == "tagging":
         column = "upos" if "upos" in dataset.column_names else "ner_tags"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -58,7 +58,7 @@ def encode_sequences(examples: Sequence[SequenceExample], tokenizer: BertTokeniz
     texts_b = [e.text_b or "" for e in examples] if examples[0].text_b is not None else None
     encodings = tokenizer.encode_batch(texts_a, texts_b, max_length=max_length, truncate=True)
     out = []
-    for i, (ex, enc) in enumerate(zip(examples, encodings)):
+    for i, (ex, enc) in enumerate(zip(examples, encodings, strict=False)):
         label = None
         if ex.label is not None:
             label = float(ex.label) if label_to_id is None else label_to_id[ex.label]
@@ -110,7 +110,7 @@ def decode_tagging(examples: Sequence[TaggingExample], features: Sequence[Featur
                    labels: Sequence[str]) -> list[list[str]]:
     """Per-word tags of each example from per-feature logits (T_i, C)."""
     tags = [[labels[0]] * len(ex.words) for ex in examples]
-    for f, lg in zip(features, logits):
+    for f, lg in zip(features, logits, strict=False):
         best = lg.argmax(-1).tolist()
         for j, pos in enumerate(f.word_starts):
             tags[f.example_index][f.word_offset + j] = labels[best[pos]]
@@ -136,7 +136,7 @@ def encode_qa(examples: Sequence[QAExample], tokenizer: BertTokenizer, max_lengt
     unique = list(dict.fromkeys(e.context for e in examples))
     encoded = tokenizer.encode_batch(unique, max_length=sys.maxsize, truncate=False) if unique else []
     # drop [CLS] and [SEP]: context pieces with their character offsets in the context
-    context_tokens = {c: (enc.ids[1:-1], enc.offsets[1:-1]) for c, enc in zip(unique, encoded)}
+    context_tokens = {c: (enc.ids[1:-1], enc.offsets[1:-1]) for c, enc in zip(unique, encoded, strict=False)}
     out = []
     for i, ex in enumerate(examples):
         q = questions[i][:max_query_length]
@@ -205,7 +205,7 @@ def decode_qa(examples: Sequence[QAExample], features: Sequence[Feature], start_
               end_logits: Sequence[torch.Tensor], n_best: int = 20, max_answer_length: int = 30) -> list[SpanAnswer]:
     """Best start <= end span of each example over all its windows."""
     candidates: list[list[tuple[float, int, int]]] = [[] for _ in examples]
-    for f, sl, el in zip(features, start_logits, end_logits):
+    for f, sl, el in zip(features, start_logits, end_logits, strict=False):
         sl, el = sl.float(), el.float()
         n = min(n_best, sl.shape[0])
         starts = sl.topk(n).indices.tolist()
@@ -219,7 +219,7 @@ def decode_qa(examples: Sequence[QAExample], features: Sequence[Feature], start_
                 candidates[f.example_index].append(
                     (float(sl[s] + el[e]), f.token_to_char[s][0], f.token_to_char[e][1]))
     answers = []
-    for ex, cands in zip(examples, candidates):
+    for ex, cands in zip(examples, candidates, strict=False):
         if not cands:
             answers.append(SpanAnswer("", 0, 0, 0.0))
             continue

@@ -6,7 +6,7 @@ Used by training (dev evaluation), prediction and the CLI. Imports torch and ber
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -24,7 +24,6 @@ def run_model(model: torch.nn.Module, features: Sequence[Feature], shape: str, p
     (C,) logits for sequence tasks, (T_i, C) for tagging, ((T_i,), (T_i,)) start/end for QA."""
     was_training = model.training
     model.eval()
-    outputs: list = []
     # sorting by length keeps padding (and time) low; results go back in the original order
     order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
     by_index: dict[int, object] = {}
@@ -34,14 +33,15 @@ def run_model(model: torch.nn.Module, features: Sequence[Feature], shape: str, p
         inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
         with autocast() if autocast is not None else contextlib.nullcontext():
             out = model(**inputs)
+        logits = out.logits.float().cpu()  # one transfer per batch, then slices
         for row, i in enumerate(idx):
             n = len(features[i].input_ids)
             if shape == "qa":
-                by_index[i] = (out.start_logits[row, :n].float().cpu(), out.end_logits[row, :n].float().cpu())
+                by_index[i] = (logits[row, :n, 0], logits[row, :n, 1])
             elif shape == "tagging":
-                by_index[i] = out.logits[row, :n].float().cpu()
+                by_index[i] = logits[row, :n]
             else:
-                by_index[i] = out.logits[row].float().cpu()
+                by_index[i] = logits[row]
     outputs = [by_index[i] for i in range(len(features))]
     model.train(was_training)
     return outputs

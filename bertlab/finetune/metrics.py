@@ -14,7 +14,7 @@ import collections
 import math
 import re
 import string
-from typing import Sequence
+from collections.abc import Sequence
 
 from bertlab.errors import InputError
 
@@ -32,15 +32,15 @@ def _same_length(a: Sequence, b: Sequence) -> None:
 def accuracy(predictions: Sequence, golds: Sequence) -> float:
     """Fraction of predictions equal to the gold label."""
     _same_length(predictions, golds)
-    return sum(p == g for p, g in zip(predictions, golds)) / len(golds)
+    return sum(p == g for p, g in zip(predictions, golds, strict=False)) / len(golds)
 
 
 def f1_binary(predictions: Sequence, golds: Sequence, positive="1") -> float:
     """F1 of the positive class (MRPC's official F1: positive = paraphrase); 0 when undefined."""
     _same_length(predictions, golds)
-    tp = sum(p == positive and g == positive for p, g in zip(predictions, golds))
-    fp = sum(p == positive and g != positive for p, g in zip(predictions, golds))
-    fn = sum(p != positive and g == positive for p, g in zip(predictions, golds))
+    tp = sum(p == positive and g == positive for p, g in zip(predictions, golds, strict=False))
+    fp = sum(p == positive and g != positive for p, g in zip(predictions, golds, strict=False))
+    fn = sum(p != positive and g == positive for p, g in zip(predictions, golds, strict=False))
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
 
 
@@ -50,7 +50,7 @@ def matthews_corrcoef(predictions: Sequence, golds: Sequence) -> float:
     n = len(golds)
     pred_count = collections.Counter(predictions)
     gold_count = collections.Counter(golds)
-    correct = sum(p == g for p, g in zip(predictions, golds))
+    correct = sum(p == g for p, g in zip(predictions, golds, strict=False))
     classes = set(pred_count) | set(gold_count)
     cov_pg = correct * n - sum(pred_count[c] * gold_count[c] for c in classes)
     cov_pp = n * n - sum(v * v for v in pred_count.values())
@@ -65,7 +65,7 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
     _same_length(xs, ys)
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False))
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
     if sxx == 0 or syy == 0:
@@ -101,7 +101,7 @@ def token_accuracy(predictions: Sequence[Sequence[str]], golds: Sequence[Sequenc
     """Accuracy over every word of every sentence (UPOS accuracy)."""
     _same_length(predictions, golds)
     flat_p, flat_g = [], []
-    for i, (p, g) in enumerate(zip(predictions, golds)):
+    for i, (p, g) in enumerate(zip(predictions, golds, strict=False)):
         if len(p) != len(g):
             raise InputError(f"sentence {i}: {len(p)} predicted tags for {len(g)} words")
         flat_p.extend(p)
@@ -137,7 +137,7 @@ def entity_f1(predictions: Sequence[Sequence[str]], golds: Sequence[Sequence[str
     """Micro precision / recall / F1 over exact entity matches (same type, same first and last word)."""
     _same_length(predictions, golds)
     tp = n_pred = n_gold = 0
-    for p, g in zip(predictions, golds):
+    for p, g in zip(predictions, golds, strict=False):
         pe, ge = set(bio_entities(p)), set(bio_entities(g))
         tp += len(pe & ge)
         n_pred += len(pe)
@@ -184,7 +184,7 @@ def squad_scores(predictions: Sequence[str], gold_answers: Sequence[Sequence[str
     """Mean exact match and F1, each the max over a question's gold answers."""
     _same_length(predictions, gold_answers)
     em = f1 = 0.0
-    for i, (pred, golds) in enumerate(zip(predictions, gold_answers)):
+    for i, (pred, golds) in enumerate(zip(predictions, gold_answers, strict=False)):
         if not golds:
             raise InputError(f"question {i} has no gold answer; SQuAD v1.1 scoring needs at least one")
         em += max(squad_exact_match(pred, g) for g in golds)

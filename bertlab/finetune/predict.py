@@ -23,7 +23,15 @@ from pathlib import Path
 
 import torch
 
-from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, save_checkpoint, weights_file
+from bertlab.checkpoint import (
+    load_config,
+    load_state,
+    normalize_keys,
+    read_weights,
+    resolve,
+    save_checkpoint,
+    weights_file,
+)
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError, InputError
 from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
@@ -61,7 +69,7 @@ class TaskSetup:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TaskSetup":
+    def from_dict(cls, data: dict) -> TaskSetup:
         data = dict(data)
         data["head"] = HeadConfig(**data["head"])
         data["labels"] = tuple(data.get("labels", ()))
@@ -159,8 +167,10 @@ class Prediction:
         probabilities: class -> probability (classification), else empty.
         tokens / tags: the words of the text and one tag per word (tagging), else None.
         answer / answer_start / answer_end: the QA answer, context[answer_start:answer_end].
-        truncated: the input was longer than the model reads; part of it was cut (or, for QA and
-            tagging, read in several windows).
+        truncated: part of the input was cut because it was longer than the model reads (a long
+            sentence or pair, or a QA question over `max_query_length` pieces).
+        windows: how many model inputs the text needed; a long QA context or tagged text is read in
+            several windows and nothing is lost.
     """
 
     label: str | None = None
@@ -172,6 +182,7 @@ class Prediction:
     answer_start: int | None = None
     answer_end: int | None = None
     truncated: bool = False
+    windows: int = 1
 
 
 class FinetunedModel:
@@ -214,8 +225,9 @@ class FinetunedModel:
             feats = encode_qa([ex], self.tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length, False)
             out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)
             ans = decode(shape, [ex], feats, out, s.labels, s.n_best, s.max_answer_length)[0]
+            question_cut = len(self.tokenizer.tokenize(question)) > s.max_query_length
             return Prediction(score=ans.score, answer=ans.text, answer_start=ans.start, answer_end=ans.end,
-                              truncated=len(feats) > 1)
+                              truncated=question_cut, windows=len(feats))
         text = self._check(text, "text")
         if shape == "tagging":
             if text_b is not None:
@@ -225,7 +237,7 @@ class FinetunedModel:
             feats = encode_tagging([ex], self.tokenizer, s.max_seq_length, None)
             out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)
             tags = decode(shape, [ex], feats, out, s.labels)[0]
-            return Prediction(tokens=words, tags=tags, truncated=len(feats) > 1)
+            return Prediction(tokens=words, tags=tags, windows=len(feats))
         if shape in ("pair", "regression") and text_b is None and self.task != "custom":
             raise InputError(f"{self.task} compares two sentences; give the second one as text_b")
         if shape == "single" and text_b is not None:
@@ -239,14 +251,14 @@ class FinetunedModel:
             return Prediction(score=float(out[0]), truncated=feats[0].truncated)
         probs = out.softmax(-1).tolist()
         best = max(range(len(probs)), key=probs.__getitem__)
-        return Prediction(label=s.labels[best], score=probs[best], probabilities=dict(zip(s.labels, probs)),
+        return Prediction(label=s.labels[best], score=probs[best], probabilities=dict(zip(s.labels, probs, strict=False)),
                           truncated=feats[0].truncated)
 
     def words(self, text: str) -> list[str]:
         """Split text into words as BERT's basic tokenizer does (whitespace and punctuation)."""
         enc = self.tokenizer.encode(text, max_length=sys.maxsize, truncate=False)
         spans: dict[int, list[int]] = {}
-        for wid, (a, b) in zip(enc.word_ids, enc.offsets):
+        for wid, (a, b) in zip(enc.word_ids, enc.offsets, strict=False):
             if wid is not None:
                 span = spans.setdefault(wid, [a, b])
                 span[0], span[1] = min(span[0], a), max(span[1], b)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from bertlab.checkpoint import load_config, normalize_keys, read_weights, resolve, weights_file, load_state
+from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
 from bertlab.config import preset
 from bertlab.errors import CheckpointError, InputError
-from bertlab.finetune.data import Example, QAExample, SequenceExample, TaggingExample, load_task_data
+from bertlab.finetune.data import Example, SequenceExample, TaggingExample, load_task_data
 from bertlab.finetune.encoding import Feature, collate, encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model, score
 from bertlab.finetune.models import FEATURES_HELP, HeadConfig, build_task_model
@@ -81,7 +81,7 @@ class FinetuneConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "FinetuneConfig":
+    def from_dict(cls, data: dict) -> FinetuneConfig:
         data = dict(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
