@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bertlab.catalog import model_card
+from bertlab.catalog import model_card, read_readme
 from bertlab.config import preset
 from bertlab.figures import architecture_figure
 from pages.common import concept, load_chosen_model, setup_page, show_figure
@@ -93,3 +93,7 @@ if lm is not None:
     with c3, st.container(border=True):
         st.markdown("**Training**")
         table(card.training)
+    readme = read_readme(lm.path)
+    if readme:
+        with st.expander("The full model card (README.md in the checkpoint)"):
+            st.markdown(readme)

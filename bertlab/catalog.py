@@ -254,24 +254,60 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-# Card keys shown in the "training" section, in this order, with their labels.
+# Card keys shown in the "training" section, in this order, with their labels. The pretrain
+# recipe writes most of these (bertlab.pretrain); cards written by hand may use the others.
 TRAINING_KEYS = (
     ("training_data", "Training data"),
     ("data", "Training data"),
     ("corpus", "Corpus"),
-    ("tokens_seen", "Tokens seen"),
+    ("corpus_documents", "Documents"),
+    ("corpus_sentences", "Sentences"),
+    ("objective", "Objective"),
+    ("train_instances", "Training instances"),
+    ("tokens", "Input tokens seen"),
+    ("tokens_seen", "Input tokens seen"),
     ("steps", "Steps"),
     ("train_steps", "Steps"),
     ("batch_size", "Batch size"),
     ("learning_rate", "Learning rate"),
     ("max_seq_length", "Sequence length"),
+    ("train_time_s", "Training time"),
     ("training_time", "Training time"),
-    ("train_time_s", "Training time (s)"),
     ("hardware", "Hardware"),
     ("seed", "Seed"),
     ("date", "Date"),
     ("created", "Created"),
+    ("corpus_credit", "Data credit"),
 )
+# Nested config sections worth a line each: (card key, field, label).
+CONFIG_FIELDS = (
+    ("train_config", "learning_rate", "Learning rate"),
+    ("train_config", "batch_size", "Batch size"),
+    ("train_config", "warmup", "Warm-up"),
+    ("data_config", "max_seq_length", "Sequence length"),
+    ("data_config", "masked_lm_prob", "Masked share"),
+    ("data_config", "masking", "Masking"),
+    ("data_config", "dupe_factor", "Dupe factor"),
+)
+
+
+def format_duration(seconds: float) -> str:
+    """5400 -> '1 h 30 min'; 95 -> '1 min 35 s'."""
+    seconds = int(round(float(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h} h {m} min"
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def read_readme(directory: str | Path) -> str:
+    """The checkpoint's README.md (the long model card) or '' when there is none."""
+    path = Path(directory) / "README.md"
+    try:
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def model_card(
@@ -316,7 +352,13 @@ def model_card(
     shown = set()
     for key, label in TRAINING_KEYS:
         if key in card and card[key] not in (None, "") and label not in shown:
-            training.append((label, _fmt(card[key])))
+            value = format_duration(card[key]) if key == "train_time_s" else _fmt(card[key])
+            training.append((label, value))
+            shown.add(label)
+    for section, key, label in CONFIG_FIELDS:
+        value = (card.get(section) or {}).get(key) if isinstance(card.get(section), dict) else None
+        if value not in (None, "") and label not in shown:
+            training.append((label, _fmt(value)))
             shown.add(label)
     extra = card.get("training")
     if isinstance(extra, dict):

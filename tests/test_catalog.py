@@ -149,3 +149,30 @@ def test_model_card_without_card_file():
     assert "not recorded" in dict(card.training)["Training data"]
     assert card.metrics == []
     assert dict(card.sizes)["Heads"].startswith("masked LM only")
+
+
+def test_model_card_from_the_pretrain_recipe():
+    card = C.model_card(
+        tiny_config(97),
+        {
+            "name": "bertlab-mini",
+            "corpus": ["default", "wikitext"],
+            "steps": 1000,
+            "tokens": 123456,
+            "train_time_s": 5400,
+            "train_config": {"learning_rate": 5e-4, "batch_size": 64},
+            "data_config": {"max_seq_length": 128, "masking": "static"},
+            "metrics": {"mlm_acc": 0.31},
+        },
+    )
+    training = dict(card.training)
+    assert training["Corpus"] == "default, wikitext" and training["Training time"] == "1 h 30 min"
+    assert training["Input tokens seen"] == "123,456" and training["Learning rate"] == "0.0005"
+    assert training["Batch size"] == "64" and training["Sequence length"] == "128"
+    assert C.format_duration(95) == "1 min 35 s" and C.format_duration(7) == "7 s"
+
+
+def test_read_readme(tmp_path):
+    assert C.read_readme(tmp_path) == ""
+    (tmp_path / "README.md").write_text("# card")
+    assert C.read_readme(tmp_path) == "# card"
