@@ -575,7 +575,10 @@ def _measured_tokens_per_s(config: BertConfig, seq_length: int, device: str, roo
             continue
         from bertlab.training import read_metrics
 
-        rates = sorted(r["tokens_per_s"] for r in read_metrics(run)[1:] if r.get("split") == "train" and r.get("tokens_per_s"))
+        # Sequences/s times that run's sequence length: the padded tokens the model computed on,
+        # not only the real ones (tokens_per_s), which a corpus of short documents makes few.
+        rates = sorted(r["seq_per_s"] * run_seq for r in read_metrics(run)[1:]
+                       if r.get("split") == "train" and r.get("seq_per_s"))
         if len(rates) >= 2:
             best = (rates[len(rates) // 2], f"measured in run {run.name}")
             break

@@ -21,8 +21,10 @@ from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
 from bertlab.jobs import Estimate, Job, format_duration
 
 GREEN = "#3b8f5a"
+# Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).
 STATE_ICONS = {
-    "queued": "⏳", "preparing": "⚙️", "running": "🏃", "finished": "✅", "failed": "❌", "cancelled": "⏹️",
+    "queued": ":material/schedule:", "preparing": ":material/settings:", "running": ":material/directions_run:",
+    "finished": ":material/check_circle:", "failed": ":material/error:", "cancelled": ":material/stop_circle:",
 }
 # Eval metrics worth a line on the accuracy panel (fine-tuning tasks report theirs by name).
 _SCORE = re.compile(r"(acc|accuracy|f1|mcc|matthews|pearson|spearman|exact|^em$)", re.I)
@@ -81,7 +83,8 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     train, evals = split_metrics(metrics)
     if not train and not evals:
         return None
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Loss", "Accuracy", "Learning rate"), horizontal_spacing=0.07)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("Loss", "Accuracy", "Learning rate"), horizontal_spacing=0.07,
+                        shared_xaxes="all")  # one step axis: a lone eval point sits where it belongs
     x, y = _series(train, "loss")
     if x:
         fig.add_trace(go.Scatter(x=x, y=y, name="train loss", mode="lines", line=dict(color=BLUE)), 1, 1)
@@ -90,7 +93,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     if x:
         fig.add_trace(go.Scatter(x=x, y=y, name=f"eval {eval_loss.replace('_', ' ')}", mode="lines+markers",
                                  line=dict(color=ORANGE, dash="dash")), 1, 1)
-    palette = [BLUE, GREEN, "#8e5bd0", "#c24d7c", GREY]
+    palette = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", GREY]  # not the loss panel's blue
     train_keys, eval_keys = score_keys(train, evals)
     for n, key in enumerate(train_keys):
         x, y = _series(train, key)
@@ -105,7 +108,8 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
         fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode="lines", line=dict(color=GREY)), 1, 3)
     fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(tickformat=".0%", row=1, col=2)
+    scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
+    fig.update_yaxes(tickformat=".0%", row=1, col=2, **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}))
     fig.update_yaxes(exponentformat="e", row=1, col=3)
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
@@ -138,7 +142,7 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     elif train_keys and _finite(last.get(train_keys[0])):
         out.append((f"Train {train_keys[0].replace('_', ' ')}", _score_text(train_keys[0], last[train_keys[0]])))
     if _finite(last.get("tokens_per_s")):
-        out.append(("Throughput", f"{format_count(last['tokens_per_s'])} tokens/s"))
+        out.append(("Tokens/s", format_count(last["tokens_per_s"])))
     if job.state == "running" and _finite(job.eta_s):
         out.append(("ETA", format_duration(job.eta_s)))
     elif job.state in ("finished", "cancelled", "failed"):
@@ -160,7 +164,7 @@ def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
         rows.append({
             "run": j.id,
             "kind": j.kind or "?",
-            "state": f"{STATE_ICONS.get(j.state, '')} {j.state}",
+            "state": j.state,
             "step": step,
             "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
             "loss": round(last["loss"], 3) if _finite(last.get("loss")) else None,
@@ -172,6 +176,12 @@ def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
 
 
 def job_label(job: Job) -> str:
+    """'bertlab-tiny-2026... (pretrain)': no state, since a picker label is not redrawn while the job moves on."""
+    return f"{job.id} ({job.kind or '?'})"
+
+
+def job_heading(job: Job) -> str:
+    """Markdown heading text with the state's icon (Streamlit renders :material/...: in markdown)."""
     return f"{STATE_ICONS.get(job.state, '')} {job.id} — {job.kind or '?'}, {job.state}"
 
 
@@ -188,7 +198,8 @@ def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
         ("Activations (one micro-batch)", format_gb(est.activations_gb)),
         ("Framework overhead", format_gb(est.overhead_gb)),
         ("Tokens per step", f"{est.tokens_per_step:,}"),
-        ("Throughput", f"~{format_count(est.tokens_per_s)} tokens/s ({est.throughput_source})"),
+        ("Throughput", f"~{format_count(est.tokens_per_s)} tokens/s"),
+        ("Throughput from", est.throughput_source),
         ("Device", est.device_name + (f", {format_gb(est.device_memory_gb)}" if est.device_memory_gb else "")),
     ]
     return rows
@@ -197,10 +208,25 @@ def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------
 # Predictions of fine-tuned models (the "Try it" panel)
 # --------------------------------------------------------------------------------------
-def probabilities_figure(probabilities: dict, predicted: str | None = None, title: str = "") -> go.Figure:
+# What the numeric labels of some GLUE tasks mean (the data files only say 0 / 1).
+LABEL_NAMES = {
+    "sst2": {"0": "negative", "1": "positive"},
+    "cola": {"0": "unacceptable", "1": "acceptable"},
+    "mrpc": {"0": "not a paraphrase", "1": "paraphrase"},
+}
+
+
+def label_text(task: str | None, label) -> str:
+    """'1 (positive)' for SST-2's label 1; the label itself where it says what it means already."""
+    name = LABEL_NAMES.get(task or "", {}).get(str(label))
+    return f"{label} ({name})" if name else str(label)
+
+
+def probabilities_figure(probabilities: dict, predicted: str | None = None, title: str = "", task: str | None = None) -> go.Figure:
     """Horizontal bars of P(label), the predicted label highlighted, most likely on top."""
     items = sorted(probabilities.items(), key=lambda kv: kv[1], reverse=True)
-    labels = [str(k) for k, _ in items]
+    labels = [label_text(task, k) for k, _ in items]
+    predicted = label_text(task, predicted) if predicted is not None else None
     scores = [float(v) for _, v in items]
     colours = [ORANGE if lab == str(predicted) else BLUE for lab in labels]
     fig = go.Figure(go.Bar(
@@ -209,7 +235,7 @@ def probabilities_figure(probabilities: dict, predicted: str | None = None, titl
         hovertemplate="%{y}: %{x:.2%}<extra></extra>",
     ))
     fig.update_xaxes(range=[0, 1.12], tickformat=".0%", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(automargin=True)
+    fig.update_yaxes(automargin=True, type="category")  # labels like "0"/"1" are names, not numbers
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
         font=FONT, height=70 + 30 * len(labels), plot_bgcolor="white", paper_bgcolor="white",

@@ -125,30 +125,32 @@ except BertLabError as exc:
 except Exception as exc:  # a config that breaks in an unexpected way: say so plainly, never a traceback
     problem = f"{type(exc).__name__}: {exc}"
 
-with side:
+with form:
     st.subheader("Estimate")
     if est is not None:
         m1, m2, m3 = st.columns(3)
         m1.metric("Parameters", format_count(est.parameters))
         m2.metric("Memory", format_gb(est.total_gb), help="per process: weights + gradients + AdamW states + activations + overhead")
         m3.metric("Time", format_duration(est.seconds) if est.seconds is not None else "?",
-                  help="training only; an estimate from " + est.throughput_source)
+                  help="training only, not data preparation; from " + est.throughput_source)
         st.caption(f"**An estimate**, not a measurement: ~{format_count(est.tokens_per_s)} tokens/s on {est.device_name} "
                    f"({est.throughput_source}).")
-        st.dataframe(pd.DataFrame(estimate_rows(est), columns=["", "estimate"]), hide_index=True, width="stretch")
         for note in est.notes:
             (st.warning if "needs" in note else st.caption)(note)
     else:
-        st.caption("Fix the settings to see an estimate.")
+        st.error(problem, icon=":material/front_hand:")
+
+with side:
+    if est is not None:
+        st.markdown("**Where the estimate comes from**")
+        st.dataframe(pd.DataFrame(estimate_rows(est), columns=["", "estimate"]), hide_index=True, width="stretch")
 
 with form:
-    if problem:
-        st.error(problem, icon="✋")
     if st.button("Launch", type="primary", disabled=problem is not None, key="train_launch", icon=":material/rocket_launch:"):
         try:
             job = registry.submit(spec, cwd=REPO_ROOT)
         except BertLabError as exc:
-            st.error(str(exc), icon="✋")
+            st.error(str(exc), icon=":material/front_hand:")
         else:
             st.session_state["jobs_focus"] = job.id
             st.success(f"Job **{job.id}** is {job.state}. Its folder: `{job.run_dir}`")

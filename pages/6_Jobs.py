@@ -13,8 +13,10 @@ from bertlab.jobs import JobRegistry, gpu_stats
 from bertlab.jobs_view import (
     answer_html,
     curves_figure,
+    job_heading,
     job_label,
     jobs_table,
+    label_text,
     live_numbers,
     probabilities_figure,
     tags_html,
@@ -70,7 +72,7 @@ def live() -> None:
         st.warning("This run is gone (deleted?). Pick another one.")
         return
 
-    st.subheader(job_label(job))
+    st.subheader(job_heading(job))
     st.caption(f"`{job.run_dir}`" + (f" · `{job.command}`" if job.command else ""))
     metrics = registry.metrics(job.id)
     numbers = live_numbers(job, metrics)
@@ -80,7 +82,7 @@ def live() -> None:
         st.progress(min(1.0, max(0.0, float(job.progress))))
 
     if job.state == "failed":
-        st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon="❌")
+        st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon=":material/error:")
     elif job.state == "cancelled":
         st.info("Cancelled. " + ("Resume continues from its last checkpoint (step "
                                  f"{job.status.get('checkpoint_step', '?')})." if job.has_checkpoint else "No checkpoint was saved; Resume starts it again."))
@@ -119,7 +121,7 @@ def live() -> None:
                 st.session_state.pop(PICK, None)
                 st.rerun()
     except BertLabError as exc:
-        st.warning(str(exc), icon="✋")
+        st.warning(str(exc), icon=":material/front_hand:")
     if not managed:
         st.caption("Started outside the job registry (no job.json): it cannot be cancelled from here.")
 
@@ -198,8 +200,9 @@ if job is not None and job.state == "finished" and job.has_model:
             show_error(exc)
         else:
             if shape in ("single", "pair"):
-                st.markdown(f"Prediction: **{pred.label}** ({pred.score:.0%})")
-                show_figure(probabilities_figure(pred.probabilities, pred.label), f"{job.id}-prediction", key=f"{key}-bar", export=False)
+                st.markdown(f"Prediction: **{label_text(fm.task, pred.label)}** ({pred.score:.0%})")
+                show_figure(probabilities_figure(pred.probabilities, pred.label, task=fm.task), f"{job.id}-prediction",
+                            key=f"{key}-bar", export=False)
             elif shape == "regression":
                 st.metric("Predicted score", f"{pred.score:.2f}")
             elif shape == "tagging":

@@ -367,10 +367,10 @@ def test_estimate_uses_measured_throughput_of_an_earlier_run(runs):
     (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "model_config": {
         "num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}, "config": {"data": {"max_seq_length": 128}}}))
     (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "tokens_per_s": 1234.0}) + "\n" for s in range(5)))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 10.0}) + "\n" for s in range(5)))
     est = estimate(cfg, batch_size=32, seq_length=128, max_steps=100, device="cpu", runs_dir=runs)
-    assert est.throughput_source == "measured in run earlier" and est.tokens_per_s == 1234.0
-    assert est.seconds == pytest.approx(100 * 32 * 128 / 1234.0)
+    assert est.throughput_source == "measured in run earlier" and est.tokens_per_s == 1280.0
+    assert est.seconds == pytest.approx(100 * 32 / 10.0)  # 3.2 s a step at 10 sequences/s
 
 
 def test_estimate_of_a_spec(runs, data):
