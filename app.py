@@ -10,9 +10,18 @@ import streamlit as st
 from bertlab.catalog import model_card, read_readme
 from bertlab.config import preset
 from bertlab.figures import architecture_figure
-from pages.common import concept, load_chosen_model, setup_page, show_figure
+from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
 
 setup_page("Home", ":material/science:")
+
+PAGE_BLURBS = {
+    "Fill mask": "Fill-mask: what goes in the [MASK]?",
+    "Next sentence": "Next sentence: does B follow A?",
+    "Attention": "Attention: what each head looks at; switching heads off",
+    "How an example is made": "How a pretraining example is made",
+    "Train": "Train: pretrain or fine-tune a BERT of your own",
+    "Jobs": "Jobs: follow and manage training runs",
+}
 
 st.title("BERT Lab")
 st.markdown(
@@ -24,7 +33,7 @@ st.markdown(
 
 lm, problem = load_chosen_model()
 if problem:
-    st.warning(problem, icon="⚠️")
+    st.warning(problem, icon=":material/warning:")
 
 left, right = st.columns([5, 4], gap="large")
 with left:
@@ -38,18 +47,8 @@ with left:
         "output *T*ᵢ feeds the masked-LM head."
     )
     st.subheader("Pages")
-    st.page_link(
-        "pages/1_Fill_mask.py", label="Fill-mask: what goes in the [MASK]?", icon=":material/format_color_text:"
-    )
-    st.page_link("pages/2_Next_sentence.py", label="Next sentence: does B follow A?", icon=":material/link:")
-    st.page_link(
-        "pages/3_Attention.py",
-        label="Attention: what each head looks at; switching heads off",
-        icon=":material/visibility:",
-    )
-    st.page_link(
-        "pages/4_How_an_example_is_made.py", label="How a pretraining example is made", icon=":material/extension:"
-    )
+    for path, label in app_pages()[1:]:
+        st.page_link(path, label=PAGE_BLURBS.get(label, label), icon=PAGE_ICONS.get(label, DEFAULT_ICON))
 with right:
     config = lm.config if lm is not None else preset("mini")
     caption = "the chosen model" if lm is not None else "a mini BERT (no model loaded)"

@@ -165,9 +165,10 @@ def find_checkpoints(
     """
     shipped = shipped_model_path()
     exists = is_checkpoint_dir(shipped)
+    name = shipped.name if shipped.name != "model" else f"{shipped.parent.name}/model"
     entries = [
         CheckpointEntry(
-            f"{shipped.name} (default)",
+            f"{name} (default)",
             str(shipped),
             SHIPPED,
             exists,

@@ -43,7 +43,12 @@ FONT = dict(family="Inter, Source Sans Pro, Helvetica, Arial, sans-serif", size=
 
 def _layout(fig: go.Figure, title: str = "", height: int | None = None, **kw) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        # Titles sit at the very top of the figure, above any tick labels drawn on top.
+        title=dict(
+            text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8), font=dict(size=15)
+        )
+        if title
+        else None,
         font=FONT,
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
         plot_bgcolor="white",
@@ -148,7 +153,9 @@ def layer_predictions_figure(guesses: Sequence[LayerGuess], whole_words: bool = 
     )
     fig.update_xaxes(tickvals=list(range(1, k + 1)), ticktext=[f"#{r}" for r in range(1, k + 1)], side="top")
     fig.update_yaxes(tickvals=list(range(len(guesses))), ticktext=ylabels)
-    return _layout(fig, title, height=80 + 46 * len(guesses))
+    _layout(fig, title, height=100 + 46 * len(guesses))
+    fig.update_layout(margin=dict(t=70 if title else 30))
+    return fig
 
 
 def answer_by_layer(guesses: Sequence[LayerGuess], token_id: int) -> list[float | None]:
@@ -205,8 +212,10 @@ def comparison_bar(rows: Sequence[dict], title: str = "") -> go.Figure:
         )
     top = max([0.0] + [r[k] for r in rows for k in ("all heads", "heads off") if not np.isnan(r[k])])
     fig.update_yaxes(tickformat=_tick_format(top), rangemode="tozero", showgrid=True, gridcolor="#eee")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.12, x=0))
-    return _layout(fig, title, height=340)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+    _layout(fig, title, height=360)
+    fig.update_layout(margin=dict(t=70))
+    return fig
 
 
 def nsp_figure(is_next_prob: float, title: str = "") -> go.Figure:
@@ -253,7 +262,7 @@ def attention_heatmap(tokens: Sequence[str], matrix: np.ndarray, title: str = ""
             customdata=hover,
             colorscale="Blues",
             zmin=0,
-            zmax=1,
+            zmax=max(0.05, float(np.nanmax(m))) if m.size else 1,  # darkest = this head's strongest weight
             colorbar=dict(title="weight", thickness=12),
             hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
         )
@@ -266,7 +275,7 @@ def attention_heatmap(tokens: Sequence[str], matrix: np.ndarray, title: str = ""
             text="switched off", x=(T - 1) / 2, y=(T - 1) / 2, showarrow=False, font=dict(size=18, color=GREY)
         )
     _layout(fig, title, height=side)
-    fig.update_layout(margin=dict(t=(45 if title else 10) + 7 * max((len(t) for t in tokens), default=1)))
+    fig.update_layout(margin=dict(t=(40 if title else 10) + 6 * max((len(t) for t in tokens), default=1)))
     return fig
 
 
@@ -369,7 +378,7 @@ def head_grid(
             customdata=custom,
             colorscale="Blues",
             zmin=0,
-            zmax=1,
+            zmax=_max_or(z, 1.0),  # one scale for every tile, so heads compare
             hovertemplate="%{customdata}: %{z:.2f}<extra></extra>",
             hoverongaps=False,
             colorbar=dict(title="weight", thickness=12),

@@ -79,16 +79,18 @@ with controls:
     )
 
 if not masked.strip():
-    st.warning("The sentence is empty: type a sentence with [MASK] where a word should go.", icon="✋")
+    st.warning(
+        "The sentence is empty: type a sentence with [MASK] where a word should go.", icon=":material/edit_note:"
+    )
     st.stop()
 if "[MASK]" not in masked:
     if mode == CLICK:
-        st.info("Click one or more words above to mask them.", icon="👆")
+        st.info("Click one or more words above to mask them.", icon=":material/touch_app:")
     else:
         st.warning(
             "There is no [MASK] in the sentence. Write [MASK] (with the brackets) where the model should "
             "guess a word, or switch to “Click words to mask them”.",
-            icon="✋",
+            icon=":material/edit_note:",
         )
     st.stop()
 

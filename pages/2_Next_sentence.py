@@ -53,7 +53,7 @@ with controls:
 if not text_a.strip() or not text_b.strip():
     st.warning(
         "Type both sentences: " + ("sentence A is empty" if not text_a.strip() else "sentence B is empty") + ".",
-        icon="✋",
+        icon=":material/edit_note:",
     )
     st.stop()
 
@@ -84,7 +84,8 @@ else:
         if truth and truth[0] == text_a and truth[1] == text_b:
             right = truth[2] == result.is_next
             st.markdown(
-                ("✅ Right: " if right else "❌ Wrong: ") + f"this pair is {'IsNext' if truth[2] else 'NotNext'}."
+                (":green[:material/check_circle: Right]: " if right else ":red[:material/cancel: Wrong]: ")
+                + f"this pair is {'IsNext' if truth[2] else 'NotNext'}."
             )
         st.caption(f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()}.")
     show_figure(nsp_figure(p), "nsp", key="nsp_bar", export=False)

@@ -56,7 +56,7 @@ with controls:
     text_b = st.text_input("Sentence B (optional)", value="It fell asleep in the sun.", key="att_b")
 
 if not text_a.strip():
-    st.warning("Sentence A is empty: type a sentence to see its attention.", icon="✋")
+    st.warning("Sentence A is empty: type a sentence to see its attention.", icon=":material/edit_note:")
     st.stop()
 text_b = text_b if text_b.strip() else None
 show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b))
@@ -73,7 +73,8 @@ tokens = ins.tokens
 stats_here = head_statistics(ins.attentions, tokens)
 if off:
     st.info(
-        f"{len(off)} head(s) switched off on this page: {', '.join(off)}. Change this in “Switch heads off”.", icon="🔌"
+        f"{len(off)} head(s) switched off on this page: {', '.join(off)}. Change this in “Switch heads off”.",
+        icon=":material/power_off:",
     )
 
 # Only the open tab is computed (on_change="rerun" + .open): one interaction stays fast.
@@ -213,10 +214,10 @@ with tab_off:
             "Fill-mask sentence", value="The cat sat on the [MASK].", key="att_mask_text", persist_state="page"
         )
         if "[MASK]" not in mask_text:
-            st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon="✋")
+            st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon=":material/edit_note:")
             mask_text = None
         if not off_pairs:
-            st.info("All heads are on. Switch some off above to see what changes.", icon="👆")
+            st.info("All heads are on. Switch some off above to see what changes.", icon=":material/touch_app:")
         else:
             try:
                 cmp = compare_ablation(lm, head_mask, mask_text=mask_text, text_a=text_a, text_b=text_b, top_k=8)

@@ -73,7 +73,9 @@ with controls:
     )
 
 if not text.strip():
-    st.warning("The text is empty: type a few sentences (a blank line separates documents).", icon="✋")
+    st.warning(
+        "The text is empty: type a few sentences (a blank line separates documents).", icon=":material/edit_note:"
+    )
     st.stop()
 
 try:
@@ -92,11 +94,14 @@ except BertLabError as exc:
     show_error(exc)
     st.stop()
 except ValueError as exc:  # a config the data module refuses, said plainly
-    st.warning(f"These settings cannot make examples: {exc}", icon="✋")
+    st.warning(f"These settings cannot make examples: {exc}", icon=":material/edit_note:")
     st.stop()
 
 if not instances:
-    st.warning("No example could be made from this text: it is too short. Type a few more sentences.", icon="✋")
+    st.warning(
+        "No example could be made from this text: it is too short. Type a few more sentences.",
+        icon=":material/edit_note:",
+    )
     st.stop()
 
 st.caption(

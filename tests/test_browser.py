@@ -209,7 +209,7 @@ def test_fill_mask_without_mask_warns(server, page, shots):
     _screenshot(page, shots / "Fill_mask-no-mask.png")
 
 
-def test_attention_all_heads_tab(server, page, shots):
+def test_attention_tabs(server, page, shots):
     page.goto(f"{server}/Attention", timeout=60_000)
     _wait_idle(page)
     page.get_by_role("tab", name="All heads").click()
@@ -221,3 +221,16 @@ def test_attention_all_heads_tab(server, page, shots):
     _wait_idle(page)
     _check_clean(page, "Attention (statistics)")
     _screenshot(page, shots / "Attention-statistics.png")
+    page.get_by_role("tab", name="Switch heads off").click()
+    _wait_idle(page)
+    page.get_by_role("button", name="Switch off this layer").click()
+    _wait_idle(page)
+    page.get_by_text("switched off on this page").first.wait_for(timeout=30_000)
+    _check_clean(page, "Attention (heads off)")
+    _screenshot(page, shots / "Attention-heads-off.png")
+    page.get_by_role("tab", name="bertviz").click()
+    _wait_idle(page)
+    page.get_by_text("Show bertviz").first.click()
+    _wait_idle(page)
+    _check_clean(page, "Attention (bertviz)")  # offline the view may stay blank, but nothing breaks
+    _screenshot(page, shots / "Attention-bertviz.png")

@@ -215,7 +215,7 @@ def require_model() -> LoadedModel:
     """The chosen model, or an error message and `st.stop()`: the page never goes on without one."""
     lm, message = load_chosen_model()
     if lm is None:
-        st.error(message, icon="⚠️")
+        st.error(message, icon=":material/warning:")
         st.stop()
     with st.sidebar:
         c = lm.config
@@ -237,7 +237,7 @@ def show_notes(notes: Iterable[InputNote]) -> None:
 def show_error(exc: BaseException) -> None:
     """A plain message for an error the user can fix (BertLabError); logged otherwise."""
     if isinstance(exc, BertLabError):
-        st.warning(str(exc)[0].upper() + str(exc)[1:], icon="✋")
+        st.warning(str(exc)[0].upper() + str(exc)[1:], icon=":material/edit_note:")
     else:
         log.exception("unexpected error", exc_info=exc)
         st.error(f"Something went wrong ({type(exc).__name__}: {exc}). Try another input.")
