@@ -164,7 +164,11 @@ def truncation_point(tokenizer: BertTokenizer, text: str, max_length: int, text_
         if n_kept == n_full:
             continue
         cut_at = kept_offsets[-1][1] if kept_offsets else 0
-        tail = source[max(0, cut_at - 40) : cut_at].strip()
+        start = max(0, cut_at - 40)
+        tail = source[start:cut_at]
+        if start > 0 and " " in tail:
+            tail = tail[tail.index(" ") + 1 :]  # start at a whole word
+        tail = tail.strip()
         out.append(
             f"{name} is {n_full} tokens and only the first {n_kept} fit (the model reads {max_length} tokens in all, "
             f"[CLS] and [SEP] included): everything after '…{tail}' (character {cut_at:,}) was cut"

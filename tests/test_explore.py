@@ -1,0 +1,73 @@
+"""bertlab.explore: clickable words, whole-word masking, plain-language input notes, examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertlab.errors import InputError
+from bertlab.explore import (
+    FILL_MASK_EXAMPLES,
+    NSP_EXAMPLES,
+    independent_text,
+    input_notes,
+    mask_words,
+    maskable_words,
+    split_words,
+    truncation_point,
+    unknown_words,
+)
+from bertlab.inference import load_model
+
+
+def test_split_words_keeps_masks_and_punctuation():
+    words = split_words("The cat's [MASK] sat, happily.")
+    assert [w.text for w in words] == ["The", "cat's", "[MASK]", "sat", ",", "happily", "."]
+    assert words[2].is_mask and words[4].is_punctuation and not words[1].is_punctuation
+    assert [w.text for w in maskable_words("The cat's [MASK] sat, happily.")] == ["The", "cat's", "sat", "happily"]
+    assert split_words("") == []
+
+
+def test_mask_words_one_mask_per_piece(tokenizer):
+    text = "the dog walked to the park ."
+    assert mask_words(text, [1]) == "the [MASK] walked to the park ."
+    assert mask_words(text, [1, 4], tokenizer) == "the [MASK] walked to [MASK] park ."
+    pieces = len(tokenizer.tokenize("walked"))
+    assert mask_words(text, [2], tokenizer) == "the dog " + " ".join(["[MASK]"] * pieces) + " to the park ."
+    assert mask_words(text, [2], tokenizer, whole_word=False) == "the dog [MASK] to the park ."
+    assert mask_words(text, []) == text
+    with pytest.raises(InputError, match="does not exist"):
+        mask_words(text, [99])
+
+
+def test_unknown_words_and_notes(tokenizer):
+    assert unknown_words(tokenizer, "the cat sat .") == []
+    assert unknown_words(tokenizer, "the ☃ sat", "a ☃ and €") == ["☃", "€"]
+    notes = input_notes(tokenizer, 64, "the ☃ sat")
+    assert len(notes) == 1 and notes[0].level == "warning" and "'☃'" in notes[0].message and "[UNK]" in notes[0].message
+
+
+def test_truncation_says_where(tokenizer):
+    text = "the cat sat on the mat . " * 10
+    assert truncation_point(tokenizer, "the cat sat .", 16) == []
+    (msg,) = truncation_point(tokenizer, text, 16)
+    assert "the text is 70 tokens and only the first 14 fit" in msg
+    assert "after '…on the mat . the cat sat on the mat .' (character 49)" in msg
+    pair = truncation_point(tokenizer, "the cat .", "the dog ran to the park . " * 5, 16)
+    assert len(pair) == 1 and pair[0].startswith("sentence B is")
+    assert input_notes(tokenizer, 16, text)[0].message.startswith("Input too long")
+
+
+def test_independent_text(tiny_checkpoint):
+    lm = load_model(tiny_checkpoint, device="cpu")
+    result = lm.fill_mask("the [MASK] sat on the [MASK] .", top_k=3)
+    text = independent_text(lm.tokenizer, lm.max_length, result)
+    assert "[MASK]" not in text and text.startswith("the ") and text.endswith(" .")
+    first, second = (m.candidates[0].token for m in result.masks)
+    assert first.lstrip("#") in text and second.lstrip("#") in text
+
+
+def test_examples_are_well_formed():
+    assert all(t.count("[MASK]") >= 1 for t in FILL_MASK_EXAMPLES)
+    labels = [label for label, *_ in NSP_EXAMPLES]
+    assert len(set(labels)) == len(labels)
+    assert {truth for *_, truth in NSP_EXAMPLES} == {True, False}
