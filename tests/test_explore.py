@@ -52,7 +52,7 @@ def test_truncation_says_where(tokenizer):
     (msg,) = truncation_point(tokenizer, text, 16)
     assert "the text is 70 tokens and only the first 14 fit" in msg
     assert "after '…on the mat . the cat sat on the mat .' (character 49)" in msg
-    pair = truncation_point(tokenizer, "the cat .", "the dog ran to the park . " * 5, 16)
+    pair = truncation_point(tokenizer, "the cat .", 16, "the dog ran to the park . " * 5)
     assert len(pair) == 1 and pair[0].startswith("sentence B is")
     assert input_notes(tokenizer, 16, text)[0].message.startswith("Input too long")
 
