@@ -555,34 +555,46 @@ def _device_info(device: str) -> tuple[str, float | None, float, str]:
     return name, mem, TABULATED_FLOPS[key], key
 
 
+def _run_seq_length(run_config: dict) -> int | None:
+    """max_seq_length of a pretraining (config.data.max_seq_length) or fine-tuning (config.max_seq_length) run."""
+    cfg = run_config.get("config")
+    if not isinstance(cfg, dict):
+        return None
+    data = cfg.get("data")
+    value = data.get("max_seq_length") if isinstance(data, dict) else cfg.get("max_seq_length")
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
 def _measured_tokens_per_s(config: BertConfig, seq_length: int, device: str, root: Path | None) -> tuple[float, str] | None:
-    """Median training tokens/s of earlier runs of the same model shape on the same kind of device."""
+    """Median training throughput of the newest earlier run of the same model shape on the same kind of device."""
+    from bertlab.training import read_metrics
+
     root = Path(root) if root else runs_root()
     if not root.is_dir():
         return None
     shape = (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size)
-    best: tuple[float, str] | None = None
-    for run in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)[:50]:
-        rc = _read_json(run / "run_config.json") or {}
-        mc = rc.get("model_config") or {}
-        status = _read_json(run / "status.json") or {}
-        if (mc.get("num_layers"), mc.get("hidden_size"), mc.get("num_heads"), mc.get("intermediate_size")) != shape:
+    for run in sorted((p for p in root.iterdir() if _is_run_dir(p)), key=_mtime, reverse=True)[:50]:
+        try:
+            rc = _read_json(run / "run_config.json") or {}
+            mc = rc.get("model_config") or {}
+            status = _read_json(run / "status.json") or {}
+            if (mc.get("num_layers"), mc.get("hidden_size"), mc.get("num_heads"), mc.get("intermediate_size")) != shape:
+                continue
+            if not str(status.get("device", "")).startswith(device):
+                continue
+            run_seq = _run_seq_length(rc) or seq_length
+            if not (seq_length / 2 <= run_seq <= seq_length * 2):
+                continue
+            # Sequences/s times that run's sequence length: the padded tokens the model computed on,
+            # not only the real ones (tokens_per_s), which a corpus of short documents makes few.
+            rates = sorted(float(r["seq_per_s"]) * run_seq for r in read_metrics(run)[1:]
+                           if r.get("split") == "train" and r.get("seq_per_s"))
+        except (AttributeError, TypeError, ValueError, OSError) as exc:  # a run folder from another version
+            log.debug("skipping %s for throughput: %s", run, exc)
             continue
-        if not str(status.get("device", "")).startswith(device):
-            continue
-        run_seq = ((rc.get("config") or {}).get("data") or {}).get("max_seq_length") or seq_length
-        if not (seq_length / 2 <= run_seq <= seq_length * 2):
-            continue
-        from bertlab.training import read_metrics
-
-        # Sequences/s times that run's sequence length: the padded tokens the model computed on,
-        # not only the real ones (tokens_per_s), which a corpus of short documents makes few.
-        rates = sorted(r["seq_per_s"] * run_seq for r in read_metrics(run)[1:]
-                       if r.get("split") == "train" and r.get("seq_per_s"))
         if len(rates) >= 2:
-            best = (rates[len(rates) // 2], f"measured in run {run.name}")
-            break
-    return best
+            return rates[len(rates) // 2], f"measured in run {run.name}"
+    return None
 
 
 def estimate(

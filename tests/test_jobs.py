@@ -373,6 +373,19 @@ def test_estimate_uses_measured_throughput_of_an_earlier_run(runs):
     assert est.seconds == pytest.approx(100 * 32 / 10.0)  # 3.2 s a step at 10 sequences/s
 
 
+def test_estimate_reads_finetuning_runs_too(runs):
+    """A fine-tuning run_config has `data` as a path and max_seq_length at the top."""
+    run = runs / "finetuned"
+    run.mkdir(parents=True)
+    (run / "run_config.json").write_text(json.dumps({"kind": "finetune", "config": {"data": "/d", "max_seq_length": 64},
+                                                     "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2,
+                                                                      "intermediate_size": 512}}))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4)))
+    est = estimate(preset("tiny"), batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs)
+    assert est.throughput_source == "measured in run finetuned" and est.tokens_per_s == 20.0 * 64
+
+
 def test_estimate_of_a_spec(runs, data):
     corpus, cache = data
     est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
