@@ -380,6 +380,33 @@ class GracefulStop:
         return False
 
 
+def prefetch(iterator: Iterator, depth: int = 4) -> Iterator:
+    """Build the next batches in a background thread while the GPU works on this one, so data
+    preparation (masking, padding) is never what the accelerator waits for. Order is kept."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+
+    def work():
+        try:
+            for item in iterator:
+                q.put(item)
+        except BaseException as exc:  # hand errors to the consumer
+            q.put(exc)
+        q.put(done)
+
+    threading.Thread(target=work, daemon=True, name="bertlab-prefetch").start()
+    while True:
+        item = q.get()
+        if item is done:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 @dataclass
 class TrainResult:
     state: str  # finished | cancelled
@@ -509,6 +536,8 @@ def train(
         try:
             while not progress.done(cfg):
                 batches = task.batches(progress.epoch, progress.batch_in_epoch, info.rank, info.world)
+                if device.type == "cuda":
+                    batches = prefetch(batches)
                 exhausted = False
                 while not progress.done(cfg):
                     t0 = time.time()

@@ -1,0 +1,97 @@
+"""bertlab.training: schedule, optimizer groups, budgets, prefetching, graceful stop."""
+
+import os
+import signal
+
+import pytest
+import torch
+
+from bertlab.errors import InputError
+from bertlab.model import BertForPreTraining
+from bertlab.training import (
+    GracefulStop,
+    Progress,
+    TrainConfig,
+    build_optimizer,
+    lr_factor,
+    prefetch,
+    read_metrics,
+    update_status,
+    warmup_fraction,
+)
+from conftest import tiny_config
+
+
+def test_lr_schedule_warms_up_then_decays_linearly():
+    assert lr_factor(0.0, 0.1) == 0.0
+    assert lr_factor(0.05, 0.1) == pytest.approx(0.5)
+    assert lr_factor(0.1, 0.1) == pytest.approx(1.0)
+    assert lr_factor(0.55, 0.1) == pytest.approx(0.5)
+    assert lr_factor(1.0, 0.1) == 0.0
+    assert warmup_fraction(TrainConfig(max_steps=1000, warmup=100)) == pytest.approx(0.1)
+    with pytest.raises(InputError, match="max_steps"):
+        warmup_fraction(TrainConfig(max_time_s=60, warmup=100))
+
+
+def test_no_weight_decay_on_biases_and_layernorm():
+    model = BertForPreTraining(tiny_config(50))
+    opt = build_optimizer(model, TrainConfig(max_steps=1, weight_decay=0.01))
+    decay, no_decay = opt.param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(not names[id(p)].endswith("bias") and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert any("LayerNorm" in names[id(p)] for p in no_decay["params"])
+    n_params = len({id(p) for p in model.parameters()})
+    assert len(decay["params"]) + len(no_decay["params"]) == n_params  # tied decoder counted once
+
+
+def test_budgets():
+    with pytest.raises(InputError, match="budget"):
+        TrainConfig()
+    with pytest.raises(InputError, match="divisible"):
+        TrainConfig(max_steps=1, batch_size=10, grad_accum=3)
+    cfg = TrainConfig(max_steps=100, max_tokens=1000)
+    p = Progress(step=10, tokens=500)
+    assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)
+    assert Progress(step=100).done(cfg)
+    assert Progress(train_time_s=30).fraction(TrainConfig(max_time_s=60)) == pytest.approx(0.5)
+
+
+def test_prefetch_keeps_order_and_raises():
+    assert list(prefetch(iter(range(20)), depth=2)) == list(range(20))
+
+    def broken():
+        yield 1
+        raise ValueError("bad batch")
+
+    with pytest.raises(ValueError, match="bad batch"):
+        list(prefetch(broken()))
+
+
+def test_graceful_stop_sets_flag_on_sigterm():
+    with GracefulStop() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+    assert signal.getsignal(signal.SIGTERM) is not stop._handle
+
+
+def test_status_and_metrics_files(tmp_path):
+    update_status(tmp_path, state="running", step=3)
+    s = update_status(tmp_path, step=4)
+    assert s["state"] == "running" and s["step"] == 4
+    (tmp_path / "metrics.jsonl").write_text('{"split": "train", "step": 1}\n{"split": "tr')  # half-written line
+    assert read_metrics(tmp_path) == [{"split": "train", "step": 1}]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_bf16_autocast_on_cuda():
+    from bertlab.training import resolve_precision
+
+    cfg = TrainConfig(max_steps=1)
+    assert resolve_precision(cfg, torch.device("cuda")) in (torch.bfloat16, torch.float16)
+    model = BertForPreTraining(tiny_config(50)).cuda()
+    ids = torch.randint(5, 50, (2, 8), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = model(ids, mlm_labels=ids)
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
