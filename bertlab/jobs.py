@@ -1028,13 +1028,23 @@ class JobRegistry:
         except (ProcessLookupError, PermissionError):
             return False
 
-    def resume(self, job_id: str) -> Job:
-        """Queue a cancelled or failed job again: `--resume` from its checkpoint, or from scratch without one."""
+    def resume(self, job_id: str, wait_s: float = 15.0) -> Job:
+        """Queue a cancelled or failed job again: `--resume` from its checkpoint, or from scratch without one.
+
+        A job that has just been cancelled may still be writing its checkpoint and exiting; resume
+        waits up to `wait_s` seconds for its processes to end.
+        """
         job = self.get(job_id)
-        if job.alive or job.state in ("queued", *ACTIVE_STATES):
+        if job.state in ("queued", *ACTIVE_STATES):
             raise JobError(f"{job_id} is {job.state}; resume works on cancelled or failed jobs")
         if job.state == "finished":
             raise JobError(f"{job_id} has finished; to train further, submit a new job")
+        deadline = time.monotonic() + wait_s
+        while job.alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = read_job(job.run_dir)
+        if job.alive:
+            raise JobError(f"{job_id} is still stopping (saving its checkpoint and exiting); try Resume again in a few seconds")
         if not job.managed:
             if job.kind != "pretrain":
                 raise JobError(f"{job_id} was started outside the job registry; resume it with the command that made it plus --resume")

@@ -71,6 +71,10 @@ def _series(lines: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def _line_mode(x: Sequence) -> str:
+    return "lines" if len(x) > 2 else "lines+markers"  # one or two points: a line alone would not show
+
+
 def score_keys(train: Sequence[dict], evals: Sequence[dict]) -> tuple[list[str], list[str]]:
     """Accuracy-like keys of train lines (x_acc) and of eval lines (accuracy, f1, mcc, ...)."""
     tk = sorted({k for m in train for k, v in m.items() if _finite(v) and (k.endswith("_acc") or k == "accuracy")})
@@ -87,7 +91,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
                         shared_xaxes="all")  # one step axis: a lone eval point sits where it belongs
     x, y = _series(train, "loss")
     if x:
-        fig.add_trace(go.Scatter(x=x, y=y, name="train loss", mode="lines", line=dict(color=BLUE)), 1, 1)
+        fig.add_trace(go.Scatter(x=x, y=y, name="train loss", mode=_line_mode(x), line=dict(color=BLUE)), 1, 1)
     eval_loss = "loss" if any(_finite(m.get("loss")) for m in evals) else "mlm_loss"
     x, y = _series(evals, eval_loss)
     if x:
@@ -97,7 +101,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     train_keys, eval_keys = score_keys(train, evals)
     for n, key in enumerate(train_keys):
         x, y = _series(train, key)
-        fig.add_trace(go.Scatter(x=x, y=y, name=f"train {key.replace('_', ' ')}", mode="lines",
+        fig.add_trace(go.Scatter(x=x, y=y, name=f"train {key.replace('_', ' ')}", mode=_line_mode(x),
                                  line=dict(color=palette[n % len(palette)])), 1, 2)
     for n, key in enumerate(eval_keys):
         x, y = _series(evals, key)
@@ -105,7 +109,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
                                  line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash")), 1, 2)
     x, y = _series(train, "lr")
     if x:
-        fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode="lines", line=dict(color=GREY)), 1, 3)
+        fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode=_line_mode(x), line=dict(color=GREY)), 1, 3)
     fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]

@@ -53,14 +53,14 @@ if st.session_state.get(PICK) not in ids:
     st.session_state[PICK] = ids[0]
 by_id = {j.id: j for j in jobs}
 st.selectbox("Run", ids, key=PICK, format_func=lambda i: job_label(by_id[i]))
-something_runs = any(j.state in WAITING for j in jobs)
+something_runs = any(j.state in WAITING or j.alive for j in jobs)  # alive: a cancelled job still saving
 
 
 @st.fragment(run_every=2.0 if something_runs else None)
 def live() -> None:
     """Redrawn every 2 s while a job is queued or running (only this part of the page)."""
     now = _jobs()
-    if something_runs and not any(j.state in WAITING for j in now):
+    if something_runs and not any(j.state in WAITING or j.alive for j in now):
         st.rerun()  # the last job ended: redraw the whole page once (and stop refreshing)
     job = next((j for j in now if j.id == st.session_state.get(PICK)), None)
     with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
@@ -83,6 +83,8 @@ def live() -> None:
 
     if job.state == "failed":
         st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon=":material/error:")
+    elif job.state == "cancelled" and job.alive:
+        st.info("Stopping: saving a checkpoint and exiting…")
     elif job.state == "cancelled":
         st.info("Cancelled. " + ("Resume continues from its last checkpoint (step "
                                  f"{job.status.get('checkpoint_step', '?')})." if job.has_checkpoint else "No checkpoint was saved; Resume starts it again."))
@@ -110,7 +112,8 @@ def live() -> None:
                      help="Stop it: the trainer saves a checkpoint first, so Resume continues from there."):
             registry.cancel(job.id)
             st.rerun()
-        if c2.button("Resume", key=f"resume-{job.id}", disabled=job.state not in ("cancelled", "failed"), icon=":material/play_arrow:",
+        if c2.button("Resume", key=f"resume-{job.id}", disabled=job.alive or job.state not in ("cancelled", "failed"),
+                     icon=":material/play_arrow:",
                      help="Queue it again, continuing from its last checkpoint."):
             registry.resume(job.id)
             st.rerun()

@@ -425,3 +425,22 @@ def test_signal_reaches_only_the_jobs_own_process_group(runs):
     run_dir = _fake_launched_job(runs, "gone", pid)
     job = read_job(run_dir)
     assert JobRegistry._signal(job, signal.SIGTERM) is False
+
+
+def test_resume_waits_for_a_cancelled_job_that_is_still_exiting(runs, monkeypatch):
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    try:
+        _fake_launched_job(runs, "saving", slow.pid, state="cancelled")
+        _fake_launched_job(runs, "exiting", quick.pid, state="cancelled")
+        reg = JobRegistry(runs)
+        assert reg.get("saving").alive and reg.get("saving").state == "cancelled"
+        with pytest.raises(JobError, match="still stopping"):
+            reg.resume("saving", wait_s=0.3)
+        resumed = reg.resume("exiting", wait_s=30)
+        assert resumed.state == "queued" and resumed.job["resume"] is False  # no checkpoint: from scratch
+    finally:
+        for proc in (slow, quick):
+            proc.kill()
+            proc.wait()
