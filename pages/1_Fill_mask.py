@@ -64,6 +64,7 @@ with controls:
             selection_mode="multi",
             format_func=lambda i: next(w.text for w in words if w.index == i),
             key=f"fm_pills_{hash(text)}",
+            wrap=True,
         )
         whole = st.checkbox("Whole-word masking: one [MASK] per WordPiece of the word", value=True, key="fm_whole")
         masked = mask_words(text, picked or [], lm.tokenizer, whole_word=whole)

@@ -234,3 +234,16 @@ def test_attention_tabs(server, page, shots):
     _wait_idle(page)
     _check_clean(page, "Attention (bertviz)")  # offline the view may stay blank, but nothing breaks
     _screenshot(page, shots / "Attention-bertviz.png")
+
+
+def test_fill_mask_click_a_word(server, page, shots):
+    page.goto(f"{server}/Fill_mask", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("Click words to mask them", exact=True).click()
+    _wait_idle(page)
+    page.get_by_text("store", exact=True).first.click()  # a word pill
+    _wait_idle(page)
+    page.get_by_text("The model reads:").first.wait_for(timeout=30_000)
+    _check_clean(page, "Fill_mask (click a word)")
+    assert page.locator(".js-plotly-plot").count() >= 1
+    _screenshot(page, shots / "Fill_mask-click.png")
