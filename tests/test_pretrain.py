@@ -186,3 +186,10 @@ def test_default_model_answers_in_cli():
     data = json.loads(info.stdout)
     assert data["config"]["num_layers"] == 4 and data["has_nsp_head"]
     assert data["card"]["metrics"]["mlm_acc"] > 0.2
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").rglob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_parse(path):
+    cfg = load_config_file(path)
+    model_config = cfg.model_config(8192)
+    assert model_config.use_nsp_head == (cfg.data.objective == "mlm_nsp")
