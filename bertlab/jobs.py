@@ -1233,7 +1233,8 @@ def _cli_run(args) -> int:
         print(f"command  {job.command}")
         last = job.status.get("last_train") or {}
         if last:
-            print("train    " + "  ".join(f"{k}={v:.4g}" for k, v in last.items() if isinstance(v, float)))
+            print("train    " + "  ".join(f"{k}={v:.4g}" for k, v in last.items()
+                                          if isinstance(v, float) and k not in ("time", "progress", "eta_s")))
         if job.status.get("last_eval"):
             print("eval     " + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float))))
         if job.error:

@@ -114,7 +114,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
     fig.update_yaxes(tickformat=".0%", row=1, col=2, **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}))
-    fig.update_yaxes(exponentformat="e", row=1, col=3)
+    fig.update_yaxes(exponentformat="e", rangemode="tozero", row=1, col=3)  # warm-up and decay read from zero
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
         font=FONT, height=340, plot_bgcolor="white", paper_bgcolor="white",
