@@ -312,7 +312,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         "demo_split": bool(cfg.split_dev),
         "max_seq_length": max_len,
         "command": command,
-        "hardware": _hardware(),
+        "hardware": _hardware(train_cfg.num_threads),
         "train_config": asdict(train_cfg),
     }
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
@@ -329,10 +329,10 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     return result
 
 
-def _hardware() -> str:
+def _hardware(num_threads: int = 0) -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"CPU ({platform.processor() or platform.machine()}, {num_threads or torch.get_num_threads()} threads)"
 
 
 # --------------------------------------------------------------------------------------
