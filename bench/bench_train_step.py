@@ -56,8 +56,8 @@ def hf_step(model, opt, b, autocast):
 
 def flops_per_seq(cfg, seq: int, masked: float) -> float:
     """Training FLOPs (forward + backward = 3x forward) of one sequence, counting matmuls only."""
-    H, L, I, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
-    per_token_layer = 2 * (4 * H * H + 2 * H * I)  # QKV + output projections, feed-forward
+    H, L, F, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
+    per_token_layer = 2 * (4 * H * H + 2 * H * F)  # QKV + output projections, feed-forward
     attention = 2 * 2 * seq * H  # scores and context, per token per layer
     head = 2 * (H * H + H * V) * masked  # MLM transform + decoder at the masked share of tokens
     return 3 * seq * (L * (per_token_layer + attention) + head)

@@ -51,7 +51,7 @@ class BertConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_heads
 
-    def replace(self, **changes: Any) -> "BertConfig":
+    def replace(self, **changes: Any) -> BertConfig:
         return dataclasses.replace(self, **changes)
 
     # --- Hugging Face config.json -------------------------------------------------------
@@ -85,7 +85,7 @@ class BertConfig:
         return data
 
     @classmethod
-    def from_hf_dict(cls, data: dict, source: str = "config.json") -> "BertConfig":
+    def from_hf_dict(cls, data: dict, source: str = "config.json") -> BertConfig:
         """Read a Hugging Face `config.json` dict (ours or one written by `transformers`)."""
         act = data.get("hidden_act", "gelu")
         if act not in ("gelu", "gelu_python"):

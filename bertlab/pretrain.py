@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,15 +31,15 @@ from bertlab.pretraining_data import (
     DataConfig,
     InstanceStore,
     PretrainingBatches,
+    collate,
     create_instances,
     data_cache_key,
     pack,
     split_heldout,
     tokenize_documents,
-    collate,
 )
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training import TrainConfig, read_json, train, update_status, write_json_atomic
+from bertlab.training import TrainConfig, hardware_description, read_json, train, update_status, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class PretrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PretrainConfig":
+    def from_dict(cls, data: dict) -> PretrainConfig:
         data = dict(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
@@ -322,7 +321,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         "train_instances": len(train_store),
         "train_instance_tokens": train_store.num_tokens,
         "command": command or " ".join(sys.argv),
-        "hardware": _hardware(),
+        "hardware": hardware_description(cfg.train.num_threads),
         "data_config": asdict(cfg.data),
         "train_config": asdict(cfg.train),
     }
@@ -342,11 +341,6 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         task.save_model(run_dir / "model", model, {})
     return result
 
-
-def _hardware() -> str:
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 # --------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -352,7 +352,7 @@ class InstanceStore:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: Path) -> "InstanceStore":
+    def load(cls, path: Path) -> InstanceStore:
         with np.load(path, allow_pickle=False) as f:
             return cls({k: f[k] for k in f.files})
 
@@ -473,7 +473,7 @@ def explain_instance(
     tokens = tokenizer.convert_ids_to_tokens(inst.input_ids)
     original = list(tokens)
     kinds = [""] * len(tokens)
-    for p, lab, k in zip(inst.masked_positions, inst.masked_labels, inst.mask_kinds):
+    for p, lab, k in zip(inst.masked_positions, inst.masked_labels, inst.mask_kinds, strict=True):
         original[p] = tokenizer.id_to_token.get(lab, "[UNK]")
         kinds[p] = KIND_NAMES[k]
 

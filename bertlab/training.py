@@ -30,9 +30,10 @@ import os
 import random
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -44,7 +45,7 @@ from bertlab.errors import InputError
 log = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.pt"
-STATES = ("queued", "running", "finished", "failed", "cancelled")
+STATES = ("queued", "preparing", "running", "finished", "failed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,15 @@ class TrainTask(Protocol):
 # --------------------------------------------------------------------------------------
 # Run folder
 # --------------------------------------------------------------------------------------
+def hardware_description(num_threads: int = 0) -> str:
+    """What a run trained on, for model cards: GPU name and count, or CPU and threads."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    import platform
+
+    return f"CPU ({platform.processor() or platform.machine()}, {num_threads or torch.get_num_threads()} threads)"
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
@@ -283,7 +293,7 @@ def all_reduce_sum(values: dict[str, float], info: DistInfo, device: torch.devic
     keys = sorted(values)
     t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
     dist.all_reduce(t)
-    return dict(zip(keys, t.tolist()))
+    return dict(zip(keys, t.tolist(), strict=True))
 
 
 # --------------------------------------------------------------------------------------
@@ -489,7 +499,6 @@ def train(
     if info.is_main:
         update_status(run_dir, state="running", pid=os.getpid(), step=progress.step, total_steps=cfg.max_steps or None,
                       started=time.time(), device=str(device), world_size=info.world, error=None)
-    micro = cfg.batch_size // cfg.grad_accum
     per_epoch = task.batches_per_epoch(info.world)
     if per_epoch <= 0:
         raise InputError("the training data gives no batch; add data or lower the batch size")

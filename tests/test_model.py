@@ -3,13 +3,12 @@ parity with Hugging Face transformers on random tiny weights (both directions)."
 
 import pytest
 import torch
+from conftest import tiny_config
 from torch.testing import assert_close
 
-from bertlab.checkpoint import export_state_dict, normalize_keys, load_state
+from bertlab.checkpoint import export_state_dict, load_state, normalize_keys
 from bertlab.config import PRESETS, BertConfig, preset
 from bertlab.model import BertForPreTraining
-
-from conftest import tiny_config
 
 
 def _inputs(vocab, B=3, T=11, seed=1):

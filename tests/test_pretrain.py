@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+from conftest import WORDS
 from torch.testing import assert_close
 
 from bertlab.checkpoint import read_weights
 from bertlab.errors import InputError
 from bertlab.pretrain import load_config_file, run_pretraining
 from bertlab.training import read_metrics
-from conftest import WORDS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,7 +84,7 @@ def test_resume_after_stop_matches_uninterrupted_run(tmp_path, vocab_file):
     b.mkdir()
     cfg_a = _config(a, vocab_file, max_steps=24)
     cfg_b = _config(b, vocab_file, max_steps=24)
-    full = run_pretraining(cfg_a, a / "run", progress_bar=False)
+    run_pretraining(cfg_a, a / "run", progress_bar=False)
     stopped = run_pretraining(cfg_b, b / "run", progress_bar=False, stop_after_steps=10)
     assert stopped.state == "cancelled" and stopped.progress.step == 10
     assert json.loads((b / "run" / "status.json").read_text())["state"] == "cancelled"

@@ -5,6 +5,7 @@ import random
 
 import numpy as np
 import pytest
+from conftest import WORDS
 
 from bertlab.errors import InputError
 from bertlab.pretraining_data import (
@@ -22,8 +23,6 @@ from bertlab.pretraining_data import (
     pack,
     truncate_seq_pair,
 )
-from bertlab.tokenizer import BertTokenizer
-from conftest import WORDS
 
 
 def _token_docs(tokenizer, n_docs=40, n_sents=12, seed=0):
@@ -32,7 +31,7 @@ def _token_docs(tokenizer, n_docs=40, n_sents=12, seed=0):
     rng = random.Random(seed)
     ids = [tokenizer.vocab[w] for w in WORDS]
     docs = []
-    for d in range(n_docs):
+    for _d in range(n_docs):
         docs.append([[ids[rng.randrange(len(ids))] for _ in range(rng.randint(5, 15))] for _ in range(n_sents)])
     return docs
 
@@ -97,7 +96,7 @@ def test_instance_invariants(tokenizer):
         assert ids[0] == tokenizer.cls_id and ids[-1] == tokenizer.sep_id
         assert ids[x.a_len + 1] == tokenizer.sep_id  # A ends where a_len says
         assert ids.count(tokenizer.sep_id) == 2
-        for p, lab in zip(x.masked_positions, x.masked_labels):
+        for p, lab in zip(x.masked_positions, x.masked_labels, strict=False):
             assert lab not in (tokenizer.cls_id, tokenizer.sep_id)  # [CLS]/[SEP] never chosen
             assert 0 < p < len(ids) - 1
         assert x.masked_positions == sorted(x.masked_positions)
@@ -160,8 +159,8 @@ def test_store_roundtrip_and_batches(tokenizer, tmp_path):
     first = [b["input_ids"] for b in batches(0)]
     again = [b["input_ids"] for b in batches(0)]
     resumed = [b["input_ids"] for b in batches(0, start=2)]
-    assert all((p == q).all() for p, q in zip(first, again))
-    assert all((p == q).all() for p, q in zip(first[2:], resumed))
+    assert all((p == q).all() for p, q in zip(first, again, strict=False))
+    assert all((p == q).all() for p, q in zip(first[2:], resumed, strict=False))
     two = list(batches(0, rank=1, world=2))
     assert len(two) == batches.num_batches(2)
 
@@ -209,7 +208,7 @@ def test_explain_text(tokenizer):
     for seed in range(6):
         for e in explain_text(text, tokenizer, DataConfig(max_seq_length=24), seed=seed):
             assert e.tokens[0] == "[CLS]" and e.tokens[e.a_end] == "[SEP]"
-            for t, o, k in zip(e.tokens, e.original_tokens, e.kinds):
+            for t, o, k in zip(e.tokens, e.original_tokens, e.kinds, strict=False):
                 if k == "mask":
                     assert t == "[MASK]"
                 elif k == "keep":

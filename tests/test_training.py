@@ -5,6 +5,7 @@ import signal
 
 import pytest
 import torch
+from conftest import tiny_config
 
 from bertlab.errors import InputError
 from bertlab.model import BertForPreTraining
@@ -19,7 +20,6 @@ from bertlab.training import (
     update_status,
     warmup_fraction,
 )
-from conftest import tiny_config
 
 
 def test_lr_schedule_warms_up_then_decays_linearly():

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import math
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,7 +31,7 @@ from bertlab.finetune.models import FEATURES_HELP, HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TASKS, TaskSpec, get_task
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training import TrainConfig, read_json, train, update_status, write_json_atomic
+from bertlab.training import TrainConfig, hardware_description, read_json, train, update_status, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +311,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         "demo_split": bool(cfg.split_dev),
         "max_seq_length": max_len,
         "command": command,
-        "hardware": _hardware(train_cfg.num_threads),
+        "hardware": hardware_description(train_cfg.num_threads),
         "train_config": asdict(train_cfg),
     }
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
@@ -328,11 +327,6 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         task.save_model(run_dir / "model", model, {})
     return result
 
-
-def _hardware(num_threads: int = 0) -> str:
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"CPU ({platform.processor() or platform.machine()}, {num_threads or torch.get_num_threads()} threads)"
 
 
 # --------------------------------------------------------------------------------------
