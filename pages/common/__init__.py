@@ -205,7 +205,9 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
                 f"The default model `{shipped}` has not been built yet. Pick another model in the sidebar "
                 "(a checkpoint folder or a finished run), or train one on the Train page."
             )
-        return None, f"Could not load **{choice}**: {exc}. Pick another model in the sidebar."
+        # the package's messages start with the path or id the user typed; the sentence here names it already
+        reason = str(exc).removeprefix(f"{choice.strip()}: ").rstrip(". ")
+        return None, f"Could not load **{choice}**: {reason}. Pick another model in the sidebar."
     except Exception as exc:  # a broken file can fail anywhere in torch/safetensors; never show a traceback
         log.exception("loading %s failed", choice)
         return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
