@@ -25,6 +25,10 @@ def _use_example() -> None:
     st.session_state["fm_mode"] = TYPE
 
 
+def _typed() -> None:
+    st.session_state["fm_example"] = None  # the picker must not keep naming an example the user edited
+
+
 controls, explain = st.columns([3, 2], gap="large")
 with explain:
     concept(
@@ -48,7 +52,9 @@ with controls:
             on_change=_use_example,
             placeholder="Pick a ready sentence…",
         )
-        text = st.text_area("Sentence with one or more [MASK]", value=FILL_MASK_EXAMPLES[0], key="fm_text", height=90)
+        text = st.text_area(
+            "Sentence with one or more [MASK]", value=FILL_MASK_EXAMPLES[0], key="fm_text", height=90, on_change=_typed
+        )
         masked = text
     else:
         text = st.text_area(

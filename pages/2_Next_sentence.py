@@ -26,6 +26,11 @@ def _use_example() -> None:
         st.session_state["nsp_a"], st.session_state["nsp_b"] = a, b
 
 
+def _typed() -> None:
+    # the user's own pair: the ready-example picker must not keep naming the example they edited
+    st.session_state["nsp_example"] = None
+
+
 if "nsp_a" not in st.session_state:
     st.session_state["nsp_a"], st.session_state["nsp_b"] = NSP_EXAMPLES[0][1], NSP_EXAMPLES[0][2]
 
@@ -47,8 +52,8 @@ with controls:
         on_change=_use_example,
         placeholder="Pick an IsNext or NotNext pair…",
     )
-    text_a = st.text_area("Sentence A", key="nsp_a", height=80)
-    text_b = st.text_area("Sentence B", key="nsp_b", height=80)
+    text_a = st.text_area("Sentence A", key="nsp_a", height=80, on_change=_typed)
+    text_b = st.text_area("Sentence B", key="nsp_b", height=80, on_change=_typed)
 
 if not text_a.strip() or not text_b.strip():
     st.warning(
