@@ -135,7 +135,8 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     last = train[-1] if train else (job.status.get("last_train") or {})
     out = [("Step", f"{job.step:,}" + (f" / {job.total_steps:,}" if job.total_steps else ""))]
     if job.progress is not None and not job.total_steps:
-        out[0] = ("Progress", f"{job.progress:.0%} (step {job.step:,})")
+        # the step goes in the label: a value this long was cut to "100% (st…" in a five-metric row
+        out[0] = (f"Progress (step {job.step:,})", f"{job.progress:.0%}")
     if _finite(last.get("loss")):
         out.append(("Train loss", f"{last['loss']:.3f}"))
     train_keys, eval_keys = score_keys(train, evals)
