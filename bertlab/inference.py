@@ -286,9 +286,11 @@ class LoadedModel:
         encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
         for e in encs:
             if self.tokenizer.mask_id not in e.ids:
+                # count as the truncation note does: text tokens, [CLS] and [SEP] not included
+                kept = sum(s is not None for s in e.sequence_ids)
                 raise InputError(
-                    f"the text is {len(e) + e.num_dropped} tokens long; the model reads {self.max_length}, "
-                    "and every [MASK] fell in the part that was cut off. Shorten the text."
+                    f"the text is {kept + e.num_dropped} tokens long and only the first {kept} fit; "
+                    "every [MASK] fell in the part that was cut off. Shorten the text."
                 )
         batch = self._batch(encs)
         # Score only the [MASK] positions: the vocabulary projection is most of the cost.
