@@ -87,7 +87,9 @@ with controls:
 
 if not masked.strip():
     st.warning(
-        "The sentence is empty: type a sentence with [MASK] where a word should go.", icon=":material/edit_note:"
+        "The sentence is empty: "
+        + ("type a sentence, then click words to mask them." if mode == CLICK else "type a sentence with [MASK] where a word should go."),
+        icon=":material/edit_note:",
     )
     st.stop()
 if "[MASK]" not in masked:
