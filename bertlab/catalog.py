@@ -129,14 +129,30 @@ def summarize(directory: str | Path) -> str:
     )
 
 
-def find_run_checkpoints(root: str | Path | None = None) -> list[CheckpointEntry]:
-    """Checkpoints of finished runs: `<root>/<run_id>/model/` holding a config.json, newest first."""
+def is_finetuned(directory: str | Path) -> bool:
+    """True for a fine-tuned task model (its config.json has a `bertlab.finetune` section): it has
+    a task head instead of the masked-LM and NSP heads, so the probing pages cannot use it."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    section = config.get("bertlab") if isinstance(config, dict) else None
+    return isinstance(section, dict) and "finetune" in section
+
+
+def find_run_checkpoints(root: str | Path | None = None, include_finetuned: bool = True) -> list[CheckpointEntry]:
+    """Checkpoints of finished runs: `<root>/<run_id>/model/` holding a config.json, newest first.
+
+    Args:
+        root: runs root (default `$BERTLAB_RUNS` or `runs/`).
+        include_finetuned: False leaves out fine-tuned task models (see `is_finetuned`).
+    """
     root = Path(root) if root is not None else runs_root()
     if not root.is_dir():
         return []
     found = []
     for model_dir in root.glob("*/model"):
-        if (model_dir / "config.json").is_file():
+        if (model_dir / "config.json").is_file() and (include_finetuned or not is_finetuned(model_dir)):
             found.append(model_dir)
     found.sort(key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
     return [CheckpointEntry(f"{p.parent.name} (run)", str(p), RUN, True, summarize(p)) for p in found]
@@ -155,13 +171,14 @@ def find_local_checkpoints(root: str | Path | None = None) -> list[CheckpointEnt
 
 
 def find_checkpoints(
-    checkpoints_dir: str | Path | None = None, runs_dir: str | Path | None = None
+    checkpoints_dir: str | Path | None = None, runs_dir: str | Path | None = None, include_finetuned: bool = True
 ) -> list[CheckpointEntry]:
     """Every model a user can pick, the shipped default first (marked missing if not built yet).
 
     Args:
         checkpoints_dir: folder of local checkpoints (default `checkpoints/`).
         runs_dir: runs root (default `$BERTLAB_RUNS` or `runs/`).
+        include_finetuned: False leaves out fine-tuned runs' task models, which have no masked-LM head.
     """
     shipped = shipped_model_path()
     exists = is_checkpoint_dir(shipped)
@@ -176,7 +193,7 @@ def find_checkpoints(
         )
     ]
     seen = {_same(shipped)}
-    for e in find_local_checkpoints(checkpoints_dir) + find_run_checkpoints(runs_dir):
+    for e in find_local_checkpoints(checkpoints_dir) + find_run_checkpoints(runs_dir, include_finetuned):
         key = _same(e.path)
         if key not in seen:
             seen.add(key)

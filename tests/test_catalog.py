@@ -176,3 +176,18 @@ def test_read_readme(tmp_path):
     assert C.read_readme(tmp_path) == ""
     (tmp_path / "README.md").write_text("# card")
     assert C.read_readme(tmp_path) == "# card"
+
+
+def test_find_checkpoints_can_leave_out_finetuned_runs(tmp_path, tiny_checkpoint):
+    runs = tmp_path / "runs"
+    for name in ("pre", "ft"):
+        shutil.copytree(tiny_checkpoint, runs / name / "model")
+    cfg_path = runs / "ft" / "model" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.setdefault("bertlab", {})["finetune"] = {"task": "sst2"}
+    cfg_path.write_text(json.dumps(cfg))
+    assert C.is_finetuned(runs / "ft" / "model") and not C.is_finetuned(runs / "pre" / "model")
+    assert {e.label for e in C.find_run_checkpoints(runs)} == {"pre (run)", "ft (run)"}
+    assert [e.label for e in C.find_run_checkpoints(runs, include_finetuned=False)] == ["pre (run)"]
+    labels = [e.label for e in C.find_checkpoints(tmp_path / "none", runs, include_finetuned=False)]
+    assert "ft (run)" not in labels and "pre (run)" in labels

@@ -121,7 +121,8 @@ def model_picker() -> str:
 
     Returns the chosen model (also kept in `st.session_state["bertlab_model"]` for every page).
     """
-    entries = find_checkpoints()
+    # fine-tuned runs have a task head and no masked-LM head: no page here can load them (the Jobs page tries them)
+    entries = find_checkpoints(include_finetuned=False)
     by_path = {e.path: e for e in entries}
     current = chosen_model()
     # Seed the widgets from the session's choice on every run: widget state does not follow
@@ -148,7 +149,8 @@ def model_picker() -> str:
             key=_CHOICE_KEY,
             on_change=_on_choice,
             label_visibility="collapsed",
-            help="The shipped default, checkpoints under checkpoints/, and finished runs (runs/<id>/model).",
+            help="The shipped default, checkpoints under checkpoints/, and finished pretraining runs (runs/<id>/model). "
+            "Fine-tuned runs are tried on the Jobs page.",
         )
         if other:
             st.text_input(
