@@ -38,6 +38,7 @@ _ABBREV = {
     "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m", "approx",
 }
 _SENT_END = re.compile(r"""([.!?]+["'\u201d\u2019)\]]*)\s+(?=["'\u201c\u2018(\[]?[A-Z0-9])""")
+_SENT_END_ANY = re.compile(r"""([.!?]+["'\u201d\u2019)\]]*)\s+(?=\S)""")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -45,8 +46,10 @@ def split_sentences(text: str) -> list[str]:
     text = re.sub(r"\s+", " ", text).strip()
     if not text:
         return []
+    # All-lowercase text (chat logs, lowercased corpora) has no capital to mark a sentence start.
+    pattern = _SENT_END if any(c.isupper() for c in text) else _SENT_END_ANY
     out, start = [], 0
-    for m in _SENT_END.finditer(text):
+    for m in pattern.finditer(text):
         end = m.end(1)
         prev_word = text[start:m.start(1)].rsplit(" ", 1)[-1].lower().rstrip(".")
         if m.group(1).startswith(".") and (prev_word in _ABBREV or (len(prev_word) == 1 and prev_word.isalpha())):

@@ -1060,7 +1060,8 @@ class JobRegistry:
             if metrics.is_file():  # a fresh start: keep the earlier attempt's curve aside, not mixed in
                 os.replace(metrics, job.run_dir / f"metrics.attempt-{int(time.time())}.jsonl")
         _update_job(job.run_dir, phase="queued", resume=resume, cancel_requested=None, ended=None, returncode=None)
-        _update_status(job.run_dir, state="queued", error=None)
+        # the ETA and speed of the stopped attempt no longer hold; the trainer writes fresh ones
+        _update_status(job.run_dir, state="queued", error=None, eta_s=None)
         self.tick()
         return read_job(job.run_dir)
 

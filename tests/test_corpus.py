@@ -78,3 +78,8 @@ def test_default_corpus_ships_with_gensim():
     corpus = load_corpus(["default"])
     assert len(corpus.documents) > 50 and corpus.num_sentences > 5000
     assert all(len(s) > 15 for s in corpus.documents[0])
+
+
+def test_split_sentences_in_all_lowercase_text():
+    assert split_sentences("they were happy. the history is long! is it? yes") == [
+        "they were happy.", "the history is long!", "is it?", "yes"]
