@@ -53,6 +53,7 @@ def _atomic_dir(target: Path):
         def __enter__(self):
             target.parent.mkdir(parents=True, exist_ok=True)
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+            self.tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is for everyone who can read the folder
             return self.tmp
 
         def __exit__(self, exc_type, exc, tb):
