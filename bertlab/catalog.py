@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.checkpoint import HUB_ID, is_checkpoint_dir
+from bertlab.checkpoint import HUB_ID, is_checkpoint_dir, load_config
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
 from bertlab.inference import REPO_ROOT, default_model_path
@@ -107,14 +107,9 @@ def read_config(directory: str | Path) -> BertConfig:
     Raises:
         CheckpointError: no config.json, or not a BERT config.
     """
-    path = Path(directory) / "config.json"
-    if not path.is_file():
+    if not (Path(directory) / "config.json").is_file():
         raise CheckpointError(f"{directory}: not a checkpoint folder (no config.json)")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc}); the file may be truncated") from exc
-    return BertConfig.from_hf_dict(raw, str(path))
+    return load_config(directory)[0]
 
 
 def summarize(directory: str | Path) -> str:

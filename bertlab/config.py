@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from bertlab.errors import CheckpointError
+from bertlab.errors import CheckpointError, InputError
 
 ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
 
@@ -138,3 +138,36 @@ def preset(name: str, **overrides: Any) -> BertConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown model size {name!r}; choose one of {', '.join(PRESETS)}")
     return PRESETS[name].replace(**overrides)
+
+
+def coerce_field(value: Any, type_name: str, key: str) -> Any:
+    """Bring a config value to its field's declared type: YAML reads `2e-3` as a string and
+    JSON stores tuples as lists."""
+    try:
+        if type_name == "float" and not isinstance(value, bool):
+            return float(value)
+        if type_name == "int" and not isinstance(value, bool):
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError("not a whole number")
+            return int(as_float)
+        if type_name == "bool" and isinstance(value, str):
+            if value.lower() in ("true", "yes", "1", "on"):
+                return True
+            if value.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError("not true/false")
+        if type_name.startswith("tuple") and isinstance(value, list):
+            return tuple(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{key}={value!r}: expected {type_name} ({exc})") from exc
+    return value
+
+
+def dataclass_from_dict(cls: type, values: dict, section: str) -> Any:
+    """Build a config dataclass from a dict, rejecting unknown keys and coercing field types."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(values) - set(fields)
+    if unknown:
+        raise InputError(f"unknown {section} keys {sorted(unknown)}; known: {sorted(fields)}")
+    return cls(**{k: coerce_field(v, str(fields[k].type), f"{section}.{k}") for k, v in values.items()})

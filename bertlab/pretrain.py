@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from bertlab.checkpoint import save_checkpoint
-from bertlab.config import BertConfig, preset
+from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, load_corpus
 from bertlab.errors import InputError
 from bertlab.model import BertForPreTraining
@@ -80,51 +80,18 @@ class PretrainConfig:
         if unknown:
             raise InputError(f"unknown config keys {sorted(unknown)}; known: {sorted(known)}")
         if "data" in data:
-            data["data"] = _make(DataConfig, data["data"], "data")
+            data["data"] = dataclass_from_dict(DataConfig, data["data"], "data")
         if "train" in data:
-            t = dict(data["train"])
-            if "adam_betas" in t:
-                t["adam_betas"] = tuple(t["adam_betas"])
-            data["train"] = _make(TrainConfig, t, "train")
+            data["train"] = dataclass_from_dict(TrainConfig, data["train"], "train")
         for k in ("vocab_size", "eval_instances"):
             if k in data:
-                data[k] = _coerce(data[k], "int", k)
+                data[k] = coerce_field(data[k], "int", k)
         if "lowercase" in data:
-            data["lowercase"] = _coerce(data["lowercase"], "bool", "lowercase")
+            data["lowercase"] = coerce_field(data["lowercase"], "bool", "lowercase")
         if "corpus" in data:
             c = data["corpus"]
             data["corpus"] = tuple([c] if isinstance(c, str) else c)
         return cls(**data)
-
-
-def _coerce(value: Any, type_name: str, key: str) -> Any:
-    """YAML reads `2e-3` as a string; bring scalars to the field's declared type."""
-    try:
-        if type_name == "float" and not isinstance(value, bool):
-            return float(value)
-        if type_name == "int" and not isinstance(value, bool):
-            as_float = float(value)
-            if as_float != int(as_float):
-                raise ValueError("not a whole number")
-            return int(as_float)
-        if type_name == "bool" and isinstance(value, str):
-            if value.lower() in ("true", "yes", "1", "on"):
-                return True
-            if value.lower() in ("false", "no", "0", "off"):
-                return False
-            raise ValueError("not true/false")
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{key}={value!r}: expected {type_name} ({exc})") from exc
-    return value
-
-
-def _make(cls, values: dict, section: str):
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(values) - set(fields)
-    if unknown:
-        raise InputError(f"unknown {section} keys {sorted(unknown)}; known: {sorted(fields)}")
-    values = {k: _coerce(v, str(fields[k].type), f"{section}.{k}") for k, v in values.items()}
-    return cls(**values)
 
 
 def _parse_value(text: str) -> Any:

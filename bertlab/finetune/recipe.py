@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
-from bertlab.config import preset
+from bertlab.config import dataclass_from_dict, preset
 from bertlab.errors import CheckpointError, InputError
 from bertlab.finetune.data import Example, SequenceExample, TaggingExample, load_task_data
 from bertlab.finetune.encoding import Feature, collate, encode_qa, encode_sequences, encode_tagging
@@ -87,10 +87,7 @@ class FinetuneConfig:
         if unknown:
             raise InputError(f"unknown finetune config keys {sorted(unknown)}; known: {sorted(known)}")
         if "train" in data and isinstance(data["train"], dict):
-            t = dict(data["train"])
-            if "adam_betas" in t:
-                t["adam_betas"] = tuple(t["adam_betas"])
-            data["train"] = TrainConfig(**t)
+            data["train"] = dataclass_from_dict(TrainConfig, data["train"], "train")
         return cls(**data)
 
 
