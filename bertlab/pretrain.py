@@ -298,15 +298,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     task = PretrainTask(cfg, tokenizer, model_config, train_store, eval_store, micro, card)
     log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
              cfg.size, model.num_parameters() / 1e6, len(train_store), time.time() - t0)
-    result = train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,
-                   stop_after_steps=stop_after_steps)
-    if result.state == "finished":
-        card.update(steps=result.progress.step, tokens=result.progress.tokens,
-                    train_time_s=round(result.progress.train_time_s, 1),
-                    metrics={k: round(v, 4) for k, v in result.last_eval.items()})
-        task.card = card
-        task.save_model(run_dir / "model", model, {})
-    return result
+    return train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,
+                 stop_after_steps=stop_after_steps)
 
 
 

@@ -101,7 +101,8 @@ class TrainTask(Protocol):
         """Held-out metrics; called on rank 0 only, model in eval mode."""
 
     def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
-        """Write the model in its Hugging Face-compatible format (atomically)."""
+        """Write the model in its Hugging Face-compatible format (atomically); for the final model,
+        `extra["card_updates"]` holds steps, tokens, epochs, time and metrics for its model card."""
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         """Turn summed batch metrics into rates (accuracy, ...) for a log line."""
@@ -654,7 +655,15 @@ def train(
             last_eval = evaluate()
             save("final")
             if info.is_main:
-                task.save_model(run_dir / "model", model, extra_state or {})
+                final = {  # what the model card records about the finished run
+                    "steps": progress.step,
+                    "tokens": progress.tokens,
+                    "epochs": round(progress.epoch + progress.batch_in_epoch / max(1, per_epoch), 2),
+                    "train_time_s": round(progress.train_time_s, 1),
+                    "metrics": {k: round(v, 4) for k, v in last_eval.items()},
+                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }
+                task.save_model(run_dir / "model", model, {**(extra_state or {}), "card_updates": final})
                 update_status(run_dir, state="finished", step=progress.step, progress=1.0, eta_s=0, ended=time.time())
             return TrainResult(state, progress, last_eval, run_dir)
         except BaseException as exc:

@@ -310,19 +310,11 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         "command": command,
         "hardware": hardware_description(train_cfg.num_threads),
         "train_config": asdict(train_cfg),
+        "main_metric": spec.main_metric,
     }
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
-    result = train(task, model, train_cfg, run_dir, resume=resume, progress_bar=progress_bar,
-                   stop_after_steps=stop_after_steps, extra_state={"task": spec.name})
-    if result.state == "finished":
-        card.update(steps=result.progress.step, epochs=round(result.progress.epoch +
-                    result.progress.batch_in_epoch / max(1, task.batches_per_epoch(1)), 2),
-                    train_time_s=round(result.progress.train_time_s, 1),
-                    metrics={k: round(v, 4) for k, v in result.last_eval.items()},
-                    main_metric=spec.main_metric, finished=time.strftime("%Y-%m-%d %H:%M:%S"))
-        task.card = card
-        task.save_model(run_dir / "model", model, {})
-    return result
+    return train(task, model, train_cfg, run_dir, resume=resume, progress_bar=progress_bar,
+                 stop_after_steps=stop_after_steps, extra_state={"task": spec.name})
 
 
 
