@@ -96,8 +96,7 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout_p = config.attention_dropout
-        self.dropout = nn.Dropout(config.attention_dropout)
+        self.dropout = nn.Dropout(config.attention_dropout)  # its .p is also the SDPA path's dropout_p
 
     def forward(
         self,
@@ -105,15 +104,19 @@ class BertSelfAttention(nn.Module):
         attn_bias: torch.Tensor | None,
         head_mask: torch.Tensor | None,
         output_attentions: bool,
+        xq: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """xq: (B, K, H) the rows that ask (queries); None means every position of x."""
         B, T, H = x.shape
         nh, hs = self.num_heads, self.head_size
-        q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        xq = x if xq is None else xq
+        Tq = xq.shape[1]
+        q = self.query(xq).view(B, Tq, nh, hs).transpose(1, 2)  # (B, nh, Tq, hs)
         k = self.key(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         probs = None
         if output_attentions:
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # (B, nh, T, T)
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # (B, nh, Tq, T)
             if attn_bias is not None:
                 scores = scores + attn_bias
             probs = scores.softmax(dim=-1)
@@ -121,15 +124,15 @@ class BertSelfAttention(nn.Module):
             if head_mask is not None:
                 dropped = dropped * head_mask.view(1, nh, 1, 1)
                 probs = probs * head_mask.view(1, nh, 1, 1)
-            context = dropped @ v  # (B, nh, T, hs)
+            context = dropped @ v  # (B, nh, Tq, hs)
         else:
             context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_bias, dropout_p=self.dropout_p if self.training else 0.0
-            )  # (B, nh, T, hs)
+                q, k, v, attn_mask=attn_bias, dropout_p=self.dropout.p if self.training else 0.0
+            )  # (B, nh, Tq, hs)
             if head_mask is not None:
                 # probs @ v is linear in probs, so masking a head's output equals masking its probs
                 context = context * head_mask.view(1, nh, 1, 1).to(context.dtype)
-        context = context.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        context = context.transpose(1, 2).reshape(B, Tq, H)  # (B, Tq, H)
         return context, probs
 
 
@@ -150,9 +153,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x, attn_bias, head_mask, output_attentions):
-        context, probs = self.self(x, attn_bias, head_mask, output_attentions)
-        return self.output(context, x), probs
+    def forward(self, x, attn_bias, head_mask, output_attentions, xq=None):
+        context, probs = self.self(x, attn_bias, head_mask, output_attentions, xq)
+        return self.output(context, x if xq is None else xq), probs
 
 
 class BertIntermediate(nn.Module):
@@ -184,8 +187,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x, attn_bias, head_mask, output_attentions):
-        a, probs = self.attention(x, attn_bias, head_mask, output_attentions)
+    def forward(self, x, attn_bias, head_mask, output_attentions, xq=None):
+        """xq: (B, K, H) rows of x to compute outputs for (all rows attend to all of x); None = all."""
+        a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq)
         return self.output(self.intermediate(a), a), probs
 
 
@@ -234,6 +238,7 @@ class BertModel(nn.Module):
         head_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        last_layer_positions: torch.Tensor | None = None,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -244,7 +249,15 @@ class BertModel(nn.Module):
             head_mask: (L, A) with 1 to keep a head and 0 to switch it off.
             output_attentions: also return every layer's attention probabilities (explicit path).
             output_hidden_states: also return the embeddings output and every layer's output.
+            last_layer_positions: (B, K) long, ascending positions with [CLS] (0) first: the last
+                layer computes outputs only there (every position still serves as key and value),
+                and last_hidden_state is (B, K, H). Pretraining needs only the masked positions and
+                [CLS], so this skips most of the last layer. Not with attentions, hidden states or
+                left-to-right attention.
         """
+        if last_layer_positions is not None and (output_attentions or output_hidden_states
+                                                 or self.config.attention_direction != "bidirectional"):
+            raise ValueError("last_layer_positions works only without attentions, hidden states or causal masks")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is not None and not output_attentions and bool(attention_mask.all()):
@@ -253,8 +266,12 @@ class BertModel(nn.Module):
         bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
+        last = len(self.encoder.layer) - 1
         for i, layer in enumerate(self.encoder.layer):
-            x, probs = layer(x, bias, None if head_mask is None else head_mask[i], output_attentions)
+            xq = None
+            if i == last and last_layer_positions is not None:
+                xq = x.gather(1, last_layer_positions[..., None].expand(-1, -1, x.shape[-1]))  # (B, K, H)
+            x, probs = layer(x, bias, None if head_mask is None else head_mask[i], output_attentions, xq)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:
@@ -299,6 +316,19 @@ class BertPreTrainingHeads(nn.Module):
         self.predictions = BertLMPredictionHead(config)
         # The "No NSP" ablation drops this head entirely, so the checkpoint holds no NSP weights.
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if config.use_nsp_head else None
+
+
+def _last_layer_positions(select: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From a (B, T) bool of positions to score: (B, K) ascending positions with [CLS] first, and
+    a (B, K) bool of the slots that are scored positions (the rest are [CLS] or filler)."""
+    wanted = select.clone()
+    wanted[:, 0] = True  # [CLS] feeds the pooler (NSP)
+    counts = wanted.sum(1)  # (B,)
+    K = int(counts.max())
+    # a stable sort puts each row's wanted positions first, in ascending order
+    order = torch.sort((~wanted).to(torch.int8), dim=1, stable=True).indices[:, :K]  # (B, K)
+    slot_used = select.gather(1, order) & (torch.arange(K, device=select.device)[None] < counts[:, None])
+    return order, slot_used
 
 
 def init_weights(module: nn.Module, std: float) -> None:
@@ -353,11 +383,21 @@ class BertForPreTraining(nn.Module):
             nsp_labels: (B,) long, 0 = IsNext, 1 = NotNext.
             mlm_positions: (B, T) bool, positions to score when no labels are given; None scores
                 every position and returns (B, T, V).
+
+        When only some positions are scored (and no attentions or hidden states are asked for),
+        the last layer runs only at those positions and [CLS]: the same numbers, less work.
         """
-        enc = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states)
-        hidden = enc.last_hidden_state
         select = (mlm_labels != -100) if mlm_labels is not None else mlm_positions
-        if select is not None:
+        positions = None
+        if (select is not None and not output_attentions and not output_hidden_states
+                and self.config.attention_direction == "bidirectional"):
+            positions, slot_used = _last_layer_positions(select)
+        enc = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states,
+                        last_layer_positions=positions)
+        hidden = enc.last_hidden_state
+        if positions is not None:
+            mlm_logits = self.cls.predictions(hidden[slot_used])  # (N, V), row-major like hidden[select]
+        elif select is not None:
             mlm_logits = self.cls.predictions(hidden[select])  # (N, V)
         else:
             mlm_logits = self.cls.predictions(hidden)  # (B, T, V)
@@ -386,3 +426,14 @@ class BertForPreTraining(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def set_dropout(self, p: float) -> None:
+        """Use dropout probability `p` everywhere (embeddings, attention, sub-layers) from now on.
+
+        Changes the running model only; the saved config keeps its own values, so a model
+        pretrained without dropout is still fine-tuned with the config's dropout."""
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {p}")
+        for m in self.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = p

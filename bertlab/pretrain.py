@@ -60,6 +60,8 @@ class PretrainConfig:
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
     cache_dir: str = "~/.cache/bertlab/data"
     eval_instances: int = 2000  # held-out instances evaluated at each eval (fixed set)
+    dropout: float | None = None  # dropout while pretraining (None: the config's 0.1); the saved config keeps 0.1
+    init_from: str | None = None  # a checkpoint folder whose weights (and vocab.txt) start the run: continued pretraining
 
     def model_config(self, vocab_size: int) -> BertConfig:
         nsp = self.data.objective == "mlm_nsp"
@@ -86,6 +88,10 @@ class PretrainConfig:
         for k in ("vocab_size", "eval_instances"):
             if k in data:
                 data[k] = coerce_field(data[k], "int", k)
+        if data.get("dropout") is not None:
+            data["dropout"] = coerce_field(data["dropout"], "float", "dropout")
+            if not 0.0 <= data["dropout"] < 1.0:
+                raise InputError(f"dropout must be in [0, 1), got {data['dropout']}")
         if "lowercase" in data:
             data["lowercase"] = coerce_field(data["lowercase"], "bool", "lowercase")
         if "corpus" in data:
@@ -190,6 +196,10 @@ class PretrainTask:
     def save_model(self, directory, model, extra):
         card = dict(self.card)
         card.update(extra.get("card_updates", {}))
+        parent = card.get("init_card")
+        if parent:  # continued pretraining: totals over the whole lineage
+            for k in ("steps", "tokens", "train_time_s"):
+                card[f"total_{k}"] = parent.get(f"total_{k}", parent.get(k, 0)) + card.get(k, 0)
         save_checkpoint(directory, model, self.tokenizer, self.model_config,
                         extra_config={"objective": self.cfg.data.objective},
                         extra_files={"model_card.json": card})
@@ -203,8 +213,11 @@ def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents) -> BertToke
     kept = run_dir / "vocab.txt"
     if kept.is_file():
         return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
-    if cfg.vocab:
-        tok = BertTokenizer.from_vocab(cfg.vocab, lowercase=cfg.lowercase)
+    vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
+    if vocab:
+        if not Path(vocab).is_file():
+            raise InputError(f"{vocab}: vocabulary file not found")
+        tok = BertTokenizer.from_vocab(vocab, lowercase=cfg.lowercase)
     else:
         t0 = time.time()
         tok = BertTokenizer.train(texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase)
@@ -248,6 +261,31 @@ def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple
     return stores[0], stores[1], stats
 
 
+def initialize_from(model: BertForPreTraining, path: str) -> dict:
+    """Copy a checkpoint's weights into `model` (continued pretraining); returns card fields about it.
+
+    The checkpoint must have the same shapes (size, vocabulary, NSP head); a run that resumes
+    loads its own checkpoint over these weights afterwards.
+    """
+    from bertlab.checkpoint import load_pretraining_model
+
+    source, _, info = load_pretraining_model(path)
+    theirs = source.state_dict()
+    mismatched = [f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}" for k, v in model.state_dict().items()
+                  if k in theirs and theirs[k].shape != v.shape]
+    missing = [k for k in model.state_dict() if k not in theirs]
+    if mismatched or missing:
+        raise InputError(f"init_from={path}: the checkpoint does not fit this model's configuration "
+                         f"({'; '.join(mismatched[:3] or missing[:3])}); use the same size, vocabulary and objective")
+    model.load_state_dict(theirs)
+    parent = info.get("card", {})
+    log.info("initialized from %s (%s steps, %s tokens before)", path, parent.get("total_steps", parent.get("steps")),
+             parent.get("total_tokens", parent.get("tokens")))
+    return {"init_from": str(path), "init_card": {k: parent.get(k) for k in (
+        "name", "steps", "tokens", "train_time_s", "total_steps", "total_tokens", "total_train_time_s", "metrics",
+        "command") if k in parent}}
+
+
 # --------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------
@@ -255,6 +293,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                     progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
     """Run (or resume) a pretraining run; returns bertlab.training.TrainResult."""
     run_dir = Path(run_dir)
+    saved: dict = {}
     if resume:
         saved = read_json(run_dir / "run_config.json")
         if saved is None:
@@ -273,9 +312,17 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
     train_store, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
     model_config = cfg.model_config(len(tokenizer))
+    torch.manual_seed(cfg.train.seed)
+    model = BertForPreTraining(model_config)
+    if cfg.dropout is not None:
+        model.set_dropout(cfg.dropout)
+    init_info = None
+    if cfg.init_from:
+        # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
+        init_info = saved.get("init") or initialize_from(model, cfg.init_from)
     write_json_atomic(run_dir / "run_config.json", {
         "kind": "pretrain", "config": cfg.to_dict(), "model_config": asdict(model_config),
-        "command": command or " ".join(sys.argv), "data_stats": data_stats,
+        "command": command or " ".join(sys.argv), "data_stats": data_stats, "init": init_info,
     })
     card = {
         "name": cfg.name,
@@ -292,8 +339,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         "data_config": asdict(cfg.data),
         "train_config": asdict(cfg.train),
     }
-    torch.manual_seed(cfg.train.seed)
-    model = BertForPreTraining(model_config)
+    if init_info:
+        card.update(init_info)
     micro = cfg.train.batch_size // cfg.train.grad_accum
     task = PretrainTask(cfg, tokenizer, model_config, train_store, eval_store, micro, card)
     log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",

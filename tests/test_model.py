@@ -164,3 +164,49 @@ def test_parity_bertlab_to_transformers():
     assert not result.unexpected_keys
     theirs.tie_weights()
     _assert_parity(ours, theirs, 100)
+
+
+def test_training_gradients_match_transformers():
+    """In training mode (dropout off) the loss and every parameter's gradient equal transformers'."""
+    config = tiny_config(100, hidden_dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(5)
+    ours = BertForPreTraining(config).train()
+    theirs = _hf_model(config).train()
+    theirs.load_state_dict(export_state_dict(ours), strict=False)
+    theirs.tie_weights()
+    ids, types, mask = _inputs(100)
+    labels = torch.full_like(ids, -100)
+    labels[0, 2], labels[1, 4], labels[2, 5], labels[1, 9] = 7, 9, 11, 13
+    nsp = torch.tensor([0, 1, 0])
+    a = ours(ids, types, mask, mlm_labels=labels, nsp_labels=nsp)
+    b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
+    assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
+    a.loss.backward()
+    b.loss.backward()
+    theirs_grads = {k: p.grad for k, p in theirs.named_parameters()}
+    checked = 0
+    for k, p in ours.named_parameters():  # bertlab's names are transformers' names
+        assert_close(p.grad, theirs_grads[k], atol=1e-5, rtol=1e-4, msg=k)
+        checked += 1
+    assert checked == len(theirs_grads)
+
+
+def test_last_layer_at_scored_positions_only_gives_the_same_numbers():
+    """Scoring some positions runs the last layer only there and at [CLS]; logits, NSP and loss
+    equal the full computation, with padding, a head mask, and rows with no masked position."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config(100)).eval()
+    ids, types, mask = _inputs(100, B=4, T=13)
+    labels = torch.full_like(ids, -100)
+    labels[0, 3], labels[0, 7], labels[2, 12], labels[2, 1] = 5, 6, 7, 8  # row 1 and 3: none
+    head_mask = torch.ones(2, 4)
+    head_mask[1, 2] = 0
+    for hm in (None, head_mask):
+        with torch.no_grad():
+            fast = model(ids, types, mask, mlm_labels=labels, nsp_labels=torch.tensor([0, 1, 0, 1]), head_mask=hm)
+            full = model(ids, types, mask, head_mask=hm, output_hidden_states=True)  # the whole last layer
+        assert fast.encoder.last_hidden_state.shape == (4, 3, 32)  # [CLS] + at most two positions
+        assert_close(fast.mlm_logits, full.mlm_logits[labels != -100], atol=1e-5, rtol=1e-5)
+        assert_close(fast.nsp_logits, full.nsp_logits, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="last_layer_positions"):
+        model.bert(ids, types, mask, output_attentions=True, last_layer_positions=torch.zeros(4, 1, dtype=torch.long))

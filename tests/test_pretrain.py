@@ -117,6 +117,50 @@ def test_ablation_objectives_train(tmp_path, vocab_file):
         assert config["bertlab"]["attention_direction"] == ("left_to_right" if objective == "ltr" else "bidirectional")
 
 
+def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
+    """init_from copies a checkpoint's weights and vocabulary; the card adds up the lineage; a run
+    without dropout keeps the config's dropout for later fine-tuning; a misfit is a clear error."""
+    first = run_pretraining(_config(tmp_path, vocab_file, max_steps=6), tmp_path / "one", progress_bar=False)
+    assert first.state == "finished"
+    import dataclasses
+
+    import torch
+
+    from bertlab.checkpoint import load_pretraining_model
+    from bertlab.pretrain import initialize_from
+
+    cfg = dataclasses.replace(_config(tmp_path, vocab_file, max_steps=4), vocab=None,
+                              init_from=str(tmp_path / "one" / "model"), dropout=0.0)
+    parent, tok, _ = load_pretraining_model(tmp_path / "one" / "model")
+    from bertlab.model import BertForPreTraining
+
+    fresh = BertForPreTraining(cfg.model_config(len(tok)))
+    info = initialize_from(fresh, cfg.init_from)
+    assert info["init_card"]["steps"] == 6
+    for k, v in parent.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    stopped = run_pretraining(cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1)
+    assert stopped.state == "cancelled"
+    assert (tmp_path / "two" / "vocab.txt").read_text() == (tmp_path / "one" / "model" / "vocab.txt").read_text()
+    resumed = run_pretraining(cfg, tmp_path / "two", resume=True, progress_bar=False)
+    assert resumed.state == "finished" and resumed.progress.step == 4
+    card = json.loads((tmp_path / "two" / "model" / "model_card.json").read_text())
+    assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_card"]["steps"] == 6
+    assert card["total_steps"] == 10 and card["steps"] == 4
+    assert card["total_tokens"] > card["tokens"] > 0
+    config = json.loads((tmp_path / "two" / "model" / "config.json").read_text())
+    assert config["hidden_dropout_prob"] == 0.1  # dropout 0 was for pretraining only
+
+    other = dataclasses.replace(cfg, model_overrides={**cfg.model_overrides, "hidden_size": 16, "intermediate_size": 32})
+    with pytest.raises(InputError, match="does not fit"):
+        run_pretraining(other, tmp_path / "three", progress_bar=False)
+    with pytest.raises(InputError, match="dropout"):
+        load_config_file(None, ["dropout=1.5"])
+    with pytest.raises(InputError, match="not found"):
+        run_pretraining(dataclasses.replace(cfg, init_from=str(tmp_path / "nowhere")), tmp_path / "four",
+                        progress_bar=False)
+
+
 def test_config_errors():
     with pytest.raises(InputError, match="unknown config keys"):
         load_config_file(None, ["nonsense=1"])
