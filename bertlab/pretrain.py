@@ -412,8 +412,32 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         f"dupe_factor {d.get('dupe_factor')}, {d.get('masking')} masking.",
         f"- Optimisation: AdamW lr {t.get('learning_rate')}, warm-up {t.get('warmup')}, batch {t.get('batch_size')}, "
         f"weight decay {t.get('weight_decay')}.",
+        f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
+        + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),
         f"- Trained {card.get('steps', 0):,} steps, {card.get('tokens', 0):,} input tokens, "
         f"{hours:.2f} h of training on {card.get('hardware', '?')}.",
+    ]
+    parent = card.get("init_card")
+    if parent:
+        pm = parent.get("metrics", {})
+        lines += [
+            "",
+            f"This run continued pretraining from `{card.get('init_from')}`, which had been trained with",
+            "",
+            "```bash",
+            str(parent.get("command", "?")),
+            "```",
+            "",
+            f"for {parent.get('steps', 0):,} steps, {parent.get('tokens', 0):,} input tokens and "
+            f"{parent.get('train_time_s', 0) / 3600:.2f} h (held-out MLM accuracy {pm.get('mlm_acc', float('nan')):.1%}, "
+            f"NSP accuracy {pm.get('nsp_acc', float('nan')):.1%} at its end). "
+            f"**In total: {card.get('total_steps', 0):,} steps, {card.get('total_tokens', 0):,} input tokens, "
+            f"{card.get('total_train_time_s', 0) / 3600:.2f} h of training.**",
+        ]
+    if card.get("history"):
+        lines += ["", "Stops and resumes (each resume continued exactly from its checkpoint):", ""]
+        lines += [f"- {h}" for h in card["history"]]
+    lines += [
         "",
         "## Held-out metrics",
         "",
@@ -440,13 +464,22 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
     return "\n".join(lines)
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metrics_note: str = "") -> Path:
-    """Copy a finished run's model into `out_dir` (optionally float16) with README.md model card."""
+def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metrics_note: str = "",
+               history: list[str] | None = None) -> Path:
+    """Copy a finished run's model into `out_dir` (optionally float16) with README.md model card.
+
+    `history`: lines about the run's stops and resumes, kept in the card."""
     from bertlab.checkpoint import load_pretraining_model
 
     run_dir = Path(run_dir)
+    if not (run_dir / "model").is_dir():
+        raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
     model, tokenizer, info = load_pretraining_model(run_dir / "model")
-    card = info["card"]
+    card = dict(info["card"])
+    run_config = (read_json(run_dir / "run_config.json") or {}).get("config", {})
+    card["pretrain_dropout"] = run_config.get("dropout") if run_config.get("dropout") is not None else 0.1
+    if history:
+        card["history"] = list(card.get("history", [])) + list(history)
     out = Path(out_dir)
     save_checkpoint(out, model, tokenizer, model.config, extra_config={"objective": card.get("objective")},
                     extra_files={"model_card.json": card,
@@ -460,10 +493,11 @@ def _export_args(p):
     p.add_argument("out_dir", help="where to write the checkpoint (e.g. checkpoints/my-model)")
     p.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
     p.add_argument("--note", default="", help="a sentence added under the metrics in the model card")
+    p.add_argument("--history", action="append", default=[], help="a line about a stop/resume (repeatable)")
 
 
 def _export_run(args) -> int:
-    out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note)
+    out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note, history=args.history)
     size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
     print(f"wrote {out} ({size:.1f} MB)")
     return 0

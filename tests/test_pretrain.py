@@ -151,6 +151,19 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     config = json.loads((tmp_path / "two" / "model" / "config.json").read_text())
     assert config["hidden_dropout_prob"] == 0.1  # dropout 0 was for pretraining only
 
+    from bertlab.pretrain import export_run
+
+    out = export_run(tmp_path / "two", tmp_path / "shipped", history=["step 1: stopped and resumed"])
+    readme = (out / "README.md").read_text()
+    assert "continued pretraining from" in readme and "In total: 10 steps" in readme
+    assert "Dropout while pretraining: 0.0 (config.json keeps 0.1" in readme
+    assert "- step 1: stopped and resumed" in readme
+    shipped, _, info = load_pretraining_model(out)
+    assert info["card"]["history"] == ["step 1: stopped and resumed"]
+    assert next(iter(read_weights(out).values())).dtype == torch.float16
+    with pytest.raises(InputError, match="no finished model"):
+        export_run(tmp_path / "three", tmp_path / "x")
+
     other = dataclasses.replace(cfg, model_overrides={**cfg.model_overrides, "hidden_size": 16, "intermediate_size": 32})
     with pytest.raises(InputError, match="does not fit"):
         run_pretraining(other, tmp_path / "three", progress_bar=False)
