@@ -53,7 +53,12 @@ with controls:
             placeholder="Pick a ready sentence…",
         )
         text = st.text_area(
-            "Sentence with one or more [MASK]", value=FILL_MASK_EXAMPLES[0], key="fm_text", height=90, on_change=_typed
+            "Sentence with one or more [MASK]",
+            value=FILL_MASK_EXAMPLES[0],
+            key="fm_text",
+            height=90,
+            on_change=_typed,
+            persist_state="session",  # the sentence stays while the user visits other pages
         )
         masked = text
     else:
@@ -61,6 +66,7 @@ with controls:
             "Sentence (click words below to mask them)",
             value="The man went to the store to buy a gallon of milk.",
             key="fm_click_text",
+            persist_state="session",
             height=90,
         )
         words = maskable_words(text)

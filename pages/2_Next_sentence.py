@@ -52,8 +52,8 @@ with controls:
         on_change=_use_example,
         placeholder="Pick an IsNext or NotNext pair…",
     )
-    text_a = st.text_area("Sentence A", key="nsp_a", height=80, on_change=_typed)
-    text_b = st.text_area("Sentence B", key="nsp_b", height=80, on_change=_typed)
+    text_a = st.text_area("Sentence A", key="nsp_a", height=80, on_change=_typed, persist_state="session")
+    text_b = st.text_area("Sentence B", key="nsp_b", height=80, on_change=_typed, persist_state="session")
 
 if not text_a.strip() or not text_b.strip():
     st.warning(

@@ -236,6 +236,13 @@ def test_attention_page_and_ablation(app_env):
     assert "2 head(s) switched off" in messages(at)
     open_tab(at, "Switch heads off")
     assert at.multiselect(key=key).value == ["L1-H1", "L2-H3"]
+    at.text_area(key="att_a").set_value("The dog barked at the moon.").run()
+    at.switch_page(FILL).run()  # a visit to another page keeps the heads and the sentence
+    at.switch_page(ATTENTION).run()
+    assert "2 head(s) switched off" in messages(at)
+    assert at.text_area(key="att_a").value == "The dog barked at the moon."
+    open_tab(at, "Switch heads off")
+    assert at.multiselect(key=key).value == ["L1-H1", "L2-H3"]
     at.button(key="att_btn_clear").click().run()
     assert_clean(at)
     assert at.multiselect(key=key).value == []
