@@ -302,6 +302,34 @@ def test_feature_choices_shapes(tokenizer, features, size):
     assert not model.bert.training  # the frozen encoder never runs dropout
 
 
+@pytest.mark.parametrize("mode", ["finetune", "feature"])
+def test_sentence_classifier_runs_the_last_layer_at_cls_only(tokenizer, mode):
+    """A sentence classifier reads only [CLS] from the last layer: the same loss and gradients
+    as running that layer everywhere, with padding in the batch."""
+    torch.manual_seed(0)
+    cfg = tiny_config(len(tokenizer), hidden_dropout=0.0, attention_dropout=0.0)
+    model = build_task_model(cfg, HeadConfig("single", 3, mode=mode)).train()
+    ids = torch.randint(5, len(tokenizer), (3, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    labels = torch.tensor([0, 2, 1])
+    out = model(ids, attention_mask=mask, labels=labels)
+    enc = model.bert(ids, None, mask)  # the whole last layer
+    x = enc.pooled_output if mode == "finetune" else enc.last_hidden_state[:, 0]
+    if model.mlp is not None:
+        x = model.mlp(x)
+    full = torch.nn.functional.cross_entropy(model.classifier(x), labels)
+    torch.testing.assert_close(out.loss, full, atol=1e-6, rtol=1e-5)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    g_fast = torch.autograd.grad(out.loss, trainable, allow_unused=True)
+    g_full = torch.autograd.grad(full, trainable, allow_unused=True)
+    for a, b in zip(g_fast, g_full, strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+
+
 def test_bad_feature_choice_is_an_input_error(tokenizer):
     with pytest.raises(InputError, match="features"):
         HeadConfig("single", 2, features="top3")

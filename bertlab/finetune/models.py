@@ -181,12 +181,21 @@ class _BertTaskModel(nn.Module):
             self.bert.eval()  # a frozen encoder gives the same features every time: no dropout
         return self
 
-    def encode(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[EncoderOutput, torch.Tensor]:
-        """Encoder output and the task features (B, T, F) (after the BiLSTM when there is one)."""
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None,
+               cls_only: bool = False) -> tuple[EncoderOutput, torch.Tensor]:
+        """Encoder output and the task features (B, T, F) (after the BiLSTM when there is one).
+
+        cls_only: the caller reads only [CLS] from the last layer, so that layer runs only there
+        (features (B, 1, F)); ignored where other positions are needed (BiLSTM, earlier layers)."""
         grad = torch.enable_grad() if not self.frozen else torch.no_grad()
+        positions = None
+        if (cls_only and self.lstm is None and not self.layer_features.needs_all_layers
+                and self.config.attention_direction == "bidirectional"):
+            positions = torch.zeros(input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
         with grad:
             enc = self.bert(input_ids, token_type_ids, attention_mask,
-                            output_hidden_states=self.layer_features.needs_all_layers)
+                            output_hidden_states=self.layer_features.needs_all_layers,
+                            last_layer_positions=positions)
         feats = self.layer_features(enc)
         if self.lstm is not None:
             feats = self._run_lstm(feats, attention_mask)
@@ -221,7 +230,7 @@ class BertForSequenceClassification(_BertTaskModel):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
         """labels: (B,) long class ids, or (B,) float targets for regression."""
-        enc, feats = self.encode(input_ids, token_type_ids, attention_mask)
+        enc, feats = self.encode(input_ids, token_type_ids, attention_mask, cls_only=True)
         h = self.head_config
         if self.lstm is not None:
             # forward direction at the last real token + backward direction at [CLS]
