@@ -463,8 +463,11 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
             row=1,
             col=k,
         )
-        fig.update_yaxes(autorange="reversed", showticklabels=(k == 1), row=1, col=k, tickvals=list(range(1, L + 1)))
-        fig.update_xaxes(showticklabels=False, row=1, col=k)
+        fig.update_yaxes(autorange="reversed", showticklabels=(k == 1), row=1, col=k, tickvals=list(range(1, L + 1)),
+                         title_text="layer" if k == 1 else None)
+        # head numbers under every panel (every head when they fit, else first / middle / last)
+        ticks = list(range(1, A + 1)) if A <= 8 else sorted({1, (A + 1) // 2, A})
+        fig.update_xaxes(tickvals=ticks, tickfont_size=9, row=1, col=k, title_text="head" if k == 1 else None)
     fig.update_annotations(font_size=12)
     _layout(fig, title, height=max(200, 100 + 22 * L))
     fig.update_layout(margin=dict(t=60 if title else 30))

@@ -105,6 +105,8 @@ def test_stat_figures():
     assert fig.data[0].text[1][2] == "off" and fig.data[0].text[0][0] == "20%"  # 1 [SEP] of 5 tokens
     overview = F.stats_overview(stats)
     assert len(overview.data) == 7
+    assert list(overview.layout.xaxis.tickvals) == [1, 2, 3] and overview.layout.xaxis.title.text == "head"
+    assert list(overview.layout.xaxis7.tickvals) == [1, 2, 3]  # every panel numbers its heads
     with pytest.raises(InputError, match="unknown statistic"):
         F.stat_heatmap(stats, "nope")
 
