@@ -54,13 +54,19 @@ def hf_step(model, opt, b, autocast):
     opt.zero_grad(set_to_none=True)
 
 
-def flops_per_seq(cfg, seq: int, masked: float) -> float:
-    """Training FLOPs (forward + backward = 3x forward) of one sequence, counting matmuls only."""
+def flops_per_seq(cfg, seq: int, masked: float, last_layer: float = 1.0) -> float:
+    """Training FLOPs (forward + backward = 3x forward) of one sequence, counting matmuls only.
+
+    masked: share of positions the MLM head runs at; last_layer: share of positions the last
+    layer computes outputs for (keys and values are still computed everywhere). These count the
+    FLOPs each implementation really executes, so MFU is the hardware's utilisation."""
     H, L, F, V = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size, cfg.vocab_size
-    per_token_layer = 2 * (4 * H * H + 2 * H * F)  # QKV + output projections, feed-forward
-    attention = 2 * 2 * seq * H  # scores and context, per token per layer
+    kv = 2 * 2 * H * H  # key and value projections, per token
+    q_out_ffn = 2 * (2 * H * H + 2 * H * F)  # query and output projections, feed-forward
+    attention = 2 * 2 * seq * H  # scores and context, per query token
+    layers = (L - 1) * (kv + q_out_ffn + attention) + kv + last_layer * (q_out_ffn + attention)
     head = 2 * (H * H + H * V) * masked  # MLM transform + decoder at the masked share of tokens
-    return 3 * seq * (L * (per_token_layer + attention) + head)
+    return 3 * seq * (layers + head)
 
 
 def main() -> None:
@@ -117,15 +123,23 @@ def main() -> None:
         "precision": "bf16" if use_bf16 else "fp32", "threads": torch.get_num_threads(),
         "transformers_version": transformers.__version__, "torch_version": torch.__version__,
     }
-    masked_share = float((batch["labels"] != -100).float().mean())
+    chosen = batch["labels"] != -100
+    masked_share = float(chosen.float().mean())
+    # bertlab's last layer runs at [CLS] and the masked positions, padded to the row with the most
+    with_cls = chosen.clone()
+    with_cls[:, 0] = True
+    last_share = float(with_cls.sum(1).max()) / args.seq
     for name in runs:
         step_s = statistics.median(times[name])
         result[f"{name}_seq_per_s"] = args.batch / step_s
         if device.type == "cuda":
             gpu = torch.cuda.get_device_name(0)
             peak = next((v for k, v in PEAK_TFLOPS.items() if k in gpu), None)
-            share = 1.0 if name == "bertlab" else 1.0 / masked_share  # transformers scores every position
-            achieved = flops_per_seq(cfg, args.seq, masked_share * share) * args.batch / step_s / 1e12
+            if name == "bertlab":
+                flops = flops_per_seq(cfg, args.seq, masked_share, last_share)
+            else:  # transformers runs the MLM head and the last layer at every position
+                flops = flops_per_seq(cfg, args.seq, 1.0, 1.0)
+            achieved = flops * args.batch / step_s / 1e12
             result[f"{name}_tflops"] = achieved
             if peak:
                 result[f"{name}_mfu"] = achieved / peak
