@@ -116,6 +116,7 @@ def save_checkpoint(
             cfg["torch_dtype"] = str(dtype).replace("torch.", "")
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
         save_file(export_state_dict(model, dtype), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        (tmp / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
         if tokenizer is not None:
             tokenizer.save(tmp)
         for name, obj in (extra_files or {}).items():

@@ -299,6 +299,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         if saved is None:
             raise InputError(f"{run_dir}: no run_config.json to resume")
         cfg = PretrainConfig.from_dict(saved["config"])
+        command = saved.get("command") or command  # the card names the command that started the run
     elif (run_dir / "checkpoint").exists() and not dry_run:
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if dry_run:

@@ -86,6 +86,8 @@ def test_roundtrip(tmp_path, tokenizer):
     for k, v in model.state_dict().items():
         assert torch.equal(v, loaded.state_dict()[k]), k
     assert loaded.cls.predictions.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
+    for f in d.iterdir():  # everyone who can read the folder can read every file (umask 022 here)
+        assert f.stat().st_mode & 0o044 == 0o044, f.name
 
 
 def test_roundtrip_no_nsp_and_half_precision(tmp_path, tokenizer):

@@ -139,12 +139,13 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     assert info["init_card"]["steps"] == 6
     for k, v in parent.state_dict().items():
         assert torch.equal(fresh.state_dict()[k], v), k
-    stopped = run_pretraining(cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1)
+    stopped = run_pretraining(cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1, command="bertlab pretrain A")
     assert stopped.state == "cancelled"
     assert (tmp_path / "two" / "vocab.txt").read_text() == (tmp_path / "one" / "model" / "vocab.txt").read_text()
-    resumed = run_pretraining(cfg, tmp_path / "two", resume=True, progress_bar=False)
+    resumed = run_pretraining(cfg, tmp_path / "two", resume=True, progress_bar=False, command="bertlab pretrain --resume")
     assert resumed.state == "finished" and resumed.progress.step == 4
     card = json.loads((tmp_path / "two" / "model" / "model_card.json").read_text())
+    assert card["command"] == "bertlab pretrain A"  # the command that started the run, not the resume
     assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_card"]["steps"] == 6
     assert card["total_steps"] == 10 and card["steps"] == 4
     assert card["total_tokens"] > card["tokens"] > 0
