@@ -1,4 +1,4 @@
-"""Fill-mask latency on CPU: median over repeated runs after warm-up.
+"""Fill-mask latency on CPU, bertlab vs the transformers fill-mask pipeline: median over repeated runs.
 
     python -m bench.bench_fill_mask                 # random "mini" model (L4/H256/A4), ~8000-token vocab
     python -m bench.bench_fill_mask --model DIR     # any checkpoint folder or Hub id
@@ -7,6 +7,9 @@
 
 Measures one sentence with one [MASK], and one with two [MASK]s (independent answers only, and
 with the joint most-confident-first fill, which costs one extra forward pass per extra mask).
+The peer is `transformers.pipeline("fill-mask")` on the same checkpoint (it opens ours as it
+is), timed alternately with bertlab run by run, so load on the machine hits both alike; the
+ratio is printed for the cases the pipeline has (it answers several masks independently only).
 Weights are random when no --model is given: the numbers are about speed, not answers.
 On a shared machine the median moves with other load (printed at the end); `min` shows what
 the code itself costs.
@@ -57,24 +60,40 @@ def build_random_mini(directory: Path, vocab_size: int = 8000, seed: int = 0) ->
     return save_checkpoint(directory, model, tokenizer)
 
 
-def time_ms(fn: Callable[[], object], runs: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
+def time_alternating(fns: dict[str, Callable[[], object]], runs: int, warmup: int) -> dict[str, list[float]]:
+    """Time several functions run by run in turn (A, B, A, B, ...)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1000)
     return times
 
 
-def bench(lm: LoadedModel, runs: int, warmup: int) -> dict[str, list[float]]:
+def peer_pipeline(path, device: str):
+    """transformers' fill-mask pipeline on the same checkpoint, or None when transformers is missing."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    transformers.logging.set_verbosity_error()
+    return transformers.pipeline("fill-mask", model=str(path), tokenizer=str(path), device=device, top_k=5)
+
+
+def bench(lm: LoadedModel, runs: int, warmup: int, peer=None) -> dict[str, dict[str, list[float]]]:
     cases = {
-        "1 mask": lambda: lm.fill_mask(ONE_MASK, top_k=5),
-        "2 masks, independent only": lambda: lm.fill_mask(TWO_MASKS, top_k=5, joint=False),
-        "2 masks, with joint fill": lambda: lm.fill_mask(TWO_MASKS, top_k=5, joint=True),
+        "1 mask": {"bertlab": lambda: lm.fill_mask(ONE_MASK, top_k=5)},
+        "2 masks, independent only": {"bertlab": lambda: lm.fill_mask(TWO_MASKS, top_k=5, joint=False)},
+        "2 masks, with joint fill": {"bertlab": lambda: lm.fill_mask(TWO_MASKS, top_k=5, joint=True)},
     }
-    return {name: time_ms(fn, runs, warmup) for name, fn in cases.items()}
+    if peer is not None:
+        cases["1 mask"]["transformers"] = lambda: peer(ONE_MASK)
+        cases["2 masks, independent only"]["transformers"] = lambda: peer(TWO_MASKS)
+    return {name: time_alternating(fns, runs, warmup) for name, fns in cases.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-peer", action="store_true", help="time bertlab only")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -102,12 +122,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         for text in (ONE_MASK, TWO_MASKS):
             print(f"  {len(lm.tokenizer.encode(text))} tokens: {text}")
-        for name, times in bench(lm, args.runs, args.warmup).items():
-            q = statistics.quantiles(times, n=10)
-            print(
-                f"{name:<28} median {statistics.median(times):7.2f} ms   min {min(times):7.2f}   "
-                f"p10 {q[0]:7.2f}   p90 {q[-1]:7.2f}   ({args.runs} runs)"
-            )
+        peer = None if args.no_peer else peer_pipeline(path, args.device)
+        for name, by_impl in bench(lm, args.runs, args.warmup, peer).items():
+            for impl, times in by_impl.items():
+                q = statistics.quantiles(times, n=10)
+                print(
+                    f"{name:<26} {impl:<13} median {statistics.median(times):7.2f} ms   min {min(times):7.2f}   "
+                    f"p10 {q[0]:7.2f}   p90 {q[-1]:7.2f}   ({args.runs} runs)"
+                )
+            if len(by_impl) == 2:
+                ratio = statistics.median(by_impl["transformers"]) / statistics.median(by_impl["bertlab"])
+                print(f"{'':<26} bertlab is {ratio:.2f}x as fast as the transformers pipeline")
         print(f"machine load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
