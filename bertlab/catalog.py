@@ -277,15 +277,20 @@ TRAINING_KEYS = (
     ("corpus_sentences", "Sentences"),
     ("objective", "Objective"),
     ("train_instances", "Training instances"),
+    ("init_from", "Continued from"),
     ("tokens", "Input tokens seen"),
     ("tokens_seen", "Input tokens seen"),
+    ("total_tokens", "Input tokens, all stages"),
     ("steps", "Steps"),
     ("train_steps", "Steps"),
+    ("total_steps", "Steps, all stages"),
     ("batch_size", "Batch size"),
     ("learning_rate", "Learning rate"),
     ("max_seq_length", "Sequence length"),
     ("train_time_s", "Training time"),
     ("training_time", "Training time"),
+    ("total_train_time_s", "Training time, all stages"),
+    ("pretrain_dropout", "Dropout while pretraining"),
     ("hardware", "Hardware"),
     ("seed", "Seed"),
     ("date", "Date"),
@@ -365,7 +370,7 @@ def model_card(
     shown = set()
     for key, label in TRAINING_KEYS:
         if key in card and card[key] not in (None, "") and label not in shown:
-            value = format_duration(card[key]) if key == "train_time_s" else _fmt(card[key])
+            value = format_duration(card[key]) if key.endswith("time_s") else _fmt(card[key])
             training.append((label, value))
             shown.add(label)
     for section, key, label in CONFIG_FIELDS:

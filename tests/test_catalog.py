@@ -172,6 +172,16 @@ def test_model_card_from_the_pretrain_recipe():
     assert C.format_duration(95) == "1 min 35 s" and C.format_duration(7) == "7 s"
 
 
+def test_model_card_of_continued_pretraining_shows_both_stages():
+    card = C.model_card(tiny_config(97), {"steps": 100, "tokens": 1000, "train_time_s": 60, "init_from": "ckpt/a",
+                                          "total_steps": 300, "total_tokens": 5000, "total_train_time_s": 5400,
+                                          "pretrain_dropout": 0.0})
+    training = dict(card.training)
+    assert training["Continued from"] == "ckpt/a" and training["Steps"] == "100"
+    assert training["Steps, all stages"] == "300" and training["Input tokens, all stages"] == "5,000"
+    assert training["Training time, all stages"] == "1 h 30 min" and training["Dropout while pretraining"] == "0"
+
+
 def test_read_readme(tmp_path):
     assert C.read_readme(tmp_path) == ""
     (tmp_path / "README.md").write_text("# card")
