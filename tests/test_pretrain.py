@@ -242,8 +242,9 @@ def test_default_model_answers_in_cli():
                           timeout=120, env=_cli_env(), cwd=REPO)
     data = json.loads(info.stdout)
     assert data["config"]["num_layers"] == 4 and data["has_nsp_head"]
-    assert data["card"]["metrics"]["mlm_acc"] > 0.1  # above always guessing the most frequent token (~5%)
-    assert data["card"]["metrics"]["nsp_acc"] > 0.6
+    assert data["card"]["metrics"]["mlm_acc"] > 0.15  # always guessing the most frequent token gets ~5%
+    assert data["card"]["metrics"]["nsp_acc"] > 0.8
+    assert data["card"]["total_tokens"] > 5e7  # both CPU stages (see the model card)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").rglob("*.yaml")), ids=lambda p: p.name)
