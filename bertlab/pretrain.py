@@ -339,6 +339,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         "hardware": hardware_description(cfg.train.num_threads),
         "data_config": asdict(cfg.data),
         "train_config": asdict(cfg.train),
+        "pretrain_dropout": cfg.dropout if cfg.dropout is not None else model_config.hidden_dropout,
     }
     if init_info:
         card.update(init_info)
@@ -477,8 +478,6 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
     model, tokenizer, info = load_pretraining_model(run_dir / "model")
     card = dict(info["card"])
-    run_config = (read_json(run_dir / "run_config.json") or {}).get("config", {})
-    card["pretrain_dropout"] = run_config.get("dropout") if run_config.get("dropout") is not None else 0.1
     if history:
         card["history"] = list(card.get("history", [])) + list(history)
     out = Path(out_dir)
