@@ -212,28 +212,31 @@ def test_fill_mask_without_mask_warns(server, page, shots):
 def test_attention_tabs(server, page, shots):
     page.goto(f"{server}/Attention", timeout=60_000)
     _wait_idle(page)
-    page.get_by_role("tab", name="All heads").click()
-    _wait_idle(page)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
-    _check_clean(page, "Attention (all heads)")
-    _screenshot(page, shots / "Attention-all-heads.png")
-    page.get_by_role("tab", name="Head statistics").click()
-    _wait_idle(page)
-    _check_clean(page, "Attention (statistics)")
-    _screenshot(page, shots / "Attention-statistics.png")
-    page.get_by_role("tab", name="Switch heads off").click()
-    _wait_idle(page)
-    page.get_by_role("button", name="Switch off this layer").click()
-    _wait_idle(page)
-    page.get_by_text("switched off on this page").first.wait_for(timeout=30_000)
-    _check_clean(page, "Attention (heads off)")
-    _screenshot(page, shots / "Attention-heads-off.png")
-    page.get_by_role("tab", name="bertviz").click()
-    _wait_idle(page)
-    page.get_by_text("Show bertviz").first.click()
-    _wait_idle(page)
-    _check_clean(page, "Attention (bertviz)")  # offline the view may stay blank, but nothing breaks
-    _screenshot(page, shots / "Attention-bertviz.png")
+
+    def visit(tab: str, name: str, act=None) -> None:
+        """Open `tab`, do `act` there, check the page is clean and save Attention-<name>.png."""
+        page.get_by_role("tab", name=tab).click()
+        _wait_idle(page)
+        if act is not None:
+            act()
+        _check_clean(page, f"Attention ({name})")
+        _screenshot(page, shots / f"Attention-{name}.png")
+
+    visit("All heads", "all-heads", lambda: page.locator(".js-plotly-plot").first.wait_for(timeout=30_000))
+    visit("Head statistics", "statistics")
+
+    def switch_off_layer() -> None:
+        page.get_by_role("button", name="Switch off this layer").click()
+        _wait_idle(page)
+        page.get_by_text("switched off on this page").first.wait_for(timeout=30_000)
+
+    visit("Switch heads off", "heads-off", switch_off_layer)
+
+    def show_bertviz() -> None:
+        page.get_by_text("Show bertviz").first.click()
+        _wait_idle(page)
+
+    visit("bertviz", "bertviz", show_bertviz)  # offline the view may stay blank, but nothing breaks
 
 
 def test_fill_mask_click_a_word(server, page, shots):
