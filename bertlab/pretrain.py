@@ -62,6 +62,32 @@ class PretrainConfig:
     eval_instances: int = 2000  # held-out instances evaluated at each eval (fixed set)
     dropout: float | None = None  # dropout while pretraining (None: the config's 0.1); the saved config keeps 0.1
     init_from: str | None = None  # a checkpoint folder whose weights (and vocab.txt) start the run: continued pretraining
+    # The paper's two-phase schedule: {"at": 0.9, "max_seq_length": 512, "max_predictions_per_seq": 77} switches
+    # the data (any `data` fields) at that fraction of the budget, keeping the optimizer and LR schedule.
+    phase2: dict = field(default_factory=dict)
+    # How held-out instances are made: `data` fields over the last phase's (e.g. {max_seq_length: 128,
+    # masked_lm_prob: 0.15}), so runs that train differently are scored on the same instances.
+    eval_data: dict = field(default_factory=dict)
+
+    def phase_data(self) -> list[DataConfig]:
+        """The data config of each phase (one, or two with `phase2`)."""
+        if not self.phase2:
+            return [self.data]
+        fields = {k: v for k, v in self.phase2.items() if k != "at"}
+        return [self.data, dataclass_from_dict(DataConfig, {**asdict(self.data), **fields}, "phase2")]
+
+    def heldout_data(self) -> DataConfig:
+        last = self.phase_data()[-1]
+        if not self.eval_data:
+            return last
+        return dataclass_from_dict(DataConfig, {**asdict(last), **self.eval_data}, "eval_data")
+
+    @property
+    def phase2_at(self) -> float:
+        at = coerce_field(self.phase2.get("at", 0.9), "float", "phase2.at")
+        if not 0.0 < at < 1.0:
+            raise InputError(f"phase2.at must be a fraction of the budget between 0 and 1, got {at}")
+        return at
 
     def model_config(self, vocab_size: int) -> BertConfig:
         nsp = self.data.objective == "mlm_nsp"
@@ -97,7 +123,21 @@ class PretrainConfig:
         if "corpus" in data:
             c = data["corpus"]
             data["corpus"] = tuple([c] if isinstance(c, str) else c)
-        return cls(**data)
+        cfg = cls(**data)
+        for name in ("phase2", "eval_data"):
+            if not isinstance(getattr(cfg, name), dict):
+                raise InputError(f"{name} must be a mapping of data fields, e.g. {{max_seq_length: 128}}")
+        try:  # validate now, not mid-run
+            if cfg.phase2:
+                cfg.phase2_at  # noqa: B018
+                cfg.phase_data()
+        except InputError as exc:
+            raise InputError(f"phase2: {exc}") from None
+        try:
+            cfg.heldout_data()
+        except InputError as exc:
+            raise InputError(f"eval_data: {exc}") from None
+        return cfg
 
 
 def _parse_value(text: str) -> Any:
@@ -141,17 +181,26 @@ class PretrainTask:
     """MLM (+NSP) or left-to-right LM on prepared instances."""
 
     def __init__(self, cfg: PretrainConfig, tokenizer: BertTokenizer, model_config: BertConfig,
-                 train_store: InstanceStore, eval_store: InstanceStore, micro_batch: int, card: dict):
+                 train_stores: list[InstanceStore], eval_store: InstanceStore, micro_batch: int, card: dict):
         self.cfg, self.tokenizer, self.model_config = cfg, tokenizer, model_config
-        self.train_batches = PretrainingBatches(train_store, cfg.data, tokenizer, micro_batch, cfg.train.seed)
+        self.phases = [PretrainingBatches(store, data, tokenizer, micro_batch, cfg.train.seed)
+                       for store, data in zip(train_stores, cfg.phase_data(), strict=True)]
+        self.phase = 0
+        self.eval_data = cfg.heldout_data()
         self.eval_store = eval_store
         self.card = card
 
+    def phase_at(self, fraction: float) -> int:
+        return 1 if len(self.phases) > 1 and fraction >= self.cfg.phase2_at else 0
+
+    def set_phase(self, phase: int) -> None:
+        self.phase = phase
+
     def batches(self, epoch, start, rank, world):
-        return self.train_batches(epoch, start, rank, world)
+        return self.phases[self.phase](epoch, start, rank, world)
 
     def batches_per_epoch(self, world):
-        return self.train_batches.num_batches(world)
+        return self.phases[self.phase].num_batches(world)
 
     def forward(self, model, batch):
         out = model(**batch)
@@ -177,7 +226,7 @@ class PretrainTask:
         bs = 64
         for s in range(0, n, bs):
             items = [self.eval_store[i] for i in range(s, min(n, s + bs))]
-            batch = collate(items, self.cfg.data, self.tokenizer.pad_id)
+            batch = collate(items, self.eval_data, self.tokenizer.pad_id)
             batch.pop("num_tokens")
             batch = {k: v.to(device) for k, v in batch.items()}
             with autocast():
@@ -202,7 +251,8 @@ class PretrainTask:
                 card[f"total_{k}"] = parent.get(f"total_{k}", parent.get(k, 0)) + card.get(k, 0)
         save_checkpoint(directory, model, self.tokenizer, self.model_config,
                         extra_config={"objective": self.cfg.data.objective},
-                        extra_files={"model_card.json": card})
+                        extra_files={"model_card.json": card},
+                        dtype=torch.float16 if extra.get("snapshot") else None)
 
 
 # --------------------------------------------------------------------------------------
@@ -227,38 +277,52 @@ def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents) -> BertToke
     return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
 
 
-def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple[InstanceStore, InstanceStore, dict]:
-    """Train / held-out instance stores, built once and cached under a hash of their inputs."""
-    cache = Path(os.path.expanduser(cfg.cache_dir))
+def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple[list[InstanceStore], InstanceStore, dict]:
+    """Train instance stores (one per data phase) and the held-out store (made like the last
+    phase), built once and cached under a hash of their inputs. Every phase holds out the same
+    documents (the split depends on the seed and `heldout_fraction` only)."""
+    phases = cfg.phase_data()
     stats: dict[str, Any] = {}
-    train_idx, held_idx = split_heldout(len(corpus.documents), cfg.data, cfg.train.seed)
-    stores = []
-    for split, idx, dupe in (("train", train_idx, None), ("heldout", held_idx, 1)):
-        key = data_cache_key(corpus.fingerprint, tokenizer, cfg.data, cfg.train.seed, split)
-        path = cache / f"{split}-{key}.npz"
-        if path.is_file():
-            store = InstanceStore.load(path)
-            log.info("%s data: %d instances from cache %s", split, len(store), path)
-        else:
-            t0 = time.time()
-            docs = [corpus.documents[i] for i in idx]
-            token_docs = tokenize_documents(docs, tokenizer)
-            t_tok = time.time() - t0
-            n_tok = sum(len(s) for d in token_docs for s in d)
-            dynamic = cfg.data.masking == "dynamic"
-            instances = create_instances(token_docs, tokenizer, cfg.data, cfg.train.seed + (split == "heldout"),
-                                         dupe_factor=1 if dynamic else dupe, mask=not dynamic or split == "heldout")
-            store = InstanceStore(pack(instances))
-            store.save(path)
-            elapsed = time.time() - t0
-            stats[split] = {"documents": len(docs), "corpus_tokens": n_tok, "instances": len(store),
-                            "tokenize_tokens_per_s": n_tok / max(t_tok, 1e-9), "prepare_s": elapsed}
-            log.info("%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs",
-                     split, len(docs), n_tok, n_tok / max(t_tok, 1e-9), len(store), elapsed)
-        stores.append(store)
-    if len(stores[0]) == 0:
+    train = []
+    for i, data in enumerate(phases):
+        store, st = _prepare_split(cfg, data, corpus, tokenizer, "train")
+        train.append(store)
+        stats.update({(f"train_phase{i + 1}" if i else "train"): st} if st else {})
+    held, st = _prepare_split(cfg, cfg.heldout_data(), corpus, tokenizer, "heldout")
+    stats.update({"heldout": st} if st else {})
+    if any(len(s) == 0 for s in train):
         raise InputError("the corpus produced no training instances; give more text")
-    return stores[0], stores[1], stats
+    return train, held, stats
+
+
+def _prepare_split(cfg: PretrainConfig, data: DataConfig, corpus, tokenizer: BertTokenizer,
+                   split: str) -> tuple[InstanceStore, dict]:
+    """One split's instances made with `data`, from the cache when it has them; returns stats
+    only when the instances were made now."""
+    cache = Path(os.path.expanduser(cfg.cache_dir))
+    train_idx, held_idx = split_heldout(len(corpus.documents), cfg.data, cfg.train.seed)
+    idx, dupe = (train_idx, None) if split == "train" else (held_idx, 1)
+    key = data_cache_key(corpus.fingerprint, tokenizer, data, cfg.train.seed, split)
+    path = cache / f"{split}-{key}.npz"
+    if path.is_file():
+        store = InstanceStore.load(path)
+        log.info("%s data: %d instances from cache %s", split, len(store), path)
+        return store, {}
+    t0 = time.time()
+    docs = [corpus.documents[i] for i in idx]
+    token_docs = tokenize_documents(docs, tokenizer)
+    t_tok = time.time() - t0
+    n_tok = sum(len(s) for d in token_docs for s in d)
+    dynamic = data.masking == "dynamic"
+    instances = create_instances(token_docs, tokenizer, data, cfg.train.seed + (split == "heldout"),
+                                 dupe_factor=1 if dynamic else dupe, mask=not dynamic or split == "heldout")
+    store = InstanceStore(pack(instances))
+    store.save(path)
+    elapsed = time.time() - t0
+    log.info("%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs (max_seq_length %d)",
+             split, len(docs), n_tok, n_tok / max(t_tok, 1e-9), len(store), elapsed, data.max_seq_length)
+    return store, {"documents": len(docs), "corpus_tokens": n_tok, "instances": len(store),
+                   "tokenize_tokens_per_s": n_tok / max(t_tok, 1e-9), "prepare_s": elapsed}
 
 
 def initialize_from(model: BertForPreTraining, path: str) -> dict:
@@ -311,7 +375,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     t0 = time.time()
     corpus = load_corpus(cfg.corpus, cfg.corpus_format)
     tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
-    train_store, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
+    train_stores, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
+    train_store = train_stores[0]
     model_config = cfg.model_config(len(tokenizer))
     torch.manual_seed(cfg.train.seed)
     model = BertForPreTraining(model_config)
@@ -338,13 +403,15 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         "command": command or " ".join(sys.argv),
         "hardware": hardware_description(cfg.train.num_threads),
         "data_config": asdict(cfg.data),
+        "phase2": dict(cfg.phase2) or None,
+        "eval_data": asdict(cfg.heldout_data()),
         "train_config": asdict(cfg.train),
         "pretrain_dropout": cfg.dropout if cfg.dropout is not None else model_config.hidden_dropout,
     }
     if init_info:
         card.update(init_info)
     micro = cfg.train.batch_size // cfg.train.grad_accum
-    task = PretrainTask(cfg, tokenizer, model_config, train_store, eval_store, micro, card)
+    task = PretrainTask(cfg, tokenizer, model_config, train_stores, eval_store, micro, card)
     log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
              cfg.size, model.num_parameters() / 1e6, len(train_store), time.time() - t0)
     return train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,

@@ -45,6 +45,8 @@ from bertlab.errors import InputError
 log = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.pt"
+SCHEDULES = ("linear", "cosine", "constant")
+SNAPSHOT_DIR = "snapshots"
 STATES = ("queued", "preparing", "running", "finished", "failed", "cancelled")
 
 
@@ -54,6 +56,7 @@ class TrainConfig:
 
     learning_rate: float = 1e-4  # peak LR after warm-up
     warmup: float = 0.01  # warm-up length: a fraction of the budget (<1) or a number of steps (>=1)
+    schedule: str = "linear"  # decay after warm-up: linear (BERT) | cosine | constant
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
@@ -72,6 +75,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # CPU threads for torch (0 = leave torch's default)
+    snapshots: bool = False  # keep small (fp16) model snapshots at log-spaced steps (see snapshot_steps)
 
     def __post_init__(self):
         if not (self.max_steps or self.max_tokens or self.max_time_s):
@@ -82,6 +86,8 @@ class TrainConfig:
             raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
         if self.learning_rate <= 0:
             raise InputError("learning_rate must be positive")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule must be one of {SCHEDULES}, not {self.schedule!r}")
 
 
 class TrainTask(Protocol):
@@ -203,12 +209,35 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps)
 
 
-def lr_factor(progress: float, warmup_fraction: float) -> float:
-    """Linear warm-up to 1 over `warmup_fraction` of the budget, then linear decay to 0."""
+def lr_factor(progress: float, warmup_fraction: float, schedule: str = "linear") -> float:
+    """Linear warm-up to 1 over `warmup_fraction` of the budget, then `schedule` down to 0:
+    linear (BERT's), cosine (half a cosine wave) or constant (no decay)."""
     progress = min(max(progress, 0.0), 1.0)
     if warmup_fraction > 0 and progress < warmup_fraction:
         return progress / warmup_fraction
-    return max(0.0, (1.0 - progress) / max(1e-12, 1.0 - warmup_fraction))
+    rest = (progress - warmup_fraction) / max(1e-12, 1.0 - warmup_fraction)  # 0 -> 1 after warm-up
+    if schedule == "constant":
+        return 1.0
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, rest)))
+    return max(0.0, 1.0 - rest)
+
+
+def snapshot_steps(upto: int) -> list[int]:
+    """Log-spaced steps for snapshots: 1, 2, 3, 5, 7 times each power of ten (10, 20, 30, 50, 70,
+    100, ...), so early training, where most changes happen, is seen in detail."""
+    out, base = [], 10
+    while base <= upto:
+        out += [m * base for m in (1, 2, 3, 5, 7) if m * base <= upto]
+        base *= 10
+    return out
+
+
+def is_snapshot_step(step: int) -> bool:
+    if step < 10:
+        return False
+    base = 10 ** int(math.floor(math.log10(step)))
+    return step % base == 0 and step // base in (1, 2, 3, 5, 7)
 
 
 @dataclass
@@ -220,6 +249,7 @@ class Progress:
     batch_in_epoch: int = 0  # batches of `epoch` consumed
     tokens: int = 0  # input tokens seen (all processes)
     train_time_s: float = 0.0  # wall-clock seconds spent training (excludes eval/saving)
+    phase: int = 0  # data phase (e.g. short sequences first, then long); epoch counts restart per phase
 
     def fraction(self, cfg: TrainConfig) -> float:
         parts = []
@@ -541,15 +571,31 @@ def train(
             dist.barrier()
         return metrics
 
+    phase_at = getattr(task, "phase_at", None)  # optional: data phases (short sequences first, then long)
+
+    def save_snapshot(metrics: dict) -> None:
+        card = {"steps": progress.step, "tokens": progress.tokens, "train_time_s": round(progress.train_time_s, 1),
+                "metrics": {k: round(v, 4) for k, v in metrics.items()}, "snapshot": True}
+        task.save_model(run_dir / SNAPSHOT_DIR / f"step-{progress.step:07d}", model,
+                        {**(extra_state or {}), "card_updates": card, "snapshot": True})
+
     with GracefulStop() as stopper:
         model.train()
         try:
             while not progress.done(cfg):
+                if phase_at is not None:
+                    task.set_phase(progress.phase)
                 batches = task.batches(progress.epoch, progress.batch_in_epoch, info.rank, info.world)
                 if device.type == "cuda":
                     batches = prefetch(batches)
                 exhausted = False
                 while not progress.done(cfg):
+                    if phase_at is not None and phase_at(progress.fraction(cfg)) != progress.phase:
+                        progress.phase = phase_at(progress.fraction(cfg))
+                        progress.epoch, progress.batch_in_epoch = 0, 0
+                        log.info("step %d: data phase %d starts (same optimizer and schedule)", progress.step,
+                                 progress.phase)
+                        break
                     t0 = time.time()
                     group = []
                     for _ in range(cfg.grad_accum):
@@ -561,7 +607,7 @@ def train(
                     if exhausted:
                         break
                     for g in optimizer.param_groups:
-                        g["lr"] = cfg.learning_rate * lr_factor(progress.fraction(cfg), wf)
+                        g["lr"] = cfg.learning_rate * lr_factor(progress.fraction(cfg), wf, cfg.schedule)
                     step_tokens = 0
                     for i, b in enumerate(group):
                         step_tokens += int(b.pop("num_tokens", 0))
@@ -634,6 +680,11 @@ def train(
 
                     if cfg.eval_every and progress.step % cfg.eval_every == 0 and not progress.done(cfg):
                         last_eval = evaluate()
+                    if cfg.snapshots and is_snapshot_step(progress.step) and not progress.done(cfg):
+                        if not (cfg.eval_every and progress.step % cfg.eval_every == 0):
+                            last_eval = evaluate()
+                        if info.is_main:
+                            save_snapshot(last_eval)
                     want_save = (cfg.save_every and progress.step % cfg.save_every == 0) or (
                         cfg.save_every_s and time.time() - last_save_time > cfg.save_every_s
                     )
@@ -654,6 +705,8 @@ def train(
                     progress.batch_in_epoch = 0
             last_eval = evaluate()
             save("final")
+            if cfg.snapshots and info.is_main:
+                save_snapshot(last_eval)
             if info.is_main:
                 final = {  # what the model card records about the finished run
                     "steps": progress.step,

@@ -1,6 +1,7 @@
 """bertlab.pretrain + bertlab.training: a tiny pretraining run learns, resumes exactly, runs
 under torchrun with gloo, and the shipped default model answers in the CLI."""
 
+import dataclasses
 import json
 import math
 import os
@@ -10,13 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import WORDS
 from torch.testing import assert_close
 
 from bertlab.checkpoint import read_weights
 from bertlab.errors import InputError
 from bertlab.pretrain import load_config_file, run_pretraining
-from bertlab.training import read_metrics
+from bertlab.training import lr_factor, read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,6 +101,75 @@ def test_resume_after_stop_matches_uninterrupted_run(tmp_path, vocab_file):
     la = [m["loss"] for m in read_metrics(a / "run") if m["split"] == "train"]
     lb = [m["loss"] for m in read_metrics(b / "run") if m["split"] == "train"]
     assert la == pytest.approx(lb, rel=1e-5)
+
+
+def _two_phase(tmp_path, vocab_file, **train):
+    cfg = _config(tmp_path, vocab_file, max_steps=20, log_every=1, **train)
+    return dataclasses.replace(cfg, phase2={"at": 0.5, "max_seq_length": 48, "max_predictions_per_seq": 7})
+
+
+def test_two_phase_schedule_continues_optimizer_and_lr(tmp_path, vocab_file):
+    cfg = _two_phase(tmp_path, vocab_file)
+    result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    assert result.state == "finished" and result.progress.phase == 1
+    train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
+    assert [m["step"] for m in train] == list(range(1, 21))
+    # one warm-up + linear decay over the whole budget: the LR does not restart at the length change
+    for m in train:
+        assert m["lr"] == pytest.approx(cfg.train.learning_rate * lr_factor((m["step"] - 1) / 20, 0.1))
+    # the optimizer carries on: Adam's step count covers both phases
+    state = torch.load(tmp_path / "run" / "checkpoint" / "trainer_state.pt", weights_only=True)
+    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {20}
+    # phase 2 feeds longer sequences: more tokens per step than phase 1 (same batch size)
+    per_step = [b["tokens"] - a["tokens"] for a, b in zip(train, train[1:], strict=False)]
+    assert sum(per_step[10:]) / 9 > 1.2 * sum(per_step[:9]) / 9
+    card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
+    assert card["phase2"]["max_seq_length"] == 48 and card["eval_data"]["max_seq_length"] == 48
+
+
+def test_two_phase_resume_across_the_length_change_is_exact(tmp_path, vocab_file):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    run_pretraining(_two_phase(a, vocab_file), a / "run", progress_bar=False)
+    cfg_b = _two_phase(b, vocab_file)
+    assert run_pretraining(cfg_b, b / "run", progress_bar=False, stop_after_steps=7).progress.phase == 0
+    resumed = run_pretraining(cfg_b, b / "run", resume=True, progress_bar=False)
+    assert resumed.state == "finished" and resumed.progress.step == 20
+    wa, wb = read_weights(a / "run" / "model"), read_weights(b / "run" / "model")
+    for k in wa:
+        assert_close(wa[k], wb[k], atol=1e-6, rtol=1e-5, msg=k)
+
+
+def test_eval_data_fixes_the_heldout_instances(tmp_path, vocab_file):
+    cfg = _config(tmp_path, vocab_file, max_steps=2)
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, masked_lm_prob=0.4, max_predictions_per_seq=13),
+                              eval_data={"masked_lm_prob": 0.15, "max_predictions_per_seq": 5})
+    run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
+    assert card["eval_data"]["masked_lm_prob"] == 0.15 and card["data_config"]["masked_lm_prob"] == 0.4
+    with pytest.raises(InputError, match="eval_data"):
+        load_config_file(None, ["eval_data={masked_lm_prob: 2.0}"])
+    with pytest.raises(InputError, match="phase2"):
+        load_config_file(None, ["phase2={at: 1.5, max_seq_length: 64}"])
+
+
+def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file):
+    cfg = _config(tmp_path, vocab_file, max_steps=25, snapshots=True)
+    run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    snaps = sorted(p.name for p in (tmp_path / "run" / "snapshots").iterdir())
+    assert snaps == ["step-0000010", "step-0000020", "step-0000025"]
+    from bertlab.inference import load_model
+
+    for name in snaps:
+        card = json.loads((tmp_path / "run" / "snapshots" / name / "model_card.json").read_text())
+        assert card["snapshot"] is True and card["steps"] == int(name[5:]) and "mlm_acc" in card["metrics"]
+        lm = load_model(tmp_path / "run" / "snapshots" / name, device="cpu")
+        assert lm.fill_mask("the cat [MASK] on the mat .").masks[0].candidates
+    assert read_weights(tmp_path / "run" / "snapshots" / "step-0000010")["bert.embeddings.word_embeddings.weight"].dtype \
+        == torch.float16
+    evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
+    assert {10, 20, 25} <= evals  # every snapshot has its held-out score
 
 
 def test_ablation_objectives_train(tmp_path, vocab_file):

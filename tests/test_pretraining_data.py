@@ -59,6 +59,17 @@ def test_masking_statistics_match_config(tokenizer):
     assert p_keep == pytest.approx(0.1, abs=0.015)
 
 
+@pytest.mark.parametrize("rate", [0.25, 0.4])
+def test_masking_rate_changes_the_chosen_share(tokenizer, rate):
+    docs = _token_docs(tokenizer)
+    cfg = DataConfig(max_seq_length=64, dupe_factor=3, masked_lm_prob=rate, max_predictions_per_seq=int(64 * rate) + 1)
+    share, p_mask, p_rand, p_keep = _stats(create_instances(docs, tokenizer, cfg, seed=1), tokenizer)
+    assert share == pytest.approx(rate, abs=0.015)
+    assert (p_mask, p_rand, p_keep) == pytest.approx((0.8, 0.1, 0.1), abs=0.03)
+    capped = DataConfig(max_seq_length=64, dupe_factor=3, masked_lm_prob=rate, max_predictions_per_seq=5)
+    assert _stats(create_instances(docs, tokenizer, capped, seed=1), tokenizer)[0] < 5 / 40
+
+
 def test_masking_mix_is_a_config_change(tokenizer):
     docs = _token_docs(tokenizer)
     cfg = DataConfig(max_seq_length=64, dupe_factor=2, max_predictions_per_seq=64, mask_token_prob=0.4, random_token_prob=0.3)

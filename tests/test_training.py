@@ -1,5 +1,6 @@
 """bertlab.training: schedule, optimizer groups, budgets, prefetching, graceful stop."""
 
+import math
 import os
 import signal
 
@@ -14,9 +15,11 @@ from bertlab.training import (
     Progress,
     TrainConfig,
     build_optimizer,
+    is_snapshot_step,
     lr_factor,
     prefetch,
     read_metrics,
+    snapshot_steps,
     update_status,
     warmup_fraction,
 )
@@ -31,6 +34,22 @@ def test_lr_schedule_warms_up_then_decays_linearly():
     assert warmup_fraction(TrainConfig(max_steps=1000, warmup=100)) == pytest.approx(0.1)
     with pytest.raises(InputError, match="max_steps"):
         warmup_fraction(TrainConfig(max_time_s=60, warmup=100))
+
+
+def test_lr_schedule_decay_shapes():
+    assert lr_factor(0.05, 0.1, "cosine") == pytest.approx(0.5)  # the same warm-up
+    assert lr_factor(0.1, 0.1, "cosine") == pytest.approx(1.0)
+    assert lr_factor(0.55, 0.1, "cosine") == pytest.approx(0.5)  # half-way through the decay
+    assert lr_factor(0.325, 0.1, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+    assert lr_factor(1.0, 0.1, "cosine") == pytest.approx(0.0)
+    assert lr_factor(0.5, 0.1, "constant") == lr_factor(1.0, 0.1, "constant") == 1.0
+    with pytest.raises(InputError, match="schedule"):
+        TrainConfig(max_steps=10, schedule="exponential")
+
+
+def test_snapshot_steps_are_log_spaced():
+    assert snapshot_steps(1000) == [10, 20, 30, 50, 70, 100, 200, 300, 500, 700, 1000]
+    assert [s for s in range(1, 2001) if is_snapshot_step(s)] == snapshot_steps(2000)
 
 
 def test_no_weight_decay_on_biases_and_layernorm():

@@ -1,0 +1,269 @@
+"""Time-to-quality on this machine: short pretraining runs that differ in one recipe knob each.
+
+    python -m bench.recipe_study --data ../shared/data --budget-s 900 --parallel 2      # every variant
+    python -m bench.recipe_study --data ../shared/data --only baseline,lr_2e-3          # some of them
+    python -m bench.recipe_study --report                                               # table + figure only
+
+Every run is the project's own `bertlab pretrain`, at the same wall-clock training budget, on the
+same corpus (`corpus/` under --data: the Gutenberg books and WikiText-2 raw, plus the gensim
+Wikipedia sample), the same vocabulary (the shipped model's `vocab.txt`) and the same held-out
+documents, scored on the same held-out instances (128 tokens, 15% masked, 80/10/10, static), so
+the curves compare even where a variant trains on other lengths or masking rates. The labelled task
+sets under --data are never read.
+
+`--parallel 2` runs two variants at once with one thread each (a 2-core CPU): every run gets the
+same share of the machine. Runs already finished are kept (delete their folder to run again).
+
+Writes, under --out (default bench/results/recipe_study):
+    curves.csv     one row per held-out evaluation: variant, knob, seed, commit, hardware, step,
+                   tokens, train_s, mlm_acc, mlm_loss, nsp_acc
+    summary.json   per variant: overrides, final metrics, tokens/s, and what it changed vs baseline
+    curves.png     held-out MLM accuracy vs training seconds, one panel per knob (needs matplotlib)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "bench" / "results" / "recipe_study"
+
+# The recipe every variant starts from: the shipped model's (configs/default-model.yaml) with dropout
+# off while pretraining and dynamic masking; each variant changes one knob.
+BASE = [
+    "size=mini",
+    "dropout=0.0",
+    "train.learning_rate=1e-3",
+    "train.warmup=0.03",
+    "train.batch_size=32",
+    "data.max_seq_length=128",
+    "data.masked_lm_prob=0.15",
+    "data.max_predictions_per_seq=20",
+    "data.masking=dynamic",
+]
+# Held-out instances are made the same way for every variant.
+EVAL = "eval_data={max_seq_length: 128, masked_lm_prob: 0.15, max_predictions_per_seq: 20, masking: static}"
+
+# name -> (knob, overrides on top of BASE)
+VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "baseline": ("baseline", []),
+    "lr_5e-4": ("peak learning rate", ["train.learning_rate=5e-4"]),
+    "lr_2e-3": ("peak learning rate", ["train.learning_rate=2e-3"]),
+    "lr_4e-3": ("peak learning rate", ["train.learning_rate=4e-3"]),
+    "warmup_10pct": ("warm-up and decay", ["train.warmup=0.10"]),
+    "cosine": ("warm-up and decay", ["train.schedule=cosine"]),
+    "constant": ("warm-up and decay", ["train.schedule=constant"]),
+    "beta2_0.98": ("Adam beta2 / init", ["train.adam_betas=[0.9, 0.98]"]),
+    "init_0.01": ("Adam beta2 / init", ["model_overrides={initializer_range: 0.01}"]),
+    "batch_16": ("batch size", ["train.batch_size=16"]),
+    "batch_128_accum4": ("batch size", ["train.batch_size=128", "train.grad_accum=4"]),
+    "seq_64": ("sequence length", ["data.max_seq_length=64", "data.max_predictions_per_seq=10"]),
+    "seq_64_then_128": ("sequence length", ["data.max_seq_length=64", "data.max_predictions_per_seq=10",
+                                            "phase2={at: 0.7, max_seq_length: 128, max_predictions_per_seq: 20}"]),
+    "mask_25pct": ("masking rate", ["data.masked_lm_prob=0.25", "data.max_predictions_per_seq=32"]),
+    "mask_40pct": ("masking rate", ["data.masked_lm_prob=0.40", "data.max_predictions_per_seq=52"]),
+    "static_masking": ("static vs dynamic", ["data.masking=static", "data.dupe_factor=5"]),
+    "size_tiny": ("model size", ["size=tiny"]),
+    "size_narrow_deep": ("model size", ["model_overrides={num_layers: 8, hidden_size: 192, num_heads: 3, "
+                                        "intermediate_size: 768}"]),
+    "data_books_only": ("data", ["corpus=[{corpus}/gutenberg]"]),
+}
+
+
+def commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def hardware(threads: int) -> str:
+    return f"{platform.machine()} CPU, {os.cpu_count()} cores, {threads} thread(s) per run"
+
+
+def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: int, seed: int) -> list[str]:
+    corpus = data_dir / "corpus"
+    overrides = [
+        f"corpus=[default, {corpus}/gutenberg, {corpus}/wikitext-2-raw]",
+        f"vocab={REPO / 'checkpoints' / 'bertlab-mini' / 'vocab.txt'}",
+        *BASE,
+        EVAL,
+        "eval_instances=500",
+        f"train.max_time_s={budget_s}",
+        "train.eval_every=100",
+        "train.save_every=0",
+        "train.save_every_s=0",
+        "train.log_every=50",
+        f"train.num_threads={threads}",
+        f"train.seed={seed}",
+        f"name=study-{name}",
+    ]
+    overrides += [o.replace("{corpus}", str(corpus)) for o in VARIANTS[name][1]]
+    return [sys.executable, "-m", "bertlab", "pretrain", "--run-dir", str(run_dir), *overrides]
+
+
+def run_all(names: list[str], data_dir: Path, out: Path, budget_s: float, parallel: int, threads: int,
+            seed: int) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+    if Path(tcmalloc).is_file():
+        env["LD_PRELOAD"] = tcmalloc
+    pending = [n for n in names if not finished(out / "runs" / n)]
+    for n in names:
+        if n not in pending:
+            print(f"{n}: finished earlier, kept")
+    running: list[tuple[str, subprocess.Popen]] = []
+    while pending or running:
+        while pending and len(running) < parallel:
+            n = pending.pop(0)
+            run_dir = out / "runs" / n
+            if run_dir.exists():  # an unfinished attempt: start it again
+                subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            log = open(out / "runs" / f"{n}.log", "w")
+            print(f"{time.strftime('%H:%M:%S')} start {n}", flush=True)
+            running.append((n, subprocess.Popen(command(n, data_dir, run_dir, budget_s, threads, seed), cwd=REPO,
+                                                env=env, stdout=log, stderr=subprocess.STDOUT)))
+        time.sleep(5)
+        for n, p in list(running):
+            if p.poll() is not None:
+                running.remove((n, p))
+                print(f"{time.strftime('%H:%M:%S')} end {n}: exit {p.returncode}", flush=True)
+
+
+def finished(run_dir: Path) -> bool:
+    try:
+        return json.loads((run_dir / "status.json").read_text())["state"] == "finished"
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def read_curve(run_dir: Path) -> list[dict]:
+    rows = []
+    start_time = None
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("split") == "train" and start_time is None:
+            start_time = rec["time"]
+        if rec.get("split") == "eval":
+            rows.append(rec)
+    return rows
+
+
+def train_seconds(run_dir: Path) -> dict[int, float]:
+    """step -> seconds of training (eval excluded), from the train log lines (progress * budget)."""
+    cfg = json.loads((run_dir / "run_config.json").read_text())["config"]["train"]
+    out = {0: 0.0}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("split") == "train":
+            out[rec["step"]] = rec["progress"] * cfg["max_time_s"]
+    return out
+
+
+def report(out: Path, threads: int, seed: int) -> None:
+    rows, summary = [], {}
+    sha, hw = commit(), hardware(threads)
+    for name, (knob, overrides) in VARIANTS.items():
+        run_dir = out / "runs" / name
+        if not finished(run_dir):
+            continue
+        secs = train_seconds(run_dir)
+        known = sorted(secs)
+        curve = read_curve(run_dir)
+        for rec in curve:
+            before = max(s for s in known if s <= rec["step"])
+            rows.append({"variant": name, "knob": knob, "seed": seed, "commit": sha, "hardware": hw,
+                         "step": rec["step"], "tokens": rec["tokens"], "train_s": round(secs[before], 1),
+                         "mlm_acc": round(rec["mlm_acc"], 4), "mlm_loss": round(rec["mlm_loss"], 4),
+                         "nsp_acc": round(rec.get("nsp_acc", float("nan")), 4)})
+        last = curve[-1]
+        status = json.loads((run_dir / "status.json").read_text())
+        summary[name] = {"knob": knob, "overrides": overrides, "steps": last["step"], "tokens": last["tokens"],
+                         "tokens_per_s": round(last["tokens"] / max(1.0, secs[max(known)]), 1),
+                         "mlm_acc": round(last["mlm_acc"], 4), "mlm_loss": round(last["mlm_loss"], 4),
+                         "nsp_acc": round(last.get("nsp_acc", float("nan")), 4),
+                         "finished": status.get("ended")}
+    if not summary:
+        print("no finished runs yet")
+        return
+    base = summary.get("baseline")
+    for s in summary.values():
+        if base:
+            s["mlm_acc_vs_baseline"] = round(s["mlm_acc"] - base["mlm_acc"], 4)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "curves.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (out / "summary.json").write_text(json.dumps({"commit": sha, "hardware": hw, "seed": seed, "base": BASE,
+                                                  "eval": EVAL, "variants": summary}, indent=2))
+    print(f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6}")
+    for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mlm_acc"]):
+        print(f"{name:<20} {s['knob']:<20} {s['tokens']:>10,} {s['tokens_per_s']:>7.0f} {s['mlm_acc']:>8.1%} "
+              f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%}")
+    figure(rows, out / "curves.png")
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no figure (pip install matplotlib)")
+        return
+    knobs = [k for k in dict.fromkeys(r["knob"] for r in rows) if k != "baseline"]
+    cols = 3
+    nrows = max(1, -(-len(knobs) // cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False, sharey=True)
+    for ax, knob in zip(axes.flat, knobs, strict=False):
+        for name in dict.fromkeys(r["variant"] for r in rows if r["knob"] in (knob, "baseline")):
+            pts = [r for r in rows if r["variant"] == name]
+            ax.plot([p["train_s"] / 60 for p in pts], [100 * p["mlm_acc"] for p in pts], label=name,
+                    color="black" if name == "baseline" else None, lw=2 if name == "baseline" else 1.4)
+        ax.set_title(knob)
+        ax.set_xlabel("training minutes")
+        ax.set_ylabel("held-out MLM accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(knobs):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"figure: {path}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="the shared data folder")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--budget-s", type=float, default=900.0, help="training seconds per run (eval excluded)")
+    ap.add_argument("--parallel", type=int, default=2, help="runs at once")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", help="comma-separated variant names (default: all)")
+    ap.add_argument("--report", action="store_true", help="only write the table and figure from finished runs")
+    args = ap.parse_args()
+    if not args.report:
+        names = args.only.split(",") if args.only else list(VARIANTS)
+        unknown = [n for n in names if n not in VARIANTS]
+        if unknown:
+            sys.exit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+        if not (args.data / "corpus").is_dir():
+            sys.exit(f"{args.data}/corpus not found: pass --data pointing at the shared data folder")
+        run_all(names, args.data, args.out, args.budget_s, args.parallel, args.threads, args.seed)
+    report(args.out, args.threads, args.seed)
+
+
+if __name__ == "__main__":
+    main()
