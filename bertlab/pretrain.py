@@ -27,6 +27,7 @@ from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, load_corpus
 from bertlab.errors import InputError
 from bertlab.model import BertForPreTraining
+from bertlab.model_card import model_card_markdown
 from bertlab.pretraining_data import (
     DataConfig,
     InstanceStore,
@@ -39,7 +40,15 @@ from bertlab.pretraining_data import (
     tokenize_documents,
 )
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training import TrainConfig, hardware_description, read_json, train, update_status, write_json_atomic
+from bertlab.training import (
+    TrainConfig,
+    hardware_description,
+    read_json,
+    read_metrics,
+    train,
+    update_status,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -454,83 +463,22 @@ CLI_COMMANDS = {"pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ab
 # --------------------------------------------------------------------------------------
 # Export a finished run as a shipped checkpoint with its model card
 # --------------------------------------------------------------------------------------
-def model_card_markdown(card: dict, metrics_note: str = "") -> str:
-    """A readable model card from model_card.json's content."""
-    m = card.get("metrics", {})
-    t = card.get("train_config", {})
-    d = card.get("data_config", {})
-    hours = card.get("train_time_s", 0) / 3600
-    lines = [
-        f"# {card.get('name', 'bertlab model')}",
-        "",
-        f"A BERT-{card.get('size', '?')} pretrained by BERT Lab with its own command, objective `{card.get('objective')}` "
-        "(masked LM + next sentence prediction, as in Devlin et al. 2018).",
-        "",
-        "## How it was made",
-        "",
-        "```bash",
-        card.get("command", ""),
-        "```",
-        "",
-        f"- Corpus: {', '.join(card.get('corpus', []))} — {card.get('corpus_documents', '?'):,} documents, "
-        f"{card.get('corpus_sentences', '?'):,} sentences.",
-        f"- Instances: {card.get('train_instances', 0):,} ({card.get('train_instance_tokens', 0):,} tokens), "
-        f"max_seq_length {d.get('max_seq_length')}, masked_lm_prob {d.get('masked_lm_prob')}, "
-        f"{d.get('mask_token_prob')}/{d.get('random_token_prob')}/"
-        f"{round(1 - d.get('mask_token_prob', 0) - d.get('random_token_prob', 0), 3)} mask/random/keep, "
-        f"dupe_factor {d.get('dupe_factor')}, {d.get('masking')} masking.",
-        f"- Optimisation: AdamW lr {t.get('learning_rate')}, warm-up {t.get('warmup')}, batch {t.get('batch_size')}, "
-        f"weight decay {t.get('weight_decay')}.",
-        f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
-        + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),
-        f"- Trained {card.get('steps', 0):,} steps, {card.get('tokens', 0):,} input tokens, "
-        f"{hours:.2f} h of training on {card.get('hardware', '?')}.",
-    ]
-    parent = card.get("init_card")
-    if parent:
-        pm = parent.get("metrics", {})
-        lines += [
-            "",
-            f"This run continued pretraining from `{card.get('init_from')}`, which had been trained with",
-            "",
-            "```bash",
-            str(parent.get("command", "?")),
-            "```",
-            "",
-            f"for {parent.get('steps', 0):,} steps, {parent.get('tokens', 0):,} input tokens and "
-            f"{parent.get('train_time_s', 0) / 3600:.2f} h (held-out MLM accuracy {pm.get('mlm_acc', float('nan')):.1%}, "
-            f"NSP accuracy {pm.get('nsp_acc', float('nan')):.1%} at its end). "
-            f"**In total: {card.get('total_steps', 0):,} steps, {card.get('total_tokens', 0):,} input tokens, "
-            f"{card.get('total_train_time_s', 0) / 3600:.2f} h of training.**",
-        ]
-    if card.get("history"):
-        lines += ["", "Stops and resumes (each resume continued exactly from its checkpoint):", ""]
-        lines += [f"- {h}" for h in card["history"]]
-    lines += [
-        "",
-        "## Held-out metrics",
-        "",
-        "Measured on instances made from documents kept out of training (2% of the documents).",
-        "",
-        "| metric | value |",
-        "|---|---|",
-    ]
-    for k, v in m.items():
-        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
-    if metrics_note:
-        lines += ["", metrics_note]
-    lines += ["", "## Data and licences", ""]
-    if card.get("corpus_credit"):
-        lines.append(f"- `default`: {card['corpus_credit']}")
-    for src in card.get("corpus", []):
-        if "gutenberg" in src:
-            lines.append("- Project Gutenberg books (public domain in the USA): Carroll, Barrie, Twain, Dickens, Wilde, "
-                         "Kipling, Stoker, Austen, Doyle, Melville, Joyce, Kafka (Wyllie translation).")
-        if "wikitext" in src:
-            lines.append("- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "
-                         "CC BY-SA 3.0 / GFDL.")
-    lines += ["", "Weights are stored in float16 (`model.safetensors`); bertlab and `transformers` load them as usual.", ""]
-    return "\n".join(lines)
+def learning_curve(run_dir: str | Path) -> list[dict]:
+    """The held-out evaluations of a run: step, tokens, training seconds and metrics, for its card."""
+    records = read_metrics(run_dir)
+    cfg = (read_json(Path(run_dir) / "run_config.json") or {}).get("config", {}).get("train", {})
+    seconds: dict[int, float] = {}
+    for r in records:  # older runs' eval records lack train_s: take it from the train line of that step
+        if r.get("split") == "train" and cfg.get("max_time_s"):
+            seconds[r["step"]] = r.get("progress", 0.0) * cfg["max_time_s"]
+    curve = []
+    for r in records:
+        if r.get("split") != "eval":
+            continue
+        point = {"step": r["step"], "tokens": r["tokens"], "train_s": r.get("train_s", seconds.get(r["step"]))}
+        point.update({k: round(r[k], 4) for k in ("mlm_acc", "mlm_loss", "nsp_acc") if k in r})
+        curve.append(point)
+    return curve
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metrics_note: str = "",
@@ -545,6 +493,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
     model, tokenizer, info = load_pretraining_model(run_dir / "model")
     card = dict(info["card"])
+    card["learning_curve"] = learning_curve(run_dir)
     if history:
         card["history"] = list(card.get("history", [])) + list(history)
     out = Path(out_dir)

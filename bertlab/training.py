@@ -563,7 +563,8 @@ def train(
             with torch.no_grad():
                 metrics = task.evaluate(model, device, autocast)
             model.train()
-            record = {"split": "eval", "step": progress.step, "time": time.time(), "tokens": progress.tokens, **metrics}
+            record = {"split": "eval", "step": progress.step, "time": time.time(), "tokens": progress.tokens,
+                      "train_s": round(progress.train_time_s, 1), **metrics}
             writer.write(record)
             update_status(run_dir, last_eval=metrics)
             log.info("eval step %d: %s", progress.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))

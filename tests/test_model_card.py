@@ -1,0 +1,49 @@
+"""bertlab.model_card: the README.md of a checkpoint says what the model is and how it was made."""
+
+from bertlab.model_card import model_card_markdown, recipe_deviations
+
+PAPER_TRAIN = {"learning_rate": 1e-4, "adam_betas": [0.9, 0.999], "schedule": "linear", "batch_size": 256,
+               "weight_decay": 0.01, "warmup": 0.01}
+PAPER_DATA = {"max_seq_length": 128, "masked_lm_prob": 0.15, "masking": "static", "mask_token_prob": 0.8,
+              "random_token_prob": 0.1, "dupe_factor": 10}
+
+
+def _card(**kw) -> dict:
+    card = {"name": "m", "size": "mini", "objective": "mlm_nsp", "train_config": dict(PAPER_TRAIN),
+            "data_config": dict(PAPER_DATA), "pretrain_dropout": 0.1, "metrics": {"mlm_acc": 0.4}}
+    card.update(kw)
+    return card
+
+
+def test_the_papers_recipe_has_no_deviations():
+    assert recipe_deviations(_card()) == []
+
+
+def test_each_deviation_is_named():
+    card = _card(pretrain_dropout=0.0, phase2={"at": 0.75, "max_seq_length": 128})
+    card["train_config"].update(learning_rate=1.5e-3, adam_betas=[0.9, 0.98], batch_size=32, warmup=0.05)
+    card["data_config"].update(max_seq_length=64, masked_lm_prob=0.2, masking="dynamic")
+    text = "\n".join(recipe_deviations(card))
+    for fragment in ("0.0015", "0.9, 0.98", "batch 32", "5% of the budget", "20% of tokens",
+                     "dynamic masking", "64 tokens for the first 75%", "dropout 0.0"):
+        assert fragment in text, fragment
+    assert "departs from the paper" in model_card_markdown(card)
+
+
+def test_objective_is_described_as_it_was():
+    assert "next sentence prediction" in model_card_markdown(_card())
+    assert "No NSP ablation" in model_card_markdown(_card(objective="mlm"))
+    assert "left-to-right" in model_card_markdown(_card(objective="ltr"))
+    assert "next sentence prediction, as in" not in model_card_markdown(_card(objective="ltr"))
+
+
+def test_learning_curve_and_unseen_english_tables():
+    curve = [{"step": s, "tokens": 1000 * s, "train_s": 6.0 * s, "mlm_acc": s / 1000, "mlm_loss": 7 - s / 100,
+              "nsp_acc": 0.5} for s in range(10, 410, 10)]
+    unseen = {"data": "web text", "domains": {"ewt": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8}},
+              "overall": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8}}
+    text = model_card_markdown(_card(learning_curve=curve, unseen_english=unseen))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "tokens |" not in line]
+    assert "| 400 | 400,000 | 40 min | 40.0% |" in text and "| 10 | 10,000 |" in text
+    assert len([r for r in rows if r.split("|")[1].strip().replace(",", "").isdigit()]) == 14
+    assert "| ewt | 30.0% | 1,200 | 80.0% |" in text
