@@ -405,8 +405,14 @@ def pretrain_args(
     max_seq_length: int | None = None,
     name: str | None = None,
     overrides: tuple[str, ...] = (),
+    masked_lm_prob: float | None = None,
+    snapshots: bool = False,
 ) -> tuple[str, ...]:
-    """`bertlab pretrain` arguments from the Train page's fields; a budget given here replaces the config's."""
+    """`bertlab pretrain` arguments from the Train page's fields; a budget given here replaces the config's.
+
+    With a sequence length and a masking share, the cap on predictions per sequence follows
+    them (max_seq_length x masked_lm_prob, rounded up, as Google's README says), so a 512-token
+    run masks 15% of its tokens and not 20 of them."""
     args: list[str] = ["--config", config] if config else []
     if name:
         args.append(f"name={name}")
@@ -423,6 +429,14 @@ def pretrain_args(
         args.append(f"train.batch_size={int(batch_size)}")
     if max_seq_length:
         args.append(f"data.max_seq_length={int(max_seq_length)}")
+    if masked_lm_prob:
+        if not 0.0 < masked_lm_prob < 1.0:
+            raise JobError(f"the masked share must be between 0 and 1, got {masked_lm_prob}")
+        args.append(f"data.masked_lm_prob={masked_lm_prob}")
+    if max_seq_length and masked_lm_prob:
+        args.append(f"data.max_predictions_per_seq={math.ceil(int(max_seq_length) * masked_lm_prob - 1e-9)}")
+    if snapshots:
+        args.append("train.snapshots=true")
     return tuple(args) + tuple(overrides)
 
 

@@ -42,6 +42,7 @@ def _config_defaults(path: str, mtime: float) -> dict:
     corpus = cfg.corpus[0] if len(cfg.corpus) == 1 else ", ".join(cfg.corpus)
     return {"size": cfg.size, "corpus": corpus, "lr": cfg.train.learning_rate, "batch": cfg.train.batch_size,
             "seq": cfg.data.max_seq_length, "steps": cfg.train.max_steps or 1000,
+            "mask": cfg.data.masked_lm_prob,
             "minutes": max(1, int(cfg.train.max_time_s / 60)) if cfg.train.max_time_s else 10,
             "budget": "Minutes" if cfg.train.max_time_s and not cfg.train.max_steps else "Steps"}
 
@@ -101,6 +102,15 @@ with form:
     batch = c2.number_input("Batch size", min_value=1, max_value=8192, value=int(d["batch"]), step=8, key=f"train_batch_{k}")
     seq = c3.select_slider("Max sequence length", [32, 64, 128, 256, 384, 512], value=int(d["seq"]) if int(d["seq"]) in (32, 64, 128, 256, 384, 512) else 128,
                            key=f"train_seq_{k}")
+    if kind == PRETRAIN:
+        c1, c2 = st.columns(2)
+        mask_share = c1.number_input("Share of tokens masked", min_value=0.05, max_value=0.8, value=float(d["mask"]), step=0.05,
+                                     format="%.2f", key=f"train_mask_{k}",
+                                     help="The paper masks 15%; 20-40% gives more signal per step. The cap on predictions "
+                                          "per sequence follows length x share.")
+        snapshots = c2.checkbox("Keep snapshots to watch it learn", value=True, key=f"train_snap_{k}",
+                                help="Small fp16 copies of the model at log-spaced steps (10, 20, 30, 50, 70, 100, ...), "
+                                     "shown on the Watch it learn page.")
     c1, c2, c3 = st.columns(3)
     device = c1.selectbox("Device", ["auto", "cuda", "cpu"], key="train_device", help="auto: a CUDA GPU when there is one, else the CPU")
     gpus_here = registry.gpus
@@ -114,7 +124,8 @@ spec = est = None
 try:
     if kind == PRETRAIN:
         args = pretrain_args(config=config, size=size, corpus=corpus.strip(), max_steps=steps, max_time_s=minutes * 60,
-                             learning_rate=lr, batch_size=batch, max_seq_length=seq)
+                             learning_rate=lr, batch_size=batch, max_seq_length=seq, masked_lm_prob=mask_share,
+                             snapshots=snapshots)
     else:
         args = finetune_args(task, data.strip(), None if model == RANDOM else model, mode=mode, max_steps=steps, max_time_s=minutes * 60,
                              learning_rate=lr, batch_size=batch, max_seq_length=seq)

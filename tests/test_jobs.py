@@ -321,6 +321,11 @@ def test_form_fields_become_recipe_arguments():
     assert args[:2] == ("--config", "configs/tiny.yaml")
     assert "corpus=[default, /data/a.txt]" in args
     assert {"train.max_steps=0", "train.max_time_s=600.0", "train.max_tokens=0", "train.batch_size=16"} <= set(args)
+    long = pretrain_args("configs/tiny.yaml", max_steps=10, max_seq_length=512, masked_lm_prob=0.15, snapshots=True)
+    assert {"data.max_predictions_per_seq=77", "data.masked_lm_prob=0.15", "train.snapshots=true"} <= set(long)
+    assert "data.max_predictions_per_seq=26" in pretrain_args(None, max_steps=1, max_seq_length=128, masked_lm_prob=0.2)
+    with pytest.raises(JobError, match="masked share"):
+        pretrain_args(None, max_steps=1, masked_lm_prob=1.5)
     ft = finetune_args("mrpc", "/d", "/m", mode="feature", max_steps=100, learning_rate=2e-5)
     assert ft == ("--task", "mrpc", "--data", "/d", "--mode", "feature", "--model", "/m", "--max-steps", "100", "--lr", "2e-05")
     with pytest.raises(JobError, match="unknown task"):

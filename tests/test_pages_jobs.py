@@ -121,6 +121,7 @@ def test_launch_from_the_train_page_queues_a_job(app_env):
     jobs = JobRegistry(app_env).list()
     assert len(jobs) == 1 and jobs[0].state == "queued" and jobs[0].kind == "pretrain"
     assert "train.max_steps=25" in jobs[0].job["args"]
+    assert "train.snapshots=true" in jobs[0].job["args"]  # kept for the Watch it learn page by default
     assert at.session_state["jobs_focus"] == jobs[0].id
     # the Jobs page opens on the new job; Cancel works on a queued job
     at.switch_page(JOBS).run()
