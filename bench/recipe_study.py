@@ -52,6 +52,10 @@ BASE = [
 # Held-out instances are made the same way for every variant.
 EVAL = "eval_data={max_seq_length: 128, masked_lm_prob: 0.15, max_predictions_per_seq: 20, masking: static}"
 
+RECIPE = ["data.max_seq_length=64", "data.max_predictions_per_seq=13", "data.masked_lm_prob=0.2",
+          "phase2={at: 0.75, max_seq_length: 128, max_predictions_per_seq: 26}", "train.learning_rate=1.5e-3",
+          "train.adam_betas=[0.9, 0.98]", "train.warmup=0.05"]
+
 # name -> (knob, overrides on top of BASE)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "baseline": ("baseline", []),
@@ -75,6 +79,9 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "size_narrow_deep": ("model size", ["model_overrides={num_layers: 8, hidden_size: 192, num_heads: 3, "
                                         "intermediate_size: 768}"]),
     "data_books_only": ("data", ["corpus=[{corpus}/gutenberg]"]),
+    # several knobs at once: the shipped model's recipe (configs/default-model.yaml) and one change to it
+    "recipe": ("combined recipe", RECIPE),
+    "recipe_lr_5e-4": ("combined recipe", [*RECIPE, "train.learning_rate=5e-4"]),
 }
 
 
