@@ -21,6 +21,7 @@ PAGE_BLURBS = {
     "How an example is made": "How a pretraining example is made",
     "Train": "Train: pretrain or fine-tune a BERT of your own",
     "Jobs": "Jobs: follow and manage training runs",
+    "Watch it learn": "Watch it learn: slide through training and see the answers and heads form",
 }
 
 st.title("BERT Lab")

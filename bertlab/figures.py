@@ -812,3 +812,31 @@ def bertviz_html(inspection: Inspection, view: str = "head") -> str:
     fn = head_view if view == "head" else model_view
     out = fn(att, list(inspection.tokens), **kwargs)
     return out.data if hasattr(out, "data") else str(out)
+
+
+# --------------------------------------------------------------------------------------
+# Learning curves (Watch it learn, the Home page's model card)
+# --------------------------------------------------------------------------------------
+def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None, title: str = "") -> go.Figure:
+    """Held-out masked-LM and NSP accuracy against input tokens seen (log axis), with a vertical
+    line at `marker_step` (the snapshot being looked at)."""
+    pts = [c for c in curve if c.get("tokens")]
+    if not pts:
+        raise InputError("no held-out evaluations to draw")
+    fig = go.Figure()
+    x = [c["tokens"] for c in pts]
+    hover = "step %{customdata:,}<br>%{x:.3s} tokens<br>%{y:.1%}<extra>%{fullData.name}</extra>"
+    steps = [c["step"] for c in pts]
+    fig.add_trace(go.Scatter(x=x, y=[c.get("mlm_acc") for c in pts], name="masked-LM accuracy", mode="lines+markers",
+                             line=dict(color=BLUE, width=2), marker=dict(size=5), customdata=steps, hovertemplate=hover))
+    if any(c.get("nsp_acc") is not None for c in pts):
+        fig.add_trace(go.Scatter(x=x, y=[c.get("nsp_acc") for c in pts], name="NSP accuracy", mode="lines+markers",
+                                 line=dict(color=ORANGE, width=2), marker=dict(size=5), customdata=steps,
+                                 hovertemplate=hover))
+    if marker_step is not None:
+        at = min(pts, key=lambda c: abs(c["step"] - marker_step))
+        fig.add_vline(x=at["tokens"], line=dict(color=GREY, dash="dash"),
+                      annotation_text=f"step {marker_step:,}", annotation_position="top left")
+    fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
+    return _layout(fig, title, height=340, legend=dict(orientation="h", y=-0.3))

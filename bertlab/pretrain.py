@@ -501,6 +501,14 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
                     extra_files={"model_card.json": card,
                                  "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
                     dtype=torch.float16 if fp16 else None)
+    from bertlab.history import build_history, has_history, history_for, save_history
+
+    if has_history(run_dir):  # the run kept snapshots: its learning history travels with the model
+        history = history_for(run_dir)
+        if history is None:
+            history = build_history(run_dir)
+            save_history(history, run_dir)
+        save_history(history, out)
     return out
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from bertlab.errors import BertLabError
 from bertlab.figures import probability_bar
+from bertlab.history import has_history
 from bertlab.jobs import JobRegistry, gpu_stats
 from bertlab.jobs_view import (
     answer_html,
@@ -98,6 +99,9 @@ def live() -> None:
         show_figure(fig, f"{job.id}-curves", key=f"curves-{job.id}", export=False)
     elif job.state not in ("queued", "preparing"):
         st.caption("No metrics written yet.")
+    if has_history(job.run_dir):
+        st.page_link("pages/7_Watch_it_learn.py", label="Watch it learn: its answers and heads at every snapshot",
+                     icon=":material/timeline:", query_params={"run": Path(job.run_dir).name})
 
     if (job.device or "").startswith("cuda") and job.state in ("running", "preparing"):
         stats = gpu_stats()

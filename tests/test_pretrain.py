@@ -170,6 +170,15 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
         == torch.float16
     evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
     assert {10, 20, 25} <= evals  # every snapshot has its held-out score
+    # the exported model carries its learning history and its card the held-out curve
+    from bertlab.history import load_history
+    from bertlab.pretrain import export_run
+
+    out = export_run(tmp_path / "run", tmp_path / "shipped")
+    assert load_history(out).steps == [10, 20, 25]
+    card = json.loads((out / "model_card.json").read_text())
+    assert [c["step"] for c in card["learning_curve"]][-3:] == [10, 20, 25]
+    assert "Learning curve" in (out / "README.md").read_text()
 
 
 def test_ablation_objectives_train(tmp_path, vocab_file):

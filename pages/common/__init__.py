@@ -57,6 +57,7 @@ PAGE_ICONS = {
     "How an example is made": ":material/extension:",
     "Train": ":material/model_training:",
     "Jobs": ":material/work_history:",
+    "Watch it learn": ":material/timeline:",
 }
 DEFAULT_ICON = ":material/article:"
 

@@ -1,0 +1,255 @@
+"""How a model learned: its answers, attention and head statistics at snapshots taken while it trained.
+
+Owns `learning_history.json` (this module is its only reader and writer): the probe inputs, the
+held-out learning curve and a thinned train-loss curve, and for every snapshot the model's
+fill-mask top-5 on the probe sentences, P(IsNext) on probe pairs, attention maps of the probe
+attention sentences and Clark et al.'s head statistics averaged over them.
+
+A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spaced steps under
+`RUN/snapshots/step-NNNNNNN/` (see bertlab.training). `build_history` runs the probes through each
+of them once and the file is saved in the run folder; `bertlab export` copies it beside a shipped
+checkpoint, so the history of the shipped model needs no snapshots at all.
+
+Imports bertlab.attention, bertlab.inference and bertlab.training (file names and metrics); never
+streamlit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bertlab.attention import HEAD_STATS, head_statistics
+from bertlab.errors import InputError
+from bertlab.training import SNAPSHOT_DIR, read_json, read_metrics
+
+HISTORY_FILE = "learning_history.json"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Probes:
+    """The fixed inputs every snapshot is asked about."""
+
+    fill_mask: tuple[str, ...] = (
+        "I drank a cup of [MASK] this morning.",
+        "The capital of France is [MASK].",
+        "She opened the door and [MASK] into the room.",
+        "He [MASK] the ball to his brother.",
+        "It was a dark and stormy [MASK].",
+        "The children were playing in the [MASK].",
+        "My father [MASK] a doctor in London.",
+    )
+    pairs: tuple[tuple[str, str, bool], ...] = (  # (A, B, B really follows A)
+        ("She opened the door and walked in.", "The room was dark and quiet.", True),
+        ("I forgot my umbrella at home.", "Of course, it started to rain.", True),
+        ("She opened the door and walked in.", "Water boils at one hundred degrees.", False),
+        ("I forgot my umbrella at home.", "The museum opens at nine.", False),
+    )
+    attention: tuple[str, ...] = (
+        "The cat sat on the mat because it was tired.",
+        "She gave the book to her brother, and he read it at night.",
+    )
+
+
+DEFAULT_PROBES = Probes()
+
+
+@dataclass
+class SnapshotProbe:
+    """What the model at one snapshot says about the probes.
+
+    Attributes:
+        fill_mask: per probe sentence, the top-5 (word, probability) for its [MASK].
+        nsp: per probe pair, P(IsNext); empty for models without an NSP head.
+        attention: per attention sentence, {"tokens": [...], "permille": (L, A, T, T) nested lists
+            of attention probabilities x 1000, rounded (`attention_maps` gives them back as floats).
+        head_stats: statistic name (bertlab.attention.HEAD_STATS) -> (L, A) nested lists,
+            averaged over the attention sentences.
+    """
+
+    step: int
+    tokens: int
+    train_s: float | None
+    metrics: dict[str, float]
+    fill_mask: list[list[tuple[str, float]]]
+    nsp: list[float]
+    attention: list[dict]
+    head_stats: dict[str, list[list[float]]]
+
+    def attention_maps(self, sentence: int) -> tuple[list[str], np.ndarray]:
+        a = self.attention[sentence]
+        return list(a["tokens"]), np.asarray(a["permille"], dtype=np.float32) / 1000.0
+
+    def stats_array(self, name: str) -> np.ndarray:
+        return np.asarray(self.head_stats[name], dtype=np.float32)
+
+
+@dataclass
+class LearningHistory:
+    """A run's learning history: curves plus one SnapshotProbe per snapshot, in step order."""
+
+    probes: Probes
+    curve: list[dict]  # held-out evaluations: step, tokens, train_s, mlm_acc, mlm_loss, nsp_acc
+    train_curve: list[dict]  # thinned train log: step, tokens, loss
+    snapshots: list[SnapshotProbe] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def steps(self) -> list[int]:
+        return [s.step for s in self.snapshots]
+
+    def at(self, step: int) -> SnapshotProbe:
+        """The snapshot at `step`, or the last one before it."""
+        if not self.snapshots:
+            raise InputError("this history holds no snapshots")
+        before = [s for s in self.snapshots if s.step <= step]
+        return before[-1] if before else self.snapshots[0]
+
+
+# --------------------------------------------------------------------------------------
+# Snapshots of a run
+# --------------------------------------------------------------------------------------
+def list_snapshots(run_dir: str | Path) -> list[Path]:
+    """The snapshot folders of a run, in step order."""
+    root = Path(run_dir) / SNAPSHOT_DIR
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file())
+
+
+def probe_model(lm, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
+    """Run the probes through one loaded model (a `bertlab.inference.LoadedModel`)."""
+    card = card or {}
+    fills = []
+    for result in lm.fill_mask(list(probes.fill_mask), top_k=5, joint=False):
+        cands = result.masks[0].candidates if result.masks else []
+        fills.append([(c.word, round(float(c.score), 4)) for c in cands])
+    nsp = []
+    if lm.has_nsp:
+        results = lm.next_sentence([a for a, _, _ in probes.pairs], [b for _, b, _ in probes.pairs])
+        nsp = [round(float(r.is_next_prob), 4) for r in results]
+    attention, sums, counts = [], {}, 0
+    for text in probes.attention:
+        ins = lm.inspect(text)
+        permille = np.rint(np.asarray(ins.attentions, dtype=np.float64) * 1000).astype(int)  # compact on disk
+        attention.append({"tokens": list(ins.tokens), "permille": permille.tolist()})
+        stats = head_statistics(ins.attentions, ins.tokens)
+        n = len(ins.tokens)
+        for name, v in stats.values.items():
+            sums[name] = sums.get(name, 0) + np.nan_to_num(v) * n
+        counts += n
+    head_stats = {name: np.round((sums[name] / max(1, counts)).astype(np.float64), 4).tolist()
+                  for name in HEAD_STATS if name in sums}
+    metrics = {k: float(v) for k, v in (card.get("metrics") or {}).items() if isinstance(v, (int, float))}
+    return SnapshotProbe(step=int(card.get("steps", 0)), tokens=int(card.get("tokens", 0)),
+                         train_s=card.get("train_time_s"), metrics=metrics, fill_mask=fills, nsp=nsp,
+                         attention=attention, head_stats=head_stats)
+
+
+def run_curves(run_dir: str | Path, max_train_points: int = 300) -> tuple[list[dict], list[dict]]:
+    """(held-out curve, thinned train-loss curve) from a run's metrics.jsonl."""
+    records = read_metrics(run_dir)
+    curve = [{"step": r["step"], "tokens": r["tokens"], "train_s": r.get("train_s"),
+              **{k: round(float(r[k]), 4) for k in ("mlm_acc", "mlm_loss", "nsp_acc") if k in r}}
+             for r in records if r.get("split") == "eval"]
+    train = [r for r in records if r.get("split") == "train"]
+    every = max(1, len(train) // max_train_points)
+    train_curve = [{"step": r["step"], "tokens": r["tokens"], "loss": round(float(r["loss"]), 4)}
+                   for i, r in enumerate(train) if i % every == 0 or i == len(train) - 1]
+    return curve, train_curve
+
+
+def build_history(run_dir: str | Path, probes: Probes = DEFAULT_PROBES,
+                  progress: Callable[[int, int], None] | None = None) -> LearningHistory:
+    """Probe every snapshot of a run (one model at a time) and gather its curves.
+
+    Raises:
+        InputError: the folder kept no snapshots.
+    """
+    from bertlab.inference import load_model
+
+    snaps = list_snapshots(run_dir)
+    if not snaps:
+        raise InputError(f"{run_dir}: this run kept no snapshots; start a run with train.snapshots=true "
+                         "(the Train page's 'Keep snapshots' option)")
+    curve, train_curve = run_curves(run_dir)
+    out = []
+    for i, path in enumerate(snaps):
+        lm = load_model(path, device="cpu")
+        out.append(probe_model(lm, probes, read_json(path / "model_card.json") or {}))
+        if progress is not None:
+            progress(i + 1, len(snaps))
+    return LearningHistory(probes, curve, train_curve, out, source=str(run_dir))
+
+
+# --------------------------------------------------------------------------------------
+# The file
+# --------------------------------------------------------------------------------------
+def save_history(history: LearningHistory, path: str | Path) -> Path:
+    """Write `learning_history.json` (path: the file, or a folder to write it in)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / HISTORY_FILE
+    data = {"format": FORMAT_VERSION, "source": history.source, "probes": asdict(history.probes),
+            "curve": history.curve, "train_curve": history.train_curve,
+            "snapshots": [asdict(s) for s in history.snapshots]}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # compact: nested attention lists stay small
+    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_history(path: str | Path) -> LearningHistory:
+    """Read `learning_history.json` from a file, checkpoint folder or run folder."""
+    path = Path(path)
+    file = path / HISTORY_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise InputError(f"{path}: no {HISTORY_FILE} (a run keeps one after its snapshots are probed)")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        p = data["probes"]
+        probes = Probes(tuple(p["fill_mask"]), tuple(tuple(x) for x in p["pairs"]), tuple(p["attention"]))
+        snaps = [SnapshotProbe(**{**s, "fill_mask": [[tuple(c) for c in f] for f in s["fill_mask"]]})
+                 for s in data["snapshots"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{file}: not a learning history this version reads ({type(exc).__name__}: {exc})") from exc
+    return LearningHistory(probes, data.get("curve", []), data.get("train_curve", []), snaps, data.get("source", ""))
+
+
+def history_for(path: str | Path) -> LearningHistory | None:
+    """The saved history of a checkpoint or run folder when it is there and covers every snapshot
+    the folder holds (a run still training gains snapshots); None when it must be (re)built."""
+    path = Path(path)
+    if not (path / HISTORY_FILE).is_file():
+        return None
+    history = load_history(path)
+    have = set(history.steps)
+    for snap in list_snapshots(path):
+        if int(snap.name.split("-")[1]) not in have:
+            return None
+    return history
+
+
+def has_history(path: str | Path) -> bool:
+    """True when the folder has a saved history or snapshots to build one from."""
+    path = Path(path)
+    return (path / HISTORY_FILE).is_file() or bool(list_snapshots(path))
+
+
+def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
+    """Rows for a table: each probe sentence, its top answers at `step` and at the last snapshot."""
+    now, last = history.at(step), history.snapshots[-1]
+    rows = []
+    for i, sentence in enumerate(history.probes.fill_mask):
+        def fmt(c: Sequence[tuple[str, float]]) -> str:
+            return ", ".join(f"{w} ({p:.0%})" for w, p in c[:5])
+
+        rows.append({"sentence": sentence, f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else "",
+                     f"final (step {last.step:,})": fmt(last.fill_mask[i]) if i < len(last.fill_mask) else ""})
+    return rows

@@ -1,0 +1,147 @@
+"""Watch it learn: a slider over training steps showing the learning curve, fill-mask answers,
+attention maps and head statistics of the model as it was at each snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertlab.attention import HEAD_STATS, HeadStats, head_label
+from bertlab.catalog import runs_root, shipped_model_path
+from bertlab.errors import BertLabError
+from bertlab.figures import attention_heatmap, head_grid, learning_curve_figure, stats_overview
+from bertlab.history import build_history, fill_mask_table, has_history, history_for, load_history, save_history
+from pages.common import chosen_model, concept, setup_page, show_error, show_figure
+
+setup_page("Watch it learn", ":material/timeline:")
+st.title("Watch it learn")
+
+
+def sources() -> dict[str, str]:
+    """label -> folder: the chosen model and the shipped one when they have a history, and every
+    run that kept snapshots (newest first)."""
+    out: dict[str, str] = {}
+    for path, label in ((chosen_model(), "The chosen model"), (str(shipped_model_path()), "The shipped model")):
+        if Path(path).is_dir() and has_history(path) and path not in out.values():
+            out[f"{label} ({Path(path).name})"] = path
+    root = runs_root()
+    if root.is_dir():
+        runs = sorted((p for p in root.iterdir() if p.is_dir() and has_history(p)), key=lambda p: p.stat().st_mtime,
+                      reverse=True)
+        for p in runs:
+            out[f"Run {p.name}"] = str(p)
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def cached_history(path: str, stamp: float):
+    return load_history(path)
+
+
+def history_stamp(path: str) -> float:
+    f = Path(path) / "learning_history.json"
+    return f.stat().st_mtime if f.is_file() else 0.0
+
+
+found = sources()
+wanted = st.query_params.get("run")
+if wanted and not any(Path(p).name == wanted for p in found.values()):
+    st.warning(f"Run `{wanted}` kept no snapshots (or is not under {runs_root()}); pick another source below.")
+if not found:
+    st.info("No model here has a learning history yet. Start a pretraining run on the **Train** page with "
+            "*Keep snapshots* on, then come back: every snapshot becomes a step on the slider.")
+    st.stop()
+
+labels = list(found)
+start = next((i for i, p in enumerate(found.values()) if wanted and Path(p).name == wanted), 0)
+left, right = st.columns([3, 2], gap="large")
+with left:
+    label = st.selectbox("Whose training to watch", labels, index=start, key="wil_source")
+with right:
+    concept(
+        "While a model pretrains, it keeps small copies of itself at steps 10, 20, 30, 50, 70, 100, 200 … "
+        "Slide through them: at first the masked LM answers the most common tokens (*the*, *,*, *.*) "
+        "whatever the sentence; later the answers fit the context. Attention starts nearly uniform; heads "
+        "that look at the previous or next token, at [SEP] or at [CLS] form as the loss falls "
+        "(Clark et al. 2019 call them positional and 'no-op' heads)."
+    )
+folder = found[label]
+
+history = None
+try:
+    history = history_for(folder)
+    if history is None:
+        bar = st.progress(0.0, text="Asking every snapshot about the probe sentences…")
+        built = build_history(folder, progress=lambda i, n: bar.progress(i / n, text=f"Snapshot {i} of {n}…"))
+        save_history(built, folder)
+        bar.empty()
+    history = cached_history(folder, history_stamp(folder))
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+if not history.snapshots:
+    st.info("This history holds no snapshots yet.")
+    st.stop()
+
+
+def step_label(step: int) -> str:
+    s = history.at(step)
+    tokens = f"{s.tokens / 1e6:.1f}M" if s.tokens >= 1e6 else f"{s.tokens / 1e3:.0f}k"
+    return f"step {step:,} · {tokens} tokens"
+
+
+steps = history.steps
+step = st.select_slider("Training step", options=steps, value=steps[-1], format_func=step_label, key="wil_step")
+snap = history.at(step)
+
+m = snap.metrics
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Held-out masked-LM accuracy", f"{m['mlm_acc']:.1%}" if "mlm_acc" in m else "–")
+c2.metric("Masked-LM perplexity", f"{m['mlm_perplexity']:,.0f}" if "mlm_perplexity" in m else "–")
+c3.metric("NSP accuracy", f"{m['nsp_acc']:.1%}" if "nsp_acc" in m else "–")
+c4.metric("Input tokens seen", f"{snap.tokens:,}")
+
+if history.curve:
+    show_figure(learning_curve_figure(history.curve, marker_step=step, title="How it learned (held-out documents)"),
+                "learning-curve", key="wil_curve")
+
+st.subheader("What it fills in")
+st.dataframe(pd.DataFrame(fill_mask_table(history, step)), hide_index=True, width="stretch")
+if snap.nsp:
+    pairs = history.probes.pairs
+    st.markdown("**Does B follow A?** P(IsNext) at this step")
+    st.dataframe(pd.DataFrame([{"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": f"{p:.0%}"}
+                               for (a, b, real), p in zip(pairs, snap.nsp, strict=False)]),
+                 hide_index=True, width="stretch")
+
+st.subheader("Where it looks")
+sentences = list(history.probes.attention)
+a1, a2, a3 = st.columns([3, 1, 1])
+which = a1.selectbox("Sentence", range(len(sentences)), format_func=lambda i: sentences[i], key="wil_sentence")
+tokens, maps = snap.attention_maps(which)
+L, A = maps.shape[:2]
+layer = a2.number_input("Layer", 1, L, 1, key="wil_layer")
+head = a3.number_input("Head", 1, A, 1, key="wil_head")
+g1, g2 = st.columns([2, 3])
+with g1:
+    show_figure(attention_heatmap(tokens, maps[layer - 1, head - 1], title=f"Head {head_label(layer - 1, head - 1)}"),
+                "attention-head", key="wil_head_fig")
+with g2:
+    show_figure(head_grid(maps, tokens, title="Every head at this step"), "attention-heads", key="wil_grid")
+
+st.subheader("What kind of heads it has")
+stats = HeadStats({name: snap.stats_array(name) for name in HEAD_STATS if name in snap.head_stats},
+                  num_inputs=len(sentences))
+show_figure(stats_overview(stats, title="Clark et al.'s statistics per head (averaged over the probe sentences)"),
+            "head-statistics", key="wil_stats")
+first = history.snapshots[0]
+if first.step != snap.step and "prev" in first.head_stats:
+    grew = {name: float(np.nanmax(snap.stats_array(name)) - np.nanmax(first.stats_array(name)))
+            for name in ("prev", "next", "sep", "cls")}
+    name, delta = max(grew.items(), key=lambda kv: kv[1])
+    st.caption(f"Since step {first.step:,}, the strongest '{HEAD_STATS[name][0]}' head went from "
+               f"{np.nanmax(first.stats_array(name)):.0%} to {np.nanmax(snap.stats_array(name)):.0%} "
+               f"of its attention ({delta:+.0%}), the largest change among the positional and [SEP]/[CLS] statistics.")

@@ -1,0 +1,142 @@
+"""bertlab.history: probing a run's snapshots, the learning_history.json round trip, and the
+Watch it learn page (AppTest) on a tiny run folder made here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_config
+
+from bertlab.checkpoint import save_checkpoint
+from bertlab.errors import InputError
+from bertlab.history import (
+    HISTORY_FILE,
+    build_history,
+    fill_mask_table,
+    has_history,
+    history_for,
+    load_history,
+    save_history,
+)
+from bertlab.model import BertForPreTraining
+
+REPO = Path(__file__).resolve().parent.parent
+STEPS = (10, 20, 30)
+
+
+def make_run(root: Path, tokenizer, steps=STEPS) -> Path:
+    """A run folder as a pretraining run with train.snapshots=true leaves it."""
+    run = root / "tiny-run"
+    (run / "snapshots").mkdir(parents=True)
+    lines = []
+    for i, step in enumerate(steps):
+        torch.manual_seed(i)
+        model = BertForPreTraining(tiny_config(len(tokenizer)))
+        card = {"steps": step, "tokens": 1000 * step, "train_time_s": 2.0 * step, "snapshot": True,
+                "metrics": {"mlm_acc": 0.01 * (i + 1), "mlm_loss": 6.0 - i, "nsp_acc": 0.5 + 0.1 * i}}
+        save_checkpoint(run / "snapshots" / f"step-{step:07d}", model, tokenizer, dtype=torch.float16,
+                        extra_files={"model_card.json": card})
+        lines.append({"split": "train", "step": step, "tokens": 1000 * step, "loss": 7.0 - i, "time": 0.0})
+        lines.append({"split": "eval", "step": step, "tokens": 1000 * step, "train_s": 2.0 * step, **card["metrics"]})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "step": steps[-1]}))
+    return run
+
+
+def test_history_probes_every_snapshot_and_round_trips(tmp_path, tokenizer):
+    run = make_run(tmp_path, tokenizer)
+    assert has_history(run) and history_for(run) is None  # snapshots, but not probed yet
+    calls = []
+    history = build_history(run, progress=lambda i, n: calls.append((i, n)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    assert history.steps == list(STEPS)
+    snap = history.at(25)  # the last snapshot at or before a step
+    assert snap.step == 20 and snap.metrics["mlm_acc"] == pytest.approx(0.02)
+    assert len(snap.fill_mask) == len(history.probes.fill_mask) and len(snap.fill_mask[0]) == 5
+    assert len(snap.nsp) == len(history.probes.pairs) and all(0 <= p <= 1 for p in snap.nsp)
+    tokens, maps = snap.attention_maps(0)
+    assert maps.shape == (2, 4, len(tokens), len(tokens))
+    assert np.allclose(maps.sum(-1), 1.0, atol=0.01)  # stored in permille, rows still sum to 1
+    assert set(snap.head_stats) >= {"cls", "sep", "prev", "next", "self", "entropy"}
+    assert [c["step"] for c in history.curve] == list(STEPS)
+
+    path = save_history(history, run)
+    assert path.name == HISTORY_FILE and path.stat().st_size < 50_000 * len(STEPS)  # compact: attention in permille
+    again = history_for(run)
+    assert again is not None and again.steps == history.steps
+    assert again.at(30).fill_mask == history.at(30).fill_mask
+    rows = fill_mask_table(again, 10)
+    assert rows[0]["sentence"] == history.probes.fill_mask[0] and set(rows[0]) == {"sentence", "step 10", "final (step 30)"}
+
+    # a new snapshot (the run goes on) makes the saved history out of date
+    make_run(tmp_path / "more", tokenizer, steps=(50,))
+    (tmp_path / "more" / "tiny-run" / "snapshots" / "step-0000050").rename(run / "snapshots" / "step-0000050")
+    assert history_for(run) is None
+
+
+def test_a_folder_without_snapshots_says_what_to_do(tmp_path):
+    (tmp_path / "run").mkdir()
+    assert not has_history(tmp_path / "run")
+    with pytest.raises(InputError, match="train.snapshots=true"):
+        build_history(tmp_path / "run")
+    with pytest.raises(InputError, match=HISTORY_FILE):
+        load_history(tmp_path / "run")
+    (tmp_path / "run" / HISTORY_FILE).write_text("{not json")
+    with pytest.raises(InputError, match="not a learning history"):
+        load_history(tmp_path / "run")
+
+
+# --------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------
+def test_watch_it_learn_page_builds_the_history_and_slides(monkeypatch, tmp_path, tokenizer, tiny_checkpoint):
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    runs = tmp_path / "runs"
+    run = make_run(runs, tokenizer)
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(runs))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.run()
+    at.query_params["run"] = run.name
+    at.switch_page("pages/7_Watch_it_learn.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error and not at.warning, [w.value for w in at.warning]
+    assert (run / HISTORY_FILE).is_file()  # built on the first visit, kept for the next
+    assert at.selectbox(key="wil_source").value == f"Run {run.name}"
+    slider = at.select_slider(key="wil_step")
+    assert slider.value == 30
+    assert at.metric[0].value == "3.0%"
+    table = at.dataframe[0].value
+    assert "final (step 30)" in table.columns and "step 30" in table.columns
+    slider.set_value(10).run()
+    assert not at.exception
+    assert at.metric[0].value == "1.0%"
+    assert "step 10" in at.dataframe[0].value.columns
+    assert len(at.get("plotly_chart")) >= 4  # learning curve, one head, every head, head statistics
+
+
+def test_watch_it_learn_page_without_any_history(monkeypatch, tmp_path, tiny_checkpoint):
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr("bertlab.catalog.shipped_model_path", lambda: tmp_path / "nothing")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/7_Watch_it_learn.py").run()
+    assert not at.exception
+    assert any("Keep snapshots" in i.value for i in at.info)
