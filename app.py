@@ -9,7 +9,9 @@ import streamlit as st
 
 from bertlab.catalog import model_card, read_readme
 from bertlab.config import preset
-from bertlab.figures import architecture_figure
+from bertlab.figures import architecture_figure, learning_curve_figure
+from bertlab.history import has_history
+from bertlab.model_card import unseen_rows
 from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
 
 setup_page("Home", ":material/science:")
@@ -93,6 +95,17 @@ if lm is not None:
     with c3, st.container(border=True):
         st.markdown("**Training**")
         table(card.training)
+    curve = (lm.card or {}).get("learning_curve") or []
+    if curve:
+        st.markdown("**How it learned**: held-out accuracy as pretraining went on")
+        show_figure(learning_curve_figure(curve), "learning-curve", key="home_curve")
+        if has_history(lm.path):
+            st.page_link("pages/7_Watch_it_learn.py", label="Watch it learn: its answers and attention heads at every step",
+                         icon=":material/timeline:")
+    unseen = (lm.card or {}).get("unseen_english") or {}
+    if unseen.get("domains"):
+        st.markdown("**On English it has not seen** " + str(unseen.get("data", "")))
+        st.dataframe(unseen_rows(unseen), hide_index=True)
     readme = read_readme(lm.path)
     if readme:
         with st.expander("The full model card (README.md in the checkpoint)"):

@@ -88,15 +88,20 @@ def curve_table(curve: Sequence[dict], rows: int = 14) -> list[str]:
     return lines
 
 
-def unseen_table(unseen: dict) -> list[str]:
+def unseen_rows(unseen: dict) -> list[dict]:
+    """One row per kind of text (and 'all') of the scores on English the model has not seen."""
     domains = unseen.get("domains") or {}
-    if not domains:
+    return [{"text": name, "MLM accuracy": _pct(r.get("mlm_acc")), "masked tokens": _num(r.get("masked_tokens")),
+             "NSP accuracy": _pct(r.get("nsp_acc")) if r.get("nsp_acc") is not None else "–"}
+            for name, r in {**domains, "all": unseen.get("overall") or {}}.items() if r]
+
+
+def unseen_table(unseen: dict) -> list[str]:
+    rows = unseen_rows(unseen)
+    if not rows:
         return []
     lines = ["| text | MLM accuracy | masked tokens | NSP accuracy |", "|---|---|---|---|"]
-    for name, r in {**domains, "all": unseen.get("overall") or {}}.items():
-        if r:
-            lines.append(f"| {name} | {_pct(r.get('mlm_acc'))} | {_num(r.get('masked_tokens'))} | "
-                         f"{_pct(r.get('nsp_acc')) if r.get('nsp_acc') is not None else '–'} |")
+    lines += [f"| {r['text']} | {r['MLM accuracy']} | {r['masked tokens']} | {r['NSP accuracy']} |" for r in rows]
     return lines
 
 
