@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_history import make_run
 
 pytestmark = pytest.mark.browser
 
@@ -32,6 +33,7 @@ PAGES = [
     ("Next_sentence", "Next sentence prediction", ".js-plotly-plot"),
     ("Attention", "Attention", ".js-plotly-plot"),
     ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
+    ("Watch_it_learn", "Watch it learn", ".js-plotly-plot"),
 ]
 
 
@@ -98,15 +100,17 @@ def browser_model(tiny_checkpoint) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(browser_model, tmp_path_factory):
+def server(browser_model, tmp_path_factory, tokenizer):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     port = _free_port()
     env = dict(os.environ)
+    runs = tmp_path_factory.mktemp("runs")  # no real runs in the picker; one tiny run that kept snapshots
+    make_run(runs, tokenizer)
     env.update(
         BERTLAB_MODEL=str(browser_model),
-        BERTLAB_RUNS=str(tmp_path_factory.mktemp("runs")),  # no real runs in the picker
+        BERTLAB_RUNS=str(runs),
         HF_HUB_OFFLINE="1",
         BERTLAB_THREADS="1",
     )
@@ -250,3 +254,16 @@ def test_fill_mask_click_a_word(server, page, shots):
     _check_clean(page, "Fill_mask (click a word)")
     assert page.locator(".js-plotly-plot").count() >= 1
     _screenshot(page, shots / "Fill_mask-click.png")
+
+
+def test_watch_it_learn_on_a_tiny_run(server, page, shots):
+    page.goto(f"{server}/Watch_it_learn?run=tiny-run", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_role("heading", name="Watch it learn").first.wait_for(timeout=30_000)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)  # the history is built on this first visit
+    _wait_idle(page)
+    _check_clean(page, "Watch it learn (tiny run)")
+    boxes = page.locator("input[role='combobox']")
+    assert "Run tiny-run" in [boxes.nth(i).input_value() for i in range(boxes.count())]  # the ?run= link picked it
+    assert page.locator(".js-plotly-plot").count() >= 4
+    _screenshot(page, shots / "Watch_it_learn-tiny-run.png")
