@@ -140,3 +140,37 @@ def test_watch_it_learn_page_without_any_history(monkeypatch, tmp_path, tiny_che
     at.switch_page("pages/7_Watch_it_learn.py").run()
     assert not at.exception
     assert any("Keep snapshots" in i.value for i in at.info)
+
+
+SHIPPED = REPO / "checkpoints" / "bertlab-mini"
+
+
+@pytest.mark.skipif(not (SHIPPED / HISTORY_FILE).is_file(), reason="the shipped model has no learning history here")
+def test_watch_it_learn_page_on_the_shipped_model(monkeypatch, tmp_path):
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("BERTLAB_MODEL", raising=False)
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/7_Watch_it_learn.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error and not at.warning
+    assert "bertlab-mini" in at.selectbox(key="wil_source").value
+    history = load_history(SHIPPED)
+    assert len(history.steps) >= 10 and history.steps[0] == 10
+    slider = at.select_slider(key="wil_step")
+    assert slider.value == history.steps[-1]
+    final = at.dataframe[0].value
+    slider.set_value(history.steps[0]).run()
+    early = at.dataframe[0].value
+    assert not at.exception
+    # the answers at step 10 are not the answers at the end
+    assert list(early.iloc[:, 1]) != list(final.iloc[:, 1])
+    assert (SHIPPED / HISTORY_FILE).stat().st_size < 1_000_000
