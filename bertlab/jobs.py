@@ -452,14 +452,14 @@ def finetune_args(
     max_seq_length: int | None = None,
     size: str | None = None,
 ) -> tuple[str, ...]:
-    """`bertlab finetune` arguments from the Train page's fields (no `model`: random init of `size`)."""
+    """`bertlab finetune` arguments from the Train page's fields (`size` without `model`: random init)."""
     if task not in FINETUNE_TASKS:
         raise JobError(f"unknown task {task!r}; choose one of {', '.join(FINETUNE_TASKS)}")
     if not data:
         raise JobError("give the task's data folder")
     args = ["--task", task, "--data", data, "--mode", mode]
     if model:
-        args += ["--model", model]  # without one, the recipe starts from random weights of --size
+        args += ["--model", model]  # without one: the shipped model, or random weights of --size
     if size:
         args += ["--size", size]
     if max_steps:
@@ -719,7 +719,7 @@ def estimate_spec(spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | 
         model_cfg = preset(getattr(ns, "size", None) or "mini")
     feature = getattr(ns, "mode", "finetune") == "feature"
     return estimate(model_cfg, batch_size=getattr(ns, "batch_size", None) or 32,
-                    seq_length=getattr(ns, "max_seq_length", None) or 128,
+                    seq_length=getattr(ns, "max_seq_length", None) or (384 if getattr(ns, "task", "") == "squad" else 128),
                     max_steps=getattr(ns, "max_steps", None) or 0, max_time_s=getattr(ns, "max_time_s", None) or 0,
                     device=spec.device, num_gpus=spec.num_gpus, pretraining=False,
                     trainable_fraction=0.01 if feature else 1.0, runs_dir=runs_dir)

@@ -127,7 +127,7 @@ try:
                              learning_rate=lr, batch_size=batch, max_seq_length=seq, masked_lm_prob=mask_share,
                              snapshots=snapshots)
     else:
-        args = finetune_args(task, data.strip(), None if model == RANDOM else model, mode=mode, max_steps=steps, max_time_s=minutes * 60,
+        args = finetune_args(task, data.strip(), None if model == RANDOM else model, size="tiny" if model == RANDOM else None, mode=mode, max_steps=steps, max_time_s=minutes * 60,
                              learning_rate=lr, batch_size=batch, max_seq_length=seq)
     spec = JobSpec("pretrain" if kind == PRETRAIN else "finetune", args, device=device, num_gpus=int(num_gpus), name=name.strip())
     est = estimate_spec(spec, cwd=REPO_ROOT, runs_dir=registry.root)

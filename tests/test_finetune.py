@@ -417,3 +417,21 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     out, err = capsys.readouterr()
     assert code == 2 and "train file not found" in err and "--split-dev" in err
     assert "Traceback" not in err
+
+
+def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
+    import argparse
+
+    from bertlab.finetune.recipe import _cli_args, config_from_args
+    from bertlab.inference import default_model_path
+
+    p = argparse.ArgumentParser()
+    _cli_args(p)
+    cfg = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d"]))
+    assert cfg.model == str(default_model_path()) and cfg.max_seq_length == 128
+    squad = config_from_args(p.parse_args(["--task", "squad", "--data", "/d"]))
+    assert squad.max_seq_length == 384 and squad.doc_stride == 128  # run_squad.py's defaults
+    random_init = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini"]))
+    assert random_init.model is None and random_init.size == "mini"
+    with pytest.raises(InputError, match="not both"):
+        config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))

@@ -30,10 +30,13 @@ from bertlab.finetune.evaluation import decode, run_model, score
 from bertlab.finetune.models import FEATURES_HELP, HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TASKS, TaskSpec, get_task
+from bertlab.inference import default_model_path
 from bertlab.tokenizer import BertTokenizer
 from bertlab.training import TrainConfig, hardware_description, read_json, train, update_status, write_json_atomic
 
 log = logging.getLogger(__name__)
+
+SQUAD_MAX_SEQ_LENGTH = 384  # google-research/bert run_squad.py (doc_stride 128, max_query_length 64)
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class FinetuneConfig:
     split_dev: float = 0.0  # DEMO ONLY: train on this fraction of the dev file, evaluate on the rest
     max_train_examples: int = 0  # 0 = all; a quick trial takes the first N
     max_eval_examples: int = 0  # 0 = all
-    max_seq_length: int = 128  # tokens per input, specials included
+    max_seq_length: int = 128  # tokens per input, specials included (the CLI uses 384 for SQuAD)
     doc_stride: int = 128  # QA: tokens between the starts of consecutive context windows
     max_query_length: int = 64  # QA: question pieces kept
     max_answer_length: int = 30  # QA: longest answer in pieces
@@ -329,8 +332,10 @@ def _cli_args(p):
     p.add_argument("--split-dev", type=float, default=0.0, metavar="F",
                    help="DEMO ONLY: train on a fraction F of the dev file and evaluate on the rest "
                         "(e.g. SQuAD, whose train set is not here); not comparable with published scores")
-    p.add_argument("--model", help="pretrained checkpoint folder or Hub id (default: random init of --size)")
-    p.add_argument("--size", default="tiny", help="preset for random init: tiny, mini, small, medium, base, large")
+    p.add_argument("--model", help="pretrained checkpoint folder or Hub id (default: the shipped model, "
+                   "checkpoints/bertlab-mini, unless --size asks for random weights)")
+    p.add_argument("--size", default=None, help="random init of this preset instead of a pretrained model (the paper's "
+                   "'no pretraining' baseline): tiny, mini, small, medium, base, large")
     p.add_argument("--vocab", help="vocab.txt for random init (default: train one on the training text)")
     p.add_argument("--mode", choices=("finetune", "feature"), default="finetune",
                    help="finetune all weights, or feature-based: frozen encoder + small task model (Table 7)")
@@ -342,7 +347,8 @@ def _cli_args(p):
                    "when no other budget is given)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-seq-length", type=int, default=None,
+                   help="tokens per input (default 128; 384 for SQuAD, as run_squad.py)")
     p.add_argument("--doc-stride", type=int, default=128, help="QA: tokens between context windows")
     p.add_argument("--max-train-examples", type=int, default=0, help="use only the first N train examples")
     p.add_argument("--max-eval-examples", type=int, default=0, help="evaluate on the first N dev examples")
@@ -370,10 +376,15 @@ def config_from_args(args) -> FinetuneConfig:
         learning_rate=lr, warmup=args.warmup, batch_size=args.batch_size, max_steps=args.max_steps or (1 if epochs else 0),
         max_time_s=args.max_time_s, eval_every=args.eval_every, save_every=args.save_every, log_every=20,
         precision=args.precision, seed=args.seed, device=args.device, num_threads=args.threads)
+    if args.model and args.size:
+        raise InputError("give --model (a pretrained checkpoint) or --size (random weights), not both")
+    model = args.model or (None if args.size else str(default_model_path()))
+    seq = args.max_seq_length or (SQUAD_MAX_SEQ_LENGTH if args.task == "squad" else 128)
     return FinetuneConfig(
-        task=args.task, data=args.data, model=args.model, size=args.size, vocab=args.vocab, train_file=args.train_file,
+        task=args.task, data=args.data, model=model, size=args.size or "tiny", vocab=args.vocab,
+        train_file=args.train_file,
         dev_file=args.dev_file, split_dev=args.split_dev, max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples, max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+        max_eval_examples=args.max_eval_examples, max_seq_length=seq, doc_stride=args.doc_stride,
         mode=args.mode, features=args.features, bilstm=args.bilstm, epochs=epochs if not args.max_steps else 0.0,
         train=train_cfg)
 
@@ -390,6 +401,9 @@ def _cli_run(args) -> int:
         cfg = config_from_args(args)
     run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"finetune-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = "bertlab finetune " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab finetune"
+    if not args.resume:
+        print(f"starting from {cfg.model}" if cfg.model else
+              f"starting from random weights (size {cfg.size}: no pretraining)", flush=True)
     result = run_finetuning(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
                             progress_bar=not args.no_progress, command=command)
     print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
