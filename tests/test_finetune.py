@@ -435,3 +435,25 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     assert random_init.model is None and random_init.size == "mini"
     with pytest.raises(InputError, match="not both"):
         config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
+
+
+@pytest.mark.parametrize("mode", ["finetune", "feature"])
+def test_left_to_right_classifier_reads_where_it_has_seen_the_input(tokenizer, mode):
+    """With causal attention [CLS] at position 0 sees only itself: reading it would give every
+    input the same features (only the majority class could be learned). The LTR model reads the
+    last real token instead, so changing the input (even only its last word) changes the logits."""
+    torch.manual_seed(0)
+    cfg = tiny_config(len(tokenizer), attention_direction="left_to_right", use_nsp_head=False)
+    model = build_task_model(cfg, HeadConfig("single", 3, mode=mode)).eval()
+    enc = tokenizer.encode_batch(["the cat sat on the mat", "the cat sat on the dog", "a b"])
+    T = max(len(e.ids) for e in enc)
+    ids = torch.tensor([e.ids + [tokenizer.pad_id] * (T - len(e.ids)) for e in enc])
+    mask = torch.tensor([[1] * len(e.ids) + [0] * (T - len(e.ids)) for e in enc])
+    with torch.no_grad():
+        logits = model(ids, torch.zeros_like(ids), mask).logits
+    assert not torch.allclose(logits[0], logits[1], atol=1e-5)  # only the last word differs
+    assert not torch.allclose(logits[0], logits[2], atol=1e-5)
+    # padding after the last real token changes nothing
+    with torch.no_grad():
+        alone = model(ids[2:, : len(enc[2].ids)], torch.zeros_like(ids[2:, : len(enc[2].ids)])).logits
+    assert torch.allclose(alone[0], logits[2], atol=1e-5)

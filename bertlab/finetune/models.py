@@ -201,6 +201,13 @@ class _BertTaskModel(nn.Module):
             feats = self._run_lstm(feats, attention_mask)
         return enc, feats
 
+    @staticmethod
+    def _last_positions(attention_mask: torch.Tensor | None, feats: torch.Tensor) -> torch.Tensor:
+        """(B,) index of each row's last real token."""
+        if attention_mask is None:
+            return torch.full((feats.shape[0],), feats.shape[1] - 1, dtype=torch.long, device=feats.device)
+        return (attention_mask.sum(1) - 1).long()
+
     def _run_lstm(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         B, T, _ = x.shape
         lengths = attention_mask.sum(1) if attention_mask is not None else torch.full((B,), T, device=x.device)
@@ -235,9 +242,17 @@ class BertForSequenceClassification(_BertTaskModel):
         if self.lstm is not None:
             # forward direction at the last real token + backward direction at [CLS]
             half = feats.shape[-1] // 2
-            last = (attention_mask.sum(1) - 1 if attention_mask is not None
-                    else torch.full((feats.shape[0],), feats.shape[1] - 1, device=feats.device)).long()
+            last = self._last_positions(attention_mask, feats)
             x = torch.cat([feats[torch.arange(feats.shape[0]), last, :half], feats[:, 0, half:]], dim=-1)
+        elif self.config.attention_direction != "bidirectional":
+            # a left-to-right model has seen the whole input only at its last real token ([CLS] at
+            # position 0 sees only itself): read there, as GPT-style classifiers do
+            last = self._last_positions(attention_mask, feats)
+            rows = torch.arange(feats.shape[0], device=feats.device)
+            if h.features == "last" and h.mode == "finetune":
+                x = torch.tanh(self.bert.pooler.dense(enc.last_hidden_state[rows, last]))
+            else:
+                x = feats[rows, last]
         elif h.features == "last" and h.mode == "finetune":
             x = enc.pooled_output  # (B, H), as BERT and transformers do
         else:
