@@ -12,6 +12,7 @@ import logging
 import sys
 from dataclasses import asdict
 
+from bertlab import __version__
 from bertlab.errors import BertLabError
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ def _extensions() -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bertlab", description="BERT Lab: train, probe and take apart BERT.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--version", action="version", version=f"bertlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, add_args, run) in {**BUILTIN, **_extensions()}.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,10 @@ class LayerGuess:
 # --------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------
+MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
+_MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
+
+
 def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
     """The word `token` forms at `position` with the ## pieces around it."""
     left = ""
@@ -280,8 +285,14 @@ class LoadedModel:
             raise InputError("no texts given")
         for t in texts:
             self._check_text(t)
+        # uncased BERTs read [mask] as [MASK]; same length, so character offsets stay valid
+        texts = [_MASK_ANY_CASE.sub("[MASK]", t) for t in texts]
+        for t in texts:
             if "[MASK]" not in t:
                 raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
+            if t.count("[MASK]") > MAX_MASKS:
+                raise InputError(f"{t.count('[MASK]')} [MASK]s in one text; at most {MAX_MASKS} are answered at once "
+                                 "(the joint fill reads the text again for every mask)")
         hm = self._head_mask(head_mask)
         encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
         for e in encs:

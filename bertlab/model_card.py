@@ -139,7 +139,8 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         f"{t.get('schedule', 'linear')} decay, batch {t.get('batch_size')}, weight decay {t.get('weight_decay')}.",
         f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
         + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),
-        f"- Trained {_num(card.get('steps'))} steps, {_num(card.get('tokens'))} input tokens, "
+        f"- Trained {_num(card.get('steps'))} step{'' if card.get('steps') == 1 else 's'}, "
+        f"{_num(card.get('tokens'))} input tokens, "
         f"{hours:.2f} h of training on {card.get('hardware', '?')}.",
     ]
     deviations = recipe_deviations(card)

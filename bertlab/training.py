@@ -653,7 +653,7 @@ def train(
                         total = all_reduce_sum(sums, info, device)
                         elapsed = max(1e-9, time.time() - window_start)
                         frac = progress.fraction(cfg)
-                        eta = progress.train_time_s / frac * (1 - frac) if frac > 0 else float("nan")
+                        eta = max(0.0, progress.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
                         record = {
                             "split": "train",
                             "step": progress.step,

@@ -98,7 +98,7 @@ if not masked.strip():
         icon=":material/edit_note:",
     )
     st.stop()
-if "[MASK]" not in masked:
+if "[mask]" not in masked.lower():
     if mode == CLICK:
         st.info("Click one or more words above to mask them.", icon=":material/touch_app:")
     else:

@@ -215,7 +215,7 @@ with tab_off:
         mask_text = st.text_input(
             "Fill-mask sentence", value="The cat sat on the [MASK].", key="att_mask_text", persist_state="page"
         )
-        if "[MASK]" not in mask_text:
+        if "[mask]" not in mask_text.lower():
             st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon=":material/edit_note:")
             mask_text = None
         if not off_pairs:

@@ -328,3 +328,10 @@ def test_home_shows_the_learning_curve_and_unseen_english(app_env, tmp_path):
     assert any("held-out accuracy" in str(c.proto.spec) for c in plotly_charts(at))
     table = at.dataframe[0].value
     assert list(table["text"]) == ["ewt", "all"] and table["MLM accuracy"][0] == "21.0%"
+
+
+def test_the_app_listens_on_this_machine_only():
+    import tomllib
+
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["address"] == "127.0.0.1"

@@ -143,3 +143,12 @@ def test_python_m_bertlab_subprocess(tiny_checkpoint, tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert "Traceback" not in bad.stderr
     assert [line for line in bad.stderr.splitlines() if line.startswith("bertlab fill-mask: error:")]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    from bertlab import __version__
+
+    assert capsys.readouterr().out.strip() == f"bertlab {__version__}"

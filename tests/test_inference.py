@@ -119,7 +119,6 @@ def test_batch_equals_one_by_one(lm):
         ("", "empty"),
         ("   \n", "empty"),
         ("the cat sat on the mat.", r"no \[MASK\]"),
-        ("the cat sat on the [mask].", r"no \[MASK\]"),
     ],
 )
 def test_bad_inputs_raise(lm, text, message):
@@ -282,3 +281,13 @@ def test_layer_predictions(lm):
     masked = lm.layer_predictions(text, top_k=3, head_mask=off)
     assert masked[0].candidates == guesses[0].candidates  # embeddings see no attention
     assert masked[-1].candidates != guesses[-1].candidates
+
+
+def test_lowercase_mask_is_read_as_mask_and_masks_are_capped(lm):
+    from bertlab.inference import MAX_MASKS
+
+    upper = lm.fill_mask("the cat [MASK] on the mat.")
+    lower = lm.fill_mask("the cat [mask] on the mat.")
+    assert [c.token for c in lower.masks[0].candidates] == [c.token for c in upper.masks[0].candidates]
+    with pytest.raises(InputError, match=f"at most {MAX_MASKS}"):
+        lm.fill_mask(" ".join(["[MASK]"] * (MAX_MASKS + 1)))
