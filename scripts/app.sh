@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -r requirements.txt
+# the package itself (editable), so `bertlab ...` commands work as the README writes them
+python3 -m pip install -q --no-deps -e .
 exec python3 -m streamlit run app.py "$@"

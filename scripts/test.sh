@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -r requirements-dev.txt
+# the package itself (editable), so `bertlab ...` commands work as the README writes them
+python3 -m pip install -q --no-deps -e .
 # The real-browser tests drive Debian's Chromium; without it they skip with a reason.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

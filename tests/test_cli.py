@@ -152,3 +152,13 @@ def test_version(capsys):
     from bertlab import __version__
 
     assert capsys.readouterr().out.strip() == f"bertlab {__version__}"
+
+
+def test_the_set_up_installs_the_bertlab_command():
+    import shutil
+    from pathlib import Path
+
+    for script in ("scripts/app.sh", "scripts/test.sh"):
+        assert "pip install -q --no-deps -e ." in (Path(__file__).resolve().parent.parent / script).read_text()
+    if os.environ.get("CI"):  # CI runs scripts/test.sh, which installed it before pytest started
+        assert shutil.which("bertlab"), "bertlab is not on the PATH after scripts/test.sh"
