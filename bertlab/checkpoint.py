@@ -149,7 +149,7 @@ def resolve(path_or_id: str | Path) -> Path:
     try:
         local = snapshot_download(
             text,
-            allow_patterns=["config.json", "*.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json"],
+            allow_patterns=["config.json", "*.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer.json", "tokenizer_config.json"],
             local_files_only=offline,
         )
     except Exception as exc:  # network errors, unknown repo, offline mode

@@ -97,6 +97,34 @@ def read_vocab(path: str | Path) -> dict[str, int]:
     return vocab
 
 
+def read_tokenizer_json(path: str | Path) -> tuple[dict[str, int], bool | None]:
+    """The WordPiece vocabulary and casing of a `tokenizer.json` (what transformers 5 and many Hub
+    repos ship instead of `vocab.txt`); casing None when the file does not say."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: cannot be read as JSON ({exc})") from exc
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise CheckpointError(f"{path}: not a WordPiece tokenizer (BERT's); its model is {(model or {}).get('type')!r}")
+    vocab = {str(t): int(i) for t, i in model["vocab"].items()}
+
+    def lowercase_of(node) -> bool | None:
+        if isinstance(node, dict):
+            if node.get("type") == "BertNormalizer":
+                return bool(node.get("lowercase", True))
+            if node.get("type") == "Lowercase":
+                return True
+            for child in node.get("normalizers") or []:
+                found = lowercase_of(child)
+                if found is not None:
+                    return found
+        return None
+
+    return vocab, lowercase_of(data.get("normalizer"))
+
+
 def guess_lowercase(vocab: dict[str, int]) -> bool:
     """Uncased vocabularies hold no upper-case letters outside the special tokens."""
     # ASCII only: uncased vocabularies still hold a few non-ASCII capitals (e.g. Greek letters)
@@ -130,7 +158,8 @@ class BertTokenizer:
 
     @classmethod
     def from_dir(cls, directory: str | Path, model_max_length: int | None = None) -> BertTokenizer:
-        """Load from a checkpoint directory: `vocab.txt` plus `tokenizer_config.json` when present."""
+        """Load from a checkpoint directory: `vocab.txt` (or, without it, the WordPiece vocabulary in
+        `tokenizer.json`) plus `tokenizer_config.json` when present."""
         directory = Path(directory)
         lowercase = None
         max_len = 512
@@ -146,9 +175,14 @@ class BertTokenizer:
                 max_len = ml
         if model_max_length is not None:
             max_len = min(max_len, model_max_length)
-        if not (directory / "vocab.txt").is_file():
-            raise CheckpointError(f"{directory}: no vocab.txt; a BERT checkpoint folder needs one")
-        return cls.from_vocab(directory / "vocab.txt", lowercase, max_len)
+        if (directory / "vocab.txt").is_file():
+            return cls.from_vocab(directory / "vocab.txt", lowercase, max_len)
+        if (directory / "tokenizer.json").is_file():  # transformers 5 writes no vocab.txt
+            vocab, json_lowercase = read_tokenizer_json(directory / "tokenizer.json")
+            if lowercase is None:
+                lowercase = json_lowercase if json_lowercase is not None else guess_lowercase(vocab)
+            return cls(_build(vocab, lowercase), lowercase, max_len)
+        raise CheckpointError(f"{directory}: no vocab.txt or tokenizer.json; a BERT checkpoint folder needs one")
 
     @classmethod
     def train(

@@ -203,7 +203,9 @@ def test_corrupt_config_json(tmp_path, tiny_checkpoint):
 def test_missing_vocab(tmp_path, tiny_checkpoint):
     d = _copy(tiny_checkpoint, tmp_path / "c")
     (d / "vocab.txt").unlink()
-    with pytest.raises(CheckpointError, match="vocab.txt"):
+    load_model(d, device="cpu")  # tokenizer.json holds the vocabulary too
+    (d / "tokenizer.json").unlink()
+    with pytest.raises(CheckpointError, match="no vocab.txt or tokenizer.json"):
         load_model(d, device="cpu")
 
 
@@ -301,3 +303,22 @@ def test_overwrite_replaces_checkpoint_and_cleans_up(tmp_path, tokenizer):
     assert torch.equal(loaded.bert.pooler.dense.weight, second.bert.pooler.dense.weight)
     assert not (target / "stale.json").exists()
     assert _leftovers(tmp_path) == []
+
+
+def test_a_folder_saved_by_transformers_5_opens(tmp_path, tiny_checkpoint):
+    """transformers 5 writes tokenizer.json and tokenizer_config.json but no vocab.txt."""
+    transformers = pytest.importorskip("transformers")
+    from bertlab.inference import load_model
+
+    hf_dir = tmp_path / "hf"
+    transformers.BertForPreTraining.from_pretrained(tiny_checkpoint).save_pretrained(hf_dir)
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_checkpoint)
+    tok.save_pretrained(hf_dir)
+    (hf_dir / "vocab.txt").unlink(missing_ok=True)  # as transformers 5 leaves it, whichever version runs here
+    assert (hf_dir / "tokenizer.json").is_file() and not (hf_dir / "vocab.txt").exists()
+    ours, theirs = load_model(tiny_checkpoint, device="cpu"), load_model(hf_dir, device="cpu")
+    assert theirs.tokenizer.vocab == ours.tokenizer.vocab and theirs.tokenizer.lowercase == ours.tokenizer.lowercase
+    a = ours.fill_mask("the cat [MASK] on the mat.").masks[0].candidates
+    b = theirs.fill_mask("the cat [MASK] on the mat.").masks[0].candidates
+    assert [c.token for c in a] == [c.token for c in b]
+    assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-5)

@@ -246,3 +246,24 @@ def test_ids_match_transformers(which, vocab_file, cased_vocab_file, tokenizer, 
         enc = ours.encode(HARD_SENTENCES[0], HARD_SENTENCES[3])
         assert enc.ids == pair["input_ids"]
         assert enc.type_ids == pair["token_type_ids"]
+
+
+def test_tokenizer_json_without_vocab_txt(tmp_path, tokenizer):
+    import json
+
+    from bertlab.errors import CheckpointError
+    from bertlab.tokenizer import BertTokenizer, read_tokenizer_json
+
+    tokenizer.save(tmp_path)
+    (tmp_path / "vocab.txt").unlink()
+    (tmp_path / "tokenizer_config.json").unlink()
+    vocab, lowercase = read_tokenizer_json(tmp_path / "tokenizer.json")
+    assert vocab == tokenizer.vocab and lowercase is tokenizer.lowercase
+    again = BertTokenizer.from_dir(tmp_path)
+    assert again.encode("The cat sat.").ids == tokenizer.encode("The cat sat.").ids
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {}}}))
+    with pytest.raises(CheckpointError, match="not a WordPiece"):
+        BertTokenizer.from_dir(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()
+    with pytest.raises(CheckpointError, match="no vocab.txt or tokenizer.json"):
+        BertTokenizer.from_dir(tmp_path)
