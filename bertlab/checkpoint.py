@@ -78,6 +78,32 @@ def _atomic_dir(target: Path):
     return _Ctx()
 
 
+def leftover_copies(target: Path) -> list[Path]:
+    """Copies `_atomic_dir` leaves beside `target` when a process is killed mid-save
+    (`.NAME.tmp-*` being written, `.NAME.old-*` between its two renames), newest first."""
+    target = Path(target)
+    found = [p for p in target.parent.glob(f".{target.name}.*") if p.is_dir()
+             and (p.name.startswith(f".{target.name}.tmp-") or p.name.startswith(f".{target.name}.old-"))]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def recover_dir(target: Path, is_complete) -> Path | None:
+    """When `target` is missing (a save killed between the renames), put back the newest leftover
+    copy that `is_complete(path)` accepts; then remove every other leftover. Returns what was
+    recovered, or None."""
+    target = Path(target)
+    recovered = None
+    if not target.exists():
+        for copy in leftover_copies(target):
+            if is_complete(copy):
+                os.replace(copy, target)
+                recovered = copy
+                break
+    for copy in leftover_copies(target):
+        shutil.rmtree(copy, ignore_errors=True)
+    return recovered
+
+
 def export_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The model's state dict with tied duplicates dropped, contiguous, optionally cast (floats only)."""
     out = {}

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from bertlab.checkpoint import _atomic_dir
+from bertlab.checkpoint import _atomic_dir, recover_dir
 from bertlab.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,33 @@ def update_status(run_dir: Path, **fields: Any) -> dict:
     status["updated"] = time.time()
     write_json_atomic(path, status)
     return status
+
+
+def truncate_metrics(run_dir: Path, step: int) -> None:
+    """Drop metric lines past `step` (a resumed run writes them again)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if line.strip() and _line_step(line) <= step]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _line_step(line: str) -> float:
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return float("inf")  # an unreadable (half-written) line goes
+
+
+def _complete_checkpoint(path: Path) -> bool:
+    try:
+        torch.load(path / STATE_FILE, map_location="cpu", weights_only=True)
+    except Exception:
+        return False
+    return (path / "model" / "config.json").is_file()
 
 
 class MetricsWriter:
@@ -503,6 +530,10 @@ def train(
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     progress = Progress()
     ckpt_dir = run_dir / "checkpoint"
+    if info.is_main:  # a save killed between its two renames leaves the checkpoint only as a hidden copy
+        found = recover_dir(ckpt_dir, _complete_checkpoint)
+        if found is not None:
+            log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)
     if resume:
         if not (ckpt_dir / STATE_FILE).is_file():
             raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")
@@ -515,6 +546,8 @@ def train(
             scaler.load_state_dict(state["scaler"])
         progress = Progress(**state["progress"])
         set_rng_state(state["rng"])
+        if info.is_main:
+            truncate_metrics(run_dir, progress.step)  # lines written after the checkpoint are written again
         log.info("resumed from step %d (epoch %d, batch %d)", progress.step, progress.epoch, progress.batch_in_epoch)
 
     train_model = model

@@ -181,6 +181,33 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
     assert "Learning curve" in (out / "README.md").read_text()
 
 
+def test_a_save_killed_between_its_renames_resumes_from_the_newest_copy(tmp_path, vocab_file):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    run_pretraining(_config(a, vocab_file, max_steps=24), a / "run", progress_bar=False)
+    cfg = _config(b, vocab_file, max_steps=24)
+    run_pretraining(cfg, b / "run", progress_bar=False, stop_after_steps=10)
+    run = b / "run"
+    # killed between the renames: the checkpoint exists only as .checkpoint.old-*, and a newer,
+    # half-written .checkpoint.tmp-* lies beside it
+    (run / "checkpoint").rename(run / ".checkpoint.old-999")
+    half = run / ".checkpoint.tmp-abc"
+    (half / "model").mkdir(parents=True)
+    (half / "trainer_state.pt").write_bytes(b"PK\x03\x04 truncated")
+    with open(run / "metrics.jsonl", "a") as f:  # lines written after that checkpoint, before the kill
+        f.write('{"split": "train", "step": 15, "loss": 1.0}\n{"split": "train", "step": 20, "lo')
+    resumed = run_pretraining(cfg, run, resume=True, progress_bar=False)
+    assert resumed.state == "finished" and resumed.progress.step == 24
+    assert not list(run.glob(".checkpoint.*"))  # leftovers cleaned
+    wa, wb = read_weights(a / "run" / "model"), read_weights(run / "model")
+    for k in wa:
+        assert_close(wa[k], wb[k], atol=1e-6, rtol=1e-5, msg=k)
+    # the metrics written between the checkpoint and the kill are not repeated
+    train_steps = [m["step"] for m in read_metrics(run) if m["split"] == "train"]
+    assert train_steps == sorted(set(train_steps))
+
+
 def test_ablation_objectives_train(tmp_path, vocab_file):
     for objective in ("mlm", "ltr"):
         d = tmp_path / objective
