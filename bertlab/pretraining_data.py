@@ -32,6 +32,9 @@ from bertlab.tokenizer import BertTokenizer
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
+# Objectives whose inputs are [CLS] A [SEP] B [SEP]: No NSP keeps MLM + NSP's packing and segment
+# embeddings (B is then always the real continuation), so the ablation changes the loss only.
+PAIRED = ("mlm_nsp", "mlm")
 KIND_NONE, KIND_MASK, KIND_RANDOM, KIND_KEEP = 0, 1, 2, 3
 KIND_NAMES = {KIND_NONE: "", KIND_MASK: "mask", KIND_RANDOM: "random", KIND_KEEP: "keep"}
 IS_NEXT, NOT_NEXT = 0, 1  # label 0 = IsNext, as in Google's and Hugging Face's code
@@ -146,7 +149,13 @@ def create_pair_instances(
                 tokens_a = [t for j in range(a_end) for t in current_chunk[j]]
                 tokens_b: list[int] = []
                 doc_b = document_index
-                if len(current_chunk) == 1 or rng.random() < config.random_next_prob:
+                if len(current_chunk) == 1 and config.random_next_prob <= 0:
+                    # never a random B (No NSP): one long sentence is cut in two instead
+                    seg = current_chunk[0]
+                    cut = rng.randint(1, len(seg) - 1) if len(seg) >= 2 else len(seg)
+                    tokens_a, tokens_b = list(seg[:cut]), list(seg[cut:])
+                    is_random_next = False
+                elif len(current_chunk) == 1 or rng.random() < config.random_next_prob:
                     is_random_next = True
                     target_b_length = target_seq_length - len(tokens_a)
                     for _ in range(10):
@@ -190,6 +199,11 @@ def create_single_instances(
     if chunk:
         out.append(Instance([cls_id, *chunk, sep_id], len(chunk), False, document_index, document_index))
     return out
+
+
+def pair_config(config: DataConfig) -> DataConfig:
+    """The config pairs are made with: without NSP, B is never a random other document."""
+    return config if config.objective == "mlm_nsp" else dataclasses.replace(config, random_next_prob=0.0)
 
 
 class Masker:
@@ -278,8 +292,8 @@ def create_instances(
     instances: list[Instance] = []
     for _ in range(dupe):
         for di in range(len(docs)):
-            if config.objective == "mlm_nsp":
-                made = create_pair_instances(docs, di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+            if config.objective in PAIRED:
+                made = create_pair_instances(docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
             else:
                 made = create_single_instances(docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
             for inst in made:
@@ -396,7 +410,7 @@ def collate(instances: Sequence[Instance], config: DataConfig, pad_id: int = 0) 
         n = len(x.input_ids)
         ids[b, :n] = x.input_ids
         attn[b, :n] = 1
-        if config.objective == "mlm_nsp":
+        if config.objective in PAIRED:
             types[b, x.a_len + 2 : n] = 1
         if config.objective == "ltr":
             labels[b, : n - 1] = x.input_ids[1:n]
@@ -480,7 +494,10 @@ def explain_instance(
     def name(d: int) -> str:
         return doc_names[d] if doc_names and d < len(doc_names) else f"document {d}"
 
-    if objective != "mlm_nsp":
+    if objective == "mlm":
+        reason = ("No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
+                  f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs.")
+    elif objective != "mlm_nsp":
         reason = "No next-sentence task: the input is one stretch of contiguous text from " + name(inst.doc_a) + "."
     elif inst.is_random_next:
         reason = (
@@ -493,7 +510,7 @@ def explain_instance(
         tokens=tokens,
         original_tokens=original,
         kinds=kinds,
-        segment_ids=inst.segment_ids if objective == "mlm_nsp" else [0] * len(tokens),
+        segment_ids=inst.segment_ids if objective in PAIRED else [0] * len(tokens),
         a_end=inst.a_len + 1,
         is_next=not inst.is_random_next,
         doc_a=inst.doc_a,
@@ -552,8 +569,8 @@ def explain_text(
     masker = Masker(tokenizer, config)
     out = []
     for di in range(n_user):
-        if config.objective == "mlm_nsp":
-            made = create_pair_instances(token_docs, di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+        if config.objective in PAIRED:
+            made = create_pair_instances(token_docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
         else:
             made = create_single_instances(token_docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
         for inst in made:

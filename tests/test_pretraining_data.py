@@ -195,8 +195,15 @@ def test_objectives_without_nsp(tokenizer):
     docs = _token_docs(tokenizer, n_docs=6)
     mlm = DataConfig(max_seq_length=40, objective="mlm", dupe_factor=1)
     x = create_instances(docs, tokenizer, mlm, seed=0)
-    assert all(i.input_ids.count(tokenizer.sep_id) == 1 for i in x)
-    assert "nsp_labels" not in collate(x[:2], mlm)
+    # No NSP keeps MLM + NSP's packing: [CLS] A [SEP] B [SEP] with segment B, B always the real next text
+    assert all(i.input_ids.count(tokenizer.sep_id) == 2 for i in x if i.a_len + 2 < len(i.input_ids))
+    assert not any(i.is_random_next for i in x) and all(i.doc_a == i.doc_b for i in x)
+    batch = collate(x[:4], mlm)
+    assert "nsp_labels" not in batch and int(batch["token_type_ids"].sum()) > 0
+    # sentences longer than the target length still never draw B from another document
+    long_docs = [[sum(doc, [])] for doc in docs]  # each document one long "sentence"
+    z = create_instances(long_docs, tokenizer, mlm, seed=1)
+    assert z and not any(i.is_random_next or i.doc_a != i.doc_b for i in z)
     ltr = DataConfig(max_seq_length=40, objective="ltr", dupe_factor=1)
     y = create_instances(docs, tokenizer, ltr, seed=0)
     assert all(not i.masked_positions and tokenizer.mask_id not in i.input_ids for i in y)
