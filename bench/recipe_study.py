@@ -206,6 +206,12 @@ def report(out: Path, threads: int, seed: int) -> None:
     for s in summary.values():
         if base:
             s["mlm_acc_vs_baseline"] = round(s["mlm_acc"] - base["mlm_acc"], 4)
+    # Runs that shared the machine with other work got fewer tokens in the same time: also compare
+    # every curve at one token count (the smallest any run reached), interpolated on log tokens.
+    common = min(s["tokens"] for s in summary.values())
+    for name, s in summary.items():
+        s["mlm_acc_at_common_tokens"] = round(at_tokens([r for r in rows if r["variant"] == name], common), 4)
+        s["common_tokens"] = common
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "curves.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -213,11 +219,26 @@ def report(out: Path, threads: int, seed: int) -> None:
         w.writerows(rows)
     (out / "summary.json").write_text(json.dumps({"commit": sha, "hardware": hw, "seed": seed, "base": BASE,
                                                   "eval": EVAL, "variants": summary}, indent=2))
-    print(f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6}")
+    print(f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6} "
+          f"{'at ' + format(common / 1e6, '.2f') + 'M tok':>13}")
     for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mlm_acc"]):
         print(f"{name:<20} {s['knob']:<20} {s['tokens']:>10,} {s['tokens_per_s']:>7.0f} {s['mlm_acc']:>8.1%} "
-              f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%}")
+              f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%} {s['mlm_acc_at_common_tokens']:>13.1%}")
     figure(rows, out / "curves.png")
+
+
+def at_tokens(points: list[dict], tokens: int) -> float:
+    """MLM accuracy of a curve at `tokens`, linear in log(tokens) between its evaluations."""
+    import math
+
+    pts = sorted((p["tokens"], p["mlm_acc"]) for p in points if p["tokens"] > 0)
+    if tokens <= pts[0][0]:
+        return pts[0][1]
+    for (t0, a0), (t1, a1) in zip(pts, pts[1:], strict=False):
+        if t0 <= tokens <= t1:
+            w = (math.log(tokens) - math.log(t0)) / max(1e-12, math.log(t1) - math.log(t0))
+            return a0 + w * (a1 - a0)
+    return pts[-1][1]
 
 
 def figure(rows: list[dict], path: Path) -> None:
