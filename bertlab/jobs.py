@@ -785,12 +785,13 @@ def _error_from_log(run_dir: Path, lines: int = 15) -> str:
 def read_job(run_dir: str | Path) -> Job:
     """A job as it stands on disk, with dead processes detected (nothing is written)."""
     run_dir = Path(run_dir)
-    job = _read_json(run_dir / JOB_FILE, {}) or {}
-    status = _read_json(run_dir / "status.json", {}) or {}
-    run_config = {} if job else (_read_json(run_dir / "run_config.json", {}) or {})
+    problems: list[str] = []
+    job = _json_object(run_dir / JOB_FILE, problems)
+    status = _json_object(run_dir / "status.json", problems)
+    run_config = {} if job else _json_object(run_dir / "run_config.json", problems)
     managed = bool(job)
-    state = status.get("state") or "queued"
-    error = status.get("error")
+    state = status.get("state") if status.get("state") in ("queued", *ACTIVE_STATES, *FINAL_STATES) else "queued"
+    error = status.get("error") if isinstance(status.get("error"), str) else None
     if managed:
         alive = pid_alive(job.get("pid"), job.get("pid_start")) or pid_alive(job.get("child_pid"), job.get("child_start"))
         phase = job.get("phase", "queued")
@@ -813,16 +814,52 @@ def read_job(run_dir: str | Path) -> Job:
         if state in ACTIVE_STATES and pid and not alive:
             state = "failed"
             error = error or f"the process (pid {pid}) is gone without finishing; last lines of its log:\n{_error_from_log(run_dir)}"
+    if problems and not alive and (run_dir / "model" / "config.json").is_file():
+        state = "finished"  # the trainer writes the final model last: the run ended well
+    elif problems and not managed and not alive and state not in FINAL_STATES:
+        state = "failed"  # a run folder whose files cannot be read: show it, with why
+    if problems:  # one bad file never takes the list down: the run shows what is wrong with it
+        error = "; ".join(problems) + (f"\n{error}" if error else "")
     if state == "failed" and not error:
         error = _error_from_log(run_dir)
-    submitted = job.get("submitted") or status.get("started") or _mtime(run_dir)
+    submitted = _number(job.get("submitted")) or _number(status.get("started")) or _mtime(run_dir)
+    kind = job.get("kind") or run_config.get("kind")
     return Job(
-        id=run_dir.name, run_dir=run_dir, kind=job.get("kind") or run_config.get("kind"), state=state, managed=managed,
-        alive=alive, submitted=float(submitted), step=int(status.get("step") or 0), total_steps=status.get("total_steps"),
-        progress=status.get("progress"), eta_s=status.get("eta_s"), error=error,
-        device=job.get("device") or status.get("device"), num_gpus=int(job.get("num_gpus") or status.get("world_size") or 1),
-        command=job.get("command") or run_config.get("command") or "", status=status, job=job,
+        id=run_dir.name, run_dir=run_dir, kind=kind if isinstance(kind, str) else None, state=state, managed=managed,
+        alive=alive, submitted=submitted, step=int(_number(status.get("step")) or 0),
+        total_steps=_int_or_none(status.get("total_steps")), progress=_number(status.get("progress")),
+        eta_s=_number(status.get("eta_s")), error=error,
+        device=str(job.get("device") or status.get("device") or "") or None,
+        num_gpus=int(_number(job.get("num_gpus")) or _number(status.get("world_size")) or 1),
+        command=str(job.get("command") or run_config.get("command") or ""), status=status, job=job,
     )
+
+
+def _json_object(path: Path, problems: list[str]) -> dict:
+    """A JSON object from `path`; {} when missing, and a note in `problems` when it is not one."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(f"{path.name} cannot be read ({type(exc).__name__})")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} holds {type(data).__name__}, not an object")
+        return {}
+    return data
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a JSON value, else None (a hand-edited file may hold anything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    n = _number(value)
+    return int(n) if n is not None else None
 
 
 def _mtime(path: Path) -> float:

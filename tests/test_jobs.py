@@ -449,3 +449,33 @@ def test_resume_waits_for_a_cancelled_job_that_is_still_exiting(runs, monkeypatc
         for proc in (slow, quick):
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("status, job_extra", [
+    ("[1, 2]", {}),
+    ('"hello"', {}),
+    ('{"state": "running", "step": "abc", "progress": "x", "eta_s": [1]}', {}),
+    ('{"state": "finished", "step": 3', {}),  # truncated
+    ('{"state": ["odd"]}', {"submitted": "yesterday", "num_gpus": "two"}),
+])
+def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra):
+    good = _fake_launched_job(runs, "good", _dead_pid())
+    bad = _fake_launched_job(runs, "bad", _dead_pid())
+    (bad / "status.json").write_text(status)
+    if job_extra:
+        job = json.loads((bad / "job.json").read_text())
+        (bad / "job.json").write_text(json.dumps(job | job_extra))
+    reg = JobRegistry(runs)
+    jobs = {j.id: j for j in reg.list(start_queued=False)}
+    assert set(jobs) == {"good", "bad"} and jobs["good"].state == "failed"
+    b = jobs["bad"]
+    assert isinstance(b.step, int) and isinstance(b.submitted, float) and b.num_gpus >= 1
+    assert b.state in ("failed", "cancelled", "finished") and b.error
+    from bertlab.jobs_view import jobs_table
+
+    assert jobs_table(list(jobs.values()))  # the Jobs page's table is drawn
+    assert good.exists()
+    if not status.startswith('{"state": "running"') and not job_extra:  # status.json unreadable or not an object
+        (bad / "model").mkdir()
+        (bad / "model" / "config.json").write_text("{}")
+        assert JobRegistry(runs).get("bad").state == "finished"  # its final model is there: it ended well
