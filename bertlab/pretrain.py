@@ -42,6 +42,7 @@ from bertlab.pretraining_data import (
 from bertlab.tokenizer import BertTokenizer
 from bertlab.training import (
     TrainConfig,
+    failure_recorded,
     hardware_description,
     read_json,
     read_metrics,
@@ -365,6 +366,13 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
 def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
                     progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
     """Run (or resume) a pretraining run; returns bertlab.training.TrainResult."""
+    with failure_recorded(run_dir):
+        return _run_pretraining(cfg, run_dir, resume=resume, dry_run=dry_run, progress_bar=progress_bar,
+                                stop_after_steps=stop_after_steps, command=command)
+
+
+def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
+                    progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
     run_dir = Path(run_dir)
     saved: dict = {}
     if resume:

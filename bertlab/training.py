@@ -163,6 +163,20 @@ def update_status(run_dir: Path, **fields: Any) -> dict:
     return status
 
 
+@contextlib.contextmanager
+def failure_recorded(run_dir: str | Path):
+    """Around a recipe: an error before training starts (bad corpus, missing data, not a
+    checkpoint) marks a run still 'preparing' as failed with its message, so it never stays
+    'preparing' for good. (The trainer records failures during training itself.)"""
+    try:
+        yield
+    except BaseException as exc:
+        status = read_json(Path(run_dir) / "status.json")
+        if isinstance(status, dict) and status.get("state") == "preparing":
+            update_status(Path(run_dir), state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
+        raise
+
+
 def truncate_metrics(run_dir: Path, step: int) -> None:
     """Drop metric lines past `step` (a resumed run writes them again)."""
     path = Path(run_dir) / "metrics.jsonl"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from bertlab.errors import CheckpointError, InputError
+from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.finetune import FinetuneConfig, run_finetuning
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, load_finetuned, save_finetuned
@@ -457,3 +457,12 @@ def test_left_to_right_classifier_reads_where_it_has_seen_the_input(tokenizer, m
     with torch.no_grad():
         alone = model(ids[2:, : len(enc[2].ids)], torch.zeros_like(ids[2:, : len(enc[2].ids)])).logits
     assert torch.allclose(alone[0], logits[2], atol=1e-5)
+
+
+def test_a_finetuning_run_that_fails_while_preparing_is_marked_failed(tmp_path):
+    cfg = FinetuneConfig(task="sst2", data=str(tmp_path / "no-such-folder"),
+                         train=TrainConfig(max_steps=1, eval_every=0, save_every=0))
+    with pytest.raises(BertLabError):
+        run_finetuning(cfg, tmp_path / "run", progress_bar=False)
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and "no-such-folder" in status["error"]

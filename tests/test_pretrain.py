@@ -16,7 +16,7 @@ from conftest import WORDS
 from torch.testing import assert_close
 
 from bertlab.checkpoint import read_weights
-from bertlab.errors import InputError
+from bertlab.errors import BertLabError, InputError
 from bertlab.pretrain import load_config_file, run_pretraining
 from bertlab.training import lr_factor, read_metrics
 
@@ -206,6 +206,14 @@ def test_a_save_killed_between_its_renames_resumes_from_the_newest_copy(tmp_path
     # the metrics written between the checkpoint and the kill are not repeated
     train_steps = [m["step"] for m in read_metrics(run) if m["split"] == "train"]
     assert train_steps == sorted(set(train_steps))
+
+
+def test_a_run_that_fails_while_preparing_is_marked_failed(tmp_path, vocab_file):
+    cfg = dataclasses.replace(_config(tmp_path, vocab_file, max_steps=2), corpus=(str(tmp_path / "missing.txt"),))
+    with pytest.raises(BertLabError, match="missing.txt"):
+        run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and "missing.txt" in status["error"]
 
 
 def test_ablation_objectives_train(tmp_path, vocab_file):

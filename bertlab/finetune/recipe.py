@@ -32,7 +32,15 @@ from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TASKS, TaskSpec, get_task
 from bertlab.inference import default_model_path
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training import TrainConfig, hardware_description, read_json, train, update_status, write_json_atomic
+from bertlab.training import (
+    TrainConfig,
+    failure_recorded,
+    hardware_description,
+    read_json,
+    train,
+    update_status,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +251,13 @@ def encode(spec: TaskSpec, setup: TaskSetup, tokenizer: BertTokenizer, examples:
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
                    progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
     """Fine-tune (or resume fine-tuning) and return bertlab.training.TrainResult."""
+    with failure_recorded(run_dir):
+        return _run_finetuning(cfg, run_dir, resume=resume, dry_run=dry_run, progress_bar=progress_bar,
+                                stop_after_steps=stop_after_steps, command=command)
+
+
+def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
+                   progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
     run_dir = Path(run_dir)
     if resume:
         saved = read_json(run_dir / "run_config.json")
