@@ -93,18 +93,26 @@ def test_a_folder_without_snapshots_says_what_to_do(tmp_path):
 # --------------------------------------------------------------------------------------
 # The page
 # --------------------------------------------------------------------------------------
+def app_env(monkeypatch, runs: Path, model: Path | None) -> None:
+    """The app as a user starts it from the repo, offline, on `model` (None: the shipped one)."""
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    if model is None:
+        monkeypatch.delenv("BERTLAB_MODEL", raising=False)
+    else:
+        monkeypatch.setenv("BERTLAB_MODEL", str(model))
+    monkeypatch.setenv("BERTLAB_RUNS", str(runs))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+
+
 def test_watch_it_learn_page_builds_the_history_and_slides(monkeypatch, tmp_path, tokenizer, tiny_checkpoint):
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
 
     runs = tmp_path / "runs"
     run = make_run(runs, tokenizer)
-    monkeypatch.syspath_prepend(str(REPO))
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
-    monkeypatch.setenv("BERTLAB_RUNS", str(runs))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    app_env(monkeypatch, runs, tiny_checkpoint)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
     at.query_params["run"] = run.name
@@ -130,10 +138,7 @@ def test_watch_it_learn_page_without_any_history(monkeypatch, tmp_path, tiny_che
     from streamlit.testing.v1 import AppTest
 
     (tmp_path / "runs").mkdir()
-    monkeypatch.syspath_prepend(str(REPO))
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
-    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    app_env(monkeypatch, tmp_path / "runs", tiny_checkpoint)
     monkeypatch.setattr("bertlab.catalog.shipped_model_path", lambda: tmp_path / "nothing")
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
@@ -151,12 +156,7 @@ def test_watch_it_learn_page_on_the_shipped_model(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
     (tmp_path / "runs").mkdir()
-    monkeypatch.syspath_prepend(str(REPO))
-    monkeypatch.chdir(REPO)
-    monkeypatch.delenv("BERTLAB_MODEL", raising=False)
-    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    app_env(monkeypatch, tmp_path / "runs", None)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("pages/7_Watch_it_learn.py").run()
