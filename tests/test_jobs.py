@@ -239,7 +239,7 @@ def test_command_that_fails_is_marked_failed_with_the_error(runs, data):
     done = wait_for(lambda: (j := reg.get(job.id)).is_final and not j.alive and j, what="the failing job to end")
     assert done.state == "failed"
     assert done.job["returncode"] == 2
-    assert "bertlab pretrain: error:" in done.error, done.error
+    assert "fewer than two documents" in done.error, done.error  # the recipe records its own error
 
 
 # --------------------------------------------------------------------------------------
