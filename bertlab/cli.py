@@ -1,27 +1,35 @@
-"""Command line: `bertlab fill-mask | nsp | info | pretrain | finetune | jobs ...`.
+"""Command line: `bertlab fill-mask | nsp | info | pretrain | export | finetune | jobs | ablate ...`.
 
 Each subcommand parses arguments, calls the package, and prints text or `--json`. Errors the
 user can fix exit with status 2 and one line on stderr, never a traceback.
+
+Start-up stays cheap: `COMMANDS` names each subcommand's help and the module that owns it, and a
+module is imported (with torch, for most) only to build and run the one subcommand being called.
+fill-mask, nsp and info live here and import torch inside their run functions.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import logging
+import os
 import sys
+import unicodedata
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
+from pathlib import Path
 
 from bertlab import __version__
 from bertlab.errors import BertLabError
 
-log = logging.getLogger(__name__)
 
-
-def _add_model_args(p: argparse.ArgumentParser) -> None:
+def _add_model_args(p: argparse.ArgumentParser, json_help: str = "print JSON for scripts") -> None:
     p.add_argument("--model", default=None, help="checkpoint folder or Hub id (default: the shipped model)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--json", action="store_true", help=json_help)
 
 
 def _load(args):
@@ -30,39 +38,70 @@ def _load(args):
     return load_model(args.model, device=args.device)
 
 
+def printable(text: str) -> str:
+    """`text` safe to echo on a terminal: control and format characters (Unicode categories Cc
+    and Cf: escape sequences, carriage returns, bidi overrides, zero-width marks) but tab are
+    shown as `\\x1b` / `\\u202e` escapes instead of acting on the terminal."""
+    out = []
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 # --- fill-mask ---------------------------------------------------------------------------
+FILL_MASK_JSON_HELP = (
+    "print JSON: a list with one object per text, whether one text or several are given: "
+    '{"text", "masks": [{"candidates": [{"word", "token", "score"}, ...]}, ...], "joint_text", "truncated"}; '
+    "masks in text order, candidates best first; word is the whole word a WordPiece token makes, "
+    "joint_text the text with every [MASK] filled jointly")
+
+
 def _fill_mask_args(p):
-    _add_model_args(p)
+    _add_model_args(p, json_help=FILL_MASK_JSON_HELP)
     p.add_argument("text", nargs="+", help="text with one or more [MASK]; several texts run as a batch")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, help="answers to show for each [MASK] (default 5)")
+
+
+def fill_mask_json(results) -> list[dict]:
+    """`FillMaskResult`s as the `--json` shape documented in FILL_MASK_JSON_HELP (the API's names)."""
+    return [{
+        "text": r.text,
+        "masks": [{"candidates": [{"word": c.word, "token": c.token, "score": c.score} for c in m.candidates]}
+                  for m in r.masks],
+        "joint_text": r.joint_text,
+        "truncated": r.truncated,
+    } for r in results]
 
 
 def _fill_mask(args) -> int:
     lm = _load(args)
     results = lm.fill_mask(args.text, top_k=args.top_k)
     if args.json:
-        payload = [[[{"token": c.token, "score": c.score} for c in m.candidates] for m in r.masks] for r in results]
-        print(json.dumps(payload[0] if len(payload) == 1 else payload))
+        print(json.dumps(fill_mask_json(results)))
         return 0
     for r in results:
         if len(results) > 1:
-            print(r.text)
+            print(printable(r.text))
         if r.truncated:
             print(f"(input truncated: {r.num_dropped} tokens cut)")
         for n, m in enumerate(r.masks, 1):
             print(f"[MASK] #{n}:")
             for c in m.candidates:
-                print(f"  {c.score:7.2%}  {c.word}" + (f"  ({c.token})" if c.word != c.token else ""))
+                print(f"  {c.score:7.2%}  {printable(c.word)}" + (f"  ({printable(c.token)})" if c.word != c.token else ""))
         if len(r.masks) > 1:
-            print(f"joint fill: {r.joint_text}")
+            print(f"joint fill: {printable(r.joint_text)}")
     return 0
 
 
 # --- nsp -----------------------------------------------------------------------------------
 def _nsp_args(p):
     _add_model_args(p)
-    p.add_argument("sentence_a")
-    p.add_argument("sentence_b")
+    p.add_argument("sentence_a", help="the first sentence (A)")
+    p.add_argument("sentence_b", help="the sentence that may or may not follow A (B)")
 
 
 def _nsp(args) -> int:
@@ -95,13 +134,18 @@ def _info(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         c = lm.config
-        print(f"model       {lm.path}")
-        print(f"size        L={c.num_layers} H={c.hidden_size} A={c.num_heads} (intermediate {c.intermediate_size})")
-        print(f"parameters  {data['parameters']:,}")
-        print(f"vocabulary  {data['vocab_size']:,} WordPiece tokens ({'uncased' if lm.tokenizer.lowercase else 'cased'})")
-        print(f"attention   {c.attention_direction};  NSP head: {'yes' if lm.has_nsp else 'no'}")
-        for k, v in (lm.card.get("metrics") or {}).items():
-            print(f"{k:<11} {v}")
+        rows = [
+            ("model", str(lm.path)),
+            ("size", f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} (intermediate {c.intermediate_size})"),
+            ("parameters", f"{data['parameters']:,}"),
+            ("vocabulary", f"{data['vocab_size']:,} WordPiece tokens ({'uncased' if lm.tokenizer.lowercase else 'cased'})"),
+            ("attention", f"{c.attention_direction};  NSP head: {'yes' if lm.has_nsp else 'no'}"),
+        ]
+        metrics = lm.card.get("metrics")
+        rows += [(str(k), str(v)) for k, v in (metrics.items() if isinstance(metrics, dict) else ())]
+        width = max(len(label) for label, _ in rows)
+        for label, value in rows:
+            print(printable(f"{label:<{width}}  {value}"))
     return 0
 
 
@@ -111,43 +155,101 @@ BUILTIN = {
     "info": ("config, parameter count and vocabulary of a model", _info_args, _info),
 }
 
-
-def _extensions() -> dict:
-    """Subcommands owned by other modules (pretrain, finetune, jobs), imported lazily."""
-    out = {}
-    for module in ("bertlab.pretrain", "bertlab.finetune", "bertlab.jobs"):
-        try:
-            mod = __import__(module, fromlist=["CLI_COMMANDS"])
-        except ModuleNotFoundError as exc:
-            if exc.name == module:
-                continue
-            log.warning("bertlab: %s needs %s, which is not installed; its commands are unavailable", module, exc.name)
-            continue
-        except Exception as exc:  # a broken extension must not take fill-mask / nsp / info down with it
-            log.warning("bertlab: %s failed to import (%s: %s); its commands are unavailable", module, type(exc).__name__, exc)
-            continue
-        out.update(getattr(mod, "CLI_COMMANDS", {}))
-    return out
+# Subcommands owned by other modules: name -> (help, module whose CLI_COMMANDS[name] holds
+# (help, add_args, run)). The help is repeated here so that `bertlab --help` imports none of them.
+COMMANDS = {
+    "pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", "bertlab.pretrain"),
+    "export": ("copy a finished run's model into a checkpoint folder with its model card", "bertlab.pretrain"),
+    "finetune": ("fine-tune BERT on a task (GLUE, tagging, SQuAD)", "bertlab.finetune"),
+    "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", "bertlab.jobs"),
+    "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", "bertlab.ablations_cli"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand in `argv`: its first word that is not an option (bertlab's own options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _add_args_and_run(name: str):
+    if name in BUILTIN:
+        return BUILTIN[name][1:]
+    _, module = COMMANDS[name]
+    return importlib.import_module(module).CLI_COMMANDS[name][1:]
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser for `argv` (default: sys.argv[1:]).
+
+    Every subcommand is listed with its help; only the one `argv` calls gets its own arguments
+    (importing its module), so `bertlab --help` and `bertlab jobs list` do not import torch."""
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_in(argv)
     parser = argparse.ArgumentParser(prog="bertlab", description="BERT Lab: train, probe and take apart BERT.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument("--version", action="version", version=f"bertlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (help_text, add_args, run) in {**BUILTIN, **_extensions()}.items():
+    helps = {name: help_text for name, (help_text, *_) in {**BUILTIN, **COMMANDS}.items()}
+    for name, help_text in helps.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add_args(p)
-        p.set_defaults(run=run)
+        if name == command:
+            add_args, run = _add_args_and_run(name)
+            add_args(p)
+            p.set_defaults(run=run)
     return parser
 
 
+@contextlib.contextmanager
+def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> Iterator[None]:
+    """Around a run started from the command line: its log lines also go to `run_dir/log.txt`
+    (appended; progress bars are not log lines), as a job's do, so `bertlab jobs show` has a log.
+
+    Nothing is added where stderr already is that file (a job: the registry sends the run's output
+    there), in torchrun ranks other than 0, or when `run_dir` is missing and `create` is False (a
+    resume of a folder that is not there fails without leaving one behind). An error that ends the
+    run is written there too."""
+    run_dir = Path(run_dir)
+    path = run_dir / "log.txt"
+    if (os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path)
+            or not (create or run_dir.is_dir())):
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+
+    def file_only(level: int, message: str) -> None:
+        handler.handle(logging.makeLogRecord({"name": __name__, "levelno": level, "levelname": logging.getLevelName(level),
+                                              "msg": message}))
+
+    if first_line:
+        file_only(logging.INFO, first_line)
+    root.addHandler(handler)
+    try:
+        yield
+    except BaseException as exc:
+        file_only(logging.ERROR, f"stopped: {type(exc).__name__}: {_one_line(exc)}")
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
+def _same_file(stream, path: Path) -> bool:
+    try:
+        return path.exists() and os.path.samestat(os.fstat(stream.fileno()), path.stat())
+    except (OSError, ValueError, AttributeError):  # no file behind the stream (pytest's capture, a closed pipe)
+        return False
+
+
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return printable(" ".join(str(exc).split()) or type(exc).__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:

@@ -1,15 +1,22 @@
 """bertlab.cli: fill-mask / nsp / info in text and --json, and one-line errors with a non-zero
-exit status (never a traceback). Most cases call `main` in-process; one runs `python -m bertlab`."""
+exit status (never a traceback); the subcommand registry (cheap start-up, help for every
+argument) and the log.txt of command-line runs. Most cases call `main` in-process; a few run
+`python -m bertlab` or `python -c`."""
 
+import argparse
+import importlib
 import json
+import logging
 import os
+import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from bertlab.cli import main
+from bertlab.cli import BUILTIN, COMMANDS, build_parser, main, printable, run_log
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,24 +38,36 @@ def _assert_one_line_error(code: int, out: str, err: str, *needles: str) -> None
 
 
 # --- fill-mask ---------------------------------------------------------------------------------
-def test_fill_mask_json_is_a_list_per_mask(capsys, tiny_checkpoint):
-    code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--device", "cpu", "the [MASK] sat on the [MASK].", "--top-k", "3", "--json")
-    assert code == 0, err
-    data = json.loads(out)
-    assert isinstance(data, list) and len(data) == 2  # one list per [MASK]
-    for per_mask in data:
-        assert len(per_mask) == 3
-        assert all(set(c) == {"token", "score"} for c in per_mask)
-        scores = [c["score"] for c in per_mask]
+def _assert_fill_mask_json(item: dict, text: str, masks: int, top_k: int) -> None:
+    """The documented --json shape of one text: the Python API's names."""
+    assert set(item) == {"text", "masks", "joint_text", "truncated"}
+    assert item["text"] == text and item["truncated"] is False
+    assert "[MASK]" not in item["joint_text"]
+    assert len(item["masks"]) == masks
+    for mask in item["masks"]:
+        assert set(mask) == {"candidates"} and len(mask["candidates"]) == top_k
+        assert all(set(c) == {"word", "token", "score"} for c in mask["candidates"])
+        scores = [c["score"] for c in mask["candidates"]]
         assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
 
 
-def test_fill_mask_json_several_texts(capsys, tiny_checkpoint):
-    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--json", "--top-k", "2", "the [MASK] sat.", "a [MASK] ran to the [MASK].")
+def test_fill_mask_json_one_text_is_a_list_of_one(capsys, tiny_checkpoint):
+    text = "the [MASK] sat on the [MASK]."
+    code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--device", "cpu", text, "--top-k", "3", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert isinstance(data, list) and len(data) == 1
+    _assert_fill_mask_json(data[0], text, masks=2, top_k=3)
+
+
+def test_fill_mask_json_several_texts_has_the_same_shape(capsys, tiny_checkpoint):
+    texts = ["the [MASK] sat.", "a [MASK] ran to the [MASK]."]
+    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--json", "--top-k", "2", *texts)
     assert code == 0
     data = json.loads(out)
-    assert [len(per_text) for per_text in data] == [1, 2]
-    assert all(len(per_mask) == 2 for per_text in data for per_mask in per_text)
+    assert len(data) == 2
+    for item, text, masks in zip(data, texts, (1, 2), strict=True):
+        _assert_fill_mask_json(item, text, masks=masks, top_k=2)
 
 
 def test_fill_mask_text_output(capsys, tiny_checkpoint):
@@ -56,6 +75,22 @@ def test_fill_mask_text_output(capsys, tiny_checkpoint):
     assert code == 0
     assert "[MASK] #1:" in out and "[MASK] #2:" in out and "joint fill: The " in out
     assert out.count("%") == 4
+
+
+def test_printable_escapes_control_and_format_characters():
+    assert printable("plain text, tab\tkept") == "plain text, tab\tkept"
+    assert printable("red \x1b[31mtext\x1b[0m\r\n") == "red \\x1b[31mtext\\x1b[0m\\x0d\\x0a"
+    assert printable("a\u202eb\u200bc\x7f") == "a\\u202eb\\u200bc\\x7f"
+    assert printable("café, naïve, 東京") == "café, naïve, 東京"
+
+
+def test_fill_mask_text_output_escapes_the_users_control_characters(capsys, tiny_checkpoint):
+    texts = ["the \x1b[2J[MASK] sat on the [MASK].", "a \u202e[MASK] ran."]
+    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--top-k", "1", *texts)
+    assert code == 0
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "the \\x1b[2J[MASK] sat on the [MASK]." in out and "a \\u202e[MASK] ran." in out  # the text lines
+    assert "joint fill: the \\x1b[2J" in out
 
 
 def test_fill_mask_reports_truncation(capsys, tiny_checkpoint):
@@ -85,6 +120,18 @@ def test_info_json_and_text(capsys, tiny_checkpoint, tokenizer):
     assert data["path"] == str(tiny_checkpoint)
     code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint))
     assert code == 0 and "L=2 H=32 A=4" in out and "uncased" in out
+
+
+def test_info_rows_line_up_with_long_metric_names(capsys, tiny_checkpoint, tmp_path):
+    model = tmp_path / "with-card"
+    shutil.copytree(tiny_checkpoint, model)
+    (model / "model_card.json").write_text(json.dumps({"metrics": {"mlm_acc": 0.19, "mlm_perplexity": 236.04}}))
+    code, out, _ = _run(capsys, "info", "--model", str(model))
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines][-2:] == ["mlm_acc", "mlm_perplexity"]
+    value_columns = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
+    assert len(value_columns) == 1, out  # every value starts in the same column
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -135,7 +182,7 @@ def test_python_m_bertlab_subprocess(tiny_checkpoint, tmp_path):
     )
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)
-    assert len(data) == 1 and len(data[0]) == 3 and set(data[0][0]) == {"token", "score"}
+    assert len(data) == 1 and len(data[0]["masks"][0]["candidates"]) == 3
     bad = subprocess.run(
         [sys.executable, "-m", "bertlab", "fill-mask", "--model", str(tmp_path / "missing"), "the cat [MASK]."],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
@@ -162,3 +209,97 @@ def test_the_set_up_installs_the_bertlab_command():
         assert "pip install -q --no-deps -e ." in (Path(__file__).resolve().parent.parent / script).read_text()
     if os.environ.get("CI"):  # CI runs scripts/test.sh, which installed it before pytest started
         assert shutil.which("bertlab"), "bertlab is not on the PATH after scripts/test.sh"
+
+
+# --- the subcommand registry ----------------------------------------------------------------------
+def test_help_and_jobs_list_do_not_import_torch(tmp_path):
+    """`bertlab --help` and `bertlab jobs list` build only what they run: no torch (seconds of start-up)."""
+    script = textwrap.dedent("""
+        import sys
+        from bertlab.cli import build_parser, main
+        build_parser(["--help"])
+        build_parser(["no-such-command"])
+        try:
+            main(["--help"])
+        except SystemExit as exc:
+            assert exc.code == 0, exc.code
+        assert main(["jobs", "list"]) == 0
+        assert main(["jobs", "list", "--json"]) == 0
+        loaded = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+        assert not loaded, loaded[:5]
+    """)
+    (tmp_path / "runs").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BERTLAB_RUNS": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "fill-mask" in done.stdout and "jobs" in done.stdout and "no jobs in" in done.stdout
+
+
+def test_the_registry_matches_the_modules_that_own_the_commands():
+    modules = {module for _, module in COMMANDS.values()}
+    owned = {}
+    for module in modules:
+        for name, (help_text, _, _) in importlib.import_module(module).CLI_COMMANDS.items():
+            owned[name] = (help_text, module)
+    assert owned == COMMANDS  # every command a module defines is registered, with its own help
+    assert not set(BUILTIN) & set(COMMANDS)
+
+
+def test_only_the_command_being_run_gets_its_arguments():
+    sub = next(a for a in build_parser(["info", "--json"])._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(BUILTIN) | set(COMMANDS)
+    assert any(a.dest == "json" for a in sub.choices["info"]._actions)
+    assert [a.dest for a in sub.choices["finetune"]._actions] == ["help"]  # listed, not built
+
+
+@pytest.mark.parametrize("name", [*BUILTIN, "pretrain", "export", "finetune", "jobs"])  # ablate: bertlab/ablations_cli.py
+def test_every_argument_has_help(name):
+    def undocumented(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
+        missing = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                missing += [f"{prefix} {n}" for n in action.choices if not helps.get(n)]
+                for n, p in action.choices.items():
+                    missing += undocumented(p, f"{prefix} {n}")
+            elif not action.help:
+                missing.append(f"{prefix} {action.option_strings[-1] if action.option_strings else action.dest}")
+        return missing
+
+    sub = next(a for a in build_parser([name])._actions if isinstance(a, argparse._SubParsersAction))
+    assert undocumented(sub.choices[name], name) == []
+
+
+# --- log.txt of runs started from the command line ----------------------------------------------------
+def test_run_log_appends_the_runs_log_lines_to_its_folder(tmp_path):
+    logger = logging.getLogger("bertlab.test_run_log")
+    logger.setLevel(logging.INFO)
+    with run_log(tmp_path / "run", first_line="bertlab pretrain --dry-run"):
+        logger.info("step 1: loss 9.9")
+    logger.info("after the run")  # the handler is gone with the run
+    with pytest.raises(RuntimeError), run_log(tmp_path / "run"):
+        raise RuntimeError("out of memory")
+    lines = (tmp_path / "run" / "log.txt").read_text().splitlines()
+    assert len(lines) == 3
+    assert lines[0].endswith("bertlab pretrain --dry-run") and lines[1].endswith("step 1: loss 9.9")
+    assert "stopped: RuntimeError: out of memory" in lines[2]
+    with run_log(tmp_path / "missing", create=False):  # a resume of a folder that is not there
+        logger.info("nothing to write to")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
+    """A job's output already goes to log.txt (the registry's redirect): no line twice."""
+    script = textwrap.dedent("""
+        import logging, sys
+        from bertlab.cli import run_log
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        with run_log(sys.argv[1], first_line="command"):
+            logging.getLogger("bertlab.x").info("one line")
+    """)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / "log.txt", "ab") as log_file:
+        subprocess.run([sys.executable, "-c", script, str(run_dir)], stderr=log_file, check=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (run_dir / "log.txt").read_text().splitlines() == ["one line"]
