@@ -442,7 +442,7 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
 def _cli_args(p):
     p.add_argument("--config", help="YAML config (see configs/)")
     p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
-    p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time>)")
+    p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time> in $BERTLAB_RUNS or the repository)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step")
     p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
@@ -458,8 +458,11 @@ def _cli_run(args) -> int:
 
     run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = "bertlab pretrain " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab pretrain"
-    result = run_pretraining(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
-                             progress_bar=not args.no_progress, command=command)
+    from bertlab.cli import run_log
+
+    with run_log(run_dir, first_line=command, create=not args.resume):
+        result = run_pretraining(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
+                                 progress_bar=not args.no_progress, command=command)
     print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
                       "eval": result.last_eval}))
     return 0 if result.state == "finished" else 3

@@ -410,6 +410,8 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["state"] == "finished" and summary["step"] == 1 and "accuracy" in summary["eval"]
     assert (tmp_path / "run" / "model" / "config.json").is_file()
+    log_lines = (tmp_path / "run" / "log.txt").read_text().splitlines()  # a CLI run keeps a log, as a job does
+    assert len(log_lines) > 1 and "bertlab finetune" in log_lines[0], log_lines
 
     (data / "train.tsv").unlink()
     code = main(["finetune", "--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint),
@@ -417,6 +419,7 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     out, err = capsys.readouterr()
     assert code == 2 and "train file not found" in err and "--split-dev" in err
     assert "Traceback" not in err
+    assert "train file not found" in (tmp_path / "run2" / "log.txt").read_text()  # the error that ended it
 
 
 def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():

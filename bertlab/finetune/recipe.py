@@ -361,20 +361,21 @@ def _cli_args(p):
     p.add_argument("--epochs", type=float, default=0.0, help="budget in passes over the train set (default 3 "
                    "when no other budget is given)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step (default 32, the paper's)")
     p.add_argument("--max-seq-length", type=int, default=None,
                    help="tokens per input (default 128; 384 for SQuAD, as run_squad.py)")
-    p.add_argument("--doc-stride", type=int, default=128, help="QA: tokens between context windows")
+    p.add_argument("--doc-stride", type=int, default=128,
+                   help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py)")
     p.add_argument("--max-train-examples", type=int, default=0, help="use only the first N train examples")
     p.add_argument("--max-eval-examples", type=int, default=0, help="evaluate on the first N dev examples")
     p.add_argument("--eval-every", type=int, default=0, help="steps between dev evaluations (0 = at the end)")
     p.add_argument("--save-every", type=int, default=0, help="steps between checkpoints (0 = every 10 min and at the end)")
     p.add_argument("--warmup", type=float, default=0.1, help="warm-up: fraction of the budget, or steps if >= 1")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the output layer's init, shuffling and dropout")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch's default)")
     p.add_argument("--precision", default="auto", help="auto | fp32 | bf16 | fp16")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--run-dir", help="run folder (default: runs/finetune-<task>-<time>)")
+    p.add_argument("--run-dir", help="run folder (default: runs/finetune-<task>-<time> in $BERTLAB_RUNS or the repository)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step on a few examples")
     p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
@@ -419,8 +420,11 @@ def _cli_run(args) -> int:
     if not args.resume:
         print(f"starting from {cfg.model}" if cfg.model else
               f"starting from random weights (size {cfg.size}: no pretraining)", flush=True)
-    result = run_finetuning(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
-                            progress_bar=not args.no_progress, command=command)
+    from bertlab.cli import run_log
+
+    with run_log(run_dir, first_line=command, create=not args.resume):
+        result = run_finetuning(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
+                                progress_bar=not args.no_progress, command=command)
     print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
                       "train_time_s": round(result.progress.train_time_s, 1), "eval": result.last_eval}))
     return 0 if result.state == "finished" else 3
