@@ -1199,42 +1199,63 @@ def supervise(run_dir: str | Path) -> int:
 # --------------------------------------------------------------------------------------
 # CLI: bertlab jobs list|submit|show|cancel|resume|delete|estimate|tick
 # --------------------------------------------------------------------------------------
-def _job_line(j: Job) -> str:
+def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:
+    return f"{job_id:<{id_width}} {kind:<9} {state:<10} {progress:<17} {note}".rstrip()
+
+
+def _job_header(id_width: int = 40) -> str:
+    """The column header over `jobs list`'s lines."""
+    return _job_row("JOB", "KIND", "STATE", "PROGRESS", "ETA / WAITS FOR", id_width)
+
+
+def _job_line(j: Job, id_width: int = 40) -> str:
     step = f"{j.step}/{j.total_steps}" if j.total_steps else str(j.step)
     eta = f"eta {format_duration(j.eta_s)}" if j.state == "running" and j.eta_s else ""
-    return f"{j.id:<40} {j.kind or '?':<9} {j.state:<10} step {step:<12} {eta}"
+    return _job_row(j.id, j.kind or "?", j.state, f"step {step}", eta, id_width)
 
 
 def _cli_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS or runs/)")
+    p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS, else runs/ in the repository)")
     sub = p.add_subparsers(dest="jobs_command", required=True)
-    s = sub.add_parser("list", help="every run with its state")
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("submit", help="queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
-                       description="Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.")
+    json_help = "print JSON for scripts"
+
+    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=description or help_text)
+
+    s = command("list", "every run in the runs folder with its state, progress and ETA",
+                "Every run in the runs folder, newest first: job id (its folder's name), kind, state, step, "
+                "and the ETA of a running job or the jobs a queued one waits for.")
+    s.add_argument("--json", action="store_true", help=json_help)
+    s = command("submit", "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
+                "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.")
     s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) for this job")
     s.add_argument("--device", default=None, choices=DEVICES, help="queue to wait in (default: from ARGS, else auto)")
     s.add_argument("--name", default="", help="run folder name prefix")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("kind", choices=KINDS)
+    s.add_argument("--json", action="store_true", help=json_help)
+    s.add_argument("kind", choices=KINDS, help="which recipe the job runs")
     s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
-    s = sub.add_parser("estimate", help="parameters, memory and time of a job, without running it")
-    s.add_argument("--gpus", type=int, default=1)
-    s.add_argument("--device", default=None, choices=DEVICES)
-    s.add_argument("--json", action="store_true")
-    s.add_argument("kind", choices=KINDS)
-    s.add_argument("args", nargs=argparse.REMAINDER)
-    for name, help_text in (("show", "one job: state, last metrics, error, log tail"), ("cancel", "stop a job (it saves a checkpoint)"),
-                            ("resume", "queue a cancelled or failed job again from its checkpoint"), ("delete", "remove a job's run folder")):
-        s = sub.add_parser(name, help=help_text)
-        s.add_argument("job_id")
-        s.add_argument("--json", action="store_true")
+    s = command("estimate", "parameters, memory and time of a job, without running it",
+                "Parameters, memory and time that `bertlab pretrain|finetune ARGS...` would take, without running it.")
+    s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) to estimate for")
+    s.add_argument("--device", default=None, choices=DEVICES, help="device to estimate for (default: from ARGS, else auto)")
+    s.add_argument("--json", action="store_true", help=json_help)
+    s.add_argument("kind", choices=KINDS, help="which recipe the job would run")
+    s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
+    for name, help_text in (("show", "one job: state, last metrics, error, log tail"),
+                            ("cancel", "stop a job (a running one saves a checkpoint first)"),
+                            ("resume", "queue a cancelled or failed job again from its checkpoint"),
+                            ("delete", "remove a job's run folder (cancel a live job first)")):
+        s = command(name, help_text)
+        s.add_argument("job_id", help="the job's id: its run folder's name, as `bertlab jobs list` shows it")
+        s.add_argument("--json", action="store_true", help=json_help)
         if name == "show":
             s.add_argument("--log", type=int, default=20, help="log lines to show")
         if name == "cancel":
             s.add_argument("--wait", action="store_true", help="wait until it has stopped (SIGKILL after --timeout)")
-            s.add_argument("--timeout", type=float, default=None)
-    sub.add_parser("tick", help="start queued jobs whose device is free")
+            s.add_argument("--timeout", type=float, default=None,
+                           help="seconds to wait before SIGKILL with --wait (default: the registry's kill timeout)")
+    command("tick", "start queued jobs whose device is free",
+            "Start the queued jobs whose device is free (every `jobs list` and every finished job does this too).")
 
 
 def _spec_from_args(args) -> JobSpec:
@@ -1253,8 +1274,10 @@ def _cli_run(args) -> int:
         elif not jobs:
             print(f"no jobs in {reg.root}")
         else:
+            id_width = max(40, *(len(j.id) for j in jobs))
+            print(_job_header(id_width))
             for j in jobs:
-                print(_job_line(j))
+                print(_job_line(j, id_width))
         return 0
     if cmd == "tick":
         started = reg.tick()
@@ -1307,7 +1330,8 @@ def _cli_run(args) -> int:
     return 0
 
 
-CLI_COMMANDS = {"jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate", _cli_args, _cli_run)}
+CLI_COMMANDS = {"jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick",
+                         _cli_args, _cli_run)}
 
 
 def _main(argv: list[str]) -> int:

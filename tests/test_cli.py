@@ -303,3 +303,20 @@ def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
         subprocess.run([sys.executable, "-c", script, str(run_dir)], stderr=log_file, check=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (run_dir / "log.txt").read_text().splitlines() == ["one line"]
+
+
+def test_jobs_list_has_a_column_header(capsys, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    for name, status in (("b", {"state": "failed", "step": 1}),
+                         ("pretrain-a-run-name-longer-than-forty-characters-20261124", {"state": "finished", "step": 3, "total_steps": 3})):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "status.json").write_text(json.dumps(status))
+    monkeypatch.setenv("BERTLAB_RUNS", str(runs))
+    code, out, _ = _run(capsys, "jobs", "list")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["JOB", "KIND", "STATE", "PROGRESS", "ETA", "/", "WAITS", "FOR"]
+    assert len(rows) == 2
+    for column in ("KIND", "STATE", "PROGRESS"):  # each row's cells start under their header, long ids included
+        start = header.index(column)
+        assert all(row[start - 1] == " " and row[start] != " " for row in rows), out
