@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 import tempfile
@@ -230,6 +231,16 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
             raise CheckpointError(f"{path}: cannot be read ({exc}); the file may be truncated or corrupt") from exc
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights_only" not in str(exc):
+            raise CheckpointError(f"{path}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+        # torch's own message advises weights_only=False, which would run whatever code the file holds
+        raise CheckpointError(
+            f"{path}: is not safe to load: it holds more than plain tensors and unpickling it may run code. "
+            "If you trust where it came from, convert it once with trusted code: "
+            "state = torch.load(path, weights_only=False); "
+            "safetensors.torch.save_file({k: v.contiguous() for k, v in state.items()}, 'model.safetensors')"
+        ) from None
     except Exception as exc:  # unpickling raises many types; all mean "unusable file"
         raise CheckpointError(
             f"{path}: cannot be read safely ({type(exc).__name__}: {exc}); truncated, corrupt, or not plain tensors"
@@ -298,6 +309,20 @@ def load_state(
     return missing
 
 
+def check_shapes(config: BertConfig, state: dict[str, torch.Tensor], source: str) -> None:
+    """Compare config.json with the weights' shapes before any real model is allocated, so a
+    config that disagrees (vocab_size: 10**12) is a one-line error, not an out-of-memory crash."""
+    with torch.device("meta"):  # shapes only: no memory is allocated
+        own = BertForPreTraining(config).state_dict()
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs config {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
+    if mismatched:
+        raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))
+
+
 def load_pretraining_model(
     path_or_id: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> tuple[BertForPreTraining, BertTokenizer, dict]:
@@ -314,6 +339,7 @@ def load_pretraining_model(
     if config.use_nsp_head and not all(k in state for k in NSP_KEYS):
         # e.g. a BertForMaskedLM checkpoint: keep the head so shapes match, but flag it untrained
         log.info("%s has no NSP head or pooler weights; next-sentence prediction will be unavailable", directory)
+    check_shapes(config, state, str(weights_file(directory)))
     model = BertForPreTraining(config)
     missing = load_state(model, state, str(weights_file(directory)))
     if "cls.predictions.transform.dense.weight" in missing:

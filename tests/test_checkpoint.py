@@ -322,3 +322,35 @@ def test_a_folder_saved_by_transformers_5_opens(tmp_path, tiny_checkpoint):
     b = theirs.fill_mask("the cat [MASK] on the mat.").masks[0].candidates
     assert [c.token for c in a] == [c.token for c in b]
     assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-5)
+
+
+def test_huge_vocab_size_in_config_is_refused_before_allocating(tmp_path, tiny_checkpoint, monkeypatch):
+    # (#14) vocab_size: 10**12 used to allocate the model first (out of memory / traceback)
+    d = _copy(tiny_checkpoint, tmp_path / "c")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["vocab_size"] = 10**12
+    (d / "config.json").write_text(json.dumps(cfg))
+    allocated = []
+    real_init = BertForPreTraining.__init__
+
+    def watch(self, *a, **kw):
+        real_init(self, *a, **kw)
+        allocated.append(next(self.parameters()).device.type)
+
+    monkeypatch.setattr(BertForPreTraining, "__init__", watch)
+    with pytest.raises(CheckpointError, match=r"model.safetensors: weights do not match config.json.*word_embeddings"):
+        load_model(d, device="cpu")
+    assert "cpu" not in allocated  # only the shape-only (meta) model was built
+
+
+def test_refused_pickle_says_not_safe_and_how_to_convert(tmp_path, tiny_checkpoint):
+    # (#14) torch's message told users to re-run with weights_only=False
+    d = _copy(tiny_checkpoint, tmp_path / "c")
+    (d / "model.safetensors").unlink()
+    torch.save({"w": torch.zeros(2), "call": os.getcwd}, d / "pytorch_model.bin")  # a global: refused
+    with pytest.raises(CheckpointError) as err:
+        load_model(d, device="cpu")
+    message = str(err.value)
+    assert "not safe to load" in message and "save_file" in message and "model.safetensors" in message
+    assert "weights_only=False" not in message.replace("torch.load(path, weights_only=False)", "")
+    assert "Re-running" not in message and "\n" not in message
