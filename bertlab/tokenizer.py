@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,12 +87,18 @@ def read_vocab(path: str | Path) -> dict[str, int]:
     if not path.is_file():
         raise CheckpointError(f"{path}: vocabulary file not found")
     vocab: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            token = line.rstrip("\n")
-            if token in vocab:
-                continue  # Google's vocabs have no duplicates; keep the first if one does
-            vocab[token] = i
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                token = line.rstrip("\n")
+                if token in vocab:
+                    continue  # Google's vocabs have no duplicates; keep the first if one does
+                vocab[token] = i
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(
+            f"{path}: is not UTF-8 text (byte {exc.object[exc.start]:#04x} after line {len(vocab)}); "
+            "a vocab.txt is one UTF-8 token a line: re-save it as UTF-8"
+        ) from None
     if not vocab:
         raise CheckpointError(f"{path}: vocabulary file is empty")
     return vocab
@@ -255,8 +262,15 @@ class BertTokenizer:
         self._tok.save(str(directory / "tokenizer.json"))
 
     def save_vocab(self, path: str | Path) -> None:
+        """Write vocab.txt atomically (a temp file, then os.replace), so a kill never leaves half a vocabulary."""
         ordered = sorted(self.vocab, key=self.vocab.get)
-        Path(path).write_text("".join(t + "\n" for t in ordered), encoding="utf-8")
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in ordered))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     # --- encoding -----------------------------------------------------------------------
     def __len__(self) -> int:

@@ -267,3 +267,34 @@ def test_tokenizer_json_without_vocab_txt(tmp_path, tokenizer):
     (tmp_path / "tokenizer.json").unlink()
     with pytest.raises(CheckpointError, match="no vocab.txt or tokenizer.json"):
         BertTokenizer.from_dir(tmp_path)
+
+
+def test_non_utf8_vocab_names_the_file(tmp_path):
+    # (#14) used to raise UnicodeDecodeError with a traceback
+    bad = tmp_path / "vocab.txt"
+    bad.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\xe9\n")
+    with pytest.raises(CheckpointError, match=r"vocab.txt: is not UTF-8"):
+        read_vocab(bad)
+    with pytest.raises(CheckpointError, match="UTF-8"):
+        BertTokenizer.from_dir(tmp_path)
+
+
+def test_save_vocab_is_atomic(tmp_path, tokenizer, monkeypatch):
+    # (#14) a kill while writing left half a vocab.txt; now a temp file is renamed into place
+    import os
+
+    path = tmp_path / "vocab.txt"
+    path.write_text("old\n", encoding="utf-8")
+    replaced = []
+    real_replace = os.replace
+
+    def watch(src, dst):
+        assert Path(dst).read_text(encoding="utf-8") == "old\n"  # untouched until the rename
+        replaced.append((Path(src).name, Path(dst).name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", watch)
+    tokenizer.save_vocab(path)
+    assert replaced and replaced[0][1] == "vocab.txt"
+    assert read_vocab(path) == tokenizer.vocab
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.txt"]
