@@ -150,6 +150,13 @@ MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
 _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
 
 
+def _as_list(texts: object, what: str) -> list:
+    """A list of texts from a list/tuple of them; anything else is an InputError, not a TypeError."""
+    if isinstance(texts, list | tuple):
+        return list(texts)
+    raise InputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}")
+
+
 def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
     """The word `token` forms at `position` with the ## pieces around it."""
     left = ""
@@ -239,8 +246,18 @@ class LoadedModel:
         return out
 
     def _check_text(self, text: str, what: str = "text") -> str:
+        if isinstance(text, bytes | bytearray):
+            raise InputError(f"{what} must be a string, got {type(text).__name__}; decode it first (text.decode('utf-8'))")
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # lone surrogates: what Python makes of invalid UTF-8 read with errors='surrogateescape'
+            raise InputError(
+                f"{what} is not valid Unicode (a lone surrogate {text[exc.start]!r} at character {exc.start}); "
+                "it may come from a file that is not UTF-8: re-save it as UTF-8"
+            ) from None
         if not text.strip():
             raise InputError(f"{what} is empty; type a sentence")
         return text
@@ -280,7 +297,7 @@ class LoadedModel:
         if top_k < 1:
             raise InputError(f"top_k must be at least 1, got {top_k}")
         single = isinstance(text, str)
-        texts = [text] if single else list(text)
+        texts = [text] if single else _as_list(text, "text")
         if not texts:
             raise InputError("no texts given")
         for t in texts:
@@ -374,8 +391,8 @@ class LoadedModel:
         if not self.has_nsp:
             raise InputError("this checkpoint has no next-sentence head (trained without NSP); NSP is unavailable")
         single = isinstance(text_a, str)
-        a_list = [text_a] if single else list(text_a)
-        b_list = [text_b] if single else list(text_b)
+        a_list = [text_a] if single else _as_list(text_a, "sentence A")
+        b_list = [text_b] if single else _as_list(text_b, "sentence B")
         if len(a_list) != len(b_list):
             raise InputError(f"{len(a_list)} sentences A but {len(b_list)} sentences B")
         for a, b in zip(a_list, b_list, strict=True):

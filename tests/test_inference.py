@@ -291,3 +291,31 @@ def test_lowercase_mask_is_read_as_mask_and_masks_are_capped(lm):
     assert [c.token for c in lower.masks[0].candidates] == [c.token for c in upper.masks[0].candidates]
     with pytest.raises(InputError, match=f"at most {MAX_MASKS}"):
         lm.fill_mask(" ".join(["[MASK]"] * (MAX_MASKS + 1)))
+
+
+@pytest.mark.parametrize("bad", [123, None, b"the [MASK] sat.", 1.5, {"text": "the [MASK]"}])
+def test_non_string_input_is_an_input_error(lm, bad):
+    # (#14) fill_mask(123) / None raised TypeError from list(); bytes listed ints
+    with pytest.raises(InputError, match="string"):
+        lm.fill_mask(bad)
+    with pytest.raises(InputError, match="string"):
+        lm.fill_mask(["the [MASK] sat.", bad])
+    with pytest.raises(InputError, match="string"):
+        lm.next_sentence(bad, "the cat sat.")
+    with pytest.raises(InputError, match="string"):
+        lm.inspect(bad)
+    with pytest.raises(InputError, match="string"):
+        lm.layer_predictions(bad)
+
+
+@pytest.mark.parametrize("bad", ["the [MASK] \ud800 sat.", b"the [MASK] caf\xe9".decode("utf-8", "surrogateescape")])
+def test_lone_surrogate_or_invalid_utf8_is_an_input_error(lm, bad):
+    # (#14) a lone surrogate reached the tokenizer and raised a traceback
+    with pytest.raises(InputError, match="not valid Unicode"):
+        lm.fill_mask(bad)
+    with pytest.raises(InputError, match="not valid Unicode"):
+        lm.next_sentence("the cat sat.", bad)
+    with pytest.raises(InputError, match="not valid Unicode"):
+        lm.inspect(bad)
+    with pytest.raises(InputError, match="not valid Unicode"):
+        lm.layer_predictions(bad)
