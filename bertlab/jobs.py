@@ -809,11 +809,12 @@ def read_job(run_dir: str | Path) -> Job:
         elif state not in FINAL_STATES and state not in ACTIVE_STATES:
             state = "preparing"  # launched, the recipe has not written its own state yet
     else:
-        pid = status.get("pid")
-        alive = pid_alive(pid)
+        pid = _int_or_none(status.get("pid"))
+        alive = pid_alive(pid, _int_or_none(status.get("pid_start")))  # the start time tells a reused pid apart
         if state in ACTIVE_STATES and pid and not alive:
             state = "failed"
-            error = error or f"the process (pid {pid}) is gone without finishing; last lines of its log:\n{_error_from_log(run_dir)}"
+            error = error or (f"the process (pid {pid}) stopped without finishing (killed?); "
+                              f"last lines of its log:\n{_error_from_log(run_dir)}")
     if problems and not alive and (run_dir / "model" / "config.json").is_file():
         state = "finished"  # the trainer writes the final model last: the run ended well
     elif problems and not managed and not alive and state not in FINAL_STATES:

@@ -154,6 +154,16 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return out
 
 
+def _own_start_time() -> int | None:
+    """This process's start time in clock ticks since boot (field 22 of /proc/self/stat, as
+    jobs.process_start_time reads it), so the run list can tell a reused pid from this run."""
+    try:
+        raw = Path("/proc/self/stat").read_text()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(")") + 2:].split()[19])
+
+
 def update_status(run_dir: Path, **fields: Any) -> dict:
     path = Path(run_dir) / "status.json"
     status = read_json(path, {}) or {}
@@ -575,7 +585,7 @@ def train(
     wf = warmup_fraction(cfg)
     writer = MetricsWriter(run_dir) if info.is_main else None
     if info.is_main:
-        update_status(run_dir, state="running", pid=os.getpid(), step=progress.step, total_steps=cfg.max_steps or None,
+        update_status(run_dir, state="running", pid=os.getpid(), pid_start=_own_start_time(), step=progress.step, total_steps=cfg.max_steps or None,
                       started=time.time(), device=str(device), world_size=info.world, error=None)
     per_epoch = task.batches_per_epoch(info.world)
     if per_epoch <= 0:

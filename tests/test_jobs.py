@@ -28,7 +28,9 @@ from bertlab.jobs import (
     estimate,
     estimate_spec,
     finetune_args,
+    pid_alive,
     pretrain_args,
+    process_start_time,
     read_job,
 )
 from bertlab.training import read_metrics
@@ -479,3 +481,25 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra):
         (bad / "model").mkdir()
         (bad / "model" / "config.json").write_text("{}")
         assert JobRegistry(runs).get("bad").state == "finished"  # its final model is there: it ended well
+
+
+def test_plain_run_whose_pid_was_reused_reads_as_failed(runs):
+    # (#14) a 'bertlab pretrain' killed with kill -9 stayed 'running' while another process
+    # held its pid: the trainer now records pid_start and the run list compares it
+    run_dir = runs / "killed-by-hand"
+    run_dir.mkdir(parents=True)
+    start = process_start_time(os.getpid())
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start - 1}))
+    job = JobRegistry(runs).get("killed-by-hand")
+    assert job.state == "failed" and not job.alive
+    assert "stopped without finishing (killed?)" in job.error
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start}))
+    assert JobRegistry(runs).get("killed-by-hand").state == "running"
+
+
+def test_trainer_records_its_pid_and_start_time(tmp_path):
+    from bertlab.training import _own_start_time, update_status
+
+    assert _own_start_time() == process_start_time(os.getpid())
+    status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=_own_start_time())
+    assert pid_alive(status["pid"], status["pid_start"])
