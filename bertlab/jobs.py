@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import ipaddress
 import json
 import logging
 import math
@@ -301,6 +302,38 @@ def _resolve_device(device: str, gpus: int) -> str:
     if device == "cuda" and gpus == 0:
         raise JobError("device cuda was asked for, but this machine has no CUDA GPU; choose cpu or auto")
     return device
+
+
+def is_loopback_address(address: str | None) -> bool:
+    """True when a server bound to `address` answers only this machine (127.0.0.1, ::1, localhost);
+    an empty address means every interface, i.e. shared."""
+    address = (address or "").strip().strip("[]")
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def data_roots() -> list[Path]:
+    """The folders a shared app's Train page may read from: $BERTLAB_DATA_ROOTS (separated by
+    os.pathsep), else the repository and ../shared/data."""
+    env = os.environ.get("BERTLAB_DATA_ROOTS", "")
+    roots = [p for p in env.split(os.pathsep) if p.strip()] if env.strip() else [REPO_ROOT, REPO_ROOT.parent / "shared" / "data"]
+    return [Path(r).expanduser().resolve() for r in roots]
+
+
+def check_path_allowed(path: str, roots: list[Path] | None = None, cwd: str | Path = REPO_ROOT) -> None:
+    """Raise JobError unless `path` (relative to `cwd`; symlinks followed) lies under one of `roots`
+    (default: data_roots()). Used when the app is shared, so that whoever reaches it cannot make a
+    job read any file on the server."""
+    roots = data_roots() if roots is None else [Path(r).expanduser().resolve() for r in roots]
+    resolved = (Path(cwd) / Path(path).expanduser()).resolve()
+    if not any(resolved.is_relative_to(r) for r in roots):
+        raise JobError(f"{path} is outside the data folders this shared app may read ({', '.join(map(str, roots))}); "
+                       "put the data there, or list its folder in BERTLAB_DATA_ROOTS (separated by "
+                       f"{os.pathsep!r}) where the app is started")
 
 
 def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path) -> None:

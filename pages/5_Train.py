@@ -14,10 +14,12 @@ from bertlab.jobs import (
     FINETUNE_TASKS,
     JobRegistry,
     JobSpec,
+    check_path_allowed,
     default_task_data,
     estimate_spec,
     finetune_args,
     format_duration,
+    is_loopback_address,
     pretrain_args,
 )
 from bertlab.jobs_paths import REPO_ROOT
@@ -30,6 +32,8 @@ st.title("Train")
 PRETRAIN, FINETUNE = "Pretrain a BERT", "Fine-tune on a task"
 RANDOM = "__random__"
 registry = JobRegistry()
+# shared (not listening on loopback only): whoever reaches the app must not make a job read any server file
+shared = not is_loopback_address(st.get_option("server.address"))
 configs = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "configs").glob("*.yaml"))
 
 
@@ -55,6 +59,9 @@ with side:
         "output layer, on a labelled task (§3.2, Figure 4). A job runs in the background: you can close this "
         "tab and watch it later on the **Jobs** page. One job runs per GPU (one at a time on a CPU); the rest wait in a queue."
     )
+    if shared:
+        st.caption("This app is shared on the network, so corpus, data, model and config paths must lie in the "
+                   "data folders it was started with (BERTLAB_DATA_ROOTS; by default the project and ../shared/data).")
 
 with form:
     kind = st.segmented_control("What to train", [PRETRAIN, FINETUNE], default=PRETRAIN, key="train_kind") or PRETRAIN
@@ -122,6 +129,11 @@ with form:
 problem = None
 spec = est = None
 try:
+    if shared:
+        typed = [config, *corpus.split(",")] if kind == PRETRAIN else [data, "" if model == RANDOM else model]
+        for path in (p.strip() for p in typed):
+            if path and path != "default":
+                check_path_allowed(path, cwd=REPO_ROOT)
     if kind == PRETRAIN:
         args = pretrain_args(config=config, size=size, corpus=corpus.strip(), max_steps=steps, max_time_s=minutes * 60,
                              learning_rate=lr, batch_size=batch, max_seq_length=seq, masked_lm_prob=mask_share,

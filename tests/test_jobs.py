@@ -503,3 +503,25 @@ def test_trainer_records_its_pid_and_start_time(tmp_path):
     assert _own_start_time() == process_start_time(os.getpid())
     status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=_own_start_time())
     assert pid_alive(status["pid"], status["pid_start"])
+
+
+def test_check_path_allowed_keeps_a_shared_app_inside_the_data_roots(tmp_path, monkeypatch):
+    # (#14) a shared app's Train page handed any server path to training
+    from bertlab.jobs import check_path_allowed, data_roots, is_loopback_address
+
+    root = tmp_path / "data"
+    (root / "books").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("x")
+    (root / "link").symlink_to(tmp_path / "secret.txt")
+    check_path_allowed(str(root / "books"), [root])
+    check_path_allowed("books", [root], cwd=root)
+    for outside in (str(tmp_path / "secret.txt"), str(root / ".." / "secret.txt"), "../secret.txt", "/etc/passwd",
+                    str(root / "link")):
+        with pytest.raises(JobError, match="outside the data folders"):
+            check_path_allowed(outside, [root], cwd=root)
+    monkeypatch.setenv("BERTLAB_DATA_ROOTS", os.pathsep.join([str(root), str(tmp_path / "more")]))
+    assert data_roots() == [root.resolve(), (tmp_path / "more").resolve()]
+    monkeypatch.delenv("BERTLAB_DATA_ROOTS")
+    assert data_roots() == [REPO.resolve(), (REPO.parent / "shared" / "data").resolve()]
+    assert all(is_loopback_address(a) for a in ("127.0.0.1", "127.0.1.1", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback_address(a) for a in ("", None, "0.0.0.0", "::", "192.168.1.5", "example.org"))

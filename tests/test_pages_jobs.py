@@ -9,6 +9,7 @@ No background process is started: the queue's tick() is switched off for these t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -204,3 +205,50 @@ def test_try_it_on_a_finetuned_run(app_env, finetuned_run):
     assert prediction.startswith(("Prediction: **0 (negative)**", "Prediction: **1 (positive)**")), prediction
     bars = json.loads(plotly_charts(at)[-1].proto.spec)["data"][0]
     assert sorted(bars["y"]) == ["0 (negative)", "1 (positive)"] and abs(sum(bars["x"]) - 1) < 1e-4
+
+
+@pytest.fixture
+def shared_app(app_env, monkeypatch, tiny_checkpoint, tmp_path):
+    """The app as if started with server.address 0.0.0.0, its data roots the repo and tmp_path/data."""
+    from streamlit import config
+
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("BERTLAB_DATA_ROOTS", os.pathsep.join(map(str, (REPO, data, tiny_checkpoint.parent))))
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    yield data
+    config.set_option("server.address", before)
+
+
+def test_shared_train_page_refuses_paths_outside_the_data_roots(shared_app, tmp_path):
+    # (#14) when shared, a file outside the project could be read into a model's vocab.txt
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("private words\n")
+    at = open_page(TRAIN)
+    assert any("shared on the network" in c.value for c in at.caption)
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(outside)).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "outside the data folders" in at.error[0].value
+    assert at.button(key="train_launch").disabled
+    inside = shared_app / "corpus.txt"
+    inside.write_text("the cat sat on the mat.\n")
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value(f"{inside}, {outside}").run()
+    assert "outside the data folders" in " ".join(e.value for e in at.error)
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(inside)).run()
+    assert not at.error, [e.value for e in at.error]
+    assert not at.button(key="train_launch").disabled
+    at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    at.text_input(key="train_data_sst2").set_value(str(tmp_path)).run()
+    assert "outside the data folders" in " ".join(e.value for e in at.error)
+    assert at.button(key="train_launch").disabled
+    assert JobRegistry(Path(os.environ["BERTLAB_RUNS"])).list() == []
+
+
+def test_local_train_page_keeps_any_path(app_env, tmp_path):
+    at = open_page(TRAIN)
+    assert not any("shared on the network" in c.value for c in at.caption)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat.\n")
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(corpus)).run()
+    assert not at.error, [e.value for e in at.error]
