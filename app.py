@@ -5,9 +5,11 @@ Run with `streamlit run app.py`. The pages in pages/ share the model picked in t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from bertlab.catalog import model_card, read_readme
+from bertlab.catalog import model_card, read_readme, shipped_model_path
 from bertlab.config import preset
 from bertlab.figures import architecture_figure, learning_curve_figure
 from bertlab.history import has_history
@@ -15,6 +17,14 @@ from bertlab.model_card import unseen_rows
 from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
 
 setup_page("Home", ":material/science:")
+
+
+def _same_path(a, b) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
 
 PAGE_BLURBS = {
     "Fill mask": "Fill-mask: what goes in the [MASK]?",
@@ -24,6 +34,7 @@ PAGE_BLURBS = {
     "Train": "Train: pretrain or fine-tune a BERT of your own",
     "Jobs": "Jobs: follow and manage training runs",
     "Watch it learn": "Watch it learn: slide through training and see the answers and heads form",
+    "Ablations": "Ablations: the paper's Tables 5-8, ours beside them, and a suite to run them yourself",
 }
 
 st.title("BERT Lab")
@@ -37,6 +48,17 @@ st.markdown(
 lm, problem = load_chosen_model()
 if problem:
     st.warning(problem, icon=":material/warning:")
+if lm is not None and _same_path(lm.path, shipped_model_path()):
+    acc = ((lm.card or {}).get("metrics") or {}).get("mlm_acc")
+    score = f"; {acc:.0%} of held-out masked words right" if isinstance(acc, (int, float)) else ""
+    st.info(
+        "You are looking at **bertlab-mini**, the small BERT this project pretrained itself on a 2-core CPU "
+        f"(L={lm.config.num_layers}, H={lm.config.hidden_size}, A={lm.config.num_heads}{score}). It is "
+        "here to be taken apart and to show how BERT learns, not to answer well. For Google's trained "
+        "BERTs, open **Google's BERTs** in the sidebar (bert-base-uncased, bert-large and 24 small BERTs, "
+        "one click when online) or type a checkpoint folder under *Another folder or Hub id*.",
+        icon=":material/info:",
+    )
 
 left, right = st.columns([5, 4], gap="large")
 with left:

@@ -249,6 +249,7 @@ class JobSpec:
     device: str = "auto"  # auto | cpu | cuda; decides which queue the job waits in
     num_gpus: int = 1  # processes (one per GPU) under torchrun when > 1
     name: str = ""  # prefix of the run folder's name (default: from the config or the task)
+    after: tuple[str, ...] = ()  # ids of jobs (in the same runs folder) that must finish before this one starts
 
 
 class _RaisingParser(argparse.ArgumentParser):
@@ -336,7 +337,7 @@ def check_path_allowed(path: str, roots: list[Path] | None = None, cwd: str | Pa
                        f"{os.pathsep!r}) where the app is started")
 
 
-def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path) -> None:
+def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str, ...] = ()) -> None:
     def exists(p: str) -> bool:
         return (cwd / Path(p).expanduser()).exists()
 
@@ -349,7 +350,7 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path) -> None:
             raise JobError(f"data {data} not found (looked in {cwd}); give the folder or file of the task's data")
         model = getattr(ns, "model", None)
         looks_local = bool(model) and (model.startswith((".", "/", "~")) or model.count("/") != 1)  # else a Hub id
-        if looks_local and not exists(model):
+        if looks_local and not exists(model) and not after:  # with `after`, an earlier job writes it
             raise JobError(f"starting model {model} not found; give a checkpoint folder (config.json, model.safetensors, vocab.txt)")
 
 
@@ -390,7 +391,7 @@ def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = No
     if spec.kind not in KINDS:
         raise JobError(f"unknown job kind {spec.kind!r}; use one of {', '.join(KINDS)}")
     ns = _parse_recipe_args(spec.kind, spec.args)
-    _check_paths(spec.kind, ns, cwd)
+    _check_paths(spec.kind, ns, cwd, spec.after)
     if spec.kind == "pretrain":
         _pretrain_config(ns, cwd)
     device = _resolve_device(_spec_device(spec), gpus)
@@ -401,7 +402,7 @@ def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = No
             raise JobError(f"{spec.num_gpus} GPUs asked for on {device}; several processes need device cuda (or set GPUs to 1)")
         if spec.num_gpus > gpus:
             raise JobError(f"{spec.num_gpus} GPUs asked for, but this machine has {gpus}; lower the number of GPUs")
-    return JobSpec(spec.kind, tuple(spec.args), device, spec.num_gpus, spec.name)
+    return JobSpec(spec.kind, tuple(spec.args), device, spec.num_gpus, spec.name, tuple(spec.after))
 
 
 def build_command(spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None,
@@ -805,6 +806,27 @@ class Job:
         }
 
 
+def waiting_for(job: Job, states: dict[str, str] | None = None) -> list[str]:
+    """The jobs a queued job still waits for (its `after` list less those that finished), each as
+    'ID' or 'ID (failed)': a failed or cancelled one holds it until it is resumed and finishes,
+    or this job is cancelled. A job whose folder is gone no longer holds anyone."""
+    after = job.job.get("after") or []
+    if not isinstance(after, list):
+        return []
+    out = []
+    for dep in after:
+        dep = str(dep)
+        if states is not None:
+            state = states.get(dep)
+        else:
+            run_dir = job.run_dir.parent / dep
+            state = read_job(run_dir).state if _is_run_dir(run_dir) else None
+        if state is None or state == "finished":
+            continue
+        out.append(dep if state not in ("failed", "cancelled") else f"{dep} ({state})")
+    return out
+
+
 def _error_from_log(run_dir: Path, lines: int = 15) -> str:
     """The one-line CLI error when there is one, else the last lines of the log."""
     tail = tail_lines(run_dir / LOG_FILE, lines=200)
@@ -962,13 +984,16 @@ class JobRegistry:
         spec = validate(spec, cwd, gpus=self.gpus)
         if spec.device == "cuda" and spec.num_gpus > self.gpus:
             raise JobError(f"{spec.num_gpus} GPUs asked for, but this machine has {self.gpus}")
+        for dep in spec.after:
+            if not _is_run_dir(self._dir(dep)):
+                raise JobError(f"this job waits for {dep!r}, which is not a job in {self.root}")
         run_dir = self._new_run_dir(spec.name or self._default_name(spec, cwd))
         command = build_command(spec, run_dir)
         _write_json_atomic(run_dir / JOB_FILE, {
             "kind": spec.kind, "args": list(spec.args), "device": spec.device, "num_gpus": spec.num_gpus,
             "cwd": str(cwd), "command": shlex.join(["bertlab", spec.kind, *spec.args]), "argv": command,
             "submitted": time.time(), "phase": "queued", "resume": False, "attempts": 0,
-            "kill_timeout_s": self.kill_timeout_s,
+            "kill_timeout_s": self.kill_timeout_s, "after": list(spec.after),
         })
         _update_status(run_dir, state="queued", step=0, error=None)
         log.info("submitted %s: %s", run_dir.name, shlex.join(command))
@@ -1013,10 +1038,11 @@ class JobRegistry:
                         busy_gpus.update(j.job.get("gpus") or [])
                     else:
                         cpu_busy += 1
+            states = {j.id: j.state for j in jobs}
             blocked: set[str] = set()  # first come, first served per device kind
             for j in sorted((j for j in jobs if j.state == "queued"), key=lambda j: (j.submitted, j.id)):
                 device = j.job.get("device", "cpu")
-                if device in blocked:
+                if device in blocked or waiting_for(j, states):
                     continue
                 if device == "cuda":
                     free = [g for g in range(self.gpus) if g not in busy_gpus]
@@ -1245,6 +1271,8 @@ def _job_header(id_width: int = 40) -> str:
 def _job_line(j: Job, id_width: int = 40) -> str:
     step = f"{j.step}/{j.total_steps}" if j.total_steps else str(j.step)
     eta = f"eta {format_duration(j.eta_s)}" if j.state == "running" and j.eta_s else ""
+    if j.state == "queued" and (waits := waiting_for(j)):
+        eta = "waits for " + ", ".join(waits)
     return _job_row(j.id, j.kind or "?", j.state, f"step {step}", eta, id_width)
 
 

@@ -34,6 +34,7 @@ PAGES = [
     ("Attention", "Attention", ".js-plotly-plot"),
     ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
     ("Watch_it_learn", "Watch it learn", ".js-plotly-plot"),
+    ("Ablations", "Ablations", ".js-plotly-plot"),
 ]
 
 

@@ -307,12 +307,23 @@ class TaskData:
     dev_source: str
 
 
+def split_key(example: Example, index: int) -> str | int:
+    """What must stay on one side of a split: a SQuAD article, a pair's first sentence, else the example."""
+    if isinstance(example, QAExample):
+        return example.title
+    if isinstance(example, SequenceExample) and example.text_b is not None:
+        return example.text_a
+    return index
+
+
 def split_examples(examples: list[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
     """Split into (first part, rest) by `fraction`, keeping every SQuAD article on one side so
-    that no paragraph is trained and evaluated on."""
+    that no paragraph is trained and evaluated on, and every first sentence of a pair (a QNLI
+    question, an RTE premise) on one side so that no question is trained and evaluated on. (QNLI's
+    files carry no article ids, so QNLI can only be split by question.)"""
     if not 0 < fraction < 1:
         raise InputError(f"--split-dev must be between 0 and 1 (e.g. 0.8), not {fraction}")
-    keys = [e.title if isinstance(e, QAExample) else i for i, e in enumerate(examples)]
+    keys = [split_key(e, i) for i, e in enumerate(examples)]
     groups = sorted(set(keys), key=str)
     random.Random(seed).shuffle(groups)
     n_first = max(1, min(len(groups) - 1, round(fraction * len(groups))))

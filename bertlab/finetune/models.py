@@ -34,7 +34,9 @@ from bertlab.model import BertModel, EncoderOutput, init_weights
 log = logging.getLogger(__name__)
 
 MODES = ("finetune", "feature")
-FEATURES_HELP = "last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 | cat4 | mix"
+FEATURES_HELP = ("last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 (unweighted sum of the last four) | "
+                 "wsum4 (learned weighted sum of the last four) | cat4 (concatenation of the last four) | "
+                 "mix (learned weighted sum of the embeddings and every layer)")
 ARCHITECTURES = {
     "single": "BertForSequenceClassification",
     "pair": "BertForSequenceClassification",
@@ -62,7 +64,7 @@ class HeadConfig:
             raise InputError(f"mode must be one of {MODES}, not {self.mode!r}")
         if self.shape not in ARCHITECTURES:
             raise InputError(f"task shape must be one of {tuple(ARCHITECTURES)}, not {self.shape!r}")
-        if not re.fullmatch(r"last|sum4|cat4|mix|layer:-?\d+", self.features):
+        if not re.fullmatch(r"last|w?sum4|cat4|mix|layer:-?\d+", self.features):
             raise InputError(f"features must be {FEATURES_HELP}; got {self.features!r}")
         if self.num_labels < 1:
             raise InputError("a task needs at least one label")
@@ -110,13 +112,14 @@ class LayerFeatures(nn.Module):
                 raise InputError(f"features {spec}: this encoder has layers 0 (embeddings) to {num_layers}")
             self.index = index
         self.last_k = min(4, num_layers)
-        if spec in ("sum4", "cat4") and num_layers < 4:
+        if spec in ("sum4", "wsum4", "cat4") and num_layers < 4:
             log.warning("features %s: the encoder has only %d layers; using all of them", spec, num_layers)
         if spec == "cat4":
             self.out_size = hidden_size * self.last_k
-        if spec == "mix":
+        if spec in ("mix", "wsum4"):
             # ELMo's scalar mix: gamma * sum_j softmax(w)_j h_j over the embeddings and every layer
-            self.weights = nn.Parameter(torch.zeros(num_layers + 1))
+            # (mix) or over the last four layers (wsum4, the paper's "weighted sum last four hidden")
+            self.weights = nn.Parameter(torch.zeros(num_layers + 1 if spec == "mix" else self.last_k))
             self.gamma = nn.Parameter(torch.ones(()))
 
     @property
@@ -133,8 +136,9 @@ class LayerFeatures(nn.Module):
             return torch.stack(states[-self.last_k:]).sum(0)
         if self.spec == "cat4":
             return torch.cat(states[-self.last_k:], dim=-1)  # (B, T, k*H)
+        mixed = states if self.spec == "mix" else states[-self.last_k:]
         w = self.weights.softmax(0).to(states[0].dtype)
-        return self.gamma * (w[:, None, None, None] * torch.stack(states)).sum(0)  # (B, T, H)
+        return self.gamma * (w[:, None, None, None] * torch.stack(mixed)).sum(0)  # (B, T, H)
 
 
 class _BertTaskModel(nn.Module):

@@ -44,6 +44,7 @@ from bertlab.training import (
 
 log = logging.getLogger(__name__)
 
+SPLIT_SEED = 0  # --split-dev: one fixed split, whatever the training seed
 SQUAD_MAX_SEQ_LENGTH = 384  # google-research/bert run_squad.py (doc_stride 128, max_query_length 64)
 
 
@@ -276,7 +277,8 @@ def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fal
     if not resume:
         update_status(run_dir, state="preparing", step=0, error=None)
     t0 = time.time()
-    data = load_task_data(spec, cfg.data, cfg.train_file, cfg.dev_file, cfg.split_dev, cfg.train.seed)
+    # the split does not follow the training seed: runs with different seeds train and score on the same examples
+    data = load_task_data(spec, cfg.data, cfg.train_file, cfg.dev_file, cfg.split_dev, SPLIT_SEED)
     train_examples = data.train[:cfg.max_train_examples] if cfg.max_train_examples else data.train
     dev_examples = data.dev[:cfg.max_eval_examples] if cfg.max_eval_examples else data.dev
     labels = task_labels(spec, data.train, data.dev)

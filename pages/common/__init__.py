@@ -21,10 +21,11 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from bertlab.catalog import HUB, check_choice, classify, find_checkpoints, shipped_model_path
+from bertlab.catalog import HUB, CheckpointEntry, check_choice, classify, find_checkpoints, shipped_model_path
 from bertlab.errors import BertLabError
 from bertlab.explore import InputNote
 from bertlab.figures import image_export_available, plotly_config, to_html, to_image
+from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
 
 log = logging.getLogger("bertlab.app")
@@ -58,6 +59,7 @@ PAGE_ICONS = {
     "Train": ":material/model_training:",
     "Jobs": ":material/work_history:",
     "Watch it learn": ":material/timeline:",
+    "Ablations": ":material/science:",
 }
 DEFAULT_ICON = ":material/article:"
 
@@ -124,6 +126,10 @@ def model_picker() -> str:
     """
     # fine-tuned runs have a task head and no masked-LM head: no page here can load them (the Jobs page tries them)
     entries = find_checkpoints(include_finetuned=False)
+    known = {e.path for e in entries}
+    entries += [CheckpointEntry(f"{repo_id} (Hub, cached)", str(path), HUB, True, "Google's release, from the "
+                                "local Hugging Face cache") for repo_id, path in cached_models().items()
+                if str(path) not in known]
     by_path = {e.path: e for e in entries}
     current = chosen_model()
     # Seed the widgets from the session's choice on every run: widget state does not follow
@@ -166,6 +172,7 @@ def model_picker() -> str:
             e = by_path.get(current)
             if e is not None and e.summary:
                 st.caption(e.summary)
+        _google_berts()
         st.radio(
             "Camera button on figures saves",
             ["png", "svg"],
@@ -174,6 +181,34 @@ def model_picker() -> str:
             help="Every figure has a camera button (top right when you hover it). HTML export is always offered.",
         )
     return current
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _online() -> bool:
+    return is_online()
+
+
+def _google_berts() -> None:
+    """Sidebar: Google's released BERTs, one click away when online; what is cached when offline."""
+    with st.expander("Google's BERTs", icon=":material/cloud_download:"):
+        if not _online():
+            cached = cached_models()
+            st.caption("Offline: Google's checkpoints cannot be downloaded now. "
+                       + (f"Cached here and listed above: {', '.join(cached)}." if cached else "None is cached here."))
+            return
+        choice = st.selectbox("Checkpoint", GOOGLE_BERTS, format_func=lambda m: m.label, key="bertlab_hub_pick",
+                              help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019). The download "
+                              "lands in the usual Hugging Face cache and is listed above from then on.")
+        if st.button("Download and use", key="bertlab_hub_go", icon=":material/download:"):
+            bar = st.progress(0.0, text=f"Fetching {choice.repo_id}...")
+            try:
+                path = download(choice.repo_id, lambda f, text: bar.progress(min(1.0, f), text=text))
+            except BertLabError as exc:
+                show_error(exc)
+                return
+            st.session_state[MODEL_KEY] = str(path)
+            st.session_state[_MODE_KEY] = False
+            st.rerun()
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,765 @@
+"""The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs, and their results.
+
+Owns: the paper's numbers (`PAPER`, with `CITATION`), what each suite runs (`SuiteSpec` -> `plan`),
+launching a suite into a `JobRegistry` (one pretraining job per variant, then one fine-tuning job per
+variant x task column x seed, each waiting for its pretraining job), a suite's progress (`suite_runs`),
+its tidy results (`collect`, `write_results`, `read_results`) and the comparison with the paper
+(`summarize`, `verdicts`).
+
+A suite lives in RUNS/ablations/<suite id>/suite.json (its spec and the ids of its jobs); every run in
+it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page. Every variant is
+pretrained with the shipped model's recipe (configs/default-model.yaml) and its vocabulary, at the
+suite's size and wall-clock budget, so that only the ablated knob differs.
+
+Tidy results (one CSV per table): table, variant, task, metric, value, seed, run. Values are in the
+paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity.
+
+Torch-free: imports bertlab.jobs (and its torch-free dependencies) only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from bertlab.errors import InputError
+from bertlab.jobs import (
+    DEFAULT_TASK_DATA,
+    FINETUNE_TASKS,
+    PRESETS,
+    JobRegistry,
+    JobSpec,
+    default_task_data,
+    estimate,
+    format_duration,
+    preset,
+    read_job,
+    waiting_for,
+)
+from bertlab.jobs_paths import REPO_ROOT
+
+CITATION = ("Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
+            "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results.")
+SUITES_DIR = "ablations"  # under the runs folder
+SUITE_FILE = "suite.json"
+BASE_RECIPE = "configs/default-model.yaml"
+BASE_VOCAB = "checkpoints/bertlab-mini/vocab.txt"
+CSV_COLUMNS = ("table", "variant", "task", "metric", "value", "seed", "run")
+PERCENT_METRICS = ("accuracy", "f1", "precision", "recall", "exact_match", "matthews", "pearson", "spearman",
+                   "mlm_acc", "nsp_acc")
+
+
+# --------------------------------------------------------------------------------------
+# The paper
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PaperTable:
+    """One of the paper's ablation tables, as printed (dev-set numbers)."""
+
+    key: str
+    title: str
+    question: str  # what the table asks
+    columns: tuple[str, ...]  # the paper's column labels
+    metrics: tuple[str, ...]  # the metric of each column
+    rows: tuple[tuple[str, str, tuple[float | None, ...]], ...]  # (variant key, the paper's label, values)
+    baseline: str  # the variant others are compared with
+    higher_is_better: tuple[bool, ...] = ()
+    note: str = ""
+
+
+PAPER: dict[str, PaperTable] = {t.key: t for t in (
+    PaperTable(
+        "table5", "Table 5: pre-training tasks", "Does each pre-training task matter?",
+        ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD"), ("accuracy", "accuracy", "accuracy", "accuracy", "f1"),
+        (("mlm_nsp", "BERT-base (MLM + NSP)", (84.4, 88.4, 86.7, 92.7, 88.5)),
+         ("no_nsp", "No NSP", (83.9, 84.9, 86.5, 92.6, 87.9)),
+         ("ltr", "LTR & No NSP", (82.1, 84.3, 77.5, 92.1, 77.8)),
+         ("ltr_bilstm", "+ BiLSTM", (82.1, 84.1, 75.7, 91.6, 84.9))),
+        "mlm_nsp", note="BERT-base, 1M steps on BooksCorpus + Wikipedia; '+ BiLSTM' adds a randomly initialised "
+                        "BiLSTM on top of the LTR model while fine-tuning."),
+    PaperTable(
+        "table6", "Table 6: model size", "Do bigger models do better, even on small tasks?",
+        ("LM (ppl)", "MNLI-m", "MRPC", "SST-2"), ("mlm_perplexity", "accuracy", "accuracy", "accuracy"),
+        (("L3-H768-A12", "#L=3 #H=768 #A=12", (5.84, 77.9, 79.8, 88.4)),
+         ("L6-H768-A3", "#L=6 #H=768 #A=3", (5.24, 80.6, 82.2, 90.7)),
+         ("L6-H768-A12", "#L=6 #H=768 #A=12", (4.68, 81.9, 84.8, 91.3)),
+         ("L12-H768-A12", "#L=12 #H=768 #A=12", (3.99, 84.4, 86.7, 92.9)),
+         ("L12-H1024-A16", "#L=12 #H=1024 #A=16", (3.54, 85.7, 86.9, 93.3)),
+         ("L24-H1024-A16", "#L=24 #H=1024 #A=16", (3.23, 86.6, 87.8, 93.7))),
+        "L3-H768-A12", higher_is_better=(False, True, True, True),
+        note="LM (ppl) is the masked-LM perplexity of held-out training data; the MRPC and SST-2 scores are "
+             "the average of 5 fine-tuning restarts."),
+    PaperTable(
+        "table7", "Table 7: feature-based vs fine-tuning", "Can BERT's frozen features do as well as fine-tuning?",
+        ("NER (CoNLL-2003)",), ("f1",),
+        (("finetune", "Fine-tuning (BERT-base)", (96.4,)),
+         ("embeddings", "Feature-based: Embeddings", (91.0,)),
+         ("second_to_last", "Feature-based: Second-to-Last Hidden", (95.6,)),
+         ("last", "Feature-based: Last Hidden", (94.9,)),
+         ("wsum4", "Feature-based: Weighted Sum Last Four Hidden", (95.9,)),
+         ("cat4", "Feature-based: Concat Last Four Hidden", (96.1,)),
+         ("mix", "Feature-based: Weighted Sum All 12 Layers", (95.5,))),
+        "finetune", note="Features feed a randomly initialised two-layer 768-dimensional BiLSTM before the "
+                         "classifier; BERT's weights stay frozen. CoNLL-2003 dev F1."),
+    PaperTable(
+        "table8", "Table 8: masking mix", "Does the 80/10/10 mix of [MASK] / same / random matter?",
+        ("MNLI (fine-tune)", "NER (fine-tune)", "NER (feature-based)"), ("accuracy", "f1", "f1"),
+        (("mask80_same10_rnd10", "80% [MASK], 10% same, 10% random", (84.2, 95.4, 94.9)),
+         ("mask100", "100% [MASK]", (84.3, 94.9, 94.0)),
+         ("mask80_rnd20", "80% [MASK], 20% random", (84.1, 95.2, 94.6)),
+         ("mask80_same20", "80% [MASK], 20% same", (84.4, 95.2, 94.7)),
+         ("same20_rnd80", "20% same, 80% random", (83.7, 94.8, 94.6)),
+         ("rnd100", "100% random", (83.6, 94.9, 94.6))),
+        "mask80_same10_rnd10", note="Feature-based: the last four layers concatenated (the paper's Appendix C.2)."),
+)}
+
+# Which of our task columns stands for which paper column (same metric; the data may differ: say so).
+PAPER_COLUMN = {
+    "table5": {"qnli": "QNLI", "mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "mnli": "MNLI-m"},
+    "table6": {"pretraining": "LM (ppl)", "mnli": "MNLI-m", "mrpc": "MRPC", "sst2": "SST-2"},
+    "table7": {"ner": "NER (CoNLL-2003)"},
+    "table8": {"mnli": "MNLI (fine-tune)", "ner": "NER (fine-tune)", "ner-feature": "NER (feature-based)"},
+}
+DATA_NOTES = {
+    "qnli": "QNLI has no public train set here: trained on 80% of its dev set, scored on the other 20% "
+            "(split by question, so no question is on both sides)",
+    "squad": "SQuAD v1.1: trained on 80% of the dev set's articles, scored on the other 20%",
+    "ner": "NER is WNUT-17 (emerging entities in social media), not the paper's CoNLL-2003 news",
+}
+
+
+WHY_DIFFERENT = (
+    "Where we differ from the paper, scale is the first suspect: our models are a few hundred times smaller, "
+    "pretrained for minutes on a few million words instead of 40 epochs on 3.3 billion, and fine-tuned on a "
+    "few thousand examples with a few seeds, so most differences are within the seed noise. Some tasks also "
+    "differ from the paper's (WNUT-17 for CoNLL-2003 NER, QNLI from its dev set).")
+
+
+def variant_label(table: str, key: str) -> str:
+    return next((label for k, label, _ in PAPER[table].rows if k == key), key)
+
+
+# --------------------------------------------------------------------------------------
+# What a suite runs
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Variant:
+    """One row of a table: how its model is pretrained, and what its fine-tuning adds."""
+
+    key: str
+    label: str
+    pretrain: tuple[str, ...] | None = ()  # overrides of the base recipe; None = no pretraining (the suite's model)
+    shares: str | None = None  # use the pretrained model of this variant instead of pretraining again
+    finetune: tuple[str, ...] = ()  # extra `bertlab finetune` arguments
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: a task, and how it is trained (fine-tuning or frozen features)."""
+
+    key: str
+    task: str
+    finetune: tuple[str, ...] = ()
+
+
+TYPICAL_LENGTH = {"sst2": 40, "cola": 24, "mrpc": 64, "rte": 96, "qnli": 64, "mnli": 64, "stsb": 48,
+                  "upos": 40, "ner": 48, "squad": 384}
+FEATURE_ARGS = ("--mode", "feature", "--features", "cat4")
+MASK_MIXES = (("mask80_same10_rnd10", 0.8, 0.1), ("mask100", 1.0, 0.0), ("mask80_rnd20", 0.8, 0.2),
+              ("mask80_same20", 0.8, 0.0), ("same20_rnd80", 0.0, 0.8), ("rnd100", 0.0, 1.0))
+TABLE7_FEATURES = (("embeddings", "layer:0"), ("second_to_last", "layer:-2"), ("last", "layer:-1"),
+                   ("wsum4", "wsum4"), ("cat4", "cat4"), ("mix", "mix"))
+DEFAULT_TASKS = {"table5": ("sst2", "mrpc", "qnli", "rte"), "table6": ("sst2", "mrpc"), "table7": ("upos", "ner"),
+                 "table8": ("upos", "ner")}
+DEFAULT_GRID = ((2, 128, 2), (4, 128, 2), (2, 256, 4), (4, 256, 4), (4, 256, 1))
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A suite before it runs: which table, on what, at what scale."""
+
+    table: str  # table5 | table6 | table7 | table8
+    tasks: tuple[str, ...] = ()  # () = DEFAULT_TASKS[table]
+    seeds: int = 3  # fine-tuning restarts per variant and task (mean +- std)
+    size: str = "tiny"  # model preset of every pretrained variant (Table 6: the grid instead)
+    budget_s: float = 600.0  # wall-clock pretraining seconds per variant
+    grid: tuple[tuple[int, int, int], ...] = ()  # Table 6: (layers, hidden, heads); () = DEFAULT_GRID
+    model: str = ""  # Table 7: the pretrained model to probe ("" = the shipped model)
+    data: str = ""  # folder holding glue/, ud_en_ewt/, wnut17/, squad/ ("" = this workspace's ../shared/data)
+    corpus: str = ""  # pretraining corpus ("" = the base recipe's)
+    max_train_examples: int = 2000  # per fine-tuning run (0 = all)
+    max_eval_examples: int = 1000
+    epochs: float = 2.0
+    finetune_lr: float = 1e-4  # fine-tuning mode (feature mode uses 1e-3)
+    threads: int = 0  # CPU threads per job (0 = torch's default)
+    device: str = "auto"
+    name: str = ""
+    overrides: tuple[str, ...] = ()  # extra `bertlab pretrain` overrides for every variant (KEY=VALUE), last
+
+    def __post_init__(self):
+        if self.table not in PAPER:
+            raise InputError(f"unknown table {self.table!r}; choose one of {', '.join(PAPER)}")
+        for t in self.tasks:
+            if t not in FINETUNE_TASKS:
+                raise InputError(f"unknown task {t!r}; choose from {', '.join(FINETUNE_TASKS)}")
+        if not 1 <= self.seeds <= 20:
+            raise InputError(f"seeds must be between 1 and 20, not {self.seeds}")
+        if self.size not in PRESETS:
+            raise InputError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
+        if self.table != "table7" and not self.budget_s > 0:
+            raise InputError("give a pretraining budget in seconds (more than 0)")
+        for layers, hidden, heads in self.grid:
+            if min(layers, hidden, heads) < 1 or hidden % heads:
+                raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
+
+    @property
+    def task_list(self) -> tuple[str, ...]:
+        return self.tasks or DEFAULT_TASKS[self.table]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SuiteSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        data = {k: v for k, v in data.items() if k in known}
+        data["tasks"] = tuple(data.get("tasks") or ())
+        data["grid"] = tuple(tuple(g) for g in data.get("grid") or ())
+        data["overrides"] = tuple(data.get("overrides") or ())
+        return cls(**data)
+
+
+def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
+    """'2/128/2, 4/256/4' -> ((2, 128, 2), (4, 256, 4))."""
+    out = []
+    for part in text.replace(";", ",").split(","):
+        if not part.strip():
+            continue
+        bits = part.strip().lower().replace("l", "").replace("h", "").replace("a", "").replace("-", "/").split("/")
+        try:
+            layers, hidden, heads = (int(b) for b in bits)
+        except ValueError:
+            raise InputError(f"grid entry {part.strip()!r}: write layers/hidden/heads, e.g. 4/256/4") from None
+        out.append((layers, hidden, heads))
+    if not out:
+        raise InputError("the grid is empty; write layers/hidden/heads entries, e.g. 2/128/2, 4/256/4")
+    return tuple(out)
+
+
+def variants(spec: SuiteSpec) -> tuple[Variant, ...]:
+    """The rows of the suite's table, in the paper's order."""
+    labels = {key: label for key, label, _ in PAPER[spec.table].rows}
+    if spec.table == "table5":
+        return (Variant("mlm_nsp", labels["mlm_nsp"], ("data.objective=mlm_nsp",)),
+                Variant("no_nsp", labels["no_nsp"], ("data.objective=mlm",)),
+                Variant("ltr", labels["ltr"], ("data.objective=ltr",)),
+                Variant("ltr_bilstm", labels["ltr_bilstm"], shares="ltr", finetune=("--bilstm",)))
+    if spec.table == "table6":
+        out = []
+        for layers, hidden, heads in spec.grid or DEFAULT_GRID:
+            override = (f"model_overrides={{num_layers: {layers}, hidden_size: {hidden}, num_heads: {heads}, "
+                        f"intermediate_size: {4 * hidden}}}")
+            out.append(Variant(f"L{layers}-H{hidden}-A{heads}", f"#L={layers} #H={hidden} #A={heads}", (override,)))
+        return tuple(out)
+    if spec.table == "table7":
+        feats = tuple(Variant(key, labels[key], None, finetune=("--mode", "feature", "--features", f))
+                      for key, f in TABLE7_FEATURES)
+        return (Variant("finetune", labels["finetune"], None), *feats)
+    return tuple(Variant(key, labels[key], (f"data.mask_token_prob={m}", f"data.random_token_prob={r}"))
+                 for key, m, r in MASK_MIXES)
+
+
+def columns(spec: SuiteSpec) -> tuple[Column, ...]:
+    """The task columns: Table 8 trains each task both ways (fine-tuning and frozen features)."""
+    cols = []
+    for task in spec.task_list:
+        cols.append(Column(task, task))
+        if spec.table == "table8":
+            cols.append(Column(f"{task}-feature", task, FEATURE_ARGS))
+    return tuple(cols)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One job of a suite, before it is submitted."""
+
+    variant: str
+    column: str  # "pretraining" for a pretraining job
+    seed: int
+    spec: JobSpec
+    needs: str | None = None  # the variant whose pretraining job this one waits for
+
+
+def _task_args(spec: SuiteSpec, task: str) -> list[str]:
+    path = str(Path(spec.data).expanduser() / DEFAULT_TASK_DATA[task]) if spec.data else default_task_data(task)
+    args = ["--task", task, "--data", path]
+    if task in ("qnli", "squad"):  # no train set here: train on 80% of the dev set (see DATA_NOTES)
+        args += ["--split-dev", "0.8"]
+    return args
+
+
+def _prefix(spec: SuiteSpec) -> str:
+    return spec.name or spec.table
+
+
+def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str, ...]:
+    args = ["--config", BASE_RECIPE, f"name={_prefix(spec)}-{variant.key}", f"size={spec.size}",
+            f"train.max_time_s={float(spec.budget_s)}", "train.max_steps=0", "train.max_tokens=0",
+            "train.snapshots=false", f"vocab={BASE_VOCAB}"]
+    if spec.threads:
+        args.append(f"train.num_threads={spec.threads}")
+    if spec.corpus:
+        parts = [c.strip() for c in spec.corpus.split(",") if c.strip()]
+        args.append("corpus=[" + ", ".join(parts) + "]")
+    return tuple(args) + tuple(variant.pretrain or ()) + tuple(spec.overrides)
+
+
+def finetune_args(spec: SuiteSpec, variant: Variant, column: Column, seed: int, model: str) -> tuple[str, ...]:
+    extra = [*column.finetune, *variant.finetune]
+    feature = "feature" in extra
+    args = [*_task_args(spec, column.task), "--model", model, "--seed", str(seed),
+            "--lr", str(1e-3 if feature else spec.finetune_lr)]
+    if spec.epochs:
+        args += ["--epochs", str(spec.epochs)]
+    if spec.max_train_examples:
+        args += ["--max-train-examples", str(spec.max_train_examples)]
+    if spec.max_eval_examples:
+        args += ["--max-eval-examples", str(spec.max_eval_examples)]
+    if spec.threads:
+        args += ["--threads", str(spec.threads)]
+    # later flags win in argparse: the variant's feature choice overrides a column's default
+    return tuple(args + extra)
+
+
+def plan(spec: SuiteSpec, suite_id: str) -> list[PlannedRun]:
+    """Every job of the suite: pretraining first, then fine-tuning (model paths are filled in at launch)."""
+    runs: list[PlannedRun] = []
+    vs = variants(spec)
+    for v in vs:
+        if v.pretrain is not None and v.shares is None:
+            runs.append(PlannedRun(v.key, "pretraining", 0, JobSpec("pretrain", pretrain_args(spec, v, suite_id),
+                                                                     spec.device, name=f"{_prefix(spec)}-{v.key}")))
+    for v in vs:
+        source = v.shares or (v.key if v.pretrain is not None else None)
+        for col in columns(spec):
+            for seed in range(spec.seeds):
+                model = "{model}" if source else (spec.model or str(REPO_ROOT / "checkpoints" / "bertlab-mini"))
+                runs.append(PlannedRun(v.key, col.key, seed, JobSpec(
+                    "finetune", finetune_args(spec, v, col, seed, model), spec.device,
+                    name=f"{_prefix(spec)}-{v.key}-{col.key}-s{seed}"), needs=source))
+    return runs
+
+
+# --------------------------------------------------------------------------------------
+# Launching and following a suite
+# --------------------------------------------------------------------------------------
+def suites_root(registry: JobRegistry) -> Path:
+    return registry.root / SUITES_DIR
+
+
+def estimate_suite(spec: SuiteSpec) -> dict:
+    """Rough total time: the pretraining budgets plus each fine-tuning run's estimated training
+    time and ~15 s of start-up, on one device, run one after another."""
+    vs = variants(spec)
+    n_pretrain = sum(1 for v in vs if v.pretrain is not None and v.shares is None)
+    cfg = preset("mini" if spec.table == "table7" and not spec.model else spec.size)
+    device = "cuda" if spec.device == "cuda" else "cpu"
+    per_run = []
+    for col in columns(spec):
+        n = spec.max_train_examples or 10000
+        steps = max(1, math.ceil(n * (spec.epochs or 3.0) / 32))
+        seq = TYPICAL_LENGTH.get(col.task, 96)  # batches are padded to their longest example, not to 128
+        est = estimate(cfg, batch_size=32, seq_length=seq, max_steps=steps, device=device, pretraining=False)
+        per_run.append((est.seconds or 0.0) + 15.0)
+    n_finetune = len(vs) * spec.seeds
+    finetune_s = n_finetune * sum(per_run)
+    total = n_pretrain * spec.budget_s + finetune_s
+    return {"pretraining_runs": n_pretrain, "finetuning_runs": n_finetune * len(per_run),
+            "pretraining_s": n_pretrain * spec.budget_s, "finetuning_s": finetune_s, "total_s": total,
+            "text": (f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
+                     f"{n_finetune * len(per_run)} fine-tuning runs: about {format_duration(total)} "
+                     "one after another (less with several slots or GPUs)")}
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
+    """Submit every job of the suite (validated first, so a bad setting queues nothing) and write
+    suite.json. Returns the suite folder."""
+    registry = registry or JobRegistry()
+    suite_id = f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
+    runs = plan(spec, suite_id)
+    if spec.table == "table7":
+        model = Path(spec.model or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
+        if spec.model and not (model / "config.json").is_file():
+            raise InputError(f"model {spec.model} is not a checkpoint folder (no config.json)")
+    for task in spec.task_list:
+        data = _task_args(spec, task)[3]
+        if not Path(data).exists():
+            raise InputError(f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, "
+                             "wnut17/ and squad/")
+    suite_dir = suites_root(registry) / suite_id
+    suite_dir.mkdir(parents=True, exist_ok=False)
+    record = {"id": suite_id, "table": spec.table, "spec": spec.to_dict(), "created": time.time(),
+              "commit": _commit(), "hardware": f"{platform.machine()} {platform.system()}, "
+                                              f"{_cpu_count()} CPU cores", "base_recipe": BASE_RECIPE,
+              "estimate": estimate_suite(spec), "runs": []}
+    pretrained: dict[str, tuple[str, Path]] = {}
+    try:
+        for r in runs:
+            job_spec = r.spec
+            if r.needs:
+                job_id, run_dir = pretrained[r.needs]
+                args = tuple(str(run_dir / "model") if a == "{model}" else a for a in job_spec.args)
+                job_spec = replace(job_spec, args=args, after=(job_id,))
+            job = registry.submit(job_spec, cwd=REPO_ROOT, start=False)
+            if r.column == "pretraining":
+                pretrained[r.variant] = (job.id, job.run_dir)
+            record["runs"].append({"variant": r.variant, "column": r.column, "seed": r.seed, "job": job.id})
+    finally:
+        _write_json(suite_dir / SUITE_FILE, record)
+    registry.tick()
+    return suite_dir
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def list_suites(registry: JobRegistry | None = None) -> list[dict]:
+    """Every suite under the runs folder, newest first (each suite.json's content plus its folder)."""
+    root = suites_root(registry or JobRegistry())
+    out = []
+    if root.is_dir():
+        for d in root.iterdir():
+            record = read_suite(d)
+            if record:
+                out.append(record)
+    return sorted(out, key=lambda r: r.get("created", 0), reverse=True)
+
+
+def read_suite(suite_dir: str | Path) -> dict | None:
+    path = Path(suite_dir) / SUITE_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
+        return None
+    record["dir"] = str(Path(suite_dir))
+    return record
+
+
+@dataclass
+class SuiteRun:
+    """One job of a suite as it stands now."""
+
+    variant: str
+    column: str
+    seed: int
+    job: str
+    state: str  # queued | waiting | preparing | running | finished | failed | cancelled | missing
+    progress: float | None = None
+    metrics: dict = field(default_factory=dict)  # the final evaluation, once finished
+    error: str | None = None
+
+
+def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteRun]:
+    registry = registry or JobRegistry()
+    out = []
+    for r in record["runs"]:
+        run_dir = registry.root / str(r.get("job", ""))
+        if not (run_dir / "job.json").is_file():
+            out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), str(r.get("job")), "missing"))
+            continue
+        job = read_job(run_dir)
+        state = job.state
+        if state == "queued" and waiting_for(job):
+            state = "waiting"
+        metrics = job.status.get("last_eval") if state == "finished" else None
+        out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), job.id, state, job.progress,
+                            metrics if isinstance(metrics, dict) else {}, job.error))
+    return out
+
+
+def progress_matrix(record: dict, runs: list[SuiteRun]) -> list[dict]:
+    """variant x column cells: 'done/all' and the state of the slowest run, for the page's table."""
+    cells: dict[tuple[str, str], list[SuiteRun]] = {}
+    for r in runs:
+        cells.setdefault((r.variant, r.column), []).append(r)
+    order_v = list(dict.fromkeys(r["variant"] for r in record["runs"]))
+    order_c = list(dict.fromkeys(r["column"] for r in record["runs"]))
+    rows = []
+    for v in order_v:
+        row = {"variant": v}
+        for c in order_c:
+            rs = cells.get((v, c), [])
+            if not rs:
+                row[c] = ""
+                continue
+            done = sum(r.state == "finished" for r in rs)
+            bad = [r.state for r in rs if r.state in ("failed", "cancelled", "missing")]
+            active = [r for r in rs if r.state in ("preparing", "running")]
+            text = f"{done}/{len(rs)}"
+            if bad:
+                text += f" ({len(bad)} {bad[0]})"
+            elif active:
+                p = active[0].progress
+                text += f" (running {p:.0%})" if p is not None else " (running)"
+            row[c] = text
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+def _paper_units(metric: str, value: float) -> float:
+    return round(100.0 * value, 3) if metric in PERCENT_METRICS else round(value, 4)
+
+
+def collect(record: dict, registry: JobRegistry | None = None) -> list[dict]:
+    """The tidy rows of every finished run of the suite (pretraining: held-out MLM / NSP scores)."""
+    rows = []
+    for r in suite_runs(record, registry):
+        if r.state != "finished":
+            continue
+        for metric, value in sorted(r.metrics.items()):
+            if not isinstance(value, (int, float)) or metric.endswith("loss") or metric in ("train_s", "time"):
+                continue
+            rows.append({"table": record["table"], "variant": r.variant, "task": r.column, "metric": metric,
+                         "value": _paper_units(metric, float(value)), "seed": r.seed, "run": r.job})
+    return rows
+
+
+def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | None = None) -> tuple[Path, Path]:
+    """<table>.csv (tidy rows) and <table>.json (suite spec, commit, hardware, run ids) under out_dir."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = collect(record, registry)
+    table = record["table"]
+    csv_path, json_path = out_dir / f"{table}.csv", out_dir / f"{table}.json"
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    meta = {k: record.get(k) for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe")}
+    meta["citation"] = CITATION
+    meta["collected"] = time.time()
+    meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
+    _write_json(json_path, meta)
+    return csv_path, json_path
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """Tidy rows from a results CSV (values as floats, seeds as ints); a clear error for a bad file."""
+    path = Path(path)
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = set(CSV_COLUMNS[:6]) - set(reader.fieldnames or ())
+            if missing:
+                raise InputError(f"{path}: not an ablation results file (no {', '.join(sorted(missing))} column)")
+            rows = []
+            for i, row in enumerate(reader, 2):
+                try:
+                    rows.append({**row, "value": float(row["value"]), "seed": int(row["seed"])})
+                except (TypeError, ValueError):
+                    raise InputError(f"{path}:{i}: value and seed must be numbers") from None
+            return rows
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a UTF-8 text file") from None
+
+
+def results_root() -> Path:
+    """The result sets shipped with the app: results/ablations, or $BERTLAB_ABLATION_RESULTS."""
+    env = os.environ.get("BERTLAB_ABLATION_RESULTS")
+    return Path(env).expanduser() if env else REPO_ROOT / "results" / "ablations"
+
+
+def results_spec(json_path: str | Path) -> dict:
+    """The suite spec recorded beside a results CSV ({} when there is none or it does not parse)."""
+    try:
+        meta = json.loads(Path(json_path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta.get("spec", {}) if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else {}
+
+
+def describe_spec(spec: dict) -> str:
+    """One line on how a result set was made, from its suite spec."""
+    parts = []
+    if spec.get("table") == "table7":
+        parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
+    elif spec.get("table") == "table6":
+        parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {spec.get('budget_s', 0) / 60:.0f} min each")
+    else:
+        parts.append(f"{spec.get('size', '?')} models pretrained {spec.get('budget_s', 0) / 60:.0f} min each "
+                     "with the shipped model's recipe")
+    n = spec.get("max_train_examples") or "all"
+    parts.append(f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs, "
+                 f"{spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
+                 "dev examples")
+    return "; ".join(parts) + "."
+
+
+def results_files(root: str | Path) -> dict[str, Path]:
+    """table -> CSV path of the result sets in a folder (e.g. results/ablations)."""
+    root = Path(root)
+    return {t: root / f"{t}.csv" for t in PAPER if (root / f"{t}.csv").is_file()}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Our mean +- std over seeds for one variant, task column and metric."""
+
+    variant: str
+    task: str
+    metric: str
+    mean: float
+    std: float
+    n: int
+
+
+def summarize(rows: list[dict]) -> list[Cell]:
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["variant"], r["task"], r["metric"]), []).append(float(r["value"]))
+    return [Cell(v, t, m, statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
+            for (v, t, m), xs in groups.items()]
+
+
+def main_metric(table: str, task: str) -> str:
+    """The metric a column is compared on: the paper's for its column, else the task's official one."""
+    paper = PAPER[table]
+    col = PAPER_COLUMN.get(table, {}).get(task)
+    if col in paper.columns:
+        return paper.metrics[paper.columns.index(col)]
+    if task == "pretraining":
+        return "mlm_acc"
+    from bertlab.finetune.tasks import get_task  # torch-free
+
+    return get_task(task.removesuffix("-feature")).main_metric
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One variant on one column: the paper's difference from its baseline row, and ours."""
+
+    variant: str
+    task: str
+    metric: str
+    ours: float | None
+    ours_std: float | None
+    ours_delta: float | None  # variant - baseline, our means
+    paper: float | None
+    paper_delta: float | None
+    agrees: bool | None  # same sign of the difference (None: no paper column, or the baseline row)
+    text: str
+
+
+def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
+    """Per variant and task column: does our difference from the baseline row go the paper's way?
+
+    A difference smaller than both its noise (the baseline's and the variant's std over seeds) and
+    0.5 points in the paper is 'no clear difference', which agrees with a paper difference under 0.5."""
+    paper = PAPER[table]
+    cells = {(c.variant, c.task, c.metric): c for c in summarize(rows)}
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    variants_ = list(dict.fromkeys([k for k, _, _ in paper.rows] + [r["variant"] for r in rows]))
+    paper_rows = {k: vals for k, _, vals in paper.rows}
+    out = []
+    for task in tasks:
+        metric = main_metric(table, task)
+        col = PAPER_COLUMN.get(table, {}).get(task)
+        ci = paper.columns.index(col) if col in paper.columns else None
+        lower_better = metric == "mlm_perplexity"
+        base = cells.get((paper.baseline, task, metric))
+        for v in variants_:
+            c = cells.get((v, task, metric))
+            if c is None:
+                continue
+            p = paper_rows.get(v, (None,) * len(paper.columns))[ci] if ci is not None else None
+            pb = paper_rows.get(paper.baseline, (None,) * len(paper.columns))[ci] if ci is not None else None
+            p_delta = None if p is None or pb is None else round(p - pb, 2)
+            o_delta = None if base is None or v == paper.baseline else c.mean - base.mean
+            agrees, text = None, ""
+            if v == paper.baseline:
+                text = "baseline row"
+            elif o_delta is None:
+                text = "no baseline row in our results"
+            else:
+                noise = max(c.std, base.std) if base else c.std
+                ours_flat = abs(o_delta) <= noise
+                if p_delta is None:
+                    text = f"ours {o_delta:+.1f}" + (" (within the noise)" if ours_flat else "")
+                else:
+                    paper_flat = abs(p_delta) < 0.5
+                    if ours_flat or paper_flat:
+                        agrees = ours_flat and paper_flat
+                    else:
+                        agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
+                    better = (o_delta < 0) if lower_better else (o_delta > 0)
+                    text = (f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: "
+                            + ("no clear difference" if ours_flat else ("better" if better else "worse"))
+                            + ("; direction reproduced" if agrees else "; direction not reproduced"))
+            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
+    return out
+
+
+def size_trend(rows: list[dict]) -> dict[str, float]:
+    """Table 6: Spearman's rank correlation between parameter count and each column's score."""
+    cells = [c for c in summarize(rows)]
+    out = {}
+    for task in dict.fromkeys(c.task for c in cells):
+        metric = main_metric("table6", task) if task != "pretraining" else "mlm_perplexity"
+        pts = [(_params(c.variant), c.mean) for c in cells if c.task == task and c.metric == metric]
+        pts = [(p, m) for p, m in pts if p is not None]
+        if len(pts) >= 3:
+            out[f"{task} ({metric})"] = _spearman([p for p, _ in pts], [m for _, m in pts])
+    return out
+
+
+def _params(variant: str) -> int | None:
+    try:
+        layers, hidden, heads = (int(x[1:]) for x in variant.split("-"))
+    except ValueError:
+        return None
+    return layers * 12 * hidden * hidden  # encoder weights; enough to rank shapes
+
+
+def _spearman(x: list[float], y: list[float]) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        for rank, i in enumerate(order):
+            r[i] = float(rank)
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return round(num / den, 3) if den else 0.0

@@ -1,0 +1,160 @@
+"""`bertlab ablate ...`: launch the paper's ablation suites as jobs, follow them, collect their tables.
+
+    bertlab ablate run table5 --size tiny --budget-s 600 --tasks sst2,mrpc,qnli,rte --seeds 3
+    bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
+
+The work is bertlab.ablations'; this module parses and prints. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from bertlab import ablations as ab
+from bertlab.errors import InputError
+from bertlab.jobs import JobRegistry
+
+
+def _suite_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", choices=sorted(ab.PAPER), help="which of the paper's tables")
+    p.add_argument("--tasks", default="", help="comma-separated fine-tuning tasks (default depends on the table: "
+                   + "; ".join(f"{t}: {','.join(v)}" for t, v in ab.DEFAULT_TASKS.items()) + ")")
+    p.add_argument("--seeds", type=int, default=3, help="fine-tuning restarts per variant and task (mean +- std)")
+    p.add_argument("--size", default="tiny", help="model preset of every pretrained variant")
+    p.add_argument("--budget-s", type=float, default=600.0, help="pretraining seconds per variant")
+    p.add_argument("--grid", default="", help="table6: layers/hidden/heads entries, e.g. '2/128/2,4/256/4'")
+    p.add_argument("--model", default="", help="table7: the pretrained model to probe (default: the shipped model)")
+    p.add_argument("--data", default="", help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ "
+                                              "(default: ../shared/data beside the repository)")
+    p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
+    p.add_argument("--max-train-examples", type=int, default=2000, help="train examples per fine-tuning run (0 = all)")
+    p.add_argument("--max-eval-examples", type=int, default=1000, help="dev examples scored per run (0 = all)")
+    p.add_argument("--epochs", type=float, default=2.0, help="fine-tuning passes over the train examples")
+    p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (feature mode: 1e-3)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per job (0 = torch's default)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64")
+
+
+def _cli_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS or runs/ in the repository)")
+    sub = p.add_subparsers(dest="ablate_command", required=True)
+    _suite_options(sub.add_parser("run", help="submit every job of a suite (pretraining, then fine-tuning)"))
+    _suite_options(sub.add_parser("estimate", help="how many runs a suite makes and about how long it takes"))
+    sub.add_parser("list", help="the suites in the runs folder")
+    s = sub.add_parser("status", help="a suite's progress: variant x task, runs finished of all")
+    s.add_argument("suite", help="suite id, as `bertlab ablate list` shows it")
+    c = sub.add_parser("collect", help="write a suite's tidy results table (CSV) and its record (JSON)")
+    c.add_argument("suite", help="suite id")
+    c.add_argument("--out", default="results/ablations", help="folder for <table>.csv and <table>.json")
+    r = sub.add_parser("report", help="our rows beside the paper's, with a verdict per row, from a results CSV")
+    r.add_argument("csv", help="a <table>.csv written by `collect`")
+    pp = sub.add_parser("paper", help="the paper's numbers for a table")
+    pp.add_argument("table", choices=sorted(ab.PAPER))
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def spec_from_args(args) -> ab.SuiteSpec:
+    return ab.SuiteSpec(
+        table=args.table, tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), seeds=args.seeds,
+        size=args.size, budget_s=args.budget_s, grid=ab.parse_grid(args.grid) if args.grid else (),
+        model=args.model, data=args.data, corpus=args.corpus, max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples, epochs=args.epochs, finetune_lr=args.lr, threads=args.threads,
+        device=args.device, name=args.name, overrides=tuple(args.set))
+
+
+def _find(registry: JobRegistry, suite: str) -> dict:
+    if not suite or "/" in suite or suite.startswith("."):
+        raise InputError(f"{suite!r} is not a suite id; `bertlab ablate list` shows them")
+    record = ab.read_suite(ab.suites_root(registry) / suite)
+    if record is None:
+        raise InputError(f"no suite {suite!r} in {ab.suites_root(registry)}; `bertlab ablate list` shows them")
+    return record
+
+
+def _print_table(rows: list[dict]) -> None:
+    if not rows:
+        return
+    keys = list(rows[0])
+    widths = {k: max(len(str(k)), *(len(str(r.get(k, ""))) for r in rows)) for k in keys}
+    print("  ".join(f"{k:<{widths[k]}}" for k in keys))
+    for r in rows:
+        print("  ".join(f"{str(r.get(k, '')):<{widths[k]}}" for k in keys))
+
+
+def _cli_run(args) -> int:
+    registry = JobRegistry(args.runs)
+    cmd = args.ablate_command
+    if cmd in ("run", "estimate"):
+        spec = spec_from_args(args)
+        est = ab.estimate_suite(spec)
+        if cmd == "estimate":
+            print(json.dumps(est) if args.json else est["text"])
+            return 0
+        suite_dir = ab.launch(spec, registry)
+        record = ab.read_suite(suite_dir)
+        if args.json:
+            print(json.dumps({"suite": record["id"], "dir": str(suite_dir), "jobs": len(record["runs"])}))
+        else:
+            print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est['text']})")
+            print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
+        return 0
+    if cmd == "list":
+        suites = ab.list_suites(registry)
+        if args.json:
+            print(json.dumps([{k: s.get(k) for k in ("id", "table", "created", "dir")} for s in suites]))
+            return 0
+        for s in suites:
+            runs = ab.suite_runs(s, registry)
+            done = sum(r.state == "finished" for r in runs)
+            print(f"{s['id']:<36} {s['table']:<7} {done}/{len(runs)} runs finished")
+        if not suites:
+            print(f"no suites in {ab.suites_root(registry)}; start one with `bertlab ablate run table5`")
+        return 0
+    if cmd == "status":
+        record = _find(registry, args.suite)
+        runs = ab.suite_runs(record, registry)
+        matrix = ab.progress_matrix(record, runs)
+        if args.json:
+            print(json.dumps({"suite": record["id"], "matrix": matrix,
+                              "runs": [r.__dict__ for r in runs]}, default=str))
+            return 0
+        _print_table(matrix)
+        for r in runs:
+            if r.state in ("failed", "missing"):
+                print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""))
+        return 0
+    if cmd == "collect":
+        record = _find(registry, args.suite)
+        csv_path, json_path = ab.write_results(record, args.out, registry)
+        n = len(ab.read_results(csv_path))
+        print(json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n}) if args.json
+              else f"{n} rows -> {csv_path} (record: {json_path})")
+        return 0
+    if cmd == "report":
+        rows = ab.read_results(args.csv)
+        table = rows[0]["table"] if rows else ""
+        if table not in ab.PAPER:
+            raise InputError(f"{args.csv}: no rows of a known table")
+        vs = ab.verdicts(table, rows)
+        if args.json:
+            print(json.dumps([v.__dict__ for v in vs]))
+            return 0
+        _print_table([{"variant": v.variant, "task": v.task, "metric": v.metric,
+                       "ours": f"{v.ours:.1f} +- {v.ours_std:.1f}", "paper": "" if v.paper is None else v.paper,
+                       "verdict": v.text} for v in vs])
+        return 0
+    table = ab.PAPER[args.table]
+    if args.json:
+        print(json.dumps({"citation": ab.CITATION, **table.__dict__}))
+        return 0
+    print(f"{table.title} ({ab.CITATION})")
+    _print_table([{"variant": label, **dict(zip(table.columns, vals, strict=True))} for _, label, vals in table.rows])
+    return 0
+
+
+CLI_COMMANDS = {"ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report",
+                           _cli_args, _cli_run)}

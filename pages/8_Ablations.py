@@ -1,0 +1,179 @@
+"""Ablations: the paper's Tables 5-8, ours beside them with a verdict per row; launch a suite and watch it fill in."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from bertlab import ablations as ab
+from bertlab.ablations_view import agreement, comparison_rows, paper_rows, results_figure, verdict_rows
+from bertlab.errors import BertLabError, InputError
+from bertlab.jobs import FINETUNE_TASKS, JobRegistry
+from bertlab.jobs_paths import REPO_ROOT
+from pages.common import concept, setup_page, show_error, show_figure
+
+setup_page("Ablations", ":material/science:")
+st.title("Ablations")
+
+COMMITTED = ab.results_root()
+DATA_DEFAULT = REPO_ROOT.parent / "shared" / "data"
+registry = JobRegistry()
+
+st.markdown(
+    "Section 5 of the BERT paper takes the model apart: which pre-training task matters (Table 5), how size "
+    "helps (Table 6), whether frozen features do as well as fine-tuning (Table 7) and whether the 80/10/10 "
+    "masking mix matters (Table 8). Here are the paper's numbers, ours beside them, and the commands to run "
+    "the same comparison yourself."
+)
+TABLES = {t.key: t.title for t in ab.PAPER.values()}
+table = st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
+paper = ab.PAPER[table]
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.subheader(f"The paper: {paper.question}")
+    st.dataframe(pd.DataFrame(paper_rows(table)), hide_index=True)
+    st.caption(f"{paper.note} Source: {ab.CITATION}")
+with right:
+    concept(
+        "**How to read a verdict.** Each of our rows is compared with the table's baseline row "
+        f"(*{ab.variant_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* when "
+        "both differences have the same sign, or when both are within their noise (ours: the larger standard "
+        "deviation over seeds; the paper's: under 0.5 points). Our models are tiny and pretrained for minutes, "
+        "so expect small differences and wide error bars, not the paper's absolute numbers."
+    )
+
+# --------------------------------------------------------------------------------------
+# Our results: the committed set, or a suite from the runs folder
+# --------------------------------------------------------------------------------------
+st.subheader("Ours")
+sources: dict[str, str] = {}
+committed = ab.results_files(COMMITTED).get(table)
+if committed:
+    sources["committed"] = f"The result set shipped with BERT Lab ({committed.name})"
+try:
+    suites = [s for s in ab.list_suites(registry) if s.get("table") == table]
+except OSError as exc:
+    suites = []
+    st.warning(f"Cannot read the runs folder {registry.root}: {exc}")
+for s in suites:
+    sources[s["id"]] = f"Suite {s['id']} (your runs)"
+if not sources:
+    st.info("No results for this table yet: none shipped and no suite of yours. Launch one below.")
+    rows: list[dict] = []
+    record = None
+else:
+    pick = st.selectbox("Results", list(sources), format_func=sources.get, key=f"abl_source_{table}")
+    record = None
+    try:
+        if pick == "committed":
+            rows = ab.read_results(committed)
+        else:
+            record = next(s for s in suites if s["id"] == pick)
+            rows = ab.collect(record, registry)
+    except BertLabError as exc:
+        show_error(exc)
+        rows = []
+
+if rows:
+    spec = ab.results_spec(COMMITTED / f"{table}.json") if not record else record.get("spec", {})
+    if spec:
+        st.caption(ab.describe_spec(spec))
+    notes = [ab.DATA_NOTES[t] for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)
+             if t in ab.DATA_NOTES]
+    for note in notes:
+        st.caption(f"⚠ {note}.")
+    st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True)
+    show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
+    agree = agreement(table, rows)
+    if agree["compared"]:
+        st.markdown(f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
+                    "with a paper column. " + ab.WHY_DIFFERENT)
+    elif table == "table6":
+        trend = ab.size_trend(rows)
+        if trend:
+            st.markdown("**Bigger is better?** Rank correlation of parameter count with each score "
+                        "(+1: always better when bigger; perplexity: −1 is better): "
+                        + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items()) + ". " + ab.WHY_DIFFERENT)
+    with st.expander("Every verdict"):
+        st.dataframe(pd.DataFrame(verdict_rows(ab.verdicts(table, rows), table)), hide_index=True)
+    buf = io.StringIO()
+    pd.DataFrame(rows).to_csv(buf, index=False)
+    st.download_button("Results (CSV, one row per run and metric)", buf.getvalue(), file_name=f"{table}.csv",
+                       mime="text/csv", icon=":material/download:", on_click="ignore")
+elif sources:
+    st.info("No finished runs in these results yet.")
+
+
+# --------------------------------------------------------------------------------------
+# Progress of a suite from the runs folder
+# --------------------------------------------------------------------------------------
+def _progress(record: dict) -> None:
+    runs = ab.suite_runs(record, registry)
+    done = sum(r.state == "finished" for r in runs)
+    st.progress(done / max(1, len(runs)), text=f"{done} of {len(runs)} runs finished")
+    st.dataframe(pd.DataFrame(ab.progress_matrix(record, runs)), hide_index=True)
+    failed = [r for r in runs if r.state in ("failed", "missing")]
+    for r in failed[:5]:
+        st.warning(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else "") + " — resume or delete it on the Jobs page.")
+    if done == len(runs):
+        st.success("All runs finished.")
+
+
+if record is not None:
+    st.subheader("Progress (variant × task; runs finished of all seeds)")
+    busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in ab.suite_runs(record, registry))
+    st.fragment(_progress, run_every=3.0 if busy else None)(record)
+    st.page_link("pages/6_Jobs.py", label="Every run of the suite is on the Jobs page", icon=":material/work_history:")
+
+# --------------------------------------------------------------------------------------
+# Launch a suite
+# --------------------------------------------------------------------------------------
+st.subheader("Run this table yourself")
+with st.form(f"abl_launch_{table}"):
+    c1, c2, c3 = st.columns(3)
+    default_tasks = list(ab.DEFAULT_TASKS[table])
+    tasks = c1.multiselect("Tasks", [t for t in FINETUNE_TASKS if t != "mnli"], default=default_tasks)
+    seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
+    if table == "table7":
+        model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
+        size, minutes, grid = "tiny", 0.0, ""
+    else:
+        model = ""
+        size = c2.selectbox("Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0,
+                            disabled=table == "table6")
+        minutes = c2.number_input("Pretraining minutes per variant", 1.0, 24 * 60.0, 10.0, step=1.0)
+        grid = c2.text_input("Grid: layers/hidden/heads, comma-separated",
+                             ", ".join(f"{a}/{b}/{c}" for a, b, c in ab.DEFAULT_GRID)) if table == "table6" else ""
+    examples = c3.number_input("Train examples per run (0 = all)", 0, 10_000_000, 2000, step=500)
+    epochs = c3.number_input("Epochs", 0.5, 20.0, 2.0, step=0.5)
+    data = c3.text_input("Task data folder (holds glue/, ud_en_ewt/, wnut17/, squad/)", str(DATA_DEFAULT))
+    b1, b2 = st.columns([1, 4])
+    estimate_only = b1.form_submit_button("Estimate", icon=":material/timer:")
+    launch = b2.form_submit_button("Launch", type="primary", icon=":material/play_arrow:")
+
+if launch or estimate_only:
+    try:
+        spec = ab.SuiteSpec(table=table, tasks=tuple(tasks), seeds=int(seeds), size=size, budget_s=float(minutes) * 60,
+                            grid=ab.parse_grid(grid) if grid else (), model=model.strip(), data=data.strip(),
+                            max_train_examples=int(examples), epochs=float(epochs))
+        if not tasks:
+            raise InputError("pick at least one task")
+        if not Path(spec.data).expanduser().is_dir():
+            raise InputError(f"the data folder {spec.data} does not exist")
+        est = ab.estimate_suite(spec)
+        if estimate_only:
+            st.info(f"This suite makes {est['text']}.", icon=":material/timer:")
+            st.stop()
+        suite_dir = ab.launch(spec, registry)
+        st.success(f"Suite {suite_dir.name} queued: {est['text']}. Pick it under *Results* above to watch it.")
+        st.session_state[f"abl_source_{table}"] = suite_dir.name
+        st.rerun()
+    except BertLabError as exc:
+        show_error(exc)
+st.caption("Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
+           f"`bertlab ablate run {table} --seeds 3 --budget-s 600`; `bertlab ablate estimate {table}` says how long "
+           f"it takes. Runs go to `{registry.root}`.")

@@ -1,0 +1,312 @@
+"""The paper's ablation suites (bertlab.ablations): the plan of each table, job dependencies, a tiny
+Table 5 suite run end to end through the API the Ablations page uses, tidy results and verdicts,
+and the Ablations page itself (with the committed results, with a synthetic set and with none)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertlab import ablations as ab
+from bertlab.errors import InputError
+from bertlab.jobs import JobRegistry, JobSpec, read_job, waiting_for
+
+from .test_finetune import write_sst2, write_upos
+from .test_pretrain import _write_corpus
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _finetunes(runs, variant=None):
+    return [r for r in runs if r.column != "pretraining" and (variant is None or r.variant == variant)]
+
+
+# --------------------------------------------------------------------------------------
+# What each table runs
+# --------------------------------------------------------------------------------------
+def test_table5_plan_pretrains_three_objectives_and_shares_the_ltr_model():
+    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=60)
+    runs = ab.plan(spec, "s")
+    pre = {r.variant: r.spec.args for r in runs if r.column == "pretraining"}
+    assert set(pre) == {"mlm_nsp", "no_nsp", "ltr"}  # + BiLSTM fine-tunes the LTR model
+    assert "data.objective=mlm" in pre["no_nsp"] and "data.objective=ltr" in pre["ltr"]
+    for args in pre.values():  # the shipped model's recipe, the suite's budget, one vocabulary
+        assert args[:2] == ("--config", ab.BASE_RECIPE) and "train.max_time_s=60.0" in args
+        assert f"vocab={ab.BASE_VOCAB}" in args
+    assert len(_finetunes(runs)) == 4 * 2 * 3
+    bilstm = _finetunes(runs, "ltr_bilstm")
+    assert all(r.needs == "ltr" and "--bilstm" in r.spec.args for r in bilstm)
+    assert all("--bilstm" not in r.spec.args for r in _finetunes(runs, "ltr"))
+    assert sorted({r.spec.args[r.spec.args.index("--seed") + 1] for r in bilstm}) == ["0", "1", "2"]
+
+
+def test_table8_masks_and_trains_each_task_both_ways():
+    runs = ab.plan(ab.SuiteSpec("table8", tasks=("ner",), seeds=1, budget_s=60), "s")
+    pre = {r.variant: r.spec.args for r in runs if r.column == "pretraining"}
+    assert len(pre) == 6
+    assert {"data.mask_token_prob=0.0", "data.random_token_prob=1.0"} <= set(pre["rnd100"])
+    assert {"data.mask_token_prob=0.8", "data.random_token_prob=0.0"} <= set(pre["mask80_same20"])
+    cols = {r.column: r.spec.args for r in _finetunes(runs, "mask100")}
+    assert set(cols) == {"ner", "ner-feature"}
+    assert "--mode" not in cols["ner"] and cols["ner-feature"][-4:] == ("--mode", "feature", "--features", "cat4")
+
+
+def test_table7_probes_one_model_without_pretraining():
+    runs = ab.plan(ab.SuiteSpec("table7", tasks=("upos",), seeds=2, model="/some/model"), "s")
+    assert not [r for r in runs if r.column == "pretraining"]
+    features = {r.variant: r.spec.args[r.spec.args.index("--features") + 1] for r in runs if "--features" in r.spec.args}
+    assert features == {"embeddings": "layer:0", "second_to_last": "layer:-2", "last": "layer:-1", "wsum4": "wsum4",
+                        "cat4": "cat4", "mix": "mix"}
+    assert all(r.spec.args[r.spec.args.index("--model") + 1] == "/some/model" for r in runs)
+
+
+def test_table6_grid_varies_layers_width_and_heads():
+    spec = ab.SuiteSpec("table6", grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"), budget_s=60)
+    pre = {r.variant: r.spec.args[-1] for r in ab.plan(spec, "s") if r.column == "pretraining"}
+    assert list(pre) == ["L2-H128-A2", "L4-H128-A2", "L4-H256-A1"]
+    assert "num_layers: 4, hidden_size: 256, num_heads: 1, intermediate_size: 1024" in pre["L4-H256-A1"]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"table": "table9"}, "unknown table"),
+    ({"table": "table5", "tasks": ("sst3",)}, "unknown task"),
+    ({"table": "table5", "seeds": 0}, "seeds"),
+    ({"table": "table5", "budget_s": 0}, "budget"),
+    ({"table": "table6", "grid": ((2, 100, 3),)}, "divide"),
+])
+def test_bad_suite_settings_are_refused(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        ab.SuiteSpec(**kwargs)
+
+
+def test_bad_grid_text_is_refused():
+    with pytest.raises(InputError, match="layers/hidden/heads"):
+        ab.parse_grid("4x256")
+
+
+# --------------------------------------------------------------------------------------
+# Jobs that wait for other jobs
+# --------------------------------------------------------------------------------------
+def test_a_job_waits_for_the_jobs_it_comes_after(tmp_path, monkeypatch, tiny_checkpoint):
+    data = write_sst2(tmp_path / "sst")
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
+    launched = []
+    monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: launched.append(job.id))
+    first = registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint))),
+                            start=False)
+    later = registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data), "--model",
+                                                 str(tmp_path / "not-yet" / "model")), after=(first.id,)), start=False)
+    assert waiting_for(read_job(later.run_dir)) == [first.id]
+    registry.cpu_slots = 2
+    assert registry.tick() == [first.id]  # the waiting one stays queued though a slot is free
+    status = json.loads((first.run_dir / "status.json").read_text())
+    (first.run_dir / "status.json").write_text(json.dumps({**status, "state": "failed"}))
+    assert waiting_for(read_job(later.run_dir)) == [f"{first.id} (failed)"]
+    (first.run_dir / "status.json").write_text(json.dumps({**status, "state": "finished"}))
+    assert waiting_for(read_job(later.run_dir)) == []
+    assert registry.tick() == [later.id]
+    with pytest.raises(InputError, match="not a job"):
+        registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data)), after=("nope",)), start=False)
+
+
+# --------------------------------------------------------------------------------------
+# A tiny Table 5 suite, end to end, through the page's API
+# --------------------------------------------------------------------------------------
+def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, vocab_file):
+    data = tmp_path / "data"
+    write_sst2(data / "glue" / "SST-2", n=40)
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    spec = ab.SuiteSpec(
+        "table5", tasks=("sst2",), seeds=2, budget_s=30, data=str(data), corpus=str(corpus), max_train_examples=16,
+        max_eval_examples=16, epochs=1, threads=1,
+        overrides=(f"vocab={vocab_file}", "train.max_time_s=0", "train.max_steps=3", "eval_instances=16",
+                   "eval_data={max_seq_length: 32, max_predictions_per_seq: 5}", "data.max_seq_length=32",
+                   "data.max_predictions_per_seq=7", "phase2={}", "train.eval_every=0", "train.save_every=0",
+                   "train.log_every=1", "data.heldout_fraction=0.1",
+                   "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64, "
+                   "max_position_embeddings: 64}"))
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=2, gpus=0)
+    suite_dir = ab.launch(spec, registry)
+    record = ab.read_suite(suite_dir)
+    assert len(record["runs"]) == 3 + 4 * 2 and record["commit"] and record["estimate"]["total_s"] > 0
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        registry.tick()
+        runs = ab.suite_runs(record, registry)
+        if all(r.state in ("finished", "failed", "cancelled") for r in runs):
+            break
+        time.sleep(1)
+    bad = [(r.job, r.state, r.error, registry.log_tail(r.job, 8)) for r in runs if r.state != "finished"]
+    assert not bad, bad
+    matrix = ab.progress_matrix(record, runs)
+    assert [row["variant"] for row in matrix] == ["mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"]
+    assert matrix[0]["sst2"] == "2/2" and matrix[3]["pretraining"] == ""
+    csv_path, json_path = ab.write_results(record, tmp_path / "out", registry)
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == ab.CSV_COLUMNS
+    acc = [r for r in rows if r["task"] == "sst2" and r["metric"] == "accuracy"]
+    assert len(acc) == 4 * 2 and all(0 <= float(r["value"]) <= 100 for r in acc)
+    assert {r["variant"] for r in rows if r["task"] == "pretraining"} == {"mlm_nsp", "no_nsp", "ltr"}
+    meta = json.loads(json_path.read_text())
+    assert meta["spec"]["table"] == "table5" and meta["citation"] == ab.CITATION
+    vs = ab.verdicts("table5", ab.read_results(csv_path))
+    assert {v.variant for v in vs if v.task == "sst2"} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
+    assert all(v.paper is not None for v in vs if v.task == "sst2")
+    assert ab.list_suites(registry)[0]["id"] == record["id"]
+
+
+# --------------------------------------------------------------------------------------
+# Results and verdicts
+# --------------------------------------------------------------------------------------
+def _rows(table, values: dict[str, list[float]], task="sst2", metric="accuracy"):
+    return [{"table": table, "variant": v, "task": task, "metric": metric, "value": x, "seed": s, "run": f"{v}{s}"}
+            for v, xs in values.items() for s, x in enumerate(xs)]
+
+
+def test_verdicts_compare_directions_with_the_paper():
+    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87],
+                            "ltr_bilstm": [80, 82, 81]}, task="qnli")
+    by = {v.variant: v for v in ab.verdicts("table5", rows)}
+    assert by["mlm_nsp"].text == "baseline row" and by["mlm_nsp"].agrees is None
+    assert by["no_nsp"].agrees is True and by["no_nsp"].paper_delta == pytest.approx(-3.5)
+    assert by["ltr"].agrees is False  # ours better, the paper's worse
+    assert by["ltr_bilstm"].agrees is False and "no clear difference" in by["ltr_bilstm"].text
+    assert by["no_nsp"].ours == pytest.approx(71) and by["no_nsp"].ours_std == pytest.approx(1)
+
+
+def test_results_file_round_trip_and_bad_files(tmp_path):
+    rows = _rows("table8", {"mask80_same10_rnd10": [50.0], "mask100": [49.5]}, task="upos")
+    path = tmp_path / "table8.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ab.CSV_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    assert ab.read_results(path)[1]["value"] == 49.5
+    assert ab.results_files(tmp_path) == {"table8": path}
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="not an ablation results file"):
+        ab.read_results(tmp_path / "bad.csv")
+    (tmp_path / "bad2.csv").write_text(",".join(ab.CSV_COLUMNS) + "\ntable8,x,upos,accuracy,high,0,r\n")
+    with pytest.raises(InputError, match="numbers"):
+        ab.read_results(tmp_path / "bad2.csv")
+
+
+def test_committed_results_are_tidy_and_cover_tables_5_and_8():
+    root = REPO / "results" / "ablations"
+    files = ab.results_files(root)
+    assert {"table5", "table8"} <= set(files)
+    for table, path in files.items():
+        rows = ab.read_results(path)
+        assert rows and {r["table"] for r in rows} == {table}
+        meta = json.loads((root / f"{table}.json").read_text())
+        assert meta["commit"] and meta["hardware"] and meta["spec"]["seeds"] >= 3
+        seeds = {r["seed"] for r in rows if r["task"] != "pretraining"}
+        assert len(seeds) >= 3
+        assert ab.verdicts(table, rows)
+
+
+def test_size_trend_is_a_rank_correlation():
+    rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
+    assert ab.size_trend(rows) == {"sst2 (accuracy)": 1.0}
+
+
+# --------------------------------------------------------------------------------------
+# The weighted sum of the last four layers is learned (Table 7)
+# --------------------------------------------------------------------------------------
+def test_wsum4_learns_its_layer_weights(tiny_checkpoint):
+    from bertlab.checkpoint import load_config
+    from bertlab.finetune.models import HeadConfig, build_task_model
+
+    config = load_config(tiny_checkpoint)
+    model = build_task_model(config, HeadConfig(shape="tagging", num_labels=3, mode="feature", features="wsum4"))
+    weights = [n for n, p in model.named_parameters() if p.requires_grad and "weights" in n]
+    assert weights, [n for n, _ in model.named_parameters() if _.requires_grad]
+    ids = torch.tensor([[2, 5, 6, 7, 3]])
+    out = model(ids, labels=torch.tensor([[-100, 1, 2, 0, -100]]))
+    out.loss.backward()
+    grad = dict(model.named_parameters())[weights[0]].grad
+    assert grad is not None and grad.abs().sum() > 0
+
+
+# --------------------------------------------------------------------------------------
+# The Ablations page
+# --------------------------------------------------------------------------------------
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+PAGE = "pages/8_Ablations.py"
+
+
+@pytest.fixture
+def page_env(monkeypatch, tiny_checkpoint, tmp_path):
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    return tmp_path
+
+
+def _open(table: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page(PAGE).run()
+    if table:
+        at.button_group[0].set_value(table).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_ablations_page_shows_the_committed_results(page_env):
+    at = _open()
+    assert "Ablations" in at.title[0].value
+    frames = at.dataframe
+    assert len(frames) >= 2  # the paper's table and ours
+    assert "84.4" in frames[0].value.to_csv() or "84.4" in str(frames[0].value.values)
+    assert at.get("plotly_chart")
+    assert any("Direction reproduced" in m.value for m in at.markdown)
+
+
+def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    at = _open("table6")
+    assert any("No results for this table yet" in i.value for i in at.info)
+    assert len(at.dataframe) == 1  # the paper's
+    assert not at.error
+
+
+def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    data = page_env / "data"
+    write_upos(data / "ud_en_ewt")
+    at = _open("table7")
+    at.text_input[-1].set_value(str(data))
+    at.multiselect[0].set_value(["upos"])
+    estimate = next(b for b in at.button if b.label == "Estimate")
+    estimate.click().run()
+    assert any("fine-tuning runs" in i.value for i in at.info), [i.value for i in at.info]
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    suites = list((page_env / "runs" / "ablations").iterdir())
+    assert len(suites) == 1
+    record = ab.read_suite(suites[0])
+    assert len(record["runs"]) == 7 * 3  # fine-tuning + six feature-based variants, 3 seeds
+    at.run()
+    assert any("runs finished" in p.text for p in at.get("progress")) or at.dataframe
+
+
+def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    at = _open("table8")
+    at.text_input[-1].set_value(str(page_env / "missing"))
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert not at.exception
+    assert any("does not exist" in w.value for w in at.warning)
