@@ -288,13 +288,7 @@ def load_state(
     own = model.state_dict()
     for k in TIED_KEYS:
         own.pop(k, None)
-    mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-        for k, v in state.items()
-        if k in own and tuple(v.shape) != tuple(own[k].shape)
-    ]
-    if mismatched:
-        raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))
+    _raise_on_shape_mismatch(state, own, source, "model")
     missing = [k for k in own if k not in state]
     missing_core = [k for k in missing if k.startswith(required_prefixes) and not k.startswith(optional_prefixes)]
     if missing_core:
@@ -314,8 +308,12 @@ def check_shapes(config: BertConfig, state: dict[str, torch.Tensor], source: str
     config that disagrees (vocab_size: 10**12) is a one-line error, not an out-of-memory crash."""
     with torch.device("meta"):  # shapes only: no memory is allocated
         own = BertForPreTraining(config).state_dict()
+    _raise_on_shape_mismatch(state, own, source, "config")
+
+
+def _raise_on_shape_mismatch(state: dict, own: dict, source: str, what: str) -> None:
     mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs config {tuple(own[k].shape)}"
+        f"{k}: checkpoint {tuple(v.shape)} vs {what} {tuple(own[k].shape)}"
         for k, v in state.items()
         if k in own and tuple(v.shape) != tuple(own[k].shape)
     ]
