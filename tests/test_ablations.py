@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_finetune import write_sst2, write_upos
+from test_pretrain import _write_corpus
 
 from bertlab import ablations as ab
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry, JobSpec, read_job, waiting_for
-
-from test_finetune import write_sst2, write_upos
-from test_pretrain import _write_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_finetune import write_sst2
 
 from bertlab.errors import InputError
 from bertlab.finetune.grid import PAPER_GRID, grid_args, grid_rows, read_grid, settings, submit_grid
 from bertlab.jobs import JobRegistry
-
-from test_finetune import write_sst2
 
 
 def test_the_grid_is_the_papers():
