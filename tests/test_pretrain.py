@@ -351,8 +351,10 @@ def test_default_model_answers_in_cli():
     )
     assert proc.returncode == 0, proc.stderr
     answers = json.loads(proc.stdout)
-    assert len(answers) == 1 and len(answers[0]) == 5
-    assert all(0 <= a["score"] <= 1 for a in answers[0])
+    assert len(answers) == 1 and answers[0]["text"] == "The capital of France is [MASK]."
+    candidates = answers[0]["masks"][0]["candidates"]
+    assert len(candidates) == 5 and all(0 <= a["score"] <= 1 for a in candidates)
+    assert answers[0]["joint_text"].startswith("The capital of France is ")
     info = subprocess.run([sys.executable, "-m", "bertlab", "info", "--json"], capture_output=True, text=True,
                           timeout=120, env=_cli_env(), cwd=REPO)
     data = json.loads(info.stdout)
