@@ -12,7 +12,8 @@ the curves compare even where a variant trains on other lengths or masking rates
 sets under --data are never read.
 
 `--parallel 2` runs two variants at once with one thread each (a 2-core CPU): every run gets the
-same share of the machine. Runs already finished are kept (delete their folder to run again).
+same share of the machine. Runs already finished are kept (delete their folder to run again); variants whose run folder is
+gone keep the curve and summary already in curves.csv / summary.json (each row names its commit).
 
 Writes, under --out (default bench/results/recipe_study):
     curves.csv     one row per held-out evaluation: variant, knob, seed, commit, hardware, step,
@@ -176,12 +177,36 @@ def train_seconds(run_dir: Path) -> dict[int, float]:
     return out
 
 
+def earlier_results(out: Path) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """The curves and summaries already written under `out` (kept for variants whose run folder is gone)."""
+    curves: dict[str, list[dict]] = {}
+    summary: dict[str, dict] = {}
+    try:
+        with open(out / "curves.csv", newline="") as f:
+            for r in csv.DictReader(f):
+                for k in ("seed", "step", "tokens"):
+                    r[k] = int(r[k])
+                for k in ("train_s", "mlm_acc", "mlm_loss", "nsp_acc"):
+                    r[k] = float(r[k])
+                curves.setdefault(r["variant"], []).append(r)
+        old = json.loads((out / "summary.json").read_text())
+        for name, s in old["variants"].items():
+            summary[name] = {"commit": old.get("commit"), **s}
+    except (OSError, ValueError, KeyError):
+        pass
+    return curves, summary
+
+
 def report(out: Path, threads: int, seed: int) -> None:
     rows, summary = [], {}
     sha, hw = commit(), hardware(threads)
+    old_curves, old_summary = earlier_results(out)
     for name, (knob, overrides) in VARIANTS.items():
         run_dir = out / "runs" / name
         if not finished(run_dir):
+            if name in old_summary and name in old_curves:  # run earlier; its folder is not kept here
+                rows.extend(old_curves[name])
+                summary[name] = old_summary[name]
             continue
         secs = train_seconds(run_dir)
         known = sorted(secs)
@@ -194,7 +219,7 @@ def report(out: Path, threads: int, seed: int) -> None:
                          "nsp_acc": round(rec.get("nsp_acc", float("nan")), 4)})
         last = curve[-1]
         status = json.loads((run_dir / "status.json").read_text())
-        summary[name] = {"knob": knob, "overrides": overrides, "steps": last["step"], "tokens": last["tokens"],
+        summary[name] = {"commit": sha, "knob": knob, "overrides": overrides, "steps": last["step"], "tokens": last["tokens"],
                          "tokens_per_s": round(last["tokens"] / max(1.0, secs[max(known)]), 1),
                          "mlm_acc": round(last["mlm_acc"], 4), "mlm_loss": round(last["mlm_loss"], 4),
                          "nsp_acc": round(last.get("nsp_acc", float("nan")), 4),
