@@ -315,3 +315,18 @@ def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):
     next(b for b in at.button if b.label == "Launch").click().run()
     assert not at.exception
     assert any("does not exist" in w.value for w in at.warning)
+
+
+def test_table8_variants_are_scored_on_one_held_out_masking_mix():
+    """Each Table 8 variant trains on its own mix, but the held-out MLM score uses the paper's 80/10/10."""
+    from bertlab.pretrain import load_config_file
+
+    spec = ab.SuiteSpec("table8", tasks=("upos",), seeds=1, budget_s=60)
+    held_out, trained = set(), set()
+    for v in ab.variants(spec):
+        args = list(ab.pretrain_args(spec, v, "suite"))
+        cfg = load_config_file(args[1], args[2:])
+        d = cfg.heldout_data()
+        held_out.add((d.mask_token_prob, d.random_token_prob, d.max_seq_length, d.masked_lm_prob))
+        trained.add((cfg.phase_data()[0].mask_token_prob, cfg.phase_data()[0].random_token_prob))
+    assert held_out == {(0.8, 0.1, 128, 0.15)} and len(trained) == 6
