@@ -52,7 +52,8 @@ def pick_device(device: str | None = None) -> torch.device:
 @dataclass
 class Candidate:
     """One answer for a [MASK]: the WordPiece `token`, its probability, and the whole `word`
-    it makes with its ## neighbours (e.g. token '##s' after 'cat' -> word 'cats')."""
+    it makes with its ## neighbours (token 'dog' before '##s' -> 'dogs'; '##s' at 'cat[MASK]' ->
+    'cats'); a ## piece proposed where a word stands on its own reads 'is + ##s' (see `whole_word`)."""
 
     token: str
     token_id: int
@@ -157,8 +158,22 @@ def _as_list(texts: object, what: str) -> list:
     raise InputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}")
 
 
-def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
-    """The word `token` forms at `position` with the ## pieces around it."""
+def whole_word(tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
+    """The word `token` forms at `position` with the ## pieces around it.
+
+    A `##` answer is glued to the word on its left only where the position was already inside
+    a word (`attached`): a ## piece of a word the user typed ('cat ##s' -> '##z' gives 'catz'),
+    a [MASK] typed against the word before it ('cat[MASK]'), or a [MASK] right after another
+    [MASK] (whole-word masking: 'play' + '##ing' gives 'playing'). Elsewhere the model proposes a
+    sub-word piece for a position that stands as its own word, and gluing it would make up a word
+    ('is' + '##s' -> 'iss'): it is shown as what it is, 'is + ##s'.
+
+    Args:
+        attached: whether the position continues the word on its left as typed; None reads it
+            from `tokens` (True only when `tokens[position]` is itself a ## piece).
+    """
+    if attached is None:
+        attached = tokens[position].startswith("##")
     left = ""
     if token.startswith("##"):
         i = position - 1
@@ -172,15 +187,31 @@ def whole_word(tokens: Sequence[str], position: int, token: str) -> str:
     while j < len(tokens) and tokens[j].startswith("##"):
         right += tokens[j][2:]
         j += 1
+    if left and not attached:
+        return f"{left} + {token}{right}"
     core = token[2:] if token.startswith("##") else token
     return left + core + right
+
+
+def attached_to_left(enc: Encoding, position: int) -> bool:
+    """Whether the token at `position` continues the word on its left as the user typed it: a ##
+    piece, a token typed with no space after the previous one ('cat[MASK]'), or a [MASK] after a
+    [MASK] (one masked word). See `whole_word`."""
+    p = position
+    if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
+        return False
+    if enc.tokens[p].startswith("##") or enc.tokens[p - 1] == "[MASK]":
+        return True
+    return enc.offsets[p - 1][1] == enc.offsets[p][0]
 
 
 def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
     """`text` as the user typed it, with the [MASK] at each token position replaced by a token.
 
-    A `##` piece joins the word before it ("play [MASK]" + "##ed" -> "played"). When the input
-    was truncated, the part of `text` the model never read is dropped.
+    A `##` piece joins the word before it where the [MASK] was inside a word ("cat[MASK]" +
+    "##s" -> "cats"; "[MASK] [MASK]" + "play", "##ing" -> "playing"); after a word typed on its
+    own it is shown as a piece ("is [MASK]" + "##s" -> "is + ##s", not "iss"; see `whole_word`).
+    When the input was truncated, the part of `text` the model never read is dropped.
     """
     end = len(text)
     if enc.truncated:
@@ -190,7 +221,10 @@ def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequen
         start, stop = enc.offsets[p]
         left = out[:start]
         if token.startswith("##"):
-            left, token = left.rstrip(), token[2:]
+            if attached_to_left(enc, p) or p - 1 in positions:
+                left, token = left.rstrip(), token[2:]
+            else:
+                left, token = left.rstrip(), " + " + token
         elif left and left[-1].isalnum():
             token = " " + token  # "cat[MASK]" typed without a space
         out = left + token + out[stop:]
@@ -237,12 +271,17 @@ class LoadedModel:
             mask[i, :n] = 1
         return {k: v.to(self.device) for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask))}
 
-    def _candidates(self, probs: torch.Tensor, tokens: Sequence[str], position: int, top_k: int) -> list[Candidate]:
+    def _candidates(
+        self, probs: torch.Tensor, enc: Encoding, position: int, top_k: int, tokens: Sequence[str] | None = None
+    ) -> list[Candidate]:
+        """Top-k answers at `position` of `enc`; `tokens` (default `enc.tokens`) are the
+        neighbours their whole words are read from (the joint fill passes its filled tokens)."""
         scores, ids = probs.float().topk(min(top_k, probs.shape[-1]))
+        attached = attached_to_left(enc, position)
         out = []
         for s, i in zip(scores.tolist(), ids.tolist(), strict=True):
             tok = self.tokenizer.id_to_token.get(i, "[UNK]")
-            out.append(Candidate(tok, i, s, whole_word(tokens, position, tok)))
+            out.append(Candidate(tok, i, s, whole_word(tokens or enc.tokens, position, tok, attached)))
         return out
 
     def _check_text(self, text: str, what: str = "text") -> str:
@@ -329,7 +368,7 @@ class LoadedModel:
         for t, e, probs in zip(texts, encs, per_text, strict=True):
             positions = [i for i, x in enumerate(e.ids) if x == self.tokenizer.mask_id]
             masks = [
-                MaskAnswer(p, self._candidates(probs[n], e.tokens, p, top_k)) for n, p in enumerate(positions)
+                MaskAnswer(p, self._candidates(probs[n], e, p, top_k)) for n, p in enumerate(positions)
             ]
             if joint and len(positions) > 1:
                 chosen, order = self._joint_fill(e, positions, probs, hm)
@@ -366,7 +405,7 @@ class LoadedModel:
         while True:
             best = int(probs.max(-1).values.argmax())  # index into `remaining`
             p = remaining.pop(best)
-            cand = self._candidates(probs[best], tokens, p, 1)[0]
+            cand = self._candidates(probs[best], e, p, 1, tokens)[0]
             ids[p], tokens[p] = cand.token_id, cand.token
             chosen[p] = cand
             order.append(positions.index(p))
@@ -437,7 +476,7 @@ class LoadedModel:
         mlm_top = []
         if top_k > 0:
             probs = out.mlm_logits[0].float().softmax(-1)
-            mlm_top = [self._candidates(probs[p], e.tokens, p, top_k) for p in range(len(e))]
+            mlm_top = [self._candidates(probs[p], e, p, top_k) for p in range(len(e))]
         nsp = None
         if self.has_nsp and out.nsp_logits is not None:
             nsp = float(out.nsp_logits[0].float().softmax(-1)[0])
@@ -485,7 +524,7 @@ class LoadedModel:
         enc = self.model.bert(**self._batch([e]), head_mask=hm, output_hidden_states=True)
         states = torch.stack([h[0, position] for h in enc.hidden_states])  # (L+1, H)
         probs = self.model.layer_logits(states).float().softmax(-1)  # (L+1, V)
-        return [LayerGuess(i, self._candidates(probs[i], e.tokens, position, top_k)) for i in range(len(states))]
+        return [LayerGuess(i, self._candidates(probs[i], e, position, top_k)) for i in range(len(states))]
 
 
 def load_model(

@@ -88,7 +88,8 @@ with controls:
         "Whole words",
         value=True,
         key="fm_words",
-        help="WordPiece answers like '##ing' are shown joined to their neighbours, e.g. 'playing'.",
+        help="WordPiece answers like '##ing' are shown joined to the pieces of the same word, e.g. 'playing'; "
+        "a piece proposed after a word typed on its own is shown as a piece, e.g. 'is + ##s'.",
     )
 
 if not masked.strip():

@@ -171,7 +171,55 @@ def test_whole_word_merges_pieces():
     assert whole_word(tokens, 1, "a") == "a"
     assert whole_word(["[CLS]", "[MASK]", "[SEP]"], 1, "##s") == "s"  # nothing to join
     assert whole_word(["[CLS]", "[MASK]", "[MASK]", "[SEP]"], 2, "##s") == "s"  # not onto a mask
-    assert whole_word(["[CLS]", "un", "##believ", "[MASK]", "[SEP]"], 3, "##able") == "unbelievable"
+    # a [MASK] typed inside a word ("unbeliev[MASK]") continues it; one standing alone does not
+    assert whole_word(["[CLS]", "un", "##believ", "[MASK]", "[SEP]"], 3, "##able", attached=True) == "unbelievable"
+    assert whole_word(["[CLS]", "un", "##believ", "[MASK]", "[SEP]"], 3, "##able") == "unbeliev + ##able"
+
+
+def test_predicted_piece_after_a_typed_word_is_shown_as_a_piece():
+    """Issue 12: 'is' + a predicted '##s' is shown as 'is + ##s', never glued into 'iss'."""
+    tokens = ["[CLS]", "the", "cat", "is", "[MASK]", ".", "[SEP]"]
+    assert whole_word(tokens, 4, "##s") == "is + ##s"
+    assert whole_word(tokens, 4, "##s", attached=False) == "is + ##s"
+    assert whole_word(tokens, 4, "here") == "here"  # whole-word answers are unchanged
+    assert whole_word(tokens, 4, "##s", attached=True) == "iss"  # only where the user typed "is[MASK]"
+
+
+@pytest.fixture(scope="module")
+def lm_s(tmp_path_factory, tokenizer) -> LoadedModel:
+    """A tiny model whose MLM head always answers '##s' first (a large output bias)."""
+    torch.manual_seed(3)
+    model = BertForPreTraining(tiny_config(len(tokenizer)))
+    with torch.no_grad():
+        model.cls.predictions.bias[tokenizer.vocab["##s"]] = 100.0
+    d = save_checkpoint(tmp_path_factory.mktemp("inference_s") / "model", model, tokenizer)
+    return load_model(d, device="cpu")
+
+
+def test_fill_mask_shows_predicted_pieces_as_pieces(lm_s):
+    res = lm_s.fill_mask("the cat is [MASK].", top_k=3)
+    top = res.masks[0].candidates[0]
+    assert top.token == "##s" and top.word == "is + ##s"
+    assert res.joint_text == "the cat is + ##s."
+    # a [MASK] typed against the word is inside it: the piece completes the word
+    res = lm_s.fill_mask("the cat[MASK] ran.", top_k=1)
+    assert res.masks[0].candidates[0].word == "cats" and res.joint_text == "the cats ran."
+    # the layer read-out and the every-position inspection display the same way
+    assert lm_s.layer_predictions("the cat is [MASK].", top_k=1)[-1].candidates[0].word == "is + ##s"
+    ins = lm_s.inspect("the cats ran", top_k=1)
+    at = {t: c[0].word for t, c in zip(ins.tokens, ins.mlm_top, strict=True)}
+    assert at["##s"] == "cats"  # a piece of a typed word: replaced inside the word
+    assert at["ran"] == "cats + ##s"  # a typed word start: shown as a piece after "cats"
+
+
+def test_joint_fill_glues_pieces_of_one_masked_word(lm_s, tokenizer):
+    """Two masks standing for one word (whole-word masking writes '[MASK] [MASK]'): the second
+    mask's piece joins the first mask's answer, because both pieces are the model's."""
+    text = "the [MASK] [MASK] ran."
+    enc = tokenizer.encode(text)
+    pos = [i for i, t in enumerate(enc.tokens) if t == "[MASK]"]
+    assert fill_text(text, enc, pos, ["play", "##ing"]) == "the playing ran."
+    assert fill_text(text, enc, pos, ["##s", "##s"]) == "the + ##ss ran."
 
 
 def test_candidate_word_uses_neighbouring_pieces(lm):
@@ -179,7 +227,8 @@ def test_candidate_word_uses_neighbouring_pieces(lm):
     cat = ins.tokens.index("cat")
     assert ins.tokens[cat + 1] == "##s"
     for c in ins.mlm_top[cat]:
-        expected = "the" + c.token[2:] + "s" if c.token.startswith("##") else c.token + "s"
+        # "cat" starts a typed word: a ## answer there is shown as a piece after "the", not glued to it
+        expected = "the + " + c.token + "s" if c.token.startswith("##") else c.token + "s"
         assert c.word == expected
 
 
@@ -187,7 +236,10 @@ def test_fill_text_from_offsets(tokenizer):
     text = "He play [MASK] in the [MASK]."
     enc = tokenizer.encode(text)
     pos = [i for i, t in enumerate(enc.tokens) if t == "[MASK]"]
-    assert fill_text(text, enc, pos, ["##ed", "park"]) == "He played in the park."
+    # "play [MASK]": the mask stands as its own word, so a ## answer is a piece, not "played"
+    assert fill_text(text, enc, pos, ["##ed", "park"]) == "He play + ##ed in the park."
+    enc = tokenizer.encode("He play[MASK] in the park.")
+    assert fill_text("He play[MASK] in the park.", enc, [enc.tokens.index("[MASK]")], ["##ed"]) == "He played in the park."
     enc = tokenizer.encode("the cat[MASK].")
     pos = [enc.tokens.index("[MASK]")]
     assert fill_text("the cat[MASK].", enc, pos, ["##s"]) == "the cats."
