@@ -8,6 +8,13 @@ masked-LM choice (15% of tokens; 80% [MASK] / 10% random / 10% kept; whole-word 
 (MLM+NSP, MLM only, left-to-right LM), a cache keyed by a hash of everything that made the data,
 collation into padded batches, and explanations of any instance for the app.
 
+One deliberate departure: the 10% random replacement draws from the vocabulary *minus* the
+special tokens ([PAD] [UNK] [CLS] [SEP] [MASK]); Google's script draws from the whole vocabulary.
+A random [SEP] or [CLS] in the middle of a sentence would teach nothing about words and can
+mislead the NSP head (a second [SEP] looks like a segment boundary), and a random [MASK] would
+turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
+token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
+
 Imports numpy, torch (for batches), bertlab.corpus and bertlab.tokenizer.
 """
 
@@ -49,7 +56,11 @@ class DataConfig:
     masked_lm_prob: float = 0.15  # share of tokens chosen for prediction
     max_predictions_per_seq: int = 20  # cap on chosen tokens per instance
     mask_token_prob: float = 0.8  # of the chosen: replaced by [MASK]
-    random_token_prob: float = 0.1  # of the chosen: replaced by a random token (the rest stay unchanged)
+    # of the chosen: replaced by a random token (the rest stay unchanged). Drawn uniformly from the
+    # vocabulary minus the special tokens ([PAD] [UNK] [CLS] [SEP] [MASK]); Google's script draws from
+    # the whole vocabulary. A deliberate choice: a random [SEP]/[CLS]/[MASK] mid-sentence would fake a
+    # segment boundary or a mask; with 5 specials in thousands of tokens the difference is negligible.
+    random_token_prob: float = 0.1
     whole_word_mask: bool = False  # choose whole words (all their ## pieces) at once
     dupe_factor: int = 5  # static masking: copies of the data, each with different masks
     masking: str = "static"  # static | dynamic (fresh masks every epoch, RoBERTa-style)
@@ -216,6 +227,8 @@ class Masker:
         self.continuation = np.zeros(size, dtype=bool)
         for tok, i in tokenizer.vocab.items():
             self.continuation[i] = tok.startswith("##")
+        # the random 10%: the whole vocabulary except the special tokens (Google: the whole vocabulary;
+        # see `DataConfig.random_token_prob`)
         specials = tokenizer.special_ids
         self.random_pool = [i for i in range(size) if i not in specials]
         self.keep_share = (

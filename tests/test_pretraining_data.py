@@ -218,6 +218,14 @@ def test_masker_never_uses_specials_as_random(tokenizer):
     out, pos, labels, kinds = masker(ids, random.Random(0))
     assert all(k == KIND_RANDOM for k in kinds)
     assert not set(out[p] for p in pos) & tokenizer.special_ids
+    # the documented choice (DataConfig.random_token_prob): the vocabulary minus exactly the specials
+    assert set(masker.random_pool) == set(tokenizer.vocab.values()) - tokenizer.special_ids
+    assert {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"} == {tokenizer.id_to_token[i] for i in tokenizer.special_ids}
+    drawn = set()
+    for seed in range(20):
+        out, pos, _, _ = masker(ids, random.Random(seed))
+        drawn |= {out[p] for p in pos}
+    assert not drawn & tokenizer.special_ids and len(drawn) > len(tokenizer) // 2  # spread over the vocabulary
 
 
 def test_explain_text(tokenizer):
