@@ -53,7 +53,7 @@ def _cli_args(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("report", help="our rows beside the paper's, with a verdict per row, from a results CSV")
     r.add_argument("csv", help="a <table>.csv written by `collect`")
     pp = sub.add_parser("paper", help="the paper's numbers for a table")
-    pp.add_argument("table", choices=sorted(ab.PAPER))
+    pp.add_argument("table", choices=sorted(ab.PAPER), help="which of the paper's tables")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 

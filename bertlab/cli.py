@@ -23,13 +23,24 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertlab import __version__
-from bertlab.errors import BertLabError
+from bertlab.errors import BertLabError, InputError
 
 
 def _add_model_args(p: argparse.ArgumentParser, json_help: str = "print JSON for scripts") -> None:
     p.add_argument("--model", default=None, help="checkpoint folder or Hub id (default: the shipped model)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--json", action="store_true", help=json_help)
+
+
+def check_argv_text(label: str, text: str) -> None:
+    """Refuse text from the command line that was not valid UTF-8, before any model loads: Python
+    hands each undecodable byte over as a lone surrogate (U+DC80..U+DCFF), which would otherwise
+    fail deep inside the tokenizer."""
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            what = f"byte 0x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else f"'\\u{ord(ch):04x}'"
+            raise InputError(f"{label} is not valid UTF-8 ({what} at character {i}); "
+                             "give the text in UTF-8 (check the terminal's or the script's encoding)")
 
 
 def _load(args):
@@ -78,6 +89,8 @@ def fill_mask_json(results) -> list[dict]:
 
 
 def _fill_mask(args) -> int:
+    for n, text in enumerate(args.text, 1):
+        check_argv_text(f"text {n}" if len(args.text) > 1 else "text", text)
     lm = _load(args)
     results = lm.fill_mask(args.text, top_k=args.top_k)
     if args.json:
@@ -105,6 +118,8 @@ def _nsp_args(p):
 
 
 def _nsp(args) -> int:
+    check_argv_text("sentence A", args.sentence_a)
+    check_argv_text("sentence B", args.sentence_b)
     lm = _load(args)
     r = lm.next_sentence(args.sentence_a, args.sentence_b)
     if args.json:
@@ -120,7 +135,10 @@ def _info_args(p):
 
 
 def _info(args) -> int:
+    from bertlab.jobs_paths import runs_root
+
     lm = _load(args)
+    runs = runs_root()
     data = {
         "path": lm.path,
         "config": asdict(lm.config),
@@ -129,6 +147,7 @@ def _info(args) -> int:
         "lowercase": lm.tokenizer.lowercase,
         "has_nsp_head": lm.has_nsp,
         "card": lm.card,
+        "runs_dir": str(runs),  # where runs go and the app's Jobs page looks ($BERTLAB_RUNS, else runs/ in the repository)
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -143,6 +162,7 @@ def _info(args) -> int:
         ]
         metrics = lm.card.get("metrics")
         rows += [(str(k), str(v)) for k, v in (metrics.items() if isinstance(metrics, dict) else ())]
+        rows.append(("runs", f"{runs}  ({'from $BERTLAB_RUNS' if os.environ.get('BERTLAB_RUNS') else 'set $BERTLAB_RUNS to move it'})"))
         width = max(len(label) for label, _ in rows)
         for label, value in rows:
             print(printable(f"{label:<{width}}  {value}"))

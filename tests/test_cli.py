@@ -122,6 +122,18 @@ def test_info_json_and_text(capsys, tiny_checkpoint, tokenizer):
     assert code == 0 and "L=2 H=32 A=4" in out and "uncased" in out
 
 
+def test_info_shows_where_runs_go(capsys, tiny_checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "my-runs"))
+    code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint), "--json")
+    assert code == 0 and json.loads(out)["runs_dir"] == str(tmp_path / "my-runs")
+    code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint))
+    label, value = out.splitlines()[-1].split(maxsplit=1)
+    assert code == 0 and (label, value) == ("runs", f"{tmp_path / 'my-runs'}  (from $BERTLAB_RUNS)")
+    monkeypatch.delenv("BERTLAB_RUNS")
+    code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint), "--json")
+    assert json.loads(out)["runs_dir"] == str(REPO / "runs")  # the repository's, wherever the command starts
+
+
 def test_info_rows_line_up_with_long_metric_names(capsys, tiny_checkpoint, tmp_path):
     model = tmp_path / "with-card"
     shutil.copytree(tiny_checkpoint, model)
@@ -129,7 +141,7 @@ def test_info_rows_line_up_with_long_metric_names(capsys, tiny_checkpoint, tmp_p
     code, out, _ = _run(capsys, "info", "--model", str(model))
     assert code == 0
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines][-2:] == ["mlm_acc", "mlm_perplexity"]
+    assert [line.split()[0] for line in lines][-3:] == ["mlm_acc", "mlm_perplexity", "runs"]
     value_columns = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
     assert len(value_columns) == 1, out  # every value starts in the same column
 
@@ -146,6 +158,25 @@ def test_info_rows_line_up_with_long_metric_names(capsys, tiny_checkpoint, tmp_p
 def test_fill_mask_bad_text(capsys, tiny_checkpoint, text, needle):
     code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), text)
     _assert_one_line_error(code, out, err, "fill-mask", needle)
+
+
+def test_invalid_utf8_on_the_command_line_is_one_line_and_exit_2(capsys, tiny_checkpoint, tmp_path):
+    # Python hands an undecodable byte of argv over as a lone surrogate (U+DC80 + byte)
+    code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "\udcff [MASK]")
+    assert code == 2
+    _assert_one_line_error(code, out, err, "fill-mask", "text is not valid UTF-8", "byte 0xff at character 0")
+    code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "a [MASK]", "b\udce9 [MASK]")
+    _assert_one_line_error(code, out, err, "text 2 is not valid UTF-8", "byte 0xe9 at character 1")
+    code, out, err = _run(capsys, "nsp", "--model", str(tiny_checkpoint), "fine", "\ud800")
+    _assert_one_line_error(code, out, err, "sentence B is not valid UTF-8")
+    # as a shell passes it: the raw bytes, in a real process
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for argv in ([b"fill-mask", b"\xff [MASK]"], [b"nsp", b"\xff", b"b"]):
+        done = subprocess.run([sys.executable, "-m", "bertlab", *argv, b"--model", str(tiny_checkpoint).encode()],
+                              capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        err = done.stderr.decode()
+        assert done.returncode == 2 and done.stdout == b"" and len(err.strip().splitlines()) == 1, err
+        assert "is not valid UTF-8 (byte 0xff at character 0)" in err and "Traceback" not in err
 
 
 def test_unknown_model_path(capsys, tmp_path):
@@ -252,7 +283,7 @@ def test_only_the_command_being_run_gets_its_arguments():
     assert [a.dest for a in sub.choices["finetune"]._actions] == ["help"]  # listed, not built
 
 
-@pytest.mark.parametrize("name", [*BUILTIN, "pretrain", "export", "finetune", "jobs"])  # ablate: bertlab/ablations_cli.py
+@pytest.mark.parametrize("name", [*BUILTIN, *COMMANDS])
 def test_every_argument_has_help(name):
     def undocumented(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
         missing = []
