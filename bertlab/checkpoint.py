@@ -3,11 +3,13 @@
 A checkpoint is a directory with `config.json` (BertConfig keys + a `bertlab` section),
 `model.safetensors` (BERT's standard state-dict names), `vocab.txt` and tokenizer files.
 Directories written by `transformers` (`model.safetensors` or `pytorch_model.bin`) load too,
-and a Hub id loads through `huggingface_hub` when online. Nothing untrusted is unpickled:
+and a Hub id loads from the local Hugging Face cache, or is downloaded there (`bertlab.hub.download`:
+one weights file, safetensors first) when online. Nothing untrusted is unpickled:
 safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
 filled, then renamed into place.
 
-Imports torch, safetensors, bertlab.config, bertlab.model, bertlab.tokenizer, bertlab.errors.
+Imports torch, safetensors, bertlab.config, bertlab.model, bertlab.tokenizer, bertlab.errors
+(bertlab.hub inside `resolve`).
 """
 
 from __future__ import annotations
@@ -156,7 +158,10 @@ def save_checkpoint(
 # Loading
 # --------------------------------------------------------------------------------------
 def resolve(path_or_id: str | Path) -> Path:
-    """A local checkpoint directory, or download a Hub id into the local cache."""
+    """A local checkpoint directory, or a Hub id: its folder in the local Hugging Face cache when
+    complete there (no network), else downloaded into that cache with `bertlab.hub.download`:
+    config, vocabulary/tokenizer files and ONE weights file (model.safetensors when the repo has
+    it, else pytorch_model.bin; never both)."""
     p = Path(path_or_id).expanduser()
     if p.exists():
         if not p.is_dir():
@@ -167,30 +172,19 @@ def resolve(path_or_id: str | Path) -> Path:
     text = str(path_or_id)
     if text.startswith((".", "/", "~")) or text.count("/") > 1 or not HUB_ID.match(text):
         raise CheckpointError(f"{text}: no such checkpoint folder")
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - huggingface_hub ships with transformers
-        raise CheckpointError(f"{text}: not a local folder, and huggingface_hub is not installed to fetch it") from exc
+    from bertlab import hub  # torch-free; imports only bertlab.config and bertlab.errors
+
+    cached = hub.cached_snapshot(text)
+    if cached is not None:
+        return cached
     # huggingface_hub reads HF_HUB_OFFLINE once, at import; read it again so a later setting counts.
-    offline = _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE")
-    try:
-        local = snapshot_download(
-            text,
-            allow_patterns=["config.json", "*.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer.json", "tokenizer_config.json"],
-            local_files_only=offline,
-        )
-    except Exception as exc:  # network errors, unknown repo, offline mode
-        if offline:
-            raise CheckpointError(
-                f"{text}: not a local folder, and HF_HUB_OFFLINE is set (offline mode) while the Hub id is not "
-                "in the local cache. Give a local checkpoint folder, or unset HF_HUB_OFFLINE to download it."
-            ) from exc
+    if _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE"):
         raise CheckpointError(
-            f"{text}: not a local folder, and the Hugging Face Hub could not provide it "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else 'no detail'}). "
-            "Are you offline? Give a local checkpoint folder instead."
-        ) from exc
-    return Path(local)
+            f"{text}: not a local folder, and HF_HUB_OFFLINE is set (offline mode) while the Hub id is not "
+            f"in the local cache ({hub.hub_cache_dir()}). Give a local checkpoint folder, or unset "
+            "HF_HUB_OFFLINE to download it."
+        )
+    return hub.download(text)
 
 
 def _env_true(name: str) -> bool:

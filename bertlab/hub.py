@@ -3,7 +3,7 @@
 Owns: `GOOGLE_BERTS` (bert-base/large and the 24 small BERTs of Turc et al. 2019, each with its
 shape, parameter count and download size), `hub_cache_dir`, `cached_models` (Hub ids whose
 config, vocabulary and weights are in the local Hugging Face cache, found without the network),
-`is_online`, and `download` (one weights file, never both .bin and .safetensors, with a progress
+`cached_snapshot` (one repo's cached folder), `is_online`, and `download` (one weights file, never both .bin and .safetensors, with a progress
 callback), which leaves the files in the usual Hugging Face cache.
 
 Imports bertlab.config (shapes) and huggingface_hub (only inside download); torch-free.
@@ -111,6 +111,26 @@ def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
     return out
 
 
+def cached_snapshot(repo_id: str, cache: str | Path | None = None) -> Path | None:
+    """The complete snapshot of `repo_id` (or of its google-bert/ alias) in the local cache, or
+    None; no network. `refs/main`'s snapshot is preferred, then the newest complete one."""
+    root = Path(cache).expanduser() if cache else hub_cache_dir()
+    for rid in dict.fromkeys((repo_id, ALIASES.get(repo_id, repo_id))):
+        repo = root / ("models--" + rid.replace("/", "--"))
+        if not (repo / "snapshots").is_dir():
+            continue
+        snaps = sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
+        try:
+            main = (repo / "refs" / "main").read_text().strip()
+        except OSError:
+            main = ""
+        snaps.sort(key=lambda p: p.name != main)  # stable: refs/main first, then newest first
+        for snap in snaps:
+            if _snapshot_ok(snap):
+                return snap
+    return None
+
+
 def is_online(host: str = "huggingface.co", timeout_s: float = 1.5) -> bool:
     """False under HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE, else whether the Hub answers a TCP connect."""
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -158,7 +178,8 @@ def download(repo_id: str, progress: Callable[[float, str], None] | None = None)
     snapshot = None
     try:
         for f in wanted:
-            path = hf_hub_download(repo_id, f, tqdm_class=_Bar)
+            # cache_dir read now: huggingface_hub reads $HF_HUB_CACHE once, at import
+            path = hf_hub_download(repo_id, f, tqdm_class=_Bar, cache_dir=hub_cache_dir())
             snapshot = Path(path).parent
             done[0] += 1
             if progress:

@@ -77,3 +77,106 @@ def test_picker_lists_the_cache_and_says_offline(tmp_path, tiny_checkpoint, monk
     assert "Offline" in captions and "google/bert_uncased_L-2_H-128_A-2" in captions
     picker.set_value(str(snap)).run()
     assert not at.exception and not at.error
+
+
+# --- resolve / download: one weights file, the cache first ------------------------------------------
+class FakeHub:
+    """Stands in for huggingface_hub's network calls: serves files from local "remote" folders
+    and writes them into a cache in the Hub layout, recording each file requested."""
+
+    def __init__(self, remotes: dict[str, Path]):
+        self.remotes, self.requested = remotes, []
+
+    def list_repo_files(self, repo_id, **kw):
+        return sorted(p.name for p in self.remotes[repo_id].iterdir())
+
+    def hf_hub_download(self, repo_id, filename, *, cache_dir, tqdm_class=None, **kw):
+        self.requested.append((repo_id, filename))
+        repo = Path(cache_dir) / ("models--" + repo_id.replace("/", "--"))
+        snap = repo / "snapshots" / "c0ffee0000000000000000000000000000000000"
+        snap.mkdir(parents=True, exist_ok=True)
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(snap.name)
+        shutil.copy(self.remotes[repo_id] / filename, snap / filename)
+        if tqdm_class is not None:
+            bar = tqdm_class(total=(snap / filename).stat().st_size, desc=filename)
+            bar.update((snap / filename).stat().st_size)
+            bar.close()
+        return str(snap / filename)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, tiny_checkpoint, monkeypatch):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    both = tmp_path / "remote-both"
+    shutil.copytree(tiny_checkpoint, both)
+    shutil.copy(both / "model.safetensors", both / "pytorch_model.bin")  # a name is all that is checked
+    (both / "tf_model.h5").write_bytes(b"not fetched")
+    bin_only = tmp_path / "remote-bin"
+    bin_only.mkdir()
+    import torch
+    from safetensors.torch import load_file
+
+    torch.save(load_file(tiny_checkpoint / "model.safetensors"), bin_only / "pytorch_model.bin")
+    for f in ("config.json", "vocab.txt"):
+        shutil.copy(tiny_checkpoint / f, bin_only / f)
+    fake = FakeHub({"google/both": both, "google/bin-only": bin_only})
+
+    class Api:
+        def list_repo_files(self, repo_id, **kw):
+            return fake.list_repo_files(repo_id)
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake.hf_hub_download)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    return fake
+
+
+def test_resolve_fetches_one_weights_file_safetensors_first(fake_hub, tmp_path):
+    from bertlab.checkpoint import resolve
+
+    snap = resolve("google/both")
+    fetched = [f for _, f in fake_hub.requested]
+    assert "model.safetensors" in fetched and "pytorch_model.bin" not in fetched and "tf_model.h5" not in fetched
+    names = {p.name for p in snap.iterdir()}
+    assert names & {"model.safetensors", "pytorch_model.bin", "tf_model.h5"} == {"model.safetensors"}
+    assert {"config.json", "vocab.txt"} <= names
+    assert snap.is_relative_to(tmp_path / "hub")  # the usual Hugging Face cache ($HF_HUB_CACHE)
+    # cached now: a second resolve needs no network at all
+    fake_hub.requested.clear()
+    assert resolve("google/both") == snap and fake_hub.requested == []
+    assert load_model("google/both", device="cpu").fill_mask("the cat [MASK] .").masks[0].candidates
+
+
+def test_resolve_fetches_pytorch_model_bin_when_there_is_no_safetensors(fake_hub):
+    from bertlab.checkpoint import resolve
+
+    progress = []
+    snap = hub.download("google/bin-only", lambda f, text: progress.append(f))
+    assert [f for _, f in fake_hub.requested] == ["config.json", "vocab.txt", "pytorch_model.bin"]
+    assert progress and progress[-1] == pytest.approx(1.0)
+    assert resolve("google/bin-only") == snap and not (snap / "model.safetensors").exists()
+    assert load_model("google/bin-only", device="cpu").fill_mask("the cat [MASK] .").masks[0].candidates
+
+
+def test_resolve_reads_an_offline_cache_without_the_network(tmp_path, tiny_checkpoint, monkeypatch):
+    import huggingface_hub
+
+    from bertlab.checkpoint import resolve
+    from bertlab.errors import CheckpointError
+
+    snap = fake_hub_cache(tmp_path / "hub", tiny_checkpoint)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_network(*a, **kw):
+        raise AssertionError("the network was used")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
+    assert resolve("google/bert_uncased_L-2_H-128_A-2") == snap
+    assert hub.cached_snapshot("google/bert_uncased_L-2_H-128_A-2") == snap
+    with pytest.raises(CheckpointError, match="HF_HUB_OFFLINE"):
+        resolve("google/bert_uncased_L-4_H-128_A-2")
