@@ -123,7 +123,8 @@ def hardware_description(num_threads: int = 0) -> str:
         return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
     import platform
 
-    return f"CPU ({platform.processor() or platform.machine()}, {num_threads or torch.get_num_threads()} threads)"
+    threads = num_threads or torch.get_num_threads()
+    return f"CPU ({platform.processor() or platform.machine()}, {threads} thread{'' if threads == 1 else 's'})"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -507,6 +508,14 @@ class TrainResult:
     run_dir: Path
 
 
+def _logging_above(bar):
+    """While `bar` is drawn, the root logger's terminal handlers write through tqdm.write, which
+    clears the bar, prints the line and draws the bar again below it."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm(tqdm_class=type(bar))
+
+
 def _format_eta(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -637,7 +646,8 @@ def train(
         task.save_model(run_dir / SNAPSHOT_DIR / f"step-{progress.step:07d}", model,
                         {**(extra_state or {}), "card_updates": card, "snapshot": True})
 
-    with GracefulStop() as stopper:
+    # log lines (eval, checkpoint saved) go above the progress bar instead of into its line
+    with GracefulStop() as stopper, (_logging_above(bar) if bar is not None else contextlib.nullcontext()):
         model.train()
         try:
             while not progress.done(cfg):

@@ -3,9 +3,11 @@ under torchrun with gloo, and the shipped default model answers in the CLI."""
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +79,28 @@ def test_tiny_pretraining_loss_falls(tmp_path, vocab_file):
 
     lm = load_model(tmp_path / "run" / "model", device="cpu")
     assert lm.fill_mask("the cat [MASK] on the mat .").masks[0].candidates
+
+
+def test_eta_is_never_negative_and_log_lines_go_above_the_progress_bar(tmp_path, vocab_file, capsys):
+    # a time budget overshoots a little on its last step: progress > 1 once made the ETA negative
+    cfg = _config(tmp_path, vocab_file, max_time_s=1.0, log_every=1, eval_every=1)
+    root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)  # what `bertlab -v` sets up
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        run_pretraining(cfg, tmp_path / "run", progress_bar=True)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
+    assert train and all(m["eta_s"] >= 0 for m in train)
+    assert train[-1]["progress"] >= 1.0 and train[-1]["eta_s"] == 0
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["eta_s"] == 0
+    err = capsys.readouterr().err
+    assert "eta=-" not in err and "eta=" in err
+    evals = [m.start() for m in re.finditer("eval step", err)]
+    assert evals and all(err[i - 1] in "\r\n" for i in evals), err  # each on a line of its own, not after the bar
 
 
 def test_resume_after_stop_matches_uninterrupted_run(tmp_path, vocab_file):

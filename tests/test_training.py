@@ -15,6 +15,7 @@ from bertlab.training import (
     Progress,
     TrainConfig,
     build_optimizer,
+    hardware_description,
     is_snapshot_step,
     lr_factor,
     prefetch,
@@ -92,6 +93,12 @@ def test_graceful_stop_sets_flag_on_sigterm():
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.requested
     assert signal.getsignal(signal.SIGTERM) is not stop._handle
+
+
+def test_hardware_in_the_model_card_counts_threads_in_english(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware_description(1).endswith(", 1 thread)")  # not "1 threads"
+    assert hardware_description(2).endswith(", 2 threads)")
 
 
 def test_status_and_metrics_files(tmp_path):
