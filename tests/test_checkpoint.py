@@ -324,6 +324,41 @@ def test_a_folder_saved_by_transformers_5_opens(tmp_path, tiny_checkpoint):
     assert [c.score for c in a] == pytest.approx([c.score for c in b], abs=1e-5)
 
 
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_transformers_5_folder_gives_transformers_fill_mask_top_k(tmp_path, vocab_file, lowercase):
+    """Issue 12: the folder exactly as transformers 5 writes it (`BertForPreTraining.save_pretrained`
+    + `BertTokenizer.save_pretrained`: tokenizer.json and tokenizer_config.json, no vocab.txt) gives
+    in bertlab the top-k that transformers' own fill-mask pipeline gives on the same folder."""
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("the folder layout under test is transformers 5's")
+    vocab = {t: i for i, t in enumerate(vocab_file.read_text(encoding="utf-8").splitlines())}
+    # transformers 5's BertTokenizer is the fast one: build it from the vocabulary itself
+    # (BertTokenizerFast(vocab_file=...) silently ignores the file in transformers 5)
+    tok = transformers.BertTokenizer(vocab=vocab, do_lower_case=lowercase)
+    assert len(tok) == len(vocab)
+    torch.manual_seed(5)
+    cfg = _hf_config(len(vocab))
+    cfg.initializer_range = 0.4  # peaked answers: top-k orders are not decided by rounding noise
+    d = tmp_path / "t5"
+    transformers.BertForPreTraining(cfg).eval().save_pretrained(d)
+    tok.save_pretrained(d)
+    assert (d / "tokenizer.json").is_file() and not (d / "vocab.txt").exists()  # nothing removed by hand
+
+    theirs = transformers.AutoTokenizer.from_pretrained(d)
+    mlm = transformers.BertForMaskedLM.from_pretrained(d, attn_implementation="eager").eval()
+    pipe = transformers.pipeline("fill-mask", model=mlm, tokenizer=theirs, device="cpu")
+    ours = load_model(d, device="cpu")
+    assert ours.tokenizer.lowercase == lowercase
+    assert (ours.tokenizer.encode("The cat").tokens[1] == "the") == lowercase  # cased: 'T ##h ##e'
+    texts = ["The cat sat on the [MASK].", "Paris is the [MASK] of the park.", "the [MASK] ran to the park"]
+    for text in texts:
+        assert ours.tokenizer.encode(text).ids == theirs(text)["input_ids"]  # same WordPieces, same casing
+        ref = pipe(text, top_k=5)
+        got = ours.fill_mask(text, top_k=5).masks[0].candidates
+        assert [c.token_id for c in got] == [r["token"] for r in ref]
+        assert [c.score for c in got] == pytest.approx([r["score"] for r in ref], abs=1e-5)
+
+
 def test_huge_vocab_size_in_config_is_refused_before_allocating(tmp_path, tiny_checkpoint, monkeypatch):
     # (#14) vocab_size: 10**12 used to allocate the model first (out of memory / traceback)
     d = _copy(tiny_checkpoint, tmp_path / "c")
