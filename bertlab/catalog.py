@@ -371,6 +371,8 @@ def model_card(
     for key, label in TRAINING_KEYS:
         if key in card and card[key] not in (None, "") and label not in shown:
             value = format_duration(card[key]) if key.endswith("time_s") else _fmt(card[key])
+            if key == "init_from" and card.get("init_from_replaced"):
+                value += " (the earlier model in that folder, since replaced by this one)"
             training.append((label, value))
             shown.add(label)
     for section, key, label in CONFIG_FIELDS:

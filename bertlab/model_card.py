@@ -61,8 +61,17 @@ def recipe_deviations(card: dict) -> list[str]:
     if dropout is not None and dropout != 0.1:
         out.append(f"dropout {dropout} while pretraining (the paper: 0.1; config.json keeps 0.1 for fine-tuning)")
     if card.get("init_from"):
-        out.append(f"continued from `{card['init_from']}` with a fresh schedule (the paper: one run)")
+        out.append(f"continued from {init_source(card)} with a fresh schedule (the paper: one run)")
     return out
+
+
+def init_source(card: dict) -> str:
+    """The model a continued-pretraining run started from, in words. `init_from` is the folder it
+    was read from; when the run was exported into that same folder (`init_from_replaced`), that
+    folder now holds this model, so the card must not read as if it started from itself."""
+    if card.get("init_from_replaced"):
+        return f"the earlier model in `{card.get('init_from')}` (this model has since replaced it there)"
+    return f"`{card.get('init_from')}`"
 
 
 def _num(x: object) -> str:
@@ -184,7 +193,7 @@ def _lineage(card: dict) -> list[str]:
     pm = parent.get("metrics", {})
     return [
         "",
-        f"This run continued pretraining from `{card.get('init_from')}`, which had been trained with",
+        f"This run continued pretraining from {init_source(card)}, which had been trained with",
         "",
         "```bash",
         str(parent.get("command", "?")),

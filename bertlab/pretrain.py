@@ -508,6 +508,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
     if history:
         card["history"] = list(card.get("history", [])) + list(history)
     out = Path(out_dir)
+    if card.get("init_from") and Path(card["init_from"]).resolve() == out.resolve():
+        card["init_from_replaced"] = True  # the card must not read as if the model started from itself
     save_checkpoint(out, model, tokenizer, model.config, extra_config={"objective": card.get("objective")},
                     extra_files={"model_card.json": card,
                                  "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},

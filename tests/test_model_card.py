@@ -1,6 +1,12 @@
-"""bertlab.model_card: the README.md of a checkpoint says what the model is and how it was made."""
+"""bertlab.model_card: the README.md of a checkpoint says what the model is and how it was made;
+the shipped model's card and the shipped configs say what is true."""
+
+import json
+from pathlib import Path
 
 from bertlab.model_card import model_card_markdown, recipe_deviations
+
+REPO = Path(__file__).resolve().parent.parent
 
 PAPER_TRAIN = {"learning_rate": 1e-4, "adam_betas": [0.9, 0.999], "schedule": "linear", "batch_size": 256,
                "weight_decay": 0.01, "warmup": 0.01}
@@ -47,3 +53,44 @@ def test_learning_curve_and_unseen_english_tables():
     assert "| 400 | 400,000 | 40 min | 40.0% |" in text and "| 10 | 10,000 |" in text
     assert len([r for r in rows if r.split("|")[1].strip().replace(",", "").isdigit()]) == 14
     assert "| ewt | 30.0% | 1,200 | 80.0% |" in text
+
+
+def test_one_step_is_singular():
+    assert "Trained 1 step, " in model_card_markdown(_card(steps=1, tokens=100, train_time_s=1.0))
+    assert "Trained 2 steps, " in model_card_markdown(_card(steps=2, tokens=200, train_time_s=1.0))
+
+
+def test_a_model_exported_over_its_parent_does_not_read_as_started_from_itself():
+    lineage = {"init_from": "checkpoints/m", "init_card": {"steps": 6, "command": "bertlab pretrain ..."},
+               "total_steps": 10}
+    text = model_card_markdown(_card(**lineage))
+    assert "continued pretraining from `checkpoints/m`, which" in text
+    replaced = model_card_markdown(_card(**lineage, init_from_replaced=True))
+    assert "from `checkpoints/m`," not in replaced and "from `checkpoints/m` with" not in replaced
+    assert "the earlier model in `checkpoints/m` (this model has since replaced it there)" in replaced
+
+
+def test_the_shipped_card_speaks_to_its_users():
+    """What the model is, how it was made, what it scores, its limits: no internal aims, no team's
+    hardware situation, no lineage that points at the model's own folder."""
+    folder = REPO / "checkpoints" / "bertlab-mini"
+    card = json.loads((folder / "model_card.json").read_text())
+    readme = (folder / "README.md").read_text()
+    for text in (readme, json.dumps(card)):
+        low = text.lower()
+        for word in (" aim ", " aim:", "our aim", " we ", " we'", " our ", " the team", "we had", " 1 threads", " 1 steps"):
+            assert word not in low, word
+    init = card.get("init_from")
+    assert not init or card.get("init_from_replaced") or (REPO / init).resolve() != folder.resolve()
+    assert f"Trained {card['steps']:,} steps" in readme and "Limits:" in readme
+    assert card["metrics"]["mlm_acc"] == round(card["metrics"]["mlm_acc"], 4)
+
+
+def test_the_shipped_configs_say_what_is_true():
+    tiny = (REPO / "configs" / "tiny.yaml").read_text()
+    assert "minute-scale" not in tiny and "smoke run on any laptop" not in tiny
+    assert "train.max_steps=50" in tiny and "jobs estimate" in tiny  # how to make a smoke run; where to see its time
+    mini = (REPO / "configs" / "mini.yaml").read_text()
+    assert "Not the shipped model's recipe" in mini and "default-model.yaml" in mini
+    default = (REPO / "configs" / "default-model.yaml").read_text()
+    assert "843" not in default and "checkpoints/bertlab-mini" in default

@@ -298,6 +298,7 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     assert "continued pretraining from" in readme and "In total: 10 steps" in readme
     assert "Dropout while pretraining: 0.0 (config.json keeps 0.1" in readme
     assert "- step 1: stopped and resumed" in readme
+    assert json.loads((out / "model_card.json").read_text()).get("init_from_replaced") is None
     shipped, _, info = load_pretraining_model(out)
     assert info["card"]["history"] == ["step 1: stopped and resumed"]
     assert next(iter(read_weights(out).values())).dtype == torch.float16
@@ -312,6 +313,12 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     with pytest.raises(InputError, match="not found"):
         run_pretraining(dataclasses.replace(cfg, init_from=str(tmp_path / "nowhere")), tmp_path / "four",
                         progress_bar=False)
+    # exported over the model it started from: the card must not read as if it started from itself
+    over = export_run(tmp_path / "two", tmp_path / "one" / "model")
+    card = json.loads((over / "model_card.json").read_text())
+    assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_from_replaced"] is True
+    readme = (over / "README.md").read_text()
+    assert f"from the earlier model in `{tmp_path / 'one' / 'model'}` (this model has since replaced it there)" in readme
 
 
 def test_config_errors():
