@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,9 @@ setup_page("Jobs", ":material/monitoring:")
 st.title("Jobs")
 
 registry = JobRegistry()
+st.caption(f"Runs folder: `{registry.root}` ("
+           + ("from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it")
+           + "); the `bertlab` command uses the same one.")
 PICK = "jobs_pick"
 WAITING = ("queued", "preparing", "running")
 

@@ -138,6 +138,13 @@ def test_launch_from_the_train_page_queues_a_job(app_env):
 def test_jobs_page_without_runs(app_env):
     at = open_page(JOBS)
     assert "No runs yet" in " ".join(i.value for i in at.info)
+    assert f"Runs folder: `{app_env}` (from $BERTLAB_RUNS)" in at.caption[0].value
+
+
+def test_jobs_page_says_where_the_runs_are(app_env, tiny_checkpoint):
+    fake_run(app_env, "done-run", "finished", model=tiny_checkpoint)
+    at = open_page(JOBS)
+    assert any(f"Runs folder: `{app_env}`" in c.value for c in at.caption)
 
 
 def test_finished_run_is_listed_with_its_curves_and_fill_mask(app_env, tiny_checkpoint):
