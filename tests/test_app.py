@@ -335,3 +335,25 @@ def test_the_app_listens_on_this_machine_only():
 
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     assert config["server"]["address"] == "127.0.0.1"
+
+
+def test_shared_picker_says_the_same_of_every_folder_outside_the_data_roots(app_env, tmp_path, monkeypatch):
+    """(#14) a shared app's picker must not tell whether a server path exists."""
+    from streamlit import config
+
+    monkeypatch.setenv("BERTLAB_DATA_ROOTS", str(REPO))
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    try:
+        at = open_page()
+        said = []
+        for folder in (tmp_path / "nowhere", tmp_path, Path("/etc")):
+            at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+            at.text_input(key="bertlab_model_typed").input(str(folder)).run()
+            assert not at.exception
+            said.append(messages(at).replace(str(folder), "FOLDER"))
+        assert said[0] == said[1] == said[2] and "outside the folders this shared app may read" in said[0]
+        at.text_input(key="bertlab_model_typed").input(str(app_env)).run()  # the default model stays allowed
+        assert_clean(at)
+    finally:
+        config.set_option("server.address", before)

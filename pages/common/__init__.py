@@ -21,12 +21,21 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from bertlab.catalog import HUB, CheckpointEntry, check_choice, classify, find_checkpoints, shipped_model_path
+from bertlab.catalog import (
+    HUB,
+    CheckpointEntry,
+    check_choice,
+    classify,
+    find_checkpoints,
+    runs_root,
+    shipped_model_path,
+)
 from bertlab.errors import BertLabError
 from bertlab.explore import InputNote
 from bertlab.figures import image_export_available, plotly_config, to_html, to_image
 from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
+from bertlab.jobs import check_path_allowed, data_roots, is_loopback_address
 
 log = logging.getLogger("bertlab.app")
 
@@ -234,6 +243,14 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
     """(model, None) or (None, a plain message saying what is wrong and what to do)."""
     choice = chosen_model()
     shipped = str(shipped_model_path())
+    if not is_loopback_address(st.get_option("server.address")) and choice.strip() and classify(choice.strip()) != HUB:
+        # shared app: a folder outside the data roots gets one message whether or not it exists,
+        # so the picker tells nobody which server paths exist
+        try:
+            check_path_allowed(choice.strip(), roots=[*data_roots(), runs_root(), shipped_model_path()], cwd=Path.cwd())
+        except BertLabError:
+            return None, (f"**{choice}** is outside the folders this shared app may read (BERTLAB_DATA_ROOTS). "
+                          "Pick another model in the sidebar.")
     try:
         cleaned = check_choice(choice)
         return _load(cleaned, _stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
