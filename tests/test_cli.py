@@ -242,6 +242,25 @@ def test_the_set_up_installs_the_bertlab_command():
         assert shutil.which("bertlab"), "bertlab is not on the PATH after scripts/test.sh"
 
 
+@pytest.mark.parametrize(("pytest_status", "expected"), [(5, 0), (0, 0), (1, 1)])
+def test_test_sh_says_when_no_test_matches_a_marker(tmp_path, pytest_status, expected):
+    """`bash scripts/test.sh -m slow` (the README's) exits 0 and says so when no test is marked slow
+    (pytest's status 5, "no tests collected"); a real failure still fails. python3 and chromium are
+    stand-ins here, so nothing is installed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nif [ "$2" = pytest ]; then echo "pytest $*"; exit {pytest_status}; fi\nexit 0\n')
+    (bin_dir / "chromium").write_text("#!/bin/sh\nexit 0\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "test.sh"), "-m", "slow"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == expected, done.stdout + done.stderr
+    assert "-m slow" in done.stdout
+    assert ("no test matched: -m slow" in done.stdout) == (pytest_status == 5)
+
+
 # --- the subcommand registry ----------------------------------------------------------------------
 def test_help_and_jobs_list_do_not_import_torch(tmp_path):
     """`bertlab --help` and `bertlab jobs list` build only what they run: no torch (seconds of start-up)."""
