@@ -7,7 +7,9 @@ also ran several random restarts and kept the best on dev.
 
 Owns: `PAPER_GRID`, `grid_args` (one `bertlab finetune` argument list per setting and restart),
 `submit_grid` (one job each in a JobRegistry, recorded in RUNS/grids/<id>/grid.json), `grid_rows`
-(every setting with its dev score so far, the best marked). Torch-free.
+(every setting with its dev score so far, the best marked) and `grid_status` (that table as text,
+for `bertlab finetune --grid-status FOLDER`). `bertlab finetune --grid paper` calls `submit_grid`.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -112,3 +114,33 @@ def grid_rows(record: dict, registry: JobRegistry | None = None) -> list[dict]:
     if done:
         max(done, key=lambda row: row["score"])["best"] = True
     return rows
+
+
+def grid_status(folder: str | Path, registry: JobRegistry | None = None) -> str:
+    """The grid in `folder` as a text table: every setting, its job's state and dev score, the best
+    finished one marked '*' and named on the last line. Reads only (starts nothing)."""
+    folder = Path(folder).expanduser()
+    record = read_grid(folder)
+    # the grid folder is RUNS/grids/<id>: its jobs are in RUNS
+    registry = registry or JobRegistry(folder.resolve().parent.parent, gpus=0)
+    rows = grid_rows(record, registry)
+    metric = next((r["metric"] for r in rows if r["metric"]), "dev score")
+    lines = [f"grid {record.get('id', folder.name)}: {len(rows)} runs (the paper's grid, "
+             f"{record.get('restarts', 1)} restart(s) per setting) in {registry.root}",
+             f"  {'batch':>5} {'lr':>7} {'epochs':>6} {'seed':>4}  {'state':<9} {metric:>10}  job"]
+    for r in rows:
+        score = f"{r['score']:.4f}" if isinstance(r["score"], (int, float)) else "-"
+        lines.append(f"{'*' if r['best'] else ' '} {r['batch_size']!s:>5} {r['lr']:>7g} {r['epochs']!s:>6} "
+                     f"{r['seed']!s:>4}  {r['state']:<9} {score:>10}  {r['job']}")
+    best = next((r for r in rows if r["best"]), None)
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    done = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    if best is None:
+        lines.append(f"no setting has finished yet ({done})")
+    else:
+        lines.append(f"best on dev so far ({done}): batch {best['batch_size']}, lr {best['lr']:g}, "
+                     f"{best['epochs']} epochs, seed {best['seed']}: {best['metric']} {best['score']:.4f} "
+                     f"(job {best['job']}; its model is in {registry.root / str(best['job'])})")
+    return "\n".join(lines)

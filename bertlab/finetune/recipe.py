@@ -342,7 +342,10 @@ def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fal
 # CLI
 # --------------------------------------------------------------------------------------
 def _cli_args(p):
-    p.add_argument("--task", required=True, choices=sorted(TASKS), help="which task (its shape, reader and metric)")
+    task_or_status = p.add_mutually_exclusive_group(required=True)
+    task_or_status.add_argument("--task", choices=sorted(TASKS), help="which task (its shape, reader and metric)")
+    task_or_status.add_argument("--grid-status", metavar="FOLDER",
+                                help="print a --grid's settings, states and dev scores, the best marked, and exit")
     p.add_argument("--data", help="folder with the task's train/dev files, a file, or hf:[PATH[:CONFIG]]")
     p.add_argument("--train-file", help="train file (name inside --data, or a path)")
     p.add_argument("--dev-file", help="dev file (name inside --data, or a path)")
@@ -381,6 +384,55 @@ def _cli_args(p):
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step on a few examples")
     p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
+    p.add_argument("--grid", choices=("paper",), default=None,
+                   help="paper: the paper's fine-tuning grid as background jobs, one per setting (batch 16/32 x "
+                        "lr 5e-5/3e-5/2e-5 x epochs 2/3/4; they replace --batch-size, --lr, --epochs, --seed and the "
+                        "budgets); prints the grid folder; --grid-status FOLDER shows the best on dev")
+    p.add_argument("--restarts", type=int, default=1,
+                   help="with --grid: random restarts (seeds) per setting, the best kept on dev; the paper used "
+                        "several for small data sets (default 1)")
+
+
+# flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
+_NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
+
+
+def _argv_of(args) -> list[str]:
+    """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
+    import argparse
+
+    p = argparse.ArgumentParser(add_help=False)
+    _cli_args(p)
+    out: list[str] = []
+    for action in p._actions:
+        if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default or value is None:
+            continue
+        flag = max(action.option_strings, key=len)
+        out += [flag] if isinstance(action, argparse._StoreTrueAction) else [flag, str(value)]
+    return out
+
+
+def _cli_grid(args) -> int:
+    """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
+    from bertlab.finetune.grid import PAPER_GRID, settings, submit_grid
+
+    if args.resume or args.run_dir:
+        raise InputError("--grid queues one job per setting, each in its own run folder: leave out --run-dir and --resume")
+    cfg = config_from_args(args)  # the user's mistakes (no --data, --model with --size) before anything is queued
+    n = len(settings(args.restarts))
+    print(f"starting from {cfg.model}" if cfg.model else
+          f"starting from random weights (size {cfg.size}: no pretraining)", flush=True)
+    folder = submit_grid(_argv_of(args), restarts=args.restarts, cwd=Path.cwd(), device=args.device,
+                         name=f"{cfg.task}-grid")
+    grid = " x ".join(f"{k.replace('_', ' ')} {'/'.join(f'{v:g}' for v in vals)}" for k, vals in PAPER_GRID.items())
+    print(f"queued the paper's fine-tuning grid: {n} jobs ({grid}"
+          f"{f', {args.restarts} seeds each' if args.restarts > 1 else ''}); they run one at a time per slot")
+    print(f"grid folder: {folder}")
+    print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
+    return 0
 
 
 def config_from_args(args) -> FinetuneConfig:
@@ -408,6 +460,15 @@ def config_from_args(args) -> FinetuneConfig:
 
 
 def _cli_run(args) -> int:
+    if args.grid_status:
+        from bertlab.finetune.grid import grid_status
+
+        print(grid_status(args.grid_status))
+        return 0
+    if args.grid:
+        return _cli_grid(args)
+    if args.restarts != 1:
+        raise InputError("--restarts goes with --grid paper (restarts of every setting of the grid)")
     logging.getLogger("bertlab").setLevel(logging.INFO)
     if args.resume and not args.run_dir:
         raise InputError("--resume needs --run-dir")
