@@ -403,3 +403,19 @@ def test_shipped_configs_parse(path):
     cfg = load_config_file(path)
     model_config = cfg.model_config(8192)
     assert model_config.use_nsp_head == (cfg.data.objective == "mlm_nsp")
+
+
+def test_paper_size_configs_warm_up_for_one_percent():
+    """Issue 12: the paper warms up for 10k of 1M steps (1%), not 10%."""
+    for name in ("base.yaml", "large.yaml"):
+        assert load_config_file(REPO / "configs" / name).train.warmup == 0.01, name
+
+
+def test_ablation_readme_names_only_files_that_exist():
+    """Issue 12: configs/ablations/README.md once pointed to a `base-recipe` file that never existed."""
+    text = (REPO / "configs" / "ablations" / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(?:configs/(?:ablations/)?)?([\w.-]+\.ya?ml)`", text))
+    assert named >= {"mlm_nsp.yaml", "no_nsp.yaml", "ltr.yaml", "default-model.yaml"}
+    for name in named:
+        assert (REPO / "configs" / "ablations" / name).is_file() or (REPO / "configs" / name).is_file(), name
+    assert "base-recipe" not in text
