@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,13 @@ class DataConfig:
     @property
     def keep_token_prob(self) -> float:
         return 1.0 - self.mask_token_prob - self.random_token_prob
+
+
+def max_predictions_for(max_seq_length: int, masked_lm_prob: float) -> int:
+    """`max_predictions_per_seq` that lets `masked_lm_prob` of a full sequence be chosen, as Google's
+    README says (max_seq_length x masked_lm_prob, rounded up): 20 for 128 x 0.15, 77 for 512 x 0.15.
+    A fixed 20 at 512 tokens would mask about 4% of them."""
+    return max(1, math.ceil(int(max_seq_length) * float(masked_lm_prob) - 1e-9))
 
 
 @dataclass

@@ -17,7 +17,7 @@ st.title("How a pretraining example is made")
 lm = require_model()
 
 try:
-    from bertlab.pretraining_data import DataConfig, explain_text
+    from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
 except ImportError:
     st.info(
         "This version of bertlab has no pretraining data module (bertlab/pretraining_data.py), "
@@ -86,6 +86,7 @@ try:
         max_seq_length=max_seq_length,
         short_seq_prob=short_seq_prob,
         whole_word_mask=whole_word,
+        max_predictions_per_seq=max_predictions_for(max_seq_length, masked_lm_prob),  # the cap follows the length
     )
     config = DataConfig(**{k: v for k, v in wanted.items() if k in fields})
     started = time.perf_counter()
@@ -144,7 +145,8 @@ st.html(legend_html())
 st.html(example_html(inst.tokens, inst.original_tokens, kinds, inst.segment_ids))
 st.markdown(
     f"Of **{n_real}** text tokens, **{n_chosen}** were chosen for prediction "
-    f"({n_chosen / max(n_real, 1):.0%}; the target is {masked_lm_prob:.0%}, rounded, at most 20 per example): "
+    f"({n_chosen / max(n_real, 1):.0%}; the target is {masked_lm_prob:.0%}, rounded, at most "
+    f"{config.max_predictions_per_seq} per example = {masked_lm_prob:.0%} of {max_seq_length} tokens): "
     f"**{counts['mask']}** became `[MASK]`, **{counts['random']}** a random token, **{counts['keep']}** stayed as they were. "
     "The model must predict the original token (small grey text) at every chosen position, including the unchanged ones."
 )

@@ -285,6 +285,17 @@ def test_example_page(app_env):
     assert any("were chosen for prediction" in m.value for m in at.markdown)
 
 
+def test_example_page_cap_follows_the_sequence_length(app_env):
+    """Issue 12: the number of predictions scales with the length (not a fixed 20)."""
+    pytest.importorskip("bertlab.pretraining_data")
+    at = open_page(EXAMPLE)
+    at.select_slider(key="ex_len").set_value(256)
+    at.slider(key="ex_mlm").set_value(0.5).run()
+    assert_clean(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "at most 128 per example = 50% of 256 tokens" in text
+
+
 def test_example_page_empty_text(app_env):
     pytest.importorskip("bertlab.pretraining_data")
     at = open_page(EXAMPLE)

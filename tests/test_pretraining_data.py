@@ -212,6 +212,17 @@ def test_objectives_without_nsp(tokenizer):
     assert b["mlm_labels"][0, : n - 1].tolist() == y[0].input_ids[1:]  # next-token labels
 
 
+def test_max_predictions_follow_the_sequence_length():
+    from bertlab.jobs import pretrain_args
+    from bertlab.pretraining_data import max_predictions_for
+
+    assert max_predictions_for(128, 0.15) == 20 and max_predictions_for(512, 0.15) == 77  # Google's README
+    assert max_predictions_for(64, 0.2) == 13 and max_predictions_for(8, 0.01) == 1
+    for seq, prob in ((512, 0.15), (128, 0.2), (256, 0.5)):  # the Train page's jobs use the same rule
+        assert f"data.max_predictions_per_seq={max_predictions_for(seq, prob)}" in pretrain_args(
+            None, max_steps=1, max_seq_length=seq, masked_lm_prob=prob)
+
+
 def test_masker_never_uses_specials_as_random(tokenizer):
     masker = Masker(tokenizer, DataConfig(mask_token_prob=0.0, random_token_prob=1.0, max_predictions_per_seq=100, masked_lm_prob=0.5))
     ids = [tokenizer.cls_id] + [tokenizer.vocab["cat"]] * 50 + [tokenizer.sep_id]
