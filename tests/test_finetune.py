@@ -407,6 +407,7 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
                  "--run-dir", str(tmp_path / "run"), "--device", "cpu", "--no-progress"])
     out, err = capsys.readouterr()
     assert code == 0, err
+    assert out.splitlines()[0] == f"starting from {tiny_checkpoint}"  # the first line says which model
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["state"] == "finished" and summary["step"] == 1 and "accuracy" in summary["eval"]
     assert (tmp_path / "run" / "model" / "config.json").is_file()
