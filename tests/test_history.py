@@ -174,3 +174,28 @@ def test_watch_it_learn_page_on_the_shipped_model(monkeypatch, tmp_path):
     # the answers at step 10 are not the answers at the end
     assert list(early.iloc[:, 1]) != list(final.iloc[:, 1])
     assert (SHIPPED / HISTORY_FILE).stat().st_size < 1_000_000
+
+
+def test_shipped_history_shows_predicted_pieces_as_pieces():
+    """Issue 12: the shipped history's answers read 'is + ##s', never a made-up glued word
+    ('isenous', 'stormys') that a learner would take for the model's word."""
+    from bertlab.tokenizer import BertTokenizer
+
+    shipped = REPO / "checkpoints" / "bertlab-mini"
+    if not (shipped / "learning_history.json").is_file():
+        pytest.skip("no shipped learning history")
+    tok = BertTokenizer.from_dir(shipped)
+    history = load_history(shipped)
+    pieces = 0
+    for i, probe in enumerate(history.probes.fill_mask):
+        tokens = tok.encode(probe).tokens
+        j = tokens.index("[MASK]") - 1
+        while tokens[j].startswith("##"):
+            j -= 1
+        left = tok.decode(tok.convert_tokens_to_ids(tokens[j:tokens.index("[MASK]")]))
+        for snap in history.snapshots:
+            for word, _ in snap.fill_mask[i]:
+                rest = word[len(left):]
+                assert not (word.startswith(left) and rest and "##" + rest in tok.vocab and word not in tok.vocab), word
+                pieces += " + ##" in word
+    assert pieces > 0  # the early snapshots did propose pieces
