@@ -9,7 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from bertlab import ablations as ab
-from bertlab.ablations_view import agreement, comparison_rows, paper_rows, results_figure, verdict_rows
+from bertlab.ablations_view import (
+    PRETRAINING_NOTE,
+    agreement,
+    agreement_text,
+    comparison_rows,
+    paper_rows,
+    results_figure,
+    verdict_rows,
+)
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs import FINETUNE_TASKS, JobRegistry
 from bertlab.jobs_paths import REPO_ROOT
@@ -87,11 +95,13 @@ if rows:
     for note in notes:
         st.caption(f"⚠ {note}.")
     st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True)
+    if any(r["task"] == "pretraining" for r in rows):
+        st.caption(PRETRAINING_NOTE)
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
     agree = agreement(table, rows)
     if agree["compared"]:
         st.markdown(f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
-                    "with a paper column. " + ab.WHY_DIFFERENT)
+                    "with a paper column. " + agreement_text(table, rows) + " " + ab.WHY_DIFFERENT)
     elif table == "table6":
         trend = ab.size_trend(rows)
         if trend:

@@ -216,6 +216,19 @@ def test_committed_results_are_tidy_and_cover_tables_5_and_8():
         assert ab.verdicts(table, rows)
 
 
+def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
+    from bertlab.ablations_view import agreement_text, comparison_rows
+
+    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87]}, task="qnli")
+    rows += _rows("table5", {"mlm_nsp": [14.0], "ltr": [16.0]}, task="pretraining", metric="mlm_acc")
+    text = agreement_text("table5", rows)
+    assert text.startswith("Same direction as the paper: No NSP on qnli.")
+    assert "Not the paper's direction: LTR & No NSP on qnli." in text
+    table = {r["variant"]: r for r in comparison_rows("table5", rows)}
+    assert table["LTR & No NSP"]["pretraining (mlm_acc)"] == "16.0 (next-token)"
+    assert table["No NSP"]["pretraining (mlm_acc)"] == "—"  # no pretraining row for it: a dash, not None
+
+
 def test_size_trend_is_a_rank_correlation():
     rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
     assert ab.size_trend(rows) == {"sst2 (accuracy)": 1.0}
