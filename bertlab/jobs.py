@@ -871,7 +871,7 @@ def read_job(run_dir: str | Path) -> Job:
             error = error or (f"the process (pid {pid}) stopped without finishing (killed?); "
                               f"last lines of its log:\n{_error_from_log(run_dir)}")
     if problems and not alive and (run_dir / "model" / "config.json").is_file():
-        state = "finished"  # the trainer writes the final model last: the run ended well
+        state, error = "finished", None  # the trainer writes the final model last: the run ended well
     elif problems and not managed and not alive and state not in FINAL_STATES:
         state = "failed"  # a run folder whose files cannot be read: show it, with why
     if problems:  # one bad file never takes the list down: the run shows what is wrong with it
@@ -1273,6 +1273,8 @@ def _job_line(j: Job, id_width: int = 40) -> str:
     eta = f"eta {format_duration(j.eta_s)}" if j.state == "running" and j.eta_s else ""
     if j.state == "queued" and (waits := waiting_for(j)):
         eta = "waits for " + ", ".join(waits)
+    if j.error and j.state != "failed":  # a run shown despite a file it cannot read: say which and why
+        eta = j.error.splitlines()[0]
     return _job_row(j.id, j.kind or "?", j.state, f"step {step}", eta, id_width)
 
 

@@ -460,7 +460,7 @@ def test_resume_waits_for_a_cancelled_job_that_is_still_exiting(runs, monkeypatc
     ('{"state": "finished", "step": 3', {}),  # truncated
     ('{"state": ["odd"]}', {"submitted": "yesterday", "num_gpus": "two"}),
 ])
-def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra):
+def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, capsys, monkeypatch):
     good = _fake_launched_job(runs, "good", _dead_pid())
     bad = _fake_launched_job(runs, "bad", _dead_pid())
     (bad / "status.json").write_text(status)
@@ -480,7 +480,24 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra):
     if not status.startswith('{"state": "running"') and not job_extra:  # status.json unreadable or not an object
         (bad / "model").mkdir()
         (bad / "model" / "config.json").write_text("{}")
-        assert JobRegistry(runs).get("bad").state == "finished"  # its final model is there: it ended well
+        finished = JobRegistry(runs).get("bad")
+        assert finished.state == "finished"  # its final model is there: it ended well
+        # what cannot be read, and nothing about a process gone without finishing
+        assert len(finished.error.splitlines()) == 1 and "status.json" in finished.error
+        from bertlab.jobs import _job_line
+
+        assert finished.error in _job_line(finished)  # `jobs list` says why beside the run
+    # the queue goes on: another job is submitted and listed beside the bad folder
+    from bertlab.cli import main
+
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process in this test
+    capsys.readouterr()
+    assert main(["jobs", "submit", "--json", "--name", "next", "pretrain", "--config", "configs/tiny.yaml",
+                 "train.max_steps=5"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "queued"
+    assert main(["jobs", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "bad " in listed and "good " in listed and "next-" in listed
 
 
 def test_plain_run_whose_pid_was_reused_reads_as_failed(runs):
