@@ -56,7 +56,7 @@ def test_cli_grid_paper_submits_jobs_and_grid_status_shows_the_best(tmp_path, mo
     launched = []
     monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: launched.append(job.id))
     monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
-    data = write_sst2(tmp_path / "sst")
+    write_sst2(tmp_path / "sst")  # relative --data: the jobs read it from the folder the grid was queued in
     monkeypatch.chdir(tmp_path)
     code = main(["finetune", "--task", "sst2", "--data", "sst", "--model", str(tiny_checkpoint), "--grid", "paper",
                  "--restarts", "2", "--lr", "1e-3", "--max-seq-length", "32", "--device", "cpu"])
