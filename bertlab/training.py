@@ -165,6 +165,47 @@ def _own_start_time() -> int | None:
     return int(raw[raw.rfind(")") + 2:].split()[19])
 
 
+def _ancestors() -> set[int]:
+    """This process and those above it (the job supervisor, torchrun), from /proc."""
+    out, pid = set(), os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(raw[raw.rfind(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _other_trainer(run_dir: Path) -> int | None:
+    """The pid of a live process, not this one nor one above it, that trains `run_dir`: the pid in
+    status.json of a run preparing or running, or a launched job's supervisor or recipe process."""
+    if os.environ.get("RANK", "0") != "0":  # torchrun's other ranks: rank 0 checks
+        return None
+    from bertlab.jobs import pid_alive
+
+    def read(path: Path) -> Any:
+        try:
+            return read_json(path)
+        except (OSError, ValueError):  # unreadable: nothing to go by (the run list says why)
+            return None
+
+    candidates = []
+    status = read(run_dir / "status.json")
+    if isinstance(status, dict) and status.get("state") in ("preparing", "running"):
+        candidates.append((status.get("pid"), status.get("pid_start")))
+    job = read(run_dir / "job.json")
+    if isinstance(job, dict) and job.get("phase") == "launched":
+        candidates += [(job.get("pid"), job.get("pid_start")), (job.get("child_pid"), job.get("child_start"))]
+    ours = _ancestors()
+    for pid, start in candidates:
+        if (isinstance(pid, int) and pid not in ours
+                and pid_alive(pid, start if isinstance(start, int) else None)):
+            return pid
+    return None
+
+
 def update_status(run_dir: Path, **fields: Any) -> dict:
     path = Path(run_dir) / "status.json"
     status = read_json(path, {}) or {}
@@ -178,7 +219,15 @@ def update_status(run_dir: Path, **fields: Any) -> dict:
 def failure_recorded(run_dir: str | Path):
     """Around a recipe: an error before training starts (bad corpus, missing data, not a
     checkpoint) marks a run still 'preparing' as failed with its message, so it never stays
-    'preparing' for good. (The trainer records failures during training itself.)"""
+    'preparing' for good. (The trainer records failures during training itself.)
+
+    First, a run folder that another live process is training (a job, or a `--resume` typed while
+    it runs) is refused, before anything in it is touched: two trainers would interleave their
+    checkpoints and metrics."""
+    other = _other_trainer(Path(run_dir))
+    if other:
+        raise InputError(f"{run_dir} is being trained by another process (pid {other}); wait for it to end, "
+                         "or cancel it first (`bertlab jobs cancel` for a job)")
     try:
         yield
     except BaseException as exc:

@@ -240,6 +240,41 @@ def test_a_run_that_fails_while_preparing_is_marked_failed(tmp_path, vocab_file)
     assert status["state"] == "failed" and "missing.txt" in status["error"]
 
 
+def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, vocab_file):
+    """(#14) a `--resume` typed while a job trains the same folder made two trainers interleave
+    their checkpoints and metrics; it is refused before anything in the folder is touched."""
+    from bertlab.jobs import process_start_time
+
+    cfg = _config(tmp_path, vocab_file, max_steps=2)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run = tmp_path / "run"
+        run.mkdir()
+        status = {"state": "running", "step": 5, "pid": other.pid, "pid_start": process_start_time(other.pid)}
+        (run / "status.json").write_text(json.dumps(status))
+        (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "config": cfg.to_dict()}))
+        before = sorted(p.name for p in run.iterdir()), (run / "status.json").read_text()
+        for resume in (True, False):
+            with pytest.raises(InputError, match=f"being trained by another process \\(pid {other.pid}\\)"):
+                run_pretraining(cfg, run, resume=resume, progress_bar=False)
+        assert (sorted(p.name for p in run.iterdir()), (run / "status.json").read_text()) == before
+        # a job still preparing: status.json names the supervisor, job.json says it was launched
+        (run / "status.json").write_text(json.dumps({"state": "preparing", "pid": 1, "pid_start": 1}))
+        (run / "job.json").write_text(json.dumps({"phase": "launched", "pid": other.pid,
+                                                  "pid_start": process_start_time(other.pid)}))
+        with pytest.raises(InputError, match="being trained by another process"):
+            run_pretraining(cfg, run, resume=True, progress_bar=False)
+    finally:
+        other.kill()
+        other.wait()
+    # once that process is gone, the resume goes ahead (and here finds no checkpoint to resume from)
+    (run / "job.json").unlink()
+    (run / "status.json").write_text(json.dumps(status))
+    with pytest.raises(BertLabError) as gone:
+        run_pretraining(cfg, run, resume=True, progress_bar=False)
+    assert "another process" not in str(gone.value) and "checkpoint" in str(gone.value)
+
+
 def test_ablation_objectives_train(tmp_path, vocab_file):
     for objective in ("mlm", "ltr"):
         d = tmp_path / objective
