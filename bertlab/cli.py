@@ -273,7 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        return int(args.run(args) or 0)
+        code = int(args.run(args) or 0)
+        sys.stdout.flush()  # a reader that left (`| head`) shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `bertlab jobs show ID | head`: the reader has what it wanted; no error line
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command stopped by SIGPIPE
     except BertLabError as exc:
         print(f"bertlab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2

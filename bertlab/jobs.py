@@ -1097,10 +1097,10 @@ class JobRegistry:
         saves a checkpoint and stops). With `wait`, block until it has ended, sending SIGKILL after
         `timeout_s` (default: the registry's kill timeout)."""
         job = self.get(job_id)
+        if job.is_final:  # a run started by hand that ended (or failed early) too: nothing runs to stop
+            raise JobError(f"{job_id} has already {job.state}; nothing to cancel")
         if not job.managed:
             raise JobError(f"{job_id} was started outside the job registry; stop it where it runs (Ctrl-C or kill its pid)")
-        if job.is_final:
-            raise JobError(f"{job_id} has already {job.state}; nothing to cancel")
         if job.state == "queued":
             _update_job(job.run_dir, phase="cancelled", ended=time.time())
             _update_status(job.run_dir, state="cancelled", ended=time.time())

@@ -223,6 +223,21 @@ def test_python_m_bertlab_subprocess(tiny_checkpoint, tmp_path):
     assert [line for line in bad.stderr.splitlines() if line.startswith("bertlab fill-mask: error:")]
 
 
+def test_a_reader_that_leaves_early_is_no_error(tmp_path):
+    """`bertlab jobs list | head -1`: a closed pipe is not reported as an error or a traceback."""
+    runs = tmp_path / "runs"
+    for n in range(3):
+        (runs / f"run-{n}").mkdir(parents=True)
+        (runs / f"run-{n}" / "status.json").write_text('{"state": "failed", "step": 1}')
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BERTLAB_RUNS": str(runs)}
+    proc = subprocess.Popen([sys.executable, "-m", "bertlab", "jobs", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc.stdout.close()  # the reader is gone before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (0, 141)
+    assert "Broken pipe" not in err and "Traceback" not in err and "Exception ignored" not in err, err
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])

@@ -230,6 +230,11 @@ def test_run_started_outside_the_registry_is_listed_read_only(runs):
         reg.cancel("live-by-hand")
     with pytest.raises(JobError, match="cancel it first"):
         reg.delete("live-by-hand")
+    # (#13) a run by hand that is not alive is not 'started outside the registry' to cancel: it ended; delete it
+    with pytest.raises(JobError, match="has already failed; nothing to cancel"):
+        reg.cancel("by-hand")
+    reg.delete("by-hand")
+    assert not run_dir.exists()
 
 
 def test_command_that_fails_is_marked_failed_with_the_error(runs, data):
