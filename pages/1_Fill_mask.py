@@ -11,6 +11,7 @@ import streamlit as st
 from bertlab.errors import BertLabError
 from bertlab.explore import FILL_MASK_EXAMPLES, independent_text, input_notes, mask_words, maskable_words
 from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
+from bertlab.inference import MAX_MASKS
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 setup_page("Fill-mask", ":material/format_color_text:")
@@ -56,6 +57,8 @@ with controls:
             "Sentence with one or more [MASK]",
             value=FILL_MASK_EXAMPLES[0],
             key="fm_text",
+            help=f"Up to {MAX_MASKS} [MASK]s per sentence: the joint fill reads the sentence again for every mask, "
+                 "so a cap keeps one request from tying up the machine. [mask] in lowercase works too.",
             height=90,
             on_change=_typed,
             persist_state="session",  # the sentence stays while the user visits other pages

@@ -170,6 +170,19 @@ def test_fill_mask_bad_input(app_env, text, expected):
     assert expected in messages(at)
 
 
+def test_fill_mask_says_the_mask_cap_and_refuses_more(app_env):
+    """(#14) one request with hundreds of masks tied up the CPU: the page says the cap, and a text
+    over it gets a plain message, no answers."""
+    from bertlab.inference import MAX_MASKS
+
+    at = open_page(FILL)
+    assert f"Up to {MAX_MASKS} [MASK]s per sentence" in at.text_area(key="fm_text").help
+    at.text_area(key="fm_text").input(" ".join(["the [MASK]"] * (MAX_MASKS + 1))).run()
+    assert not at.exception
+    assert f"at most {MAX_MASKS}" in messages(at)
+    assert not plotly_charts(at)
+
+
 def test_fill_mask_click_words(app_env):
     at = open_page(FILL)
     at.segmented_control(key="fm_mode").set_value("Click words to mask them").run()
