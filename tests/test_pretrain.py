@@ -385,6 +385,8 @@ def test_dry_run_through_cli(tmp_path, vocab_file):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["step"] == 1
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
+    log = (tmp_path / "run" / "log.txt").read_text().splitlines()  # (#13) a CLI run keeps a log, as a job does
+    assert "pretrain --config" in log[0] and any("checkpoint saved at step 1" in line for line in log)
 
 
 def test_two_process_gloo_run(tmp_path, vocab_file):
