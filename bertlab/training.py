@@ -616,6 +616,16 @@ def train(
         found = recover_dir(ckpt_dir, _complete_checkpoint)
         if found is not None:
             log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)
+        # the same for the final model and the snapshots: half-written copies of a killed save go
+        # (at base size each is hundreds of MB); a complete one stands in for a missing folder
+        from bertlab.checkpoint import is_checkpoint_dir
+
+        recover_dir(run_dir / "model", is_checkpoint_dir)
+        snapshots = run_dir / SNAPSHOT_DIR
+        if snapshots.is_dir():
+            for name in {p.name.split(".tmp-")[0].split(".old-")[0][1:] for p in snapshots.glob(".*")
+                         if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
+                recover_dir(snapshots / name, is_checkpoint_dir)
     if resume:
         if not (ckpt_dir / STATE_FILE).is_file():
             raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")

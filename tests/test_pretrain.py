@@ -219,11 +219,15 @@ def test_a_save_killed_between_its_renames_resumes_from_the_newest_copy(tmp_path
     half = run / ".checkpoint.tmp-abc"
     (half / "model").mkdir(parents=True)
     (half / "trainer_state.pt").write_bytes(b"PK\x03\x04 truncated")
+    (run / ".model.tmp-def").mkdir()  # a final model save and a snapshot save killed earlier
+    (run / ".model.tmp-def" / "model.safetensors").write_bytes(b"half")
+    (run / "snapshots" / ".step-0000010.tmp-ghi").mkdir(parents=True)
     with open(run / "metrics.jsonl", "a") as f:  # lines written after that checkpoint, before the kill
         f.write('{"split": "train", "step": 15, "loss": 1.0}\n{"split": "train", "step": 20, "lo')
     resumed = run_pretraining(cfg, run, resume=True, progress_bar=False)
     assert resumed.state == "finished" and resumed.progress.step == 24
     assert not list(run.glob(".checkpoint.*"))  # leftovers cleaned
+    assert not list(run.glob(".model.*")) and not list((run / "snapshots").glob(".*"))
     wa, wb = read_weights(a / "run" / "model"), read_weights(run / "model")
     for k in wa:
         assert_close(wa[k], wb[k], atol=1e-6, rtol=1e-5, msg=k)
