@@ -179,6 +179,38 @@ def test_invalid_utf8_on_the_command_line_is_one_line_and_exit_2(capsys, tiny_ch
         assert "is not valid UTF-8 (byte 0xff at character 0)" in err and "Traceback" not in err
 
 
+def _bad_checkpoint(tiny_checkpoint: Path, folder: Path, fault: str) -> Path:
+    import torch
+
+    d = Path(shutil.copytree(tiny_checkpoint, folder))
+    if fault == "vocab_size 10**12":
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps(config | {"vocab_size": 10**12}))
+    elif fault == "non-UTF-8 vocab.txt":
+        with open(d / "vocab.txt", "ab") as f:
+            f.write(b"caf\xe9\n")
+        (d / "tokenizer.json").unlink(missing_ok=True)
+    elif fault == "truncated weights":
+        data = (d / "model.safetensors").read_bytes()
+        (d / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif fault == "config.json cut short":
+        (d / "config.json").write_text((d / "config.json").read_text()[:30])
+    elif fault == "pickle that runs code":
+        (d / "model.safetensors").unlink()
+        torch.save({"w": torch.zeros(2), "call": os.system}, d / "pytorch_model.bin")
+    return d
+
+
+@pytest.mark.parametrize("fault", ["vocab_size 10**12", "non-UTF-8 vocab.txt", "truncated weights",
+                                   "config.json cut short", "pickle that runs code"])
+def test_a_bad_checkpoint_is_one_line_and_exit_2(capsys, tiny_checkpoint, tmp_path, fault):
+    """(#14) each bad checkpoint file: one line on stderr naming the file, exit status 2."""
+    d = _bad_checkpoint(tiny_checkpoint, tmp_path / "bad", fault)
+    code, out, err = _run(capsys, "fill-mask", "--model", str(d), "--device", "cpu", "the [MASK].")
+    assert code == 2
+    _assert_one_line_error(code, out, err, "fill-mask: error:", str(d))
+
+
 def test_unknown_model_path(capsys, tmp_path):
     code, out, err = _run(capsys, "fill-mask", "--model", str(tmp_path / "nope"), "the [MASK].")
     _assert_one_line_error(code, out, err, "no such checkpoint folder", str(tmp_path / "nope"))
