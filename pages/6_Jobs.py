@@ -86,6 +86,8 @@ def live() -> None:
     if job.state in ("running", "preparing") and job.progress is not None:
         st.progress(min(1.0, max(0.0, float(job.progress))))
 
+    if job.state != "failed" and job.error:  # shown despite a file it cannot read: say which and why
+        st.warning(f"Part of this run's record cannot be read: {job.error}", icon=":material/warning:")
     if job.state == "failed":
         st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon=":material/error:")
     elif job.state == "cancelled" and job.alive:

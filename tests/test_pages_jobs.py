@@ -171,6 +171,17 @@ def test_finished_run_is_listed_with_its_curves_and_fill_mask(app_env, tiny_chec
     assert "[MASK]" in " ".join(w.value for w in at.warning)
 
 
+def test_a_run_with_an_unreadable_status_file_says_so(app_env, tiny_checkpoint):
+    # (#14) one bad file: the run still lists (finished: its final model is there) and says what is wrong
+    run = fake_run(app_env, "odd-run", "finished", model=tiny_checkpoint)
+    (run / "status.json").write_text("[1, 2]")
+    fake_run(app_env, "fine-run", "finished", model=tiny_checkpoint, submitted=time.time() - 100)
+    at = open_page(JOBS)
+    assert not at.exception and at.selectbox(key="jobs_pick").value == "odd-run"
+    assert any("status.json holds list, not an object" in w.value for w in at.warning)
+    assert any("odd-run" in s.value and "finished" in s.value for s in at.subheader)
+
+
 def test_failed_run_shows_its_error(app_env):
     fake_run(app_env, "failed-run", "failed", error="RuntimeError: CUDA out of memory")
     at = open_page(JOBS)
