@@ -204,7 +204,7 @@ def test_page_renders(server, page, shots, path, title, content):
 def test_fill_mask_without_mask_warns(server, page, shots):
     page.goto(f"{server}/Fill_mask", timeout=60_000)
     _wait_idle(page)
-    box = page.get_by_label("Sentence with one or more [MASK]")
+    box = page.get_by_role("textbox", name="Sentence with one or more [MASK]", exact=True)
     box.fill("A sentence without any mask at all.")
     box.press("Control+Enter")
     page.wait_for_selector("[data-testid='stAlertContentWarning']", timeout=30_000)
