@@ -50,10 +50,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.atomic import read_json, write_json_atomic
 from bertlab.corpus import load_corpus
 from bertlab.pretrain import load_config_file, prepare_data, prepare_tokenizer
 from bertlab.pretraining_data import InstanceStore, collate, split_heldout
-from bertlab.training import read_json, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "time_to_quality"

@@ -14,7 +14,8 @@ suite's size and wall-clock budget, so that only the ablated knob differs.
 Tidy results (one CSV per table): table, variant, task, metric, value, seed, run. Values are in the
 paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity.
 
-Torch-free: imports bertlab.jobs (and its torch-free dependencies) only.
+Torch-free at import: imports bertlab.jobs and its torch-free neighbours (jobspec, runs, estimates,
+runfolder); `estimate` builds a model on the meta device to count its parameters.
 """
 
 from __future__ import annotations
@@ -30,21 +31,15 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from bertlab.atomic import write_json_atomic
+from bertlab.config import PRESETS, preset
 from bertlab.errors import InputError
-from bertlab.jobs import (
-    DEFAULT_TASK_DATA,
-    FINETUNE_TASKS,
-    PRESETS,
-    JobRegistry,
-    JobSpec,
-    default_task_data,
-    estimate,
-    format_duration,
-    preset,
-    read_job,
-    waiting_for,
-)
-from bertlab.jobs_paths import REPO_ROOT
+from bertlab.estimates import estimate
+from bertlab.formatting import format_duration
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
+from bertlab.runs import read_job, waiting_for
 
 CITATION = ("Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
             "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results.")
@@ -424,26 +419,20 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             job_spec = r.spec
             if r.needs:
                 job_id, run_dir = pretrained[r.needs]
-                args = tuple(str(run_dir / "model") if a == "{model}" else a for a in job_spec.args)
+                args = tuple(str(model_dir(run_dir)) if a == "{model}" else a for a in job_spec.args)
                 job_spec = replace(job_spec, args=args, after=(job_id,))
             job = registry.submit(job_spec, cwd=REPO_ROOT, start=False)
             if r.column == "pretraining":
                 pretrained[r.variant] = (job.id, job.run_dir)
             record["runs"].append({"variant": r.variant, "column": r.column, "seed": r.seed, "job": job.id})
     finally:
-        _write_json(suite_dir / SUITE_FILE, record)
+        write_json_atomic(suite_dir / SUITE_FILE, record, indent=1)
     registry.tick()
     return suite_dir
 
 
 def _cpu_count() -> int:
     return os.cpu_count() or 1
-
-
-def _write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
 
 
 def list_suites(registry: JobRegistry | None = None) -> list[dict]:
@@ -489,7 +478,7 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
     out = []
     for r in record["runs"]:
         run_dir = registry.root / str(r.get("job", ""))
-        if not (run_dir / "job.json").is_file():
+        if not (run_dir / JOB_FILE).is_file():
             out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), str(r.get("job")), "missing"))
             continue
         job = read_job(run_dir)
@@ -567,7 +556,7 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
     meta["citation"] = CITATION
     meta["collected"] = time.time()
     meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
-    _write_json(json_path, meta)
+    write_json_atomic(json_path, meta, indent=1)
     return csv_path, json_path
 
 

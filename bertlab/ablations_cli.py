@@ -39,7 +39,8 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
                    help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64")
 
 
-def _cli_args(p: argparse.ArgumentParser) -> None:
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab ablate` and its subcommands."""
     p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS or runs/ in the repository)")
     sub = p.add_subparsers(dest="ablate_command", required=True)
     _suite_options(sub.add_parser("run", help="submit every job of a suite (pretraining, then fine-tuning)"))
@@ -85,7 +86,8 @@ def _print_table(rows: list[dict]) -> None:
         print("  ".join(f"{str(r.get(k, '')):<{widths[k]}}" for k in keys))
 
 
-def _cli_run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`bertlab ablate ...`: call bertlab.ablations and print text or `--json`."""
     registry = JobRegistry(args.runs)
     cmd = args.ablate_command
     if cmd in ("run", "estimate"):
@@ -154,7 +156,3 @@ def _cli_run(args) -> int:
     print(f"{table.title} ({ab.CITATION})")
     _print_table([{"variant": label, **dict(zip(table.columns, vals, strict=True))} for _, label, vals in table.rows])
     return 0
-
-
-CLI_COMMANDS = {"ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report",
-                           _cli_args, _cli_run)}

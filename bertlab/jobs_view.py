@@ -17,8 +17,10 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
-from bertlab.jobs import Estimate, Job, format_duration
+from bertlab.formatting import format_duration
+from bertlab.runs import Job
 
 GREEN = "#3b8f5a"
 # Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).

@@ -19,8 +19,9 @@ from bertlab.ablations_view import (
     verdict_rows,
 )
 from bertlab.errors import BertLabError, InputError
-from bertlab.jobs import FINETUNE_TASKS, JobRegistry
-from bertlab.jobs_paths import REPO_ROOT
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import FINETUNE_TASKS
+from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 
 setup_page("Ablations", ":material/science:")

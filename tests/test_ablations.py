@@ -16,7 +16,9 @@ from test_pretrain import _write_corpus
 
 from bertlab import ablations as ab
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry, JobSpec, read_job, waiting_for
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import JobSpec
+from bertlab.runs import read_job, waiting_for
 
 REPO = Path(__file__).resolve().parent.parent
 

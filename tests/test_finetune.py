@@ -13,7 +13,8 @@ from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.finetune import FinetuneConfig, run_finetuning
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, load_finetuned, save_finetuned
-from bertlab.training import TrainConfig, read_metrics
+from bertlab.runfolder import read_metrics
+from bertlab.training import TrainConfig
 
 NOUNS = ["cat", "dog", "bird", "fox", "king", "queen", "man", "woman"]
 PLACES = ["mat", "rug", "park", "house", "tree", "river", "city"]

@@ -18,22 +18,12 @@ from pathlib import Path
 import pytest
 
 from bertlab.config import preset
-from bertlab.jobs import (
-    Job,
-    JobError,
-    JobRegistry,
-    JobSpec,
-    build_command,
-    count_parameters,
-    estimate,
-    estimate_spec,
-    finetune_args,
-    pid_alive,
-    pretrain_args,
-    process_start_time,
-    read_job,
-)
-from bertlab.training import read_metrics
+from bertlab.estimates import count_parameters, estimate, estimate_spec
+from bertlab.hardware import own_start_time, pid_alive, process_start_time
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import JobError, JobSpec, build_command, finetune_args, pretrain_args
+from bertlab.runfolder import read_metrics, update_status
+from bertlab.runs import Job, read_job
 
 REPO = Path(__file__).resolve().parent.parent
 WORDS = ("the a cat dog sat on mat ran to park house in big small red blue quick brown fox jumps over lazy "
@@ -520,16 +510,14 @@ def test_plain_run_whose_pid_was_reused_reads_as_failed(runs):
 
 
 def test_trainer_records_its_pid_and_start_time(tmp_path):
-    from bertlab.training import _own_start_time, update_status
-
-    assert _own_start_time() == process_start_time(os.getpid())
-    status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=_own_start_time())
+    assert own_start_time() == process_start_time(os.getpid())
+    status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=own_start_time())
     assert pid_alive(status["pid"], status["pid_start"])
 
 
 def test_check_path_allowed_keeps_a_shared_app_inside_the_data_roots(tmp_path, monkeypatch):
     # (#14) a shared app's Train page handed any server path to training
-    from bertlab.jobs import check_path_allowed, data_roots, is_loopback_address
+    from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
 
     root = tmp_path / "data"
     (root / "books").mkdir(parents=True)

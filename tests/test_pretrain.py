@@ -20,7 +20,8 @@ from torch.testing import assert_close
 from bertlab.checkpoint import read_weights
 from bertlab.errors import BertLabError, InputError
 from bertlab.pretrain import load_config_file, run_pretraining
-from bertlab.training import lr_factor, read_metrics
+from bertlab.runfolder import read_metrics
+from bertlab.training import lr_factor
 
 REPO = Path(__file__).resolve().parent.parent
 
