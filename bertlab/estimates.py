@@ -173,26 +173,18 @@ def estimate(
         raise JobError("batch size and sequence length must be positive")
     params = count_parameters(config, pretraining_heads=pretraining)
     trainable = int(params * trainable_fraction)
-    L, H, F, A, V = config.num_layers, config.hidden_size, config.intermediate_size, config.num_heads, config.vocab_size  # noqa: N806
     micro = max(1, batch_size // max(1, grad_accum))
     amp = device == "cuda" and precision != "fp32"
     weights = 4 * params + (2 * params if amp else 0)
     optimizer = 12 * trainable  # fp32 gradients (4) + AdamW m (4) + v (4)
-    score_term = 0 if device == "cuda" else 5 * A * seq_length**2 * micro
-    act = L * (micro * seq_length * (18 * H + 4 * F) + score_term)
-    act = act * (1 if amp else 2)
-    if trainable_fraction < 1.0:
-        act = act * trainable_fraction  # a frozen encoder keeps (almost) nothing for backward
-    if pretraining:
-        act += 3 * micro * min(max_predictions, seq_length) * V * 4
+    act = _activation_bytes(config, micro, seq_length, device, amp, trainable_fraction, pretraining, max_predictions)
     overhead = 0.5 * 2**30 if device == "cuda" else 0.4 * 2**30
     gb = 2**30
     total = (weights + optimizer + act + overhead) / gb
 
     name, mem, flops_rate, key = _device_info(device)
     tokens_per_step = batch_size * seq_length * max(1, num_gpus)
-    n_matmul = L * (4 * H * H + 2 * H * F) + (H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H)
-    flops_per_token = 6 * n_matmul + 12 * L * seq_length * H
+    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions)
     gpus = max(1, num_gpus)
     rate = flops_rate * gpus * (MULTI_GPU_EFFICIENCY if gpus > 1 else 1.0)
     step_s = flops_per_token * tokens_per_step / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
@@ -219,6 +211,27 @@ def estimate(
         device_memory_gb=mem, tokens_per_step=tokens_per_step, steps=steps, seconds=seconds,
         tokens_per_s=tokens_per_s, throughput_source=source, notes=tuple(notes),
     )
+
+
+def _activation_bytes(config: BertConfig, micro: int, seq_length: int, device: str, amp: bool,
+                      trainable_fraction: float, pretraining: bool, max_predictions: int) -> float:
+    """Bytes saved for the backward pass of one micro-batch (see `estimate`)."""
+    L, H, F, A, V = config.num_layers, config.hidden_size, config.intermediate_size, config.num_heads, config.vocab_size  # noqa: N806
+    score_term = 0 if device == "cuda" else 5 * A * seq_length**2 * micro
+    act = L * (micro * seq_length * (18 * H + 4 * F) + score_term)
+    act = act * (1 if amp else 2)
+    if trainable_fraction < 1.0:
+        act = act * trainable_fraction  # a frozen encoder keeps (almost) nothing for backward
+    if pretraining:
+        act += 3 * micro * min(max_predictions, seq_length) * V * 4
+    return act
+
+
+def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int) -> float:
+    """Training FLOPs per input token: 6 per matmul weight plus attention's 12 L S H (see `estimate`)."""
+    L, H, F, V = config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size  # noqa: N806
+    n_matmul = L * (4 * H * H + 2 * H * F) + (H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H)
+    return 6 * n_matmul + 12 * L * seq_length * H
 
 
 def estimate_spec(spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | Path | None = None) -> Estimate:

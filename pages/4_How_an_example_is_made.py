@@ -8,8 +8,8 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bertlab.diagrams import example_html, legend_html
 from bertlab.errors import BertLabError
-from bertlab.figures import example_html, legend_html
 from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
 from pages.common import concept, require_model, setup_page, show_error
 

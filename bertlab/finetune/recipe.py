@@ -327,24 +327,12 @@ def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fal
         "task_setup": setup.to_dict(), "model_config": asdict(model.config), "command": command,
     })
     card = {
-        "task": spec.name,
-        "task_description": spec.description,
-        "task_shape": spec.shape,
-        "labels": list(labels),
-        "base_model": model_source,
-        "mode": cfg.mode,
-        "features": cfg.features,
-        "bilstm": head.use_bilstm,
-        "train_data": data.train_source,
-        "dev_data": data.dev_source,
-        "train_examples": len(train_examples),
-        "dev_examples": len(dev_examples),
-        "demo_split": bool(cfg.split_dev),
-        "max_seq_length": max_len,
-        "command": command,
-        "hardware": hardware_description(train_cfg.num_threads),
-        "train_config": asdict(train_cfg),
-        "main_metric": spec.main_metric,
+        "task": spec.name, "task_description": spec.description, "task_shape": spec.shape, "labels": list(labels),
+        "base_model": model_source, "mode": cfg.mode, "features": cfg.features, "bilstm": head.use_bilstm,
+        "train_data": data.train_source, "dev_data": data.dev_source, "train_examples": len(train_examples),
+        "dev_examples": len(dev_examples), "demo_split": bool(cfg.split_dev), "max_seq_length": max_len,
+        "command": command, "hardware": hardware_description(train_cfg.num_threads),
+        "train_config": asdict(train_cfg), "main_metric": spec.main_metric,
     }
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
     seed = train_cfg.seed + process_rank()  # each torchrun process draws its own dropout masks
