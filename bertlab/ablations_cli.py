@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
@@ -131,17 +132,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cmd == "collect":
         record = _find(registry, args.suite)
-        csv_path, json_path = ab.write_results(record, args.out, registry)
-        n = len(ab.read_results(csv_path))
+        csv_path, json_path = results.write_results(record, args.out, registry)
+        n = len(results.read_results(csv_path))
         print(json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n}) if args.json
               else f"{n} rows -> {csv_path} (record: {json_path})")
         return 0
     if cmd == "report":
-        rows = ab.read_results(args.csv)
+        rows = results.read_results(args.csv)
         table = rows[0]["table"] if rows else ""
         if table not in ab.PAPER:
             raise InputError(f"{args.csv}: no rows of a known table")
-        vs = ab.verdicts(table, rows)
+        vs = results.verdicts(table, rows)
         if args.json:
             print(json.dumps([v.__dict__ for v in vs]))
             return 0
