@@ -59,7 +59,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-def spec_from_args(args) -> ab.SuiteSpec:
+def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
+    """The suite `bertlab ablate run|estimate` arguments describe."""
     return ab.SuiteSpec(
         table=args.table, tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), seeds=args.seeds,
         size=args.size, budget_s=args.budget_s, grid=ab.parse_grid(args.grid) if args.grid else (),

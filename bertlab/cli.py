@@ -21,10 +21,14 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertlab import __version__
 from bertlab.errors import BertLabError, InputError
 from bertlab.runfolder import LOG_FILE
+
+if TYPE_CHECKING:
+    from bertlab.inference import FillMaskResult
 
 AddArgs = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -81,7 +85,7 @@ def _fill_mask_args(p):
     p.add_argument("--top-k", type=int, default=5, help="answers to show for each [MASK] (default 5)")
 
 
-def fill_mask_json(results) -> list[dict]:
+def fill_mask_json(results: Sequence[FillMaskResult]) -> list[dict]:
     """`FillMaskResult`s as the `--json` shape documented in FILL_MASK_JSON_HELP (the API's names)."""
     return [{
         "text": r.text,

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from bertlab.atomic import read_json, write_text_atomic
 from bertlab.attention import HEAD_STATS, head_statistics
 from bertlab.errors import InputError
 from bertlab.runfolder import read_metrics, snapshot_root
+
+if TYPE_CHECKING:
+    from bertlab.inference import LoadedModel
 
 HISTORY_FILE = "learning_history.json"
 FORMAT_VERSION = 1
@@ -123,7 +127,7 @@ def list_snapshots(run_dir: str | Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file())
 
 
-def probe_model(lm, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
+def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
     """Run the probes through one loaded model (a `bertlab.inference.LoadedModel`)."""
     card = card or {}
     fills = []

@@ -223,7 +223,7 @@ LABEL_NAMES = {
 }
 
 
-def label_text(task: str | None, label) -> str:
+def label_text(task: str | None, label: object) -> str:
     """'1 (positive)' for SST-2's label 1; the label itself where it says what it means already."""
     name = LABEL_NAMES.get(task or "", {}).get(str(label))
     return f"{label} ({name})" if name else str(label)

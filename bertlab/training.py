@@ -22,7 +22,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -115,7 +116,8 @@ class TrainTask(Protocol):
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
 
-    def evaluate(self, model: torch.nn.Module, device: torch.device, autocast) -> dict[str, float]:
+    def evaluate(self, model: torch.nn.Module, device: torch.device,
+                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
         """Held-out metrics; called on rank 0 only, model in eval mode."""
 
     def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
@@ -224,7 +226,7 @@ def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | N
     return torch.float16
 
 
-def autocast_context(device: torch.device, dtype: torch.dtype | None):
+def autocast_context(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
@@ -318,7 +320,8 @@ class Trainer:
                          if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
                 recover_dir(snapshots / name, is_checkpoint_dir)
 
-    def autocast(self):
+    def autocast(self) -> AbstractContextManager:
+        """Mixed precision for a forward pass (a no-op in fp32)."""
         return autocast_context(self.device, self.amp_dtype)
 
     def resume(self) -> None:
