@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_finetune import write_sst2, write_upos
+from test_finetune_recipe import write_sst2, write_upos
 from test_pretrain import _write_corpus
 
 from bertlab import ablation_results as results
