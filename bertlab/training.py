@@ -52,6 +52,7 @@ from bertlab.training_runtime import (
     complete_checkpoint,
     init_distributed,
     load_training_state,
+    logging_above,
     prefetch,
     save_training_state,
     set_rng_state,
@@ -271,7 +272,7 @@ class Trainer:
             self.resume()
         self.start()
         # log lines (eval, checkpoint saved) go above the progress bar instead of into its line
-        with GracefulStop() as self.stopper, (_logging_above(self.bar) if self.bar is not None else contextlib.nullcontext()):
+        with GracefulStop() as self.stopper, (logging_above(self.bar) if self.bar is not None else contextlib.nullcontext()):
             self.model.train()
             try:
                 return self.loop()
@@ -584,14 +585,6 @@ class Trainer:
             self.task.save_model(model_dir(self.run_dir), self.model, {**self.extra_state, "card_updates": final})
             update_status(self.run_dir, state="finished", step=p.step, progress=1.0, eta_s=0, ended=time.time())
         return TrainResult("finished", p, self.last_eval, self.run_dir)
-
-
-def _logging_above(bar):
-    """While `bar` is drawn, the root logger's terminal handlers write through tqdm.write, which
-    clears the bar, prints the line and draws the bar again below it."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    return logging_redirect_tqdm(tqdm_class=type(bar))
 
 
 def train(

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -228,3 +229,9 @@ def prefetch(iterator: Iterator, depth: int = 4) -> Iterator:
         yield item
 
 
+def logging_above(bar) -> AbstractContextManager:
+    """While `bar` is drawn, the root logger's terminal handlers write through tqdm.write, which
+    clears the bar, prints the line and draws the bar again below it."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm(tqdm_class=type(bar))
