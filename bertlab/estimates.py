@@ -11,6 +11,7 @@ runfolder / runs; torch (and the model classes) only inside `count_parameters`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -68,6 +69,7 @@ class Estimate:
                 f"~{time_text} for {self.steps or '?'} steps at ~{self.tokens_per_s:,.0f} tokens/s (estimate, {self.throughput_source})")
 
 
+@functools.lru_cache(maxsize=64)  # a page asks again on every rerun; configs are frozen (hashable)
 def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_labels: int = 2) -> int:
     """Weights of BertForPreTraining (tied decoder counted once), or of a sentence classifier with
     `num_labels` classes: the real model's count, built on the meta device (shapes only, no memory)."""
