@@ -24,6 +24,7 @@ from bertlab.jobs_view import (
     probabilities_figure,
     tags_html,
 )
+from bertlab.runfolder import ACTIVE_STATES
 from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
 
@@ -35,7 +36,7 @@ st.caption(f"Runs folder: `{registry.root}` ("
            + ("from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it")
            + "); the `bertlab` command uses the same one.")
 PICK = "jobs_pick"
-WAITING = ("queued", "preparing", "running")
+WAITING = ("queued", *ACTIVE_STATES)
 
 
 def _jobs():
