@@ -3,7 +3,8 @@
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
 return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
 
-Imports plotly and bertlab.jobs / bertlab.figures (colours); never streamlit.
+Imports plotly and bertlab.estimates / formatting / runs (what it draws) / figures (colours); never
+streamlit.
 """
 
 from __future__ import annotations
