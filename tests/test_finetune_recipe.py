@@ -378,11 +378,11 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
 def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     import argparse
 
-    from bertlab.finetune.recipe import _cli_args, config_from_args
+    from bertlab.finetune.recipe import add_args, config_from_args
     from bertlab.inference import default_model_path
 
     p = argparse.ArgumentParser()
-    _cli_args(p)
+    add_args(p)
     cfg = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d"]))
     assert cfg.model == str(default_model_path()) and cfg.max_seq_length == 128
     squad = config_from_args(p.parse_args(["--task", "squad", "--data", "/d"]))

@@ -1,6 +1,6 @@
 """The fine-tuning recipe: task data -> features -> shared trainer -> fine-tuned model + card.
 
-`bertlab finetune --task sst2 --data PATH --model DIR ...` (see `_cli_args`). The loop itself is
+`bertlab finetune --task sst2 --data PATH --model DIR ...` (see `add_args`). The loop itself is
 bertlab.training.train (budgets, warm-up, mixed precision, atomic checkpoints, resume, metrics,
 torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds the global RNGs
 (head init, dropout). The run folder layout is bertlab.runfolder's, with the final model in
