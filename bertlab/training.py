@@ -11,8 +11,8 @@ Everything a run writes goes into its run folder (bertlab.runfolder owns the lay
 supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer never seeds the
 global RNGs: the recipes do, before they build the model.
 
-Imports torch, bertlab.checkpoint, bertlab.hardware, bertlab.runfolder and bertlab.training_runtime;
-never streamlit.
+Imports torch and bertlab.atomic / checkpoint / errors / formatting / hardware / runfolder /
+training_runtime; never streamlit.
 """
 
 from __future__ import annotations
