@@ -11,7 +11,7 @@ Everything a run writes goes into its run folder (bertlab.runfolder owns the lay
 supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer never seeds the
 global RNGs: the recipes do, before they build the model.
 
-Imports torch and bertlab.atomic / checkpoint / errors / formatting / hardware / runfolder /
+Imports torch and bertlab.checkpoint / errors / formatting / hardware / runfolder /
 training_runtime; never streamlit.
 """
 
@@ -31,7 +31,6 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from bertlab.atomic import recover_dir
 from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.hardware import own_start_time, pick_device
@@ -40,7 +39,6 @@ from bertlab.runfolder import (
     checkpoint_dir,
     model_dir,
     snapshot_dir,
-    snapshot_root,
     truncate_metrics,
     update_status,
 )
@@ -49,11 +47,11 @@ from bertlab.training_runtime import (
     GracefulStop,
     MetricsWriter,
     all_reduce_sum,
-    complete_checkpoint,
     init_distributed,
     load_training_state,
     logging_above,
     prefetch,
+    recover_saves,
     save_training_state,
     set_rng_state,
 )
@@ -303,23 +301,8 @@ class Trainer:
         self.model.to(device)
         self.optimizer = build_optimizer(self.model, cfg)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        if self.info.is_main:  # a save killed between its two renames leaves the checkpoint only as a hidden copy
-            found = recover_dir(self.ckpt_dir, complete_checkpoint)
-            if found is not None:
-                log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)
-            self.recover_models()
-
-    def recover_models(self) -> None:
-        """The same for the final model and the snapshots: half-written copies of a killed save go
-        (at base size each is hundreds of MB); a complete one stands in for a missing folder."""
-        from bertlab.checkpoint import is_checkpoint_dir
-
-        recover_dir(model_dir(self.run_dir), is_checkpoint_dir)
-        snapshots = snapshot_root(self.run_dir)
-        if snapshots.is_dir():
-            for name in {p.name.split(".tmp-")[0].split(".old-")[0][1:] for p in snapshots.glob(".*")
-                         if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
-                recover_dir(snapshots / name, is_checkpoint_dir)
+        if self.info.is_main:  # a save killed between its two renames leaves a folder only as a hidden copy
+            recover_saves(self.run_dir)
 
     def autocast(self) -> AbstractContextManager:
         """Mixed precision for a forward pass (a no-op in fp32)."""

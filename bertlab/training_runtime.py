@@ -1,9 +1,10 @@
 """What the trainer runs on besides the model and the optimizer: the torchrun process group,
-SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, and the training
-state (optimizer, scaler, progress, RNG) that every checkpoint saves beside the model.
+SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, the training state
+(optimizer, scaler, progress, RNG) that every checkpoint saves beside the model, and the clean-up
+of saves a kill interrupted.
 
-Imports torch, numpy, bertlab.atomic (atomic directories) and bertlab.runfolder (file names);
-never streamlit.
+Imports torch, numpy, bertlab.atomic (atomic directories), bertlab.runfolder (file names) and
+bertlab.checkpoint (inside `recover_saves`); never streamlit.
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from bertlab.atomic import atomic_dir
+from bertlab.atomic import atomic_dir, recover_dir
 from bertlab.errors import InputError
-from bertlab.runfolder import MODEL_DIR, TENSORBOARD_DIR, TRAINER_STATE_FILE, append_metrics
+from bertlab.runfolder import (
+    MODEL_DIR,
+    TENSORBOARD_DIR,
+    TRAINER_STATE_FILE,
+    append_metrics,
+    checkpoint_dir,
+    model_dir,
+    snapshot_root,
+)
 
 if TYPE_CHECKING:
     from bertlab.training import Progress, TrainTask
@@ -143,6 +152,23 @@ def complete_checkpoint(path: Path) -> bool:
     except Exception:
         return False
     return (path / MODEL_DIR / "config.json").is_file()
+
+
+def recover_saves(run_dir: Path) -> None:
+    """Leftovers of saves killed between their two renames: the checkpoint, the final model and
+    the snapshots are put back from a complete hidden copy where the folder itself is missing, and
+    half-written copies go (at base size each is hundreds of MB)."""
+    from bertlab.checkpoint import is_checkpoint_dir
+
+    found = recover_dir(checkpoint_dir(run_dir), complete_checkpoint)
+    if found is not None:
+        log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)
+    recover_dir(model_dir(run_dir), is_checkpoint_dir)
+    snapshots = snapshot_root(run_dir)
+    if snapshots.is_dir():
+        for name in {p.name.split(".tmp-")[0].split(".old-")[0][1:] for p in snapshots.glob(".*")
+                     if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
+            recover_dir(snapshots / name, is_checkpoint_dir)
 
 
 # --------------------------------------------------------------------------------------
