@@ -11,7 +11,8 @@ import streamlit as st
 
 from bertlab.catalog import model_card, read_readme, shipped_model_path
 from bertlab.config import preset
-from bertlab.figures import architecture_figure, learning_curve_figure
+from bertlab.diagrams import architecture_figure
+from bertlab.figures import learning_curve_figure
 from bertlab.history import has_history
 from bertlab.model_card import unseen_rows
 from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure

@@ -50,10 +50,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.atomic import read_json, write_json_atomic
 from bertlab.corpus import load_corpus
 from bertlab.pretrain import load_config_file, prepare_data, prepare_tokenizer
 from bertlab.pretraining_data import InstanceStore, collate, split_heldout
-from bertlab.training import read_json, write_json_atomic
+from bertlab.runfolder import read_status, snapshot_dir, snapshot_root
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "time_to_quality"
@@ -216,7 +217,7 @@ def hf_worker(run_dir: Path) -> None:
         def snapshot(self, model) -> None:
             t0 = time.perf_counter()
             step, train_s = self.last
-            out = run_dir / "snapshots" / f"step-{step:07d}"
+            out = snapshot_dir(run_dir, step)
             copy.deepcopy(model).half().save_pretrained(out)
             write_json_atomic(out / "model_card.json", {"steps": step, "tokens": step * 32 * BLOCK,
                                                         "train_time_s": round(train_s, 1)})
@@ -269,7 +270,7 @@ def score(model_dir: Path, store: InstanceStore, eval_data, n: int, token_types:
 def score_run(system: str, run_dir: Path, store, eval_data, n: int, token_types: bool) -> list[dict]:
     """Every snapshot of a run (bertlab's and ours both carry model_card.json) scored with `score`."""
     points = []
-    for snap in sorted((run_dir / "snapshots").glob("step-*")):
+    for snap in sorted(snapshot_root(run_dir).glob("step-*")):
         card = read_json(snap / "model_card.json")
         point = {"system": system, "step": card["steps"], "train_s": card["train_time_s"], "tokens": card["tokens"],
                  **{k: round(v, 4) for k, v in score(snap, store, eval_data, n, token_types).items()}}
@@ -452,10 +453,10 @@ def main() -> None:
     if not args.report:  # finished runs made with the same settings are kept; unfinished ones start again
         args.out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.out / "settings.json", settings)
-        if (read_json(run_dirs["bertlab"] / "status.json") or {}).get("state") != "finished":
+        if read_status(run_dirs["bertlab"]).get("state") != "finished":
             shutil.rmtree(run_dirs["bertlab"], ignore_errors=True)
             run_bertlab(run_dirs["bertlab"], overrides, settings["threads"])
-    elif not (run_dirs["bertlab"] / "snapshots").is_dir():
+    elif not snapshot_root(run_dirs["bertlab"]).is_dir():
         sys.exit(f"no finished bertlab run under {runs}: run without --report first")
     store, eval_data, train_docs = shared_data(cfg, run_dirs["bertlab"])
     if not args.report:
@@ -464,7 +465,7 @@ def main() -> None:
     n = min(args.eval_instances, len(store))
     print(f"{time.strftime('%H:%M:%S')} scoring every snapshot on {n} held-out instances", flush=True)
     curves = {s: score_run(s, d, store, eval_data, n, token_types=(s == "bertlab"))
-              for s, d in run_dirs.items() if (d / "snapshots").is_dir()}
+              for s, d in run_dirs.items() if snapshot_root(d).is_dir()}
     if len(curves) < 2:
         sys.exit(f"no finished HF run under {runs}: run without --report first")
     hardware = f"{platform.machine()} CPU, {os.cpu_count()} cores, {settings['threads']} thread(s) per run"

@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from bertlab.runfolder import read_metrics, read_run_config, read_status
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "recipe_study"
 
@@ -148,17 +150,13 @@ def run_all(names: list[str], data_dir: Path, out: Path, budget_s: float, parall
 
 
 def finished(run_dir: Path) -> bool:
-    try:
-        return json.loads((run_dir / "status.json").read_text())["state"] == "finished"
-    except (OSError, ValueError, KeyError):
-        return False
+    return read_status(run_dir).get("state") == "finished"
 
 
 def read_curve(run_dir: Path) -> list[dict]:
     rows = []
     start_time = None
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_metrics(run_dir):
         if rec.get("split") == "train" and start_time is None:
             start_time = rec["time"]
         if rec.get("split") == "eval":
@@ -168,10 +166,9 @@ def read_curve(run_dir: Path) -> list[dict]:
 
 def train_seconds(run_dir: Path) -> dict[int, float]:
     """step -> seconds of training (eval excluded), from the train log lines (progress * budget)."""
-    cfg = json.loads((run_dir / "run_config.json").read_text())["config"]["train"]
+    cfg = read_run_config(run_dir)["config"]["train"]
     out = {0: 0.0}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_metrics(run_dir):
         if rec.get("split") == "train":
             out[rec["step"]] = rec["progress"] * cfg["max_time_s"]
     return out
@@ -218,7 +215,7 @@ def report(out: Path, threads: int, seed: int) -> None:
                          "mlm_acc": round(rec["mlm_acc"], 4), "mlm_loss": round(rec["mlm_loss"], 4),
                          "nsp_acc": round(rec.get("nsp_acc", float("nan")), 4)})
         last = curve[-1]
-        status = json.loads((run_dir / "status.json").read_text())
+        status = read_status(run_dir)
         summary[name] = {"commit": sha, "knob": knob, "overrides": overrides, "steps": last["step"], "tokens": last["tokens"],
                          "tokens_per_s": round(last["tokens"] / max(1.0, secs[max(known)]), 1),
                          "mlm_acc": round(last["mlm_acc"], 4), "mlm_loss": round(last["mlm_loss"], 4),

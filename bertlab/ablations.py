@@ -1,50 +1,39 @@
-"""The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs, and their results.
+"""The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs.
 
 Owns: the paper's numbers (`PAPER`, with `CITATION`), what each suite runs (`SuiteSpec` -> `plan`),
 launching a suite into a `JobRegistry` (one pretraining job per variant, then one fine-tuning job per
-variant x task column x seed, each waiting for its pretraining job), a suite's progress (`suite_runs`),
-its tidy results (`collect`, `write_results`, `read_results`) and the comparison with the paper
-(`summarize`, `verdicts`).
+variant x task column x seed, each waiting for its pretraining job) and a suite's progress
+(`suite_runs`). Its results and the comparison with the paper are bertlab.ablation_results'.
 
 A suite lives in RUNS/ablations/<suite id>/suite.json (its spec and the ids of its jobs); every run in
 it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page. Every variant is
 pretrained with the shipped model's recipe (configs/default-model.yaml) and its vocabulary, at the
 suite's size and wall-clock budget, so that only the ablated knob differs.
 
-Tidy results (one CSV per table): table, variant, task, metric, value, seed, run. Values are in the
-paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity.
-
-Torch-free: imports bertlab.jobs (and its torch-free dependencies) only.
+Torch-free at import: imports bertlab.jobs and its torch-free neighbours (jobspec, runs, estimates,
+runfolder); `estimate` builds a model on the meta device to count its parameters.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from bertlab.atomic import write_json_atomic
+from bertlab.config import PRESETS, preset
 from bertlab.errors import InputError
-from bertlab.jobs import (
-    DEFAULT_TASK_DATA,
-    FINETUNE_TASKS,
-    PRESETS,
-    JobRegistry,
-    JobSpec,
-    default_task_data,
-    estimate,
-    format_duration,
-    preset,
-    read_job,
-    waiting_for,
-)
-from bertlab.jobs_paths import REPO_ROOT
+from bertlab.estimates import estimate
+from bertlab.formatting import format_duration
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
+from bertlab.runs import read_job, waiting_for
 
 CITATION = ("Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
             "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results.")
@@ -424,26 +413,20 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             job_spec = r.spec
             if r.needs:
                 job_id, run_dir = pretrained[r.needs]
-                args = tuple(str(run_dir / "model") if a == "{model}" else a for a in job_spec.args)
+                args = tuple(str(model_dir(run_dir)) if a == "{model}" else a for a in job_spec.args)
                 job_spec = replace(job_spec, args=args, after=(job_id,))
             job = registry.submit(job_spec, cwd=REPO_ROOT, start=False)
             if r.column == "pretraining":
                 pretrained[r.variant] = (job.id, job.run_dir)
             record["runs"].append({"variant": r.variant, "column": r.column, "seed": r.seed, "job": job.id})
     finally:
-        _write_json(suite_dir / SUITE_FILE, record)
+        write_json_atomic(suite_dir / SUITE_FILE, record, indent=1)
     registry.tick()
     return suite_dir
 
 
 def _cpu_count() -> int:
     return os.cpu_count() or 1
-
-
-def _write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
 
 
 def list_suites(registry: JobRegistry | None = None) -> list[dict]:
@@ -489,7 +472,7 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
     out = []
     for r in record["runs"]:
         run_dir = registry.root / str(r.get("job", ""))
-        if not (run_dir / "job.json").is_file():
+        if not (run_dir / JOB_FILE).is_file():
             out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), str(r.get("job")), "missing"))
             continue
         job = read_job(run_dir)
@@ -529,237 +512,3 @@ def progress_matrix(record: dict, runs: list[SuiteRun]) -> list[dict]:
             row[c] = text
         rows.append(row)
     return rows
-
-
-# --------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------
-def _paper_units(metric: str, value: float) -> float:
-    return round(100.0 * value, 3) if metric in PERCENT_METRICS else round(value, 4)
-
-
-def collect(record: dict, registry: JobRegistry | None = None) -> list[dict]:
-    """The tidy rows of every finished run of the suite (pretraining: held-out MLM / NSP scores)."""
-    rows = []
-    for r in suite_runs(record, registry):
-        if r.state != "finished":
-            continue
-        for metric, value in sorted(r.metrics.items()):
-            if not isinstance(value, (int, float)) or metric.endswith("loss") or metric in ("train_s", "time"):
-                continue
-            rows.append({"table": record["table"], "variant": r.variant, "task": r.column, "metric": metric,
-                         "value": _paper_units(metric, float(value)), "seed": r.seed, "run": r.job})
-    return rows
-
-
-def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | None = None) -> tuple[Path, Path]:
-    """<table>.csv (tidy rows) and <table>.json (suite spec, commit, hardware, run ids) under out_dir."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = collect(record, registry)
-    table = record["table"]
-    csv_path, json_path = out_dir / f"{table}.csv", out_dir / f"{table}.json"
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    meta = {k: record.get(k) for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe")}
-    meta["citation"] = CITATION
-    meta["collected"] = time.time()
-    meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
-    _write_json(json_path, meta)
-    return csv_path, json_path
-
-
-def read_results(path: str | Path) -> list[dict]:
-    """Tidy rows from a results CSV (values as floats, seeds as ints); a clear error for a bad file."""
-    path = Path(path)
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = set(CSV_COLUMNS[:6]) - set(reader.fieldnames or ())
-            if missing:
-                raise InputError(f"{path}: not an ablation results file (no {', '.join(sorted(missing))} column)")
-            rows = []
-            for i, row in enumerate(reader, 2):
-                try:
-                    rows.append({**row, "value": float(row["value"]), "seed": int(row["seed"])})
-                except (TypeError, ValueError):
-                    raise InputError(f"{path}:{i}: value and seed must be numbers") from None
-            return rows
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not a UTF-8 text file") from None
-
-
-def results_root() -> Path:
-    """The result sets shipped with the app: results/ablations, or $BERTLAB_ABLATION_RESULTS."""
-    env = os.environ.get("BERTLAB_ABLATION_RESULTS")
-    return Path(env).expanduser() if env else REPO_ROOT / "results" / "ablations"
-
-
-def results_spec(json_path: str | Path) -> dict:
-    """The suite spec recorded beside a results CSV ({} when there is none or it does not parse)."""
-    try:
-        meta = json.loads(Path(json_path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta.get("spec", {}) if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else {}
-
-
-def describe_spec(spec: dict) -> str:
-    """One line on how a result set was made, from its suite spec."""
-    parts = []
-    if spec.get("table") == "table7":
-        parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
-    elif spec.get("table") == "table6":
-        parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {spec.get('budget_s', 0) / 60:.0f} min each")
-    else:
-        parts.append(f"{spec.get('size', '?')} models pretrained {spec.get('budget_s', 0) / 60:.0f} min each "
-                     "with the shipped model's recipe")
-    n = spec.get("max_train_examples") or "all"
-    parts.append(f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs, "
-                 f"{spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
-                 "dev examples")
-    return "; ".join(parts) + "."
-
-
-def results_files(root: str | Path) -> dict[str, Path]:
-    """table -> CSV path of the result sets in a folder (e.g. results/ablations)."""
-    root = Path(root)
-    return {t: root / f"{t}.csv" for t in PAPER if (root / f"{t}.csv").is_file()}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """Our mean +- std over seeds for one variant, task column and metric."""
-
-    variant: str
-    task: str
-    metric: str
-    mean: float
-    std: float
-    n: int
-
-
-def summarize(rows: list[dict]) -> list[Cell]:
-    groups: dict[tuple[str, str, str], list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["variant"], r["task"], r["metric"]), []).append(float(r["value"]))
-    return [Cell(v, t, m, statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
-            for (v, t, m), xs in groups.items()]
-
-
-def main_metric(table: str, task: str) -> str:
-    """The metric a column is compared on: the paper's for its column, else the task's official one."""
-    paper = PAPER[table]
-    col = PAPER_COLUMN.get(table, {}).get(task)
-    if col in paper.columns:
-        return paper.metrics[paper.columns.index(col)]
-    if task == "pretraining":
-        return "mlm_acc"
-    from bertlab.finetune.tasks import get_task  # torch-free
-
-    return get_task(task.removesuffix("-feature")).main_metric
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One variant on one column: the paper's difference from its baseline row, and ours."""
-
-    variant: str
-    task: str
-    metric: str
-    ours: float | None
-    ours_std: float | None
-    ours_delta: float | None  # variant - baseline, our means
-    paper: float | None
-    paper_delta: float | None
-    agrees: bool | None  # same sign of the difference (None: no paper column, or the baseline row)
-    text: str
-
-
-def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
-    """Per variant and task column: does our difference from the baseline row go the paper's way?
-
-    A difference smaller than both its noise (the baseline's and the variant's std over seeds) and
-    0.5 points in the paper is 'no clear difference', which agrees with a paper difference under 0.5."""
-    paper = PAPER[table]
-    cells = {(c.variant, c.task, c.metric): c for c in summarize(rows)}
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
-    variants_ = list(dict.fromkeys([k for k, _, _ in paper.rows] + [r["variant"] for r in rows]))
-    paper_rows = {k: vals for k, _, vals in paper.rows}
-    out = []
-    for task in tasks:
-        metric = main_metric(table, task)
-        col = PAPER_COLUMN.get(table, {}).get(task)
-        ci = paper.columns.index(col) if col in paper.columns else None
-        lower_better = metric == "mlm_perplexity"
-        base = cells.get((paper.baseline, task, metric))
-        for v in variants_:
-            c = cells.get((v, task, metric))
-            if c is None:
-                continue
-            p = paper_rows.get(v, (None,) * len(paper.columns))[ci] if ci is not None else None
-            pb = paper_rows.get(paper.baseline, (None,) * len(paper.columns))[ci] if ci is not None else None
-            p_delta = None if p is None or pb is None else round(p - pb, 2)
-            o_delta = None if base is None or v == paper.baseline else c.mean - base.mean
-            agrees, text = None, ""
-            if v == paper.baseline:
-                text = "baseline row"
-            elif o_delta is None:
-                text = "no baseline row in our results"
-            else:
-                noise = max(c.std, base.std) if base else c.std
-                ours_flat = abs(o_delta) <= noise
-                if p_delta is None:
-                    text = f"ours {o_delta:+.1f}" + (" (within the noise)" if ours_flat else "")
-                else:
-                    paper_flat = abs(p_delta) < 0.5
-                    if ours_flat or paper_flat:
-                        agrees = ours_flat and paper_flat
-                    else:
-                        agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
-                    better = (o_delta < 0) if lower_better else (o_delta > 0)
-                    text = (f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: "
-                            + ("no clear difference" if ours_flat else ("better" if better else "worse"))
-                            + ("; direction reproduced" if agrees else "; direction not reproduced"))
-            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
-    return out
-
-
-def size_trend(rows: list[dict]) -> dict[str, float]:
-    """Table 6: Spearman's rank correlation between parameter count and each column's score."""
-    cells = [c for c in summarize(rows)]
-    out = {}
-    for task in dict.fromkeys(c.task for c in cells):
-        metric = main_metric("table6", task) if task != "pretraining" else "mlm_perplexity"
-        pts = [(_params(c.variant), c.mean) for c in cells if c.task == task and c.metric == metric]
-        pts = [(p, m) for p, m in pts if p is not None]
-        if len(pts) >= 3:
-            out[f"{task} ({metric})"] = _spearman([p for p, _ in pts], [m for _, m in pts])
-    return out
-
-
-def _params(variant: str) -> int | None:
-    try:
-        layers, hidden, heads = (int(x[1:]) for x in variant.split("-"))
-    except ValueError:
-        return None
-    return layers * 12 * hidden * hidden  # encoder weights; enough to rank shapes
-
-
-def _spearman(x: list[float], y: list[float]) -> float:
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        for rank, i in enumerate(order):
-            r[i] = float(rank)
-        return r
-
-    rx, ry = ranks(x), ranks(y)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return round(num / den, 3) if den else 0.0

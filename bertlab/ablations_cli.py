@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
@@ -39,7 +40,8 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
                    help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64")
 
 
-def _cli_args(p: argparse.ArgumentParser) -> None:
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab ablate` and its subcommands."""
     p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS or runs/ in the repository)")
     sub = p.add_subparsers(dest="ablate_command", required=True)
     _suite_options(sub.add_parser("run", help="submit every job of a suite (pretraining, then fine-tuning)"))
@@ -57,7 +59,8 @@ def _cli_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-def spec_from_args(args) -> ab.SuiteSpec:
+def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
+    """The suite `bertlab ablate run|estimate` arguments describe."""
     return ab.SuiteSpec(
         table=args.table, tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), seeds=args.seeds,
         size=args.size, budget_s=args.budget_s, grid=ab.parse_grid(args.grid) if args.grid else (),
@@ -85,7 +88,8 @@ def _print_table(rows: list[dict]) -> None:
         print("  ".join(f"{str(r.get(k, '')):<{widths[k]}}" for k in keys))
 
 
-def _cli_run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`bertlab ablate ...`: call bertlab.ablations and print text or `--json`."""
     registry = JobRegistry(args.runs)
     cmd = args.ablate_command
     if cmd in ("run", "estimate"):
@@ -129,17 +133,17 @@ def _cli_run(args) -> int:
         return 0
     if cmd == "collect":
         record = _find(registry, args.suite)
-        csv_path, json_path = ab.write_results(record, args.out, registry)
-        n = len(ab.read_results(csv_path))
+        csv_path, json_path = results.write_results(record, args.out, registry)
+        n = len(results.read_results(csv_path))
         print(json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n}) if args.json
               else f"{n} rows -> {csv_path} (record: {json_path})")
         return 0
     if cmd == "report":
-        rows = ab.read_results(args.csv)
+        rows = results.read_results(args.csv)
         table = rows[0]["table"] if rows else ""
         if table not in ab.PAPER:
             raise InputError(f"{args.csv}: no rows of a known table")
-        vs = ab.verdicts(table, rows)
+        vs = results.verdicts(table, rows)
         if args.json:
             print(json.dumps([v.__dict__ for v in vs]))
             return 0
@@ -154,7 +158,3 @@ def _cli_run(args) -> int:
     print(f"{table.title} ({ab.CITATION})")
     _print_table([{"variant": label, **dict(zip(table.columns, vals, strict=True))} for _, label, vals in table.rows])
     return 0
-
-
-CLI_COMMANDS = {"ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report",
-                           _cli_args, _cli_run)}

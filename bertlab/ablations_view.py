@@ -1,9 +1,9 @@
 """What the Ablations page draws: the paper's table, ours beside it with verdicts, and figures.
 
-Takes the paper's tables and tidy result rows from bertlab.ablations; returns rows (lists of dicts
+Takes the paper's tables (bertlab.ablations) and tidy result rows (bertlab.ablation_results); returns rows (lists of dicts
 for st.dataframe) and plotly figures. Nothing here runs a job or reads a file.
 
-Imports plotly, bertlab.ablations and bertlab.figures (colours); never streamlit.
+Imports plotly, bertlab.ablations, bertlab.ablation_results and bertlab.figures (colours); never streamlit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.ablations import PAPER, PAPER_COLUMN, Verdict, main_metric, summarize, verdicts
+from bertlab.ablation_results import Verdict, main_metric, summarize, verdicts
+from bertlab.ablations import PAPER, PAPER_COLUMN
 from bertlab.figures import BLUE, FONT, GREY, ORANGE
 
 GREEN = "#3b8f5a"

@@ -1,17 +1,16 @@
 """Find and describe checkpoints: the shipped default, local folders, and finished runs.
 
-Owns: where checkpoints live (`checkpoints/`, `runs/<run_id>/model/`, `$BERTLAB_RUNS`), a cheap
+Owns: where checkpoints live (`checkpoints/`, and the final models of run folders), a cheap
 description of each one read from `config.json` alone (no weights loaded), and the model card
-shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint
-bertlab.errors and
-bertlab.inference (for the default path); loads no weights, never imports streamlit.
+shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint,
+bertlab.errors, bertlab.formatting, bertlab.runfolder (where runs live) and bertlab.inference (for
+the default path); loads no weights, never imports streamlit.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,9 @@ from typing import Any
 from bertlab.checkpoint import HUB_ID, is_checkpoint_dir, load_config
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
-from bertlab.inference import REPO_ROOT, default_model_path
+from bertlab.formatting import format_duration
+from bertlab.inference import default_model_path
+from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,6 @@ def shipped_model_path() -> Path:
 
 def checkpoints_root() -> Path:
     return REPO_ROOT / "checkpoints"
-
-
-def runs_root() -> Path:
-    """Where training runs write `runs/<run_id>/`: `$BERTLAB_RUNS`, else `runs/` at the repo root."""
-    env = os.environ.get("BERTLAB_RUNS")
-    return Path(env).expanduser() if env else REPO_ROOT / "runs"
 
 
 @dataclass
@@ -146,9 +141,9 @@ def find_run_checkpoints(root: str | Path | None = None, include_finetuned: bool
     if not root.is_dir():
         return []
     found = []
-    for model_dir in root.glob("*/model"):
-        if (model_dir / "config.json").is_file() and (include_finetuned or not is_finetuned(model_dir)):
-            found.append(model_dir)
+    for run_dir in root.iterdir():
+        if has_model(run_dir) and (include_finetuned or not is_finetuned(model_dir(run_dir))):
+            found.append(model_dir(run_dir))
     found.sort(key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
     return [CheckpointEntry(f"{p.parent.name} (run)", str(p), RUN, True, summarize(p)) for p in found]
 
@@ -177,7 +172,7 @@ def find_checkpoints(
     """
     shipped = shipped_model_path()
     exists = is_checkpoint_dir(shipped)
-    name = shipped.name if shipped.name != "model" else f"{shipped.parent.name}/model"
+    name = shipped.name if shipped.name != MODEL_DIR else f"{shipped.parent.name}/model"
     entries = [
         CheckpointEntry(
             f"{name} (default)",
@@ -232,7 +227,7 @@ def check_choice(text: str) -> str:
     if not p.is_dir():
         raise CheckpointError(f"{text}: is a file; give the checkpoint folder that holds config.json")
     if not (p / "config.json").is_file():
-        inner = [c for c in ("model", "checkpoint") if is_checkpoint_dir(p / c)]
+        inner = [c for c in (MODEL_DIR, CHECKPOINT_DIR) if is_checkpoint_dir(p / c)]
         hint = f" (did you mean {p / inner[0]}?)" if inner else ""
         raise CheckpointError(f"{text}: not a checkpoint folder: no config.json{hint}")
     if not is_checkpoint_dir(p):
@@ -307,16 +302,6 @@ CONFIG_FIELDS = (
     ("data_config", "masking", "Masking"),
     ("data_config", "dupe_factor", "Dupe factor"),
 )
-
-
-def format_duration(seconds: float) -> str:
-    """5400 -> '1 h 30 min'; 95 -> '1 min 35 s'."""
-    seconds = int(round(float(seconds)))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return f"{h} h {m} min"
-    return f"{m} min {s} s" if m else f"{s} s"
 
 
 def read_readme(directory: str | Path) -> str:

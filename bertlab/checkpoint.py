@@ -6,10 +6,10 @@ Directories written by `transformers` (`model.safetensors` or `pytorch_model.bin
 and a Hub id loads from the local Hugging Face cache, or is downloaded there (`bertlab.hub.download`:
 one weights file, safetensors first) when online. Nothing untrusted is unpickled:
 safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
-filled, then renamed into place.
+filled, then renamed into place (bertlab.atomic).
 
-Imports torch, safetensors, bertlab.config, bertlab.model, bertlab.tokenizer, bertlab.errors
-(bertlab.hub inside `resolve`).
+Imports torch, safetensors, bertlab.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
+bertlab.errors (bertlab.hub inside `resolve`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import logging
 import os
 import pickle
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from bertlab.atomic import atomic_dir
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
 from bertlab.model import BertForPreTraining
@@ -47,64 +46,6 @@ def is_checkpoint_dir(path: str | Path) -> bool:
     return p.is_dir() and (p / "config.json").is_file() and any(
         (p / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin")
     )
-
-
-def _atomic_dir(target: Path):
-    """Context: yields a temp dir next to `target`; on success it replaces `target` atomically."""
-
-    class _Ctx:
-        def __enter__(self):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-            self.tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is for everyone who can read the folder
-            return self.tmp
-
-        def __exit__(self, exc_type, exc, tb):
-            if exc_type is not None:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-                return False
-            for f in self.tmp.rglob("*"):  # flush file contents before the rename makes them visible
-                if f.is_file():
-                    with open(f, "rb") as fh:
-                        os.fsync(fh.fileno())
-            old = None
-            if target.exists():
-                old = target.with_name(f".{target.name}.old-{os.getpid()}")
-                if old.exists():  # left by a save killed between the two renames
-                    shutil.rmtree(old, ignore_errors=True)
-                os.replace(target, old)
-            os.replace(self.tmp, target)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-            return False
-
-    return _Ctx()
-
-
-def leftover_copies(target: Path) -> list[Path]:
-    """Copies `_atomic_dir` leaves beside `target` when a process is killed mid-save
-    (`.NAME.tmp-*` being written, `.NAME.old-*` between its two renames), newest first."""
-    target = Path(target)
-    found = [p for p in target.parent.glob(f".{target.name}.*") if p.is_dir()
-             and (p.name.startswith(f".{target.name}.tmp-") or p.name.startswith(f".{target.name}.old-"))]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-def recover_dir(target: Path, is_complete) -> Path | None:
-    """When `target` is missing (a save killed between the renames), put back the newest leftover
-    copy that `is_complete(path)` accepts; then remove every other leftover. Returns what was
-    recovered, or None."""
-    target = Path(target)
-    recovered = None
-    if not target.exists():
-        for copy in leftover_copies(target):
-            if is_complete(copy):
-                os.replace(copy, target)
-                recovered = copy
-                break
-    for copy in leftover_copies(target):
-        shutil.rmtree(copy, ignore_errors=True)
-    return recovered
 
 
 def export_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
@@ -139,7 +80,7 @@ def save_checkpoint(
     """
     directory = Path(directory)
     config = config or model.config
-    with _atomic_dir(directory) as tmp:
+    with atomic_dir(directory) as tmp:
         cfg = config.to_hf_dict(architecture, extra_config)
         if dtype is not None:
             cfg["torch_dtype"] = str(dtype).replace("torch.", "")

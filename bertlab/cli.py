@@ -3,8 +3,9 @@
 Each subcommand parses arguments, calls the package, and prints text or `--json`. Errors the
 user can fix exit with status 2 and one line on stderr, never a traceback.
 
-Start-up stays cheap: `COMMANDS` names each subcommand's help and the module that owns it, and a
-module is imported (with torch, for most) only to build and run the one subcommand being called.
+Start-up stays cheap: `COMMANDS` names each subcommand's help and a function that imports the
+module that owns it, so a module is imported (with torch, for most) only to build and run the one
+subcommand being called; each owner exposes `add_args(parser)` and `run(args)`.
 fill-mask, nsp and info live here and import torch inside their run functions.
 """
 
@@ -12,18 +13,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import logging
 import os
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertlab import __version__
 from bertlab.errors import BertLabError, InputError
+from bertlab.runfolder import LOG_FILE
+
+if TYPE_CHECKING:
+    from bertlab.inference import FillMaskResult
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
 
 
 def _add_model_args(p: argparse.ArgumentParser, json_help: str = "print JSON for scripts") -> None:
@@ -77,7 +85,7 @@ def _fill_mask_args(p):
     p.add_argument("--top-k", type=int, default=5, help="answers to show for each [MASK] (default 5)")
 
 
-def fill_mask_json(results) -> list[dict]:
+def fill_mask_json(results: Sequence[FillMaskResult]) -> list[dict]:
     """`FillMaskResult`s as the `--json` shape documented in FILL_MASK_JSON_HELP (the API's names)."""
     return [{
         "text": r.text,
@@ -135,7 +143,7 @@ def _info_args(p):
 
 
 def _info(args) -> int:
-    from bertlab.jobs_paths import runs_root
+    from bertlab.runfolder import runs_root
 
     lm = _load(args)
     runs = runs_root()
@@ -175,14 +183,45 @@ BUILTIN = {
     "info": ("config, parameter count and vocabulary of a model", _info_args, _info),
 }
 
-# Subcommands owned by other modules: name -> (help, module whose CLI_COMMANDS[name] holds
-# (help, add_args, run)). The help is repeated here so that `bertlab --help` imports none of them.
+# Subcommands owned by other modules, each imported (with torch, for most) only when it is the one
+# being run: name -> (help, a function that imports the module and returns its (add_args, run)).
+# The help is written here so that `bertlab --help` imports none of them.
+def _pretrain() -> tuple[AddArgs, Run]:
+    from bertlab import pretrain
+
+    return pretrain.add_args, pretrain.run
+
+
+def _export() -> tuple[AddArgs, Run]:
+    from bertlab import pretrain
+
+    return pretrain.add_export_args, pretrain.run_export
+
+
+def _finetune() -> tuple[AddArgs, Run]:
+    from bertlab.finetune import recipe
+
+    return recipe.add_args, recipe.run
+
+
+def _jobs() -> tuple[AddArgs, Run]:
+    from bertlab import jobs_cli
+
+    return jobs_cli.add_args, jobs_cli.run
+
+
+def _ablate() -> tuple[AddArgs, Run]:
+    from bertlab import ablations_cli
+
+    return ablations_cli.add_args, ablations_cli.run
+
+
 COMMANDS = {
-    "pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", "bertlab.pretrain"),
-    "export": ("copy a finished run's model into a checkpoint folder with its model card", "bertlab.pretrain"),
-    "finetune": ("fine-tune BERT on a task (GLUE, tagging, SQuAD)", "bertlab.finetune"),
-    "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", "bertlab.jobs"),
-    "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", "bertlab.ablations_cli"),
+    "pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", _pretrain),
+    "export": ("copy a finished run's model into a checkpoint folder with its model card", _export),
+    "finetune": ("fine-tune BERT on a task (GLUE, tagging, SQuAD)", _finetune),
+    "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", _jobs),
+    "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", _ablate),
 }
 
 
@@ -191,11 +230,10 @@ def _command_in(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def _add_args_and_run(name: str):
+def _add_args_and_run(name: str) -> tuple[AddArgs, Run]:
     if name in BUILTIN:
         return BUILTIN[name][1:]
-    _, module = COMMANDS[name]
-    return importlib.import_module(module).CLI_COMMANDS[name][1:]
+    return COMMANDS[name][1]()
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -229,7 +267,7 @@ def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> I
     resume of a folder that is not there fails without leaving one behind). An error that ends the
     run is written there too."""
     run_dir = Path(run_dir)
-    path = run_dir / "log.txt"
+    path = run_dir / LOG_FILE
     if (os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path)
             or not (create or run_dir.is_dir())):
         yield

@@ -1,17 +1,17 @@
 """Plotly figures of what BERT does, and ways to export them.
 
-Owns every picture the app draws (probability bars, attention heatmaps and line views, the
-layers x heads grid, head statistics, the paper's Figure 2 input diagram, the architecture
-picture, the masked pretraining example) and their export (HTML always; PNG/SVG through kaleido
+Owns the plots the app draws (probability bars, attention heatmaps and line views, the layers x
+heads grid, head statistics, learning curves), the colours and layout every figure shares, and
+their export (HTML always; PNG/SVG through kaleido
 when installed, else plotly's own camera button). Figures take plain data (tokens, numpy arrays,
-inference results) and return `plotly.graph_objects.Figure`; nothing here runs the model.
+inference results) and return `plotly.graph_objects.Figure`; nothing here runs the model. The
+paper's diagrams (Figure 2, the architecture, a masked example) are bertlab.diagrams'.
 
 Imports numpy, plotly and bertlab types; bertviz lazily; never streamlit.
 """
 
 from __future__ import annotations
 
-import html
 import importlib.util
 import logging
 from collections.abc import Sequence
@@ -21,7 +21,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertlab.attention import HEAD_STATS, HeadStats, head_label
-from bertlab.config import BertConfig
 from bertlab.errors import InputError
 from bertlab.inference import Candidate, Inspection, LayerGuess
 
@@ -31,17 +30,11 @@ log = logging.getLogger(__name__)
 BLUE = "#3b6fb6"
 ORANGE = "#e8853d"
 GREY = "#9aa0a6"
-TOKEN_YELLOW = "#fde9a9"  # Figure 2: token embeddings
-SEGMENT_GREEN = "#cfe8c4"  # Figure 2: segment embeddings
-POSITION_GREY = "#e3e3e3"  # Figure 2: position embeddings
-SEGMENT_A = "#e8f0fb"
-SEGMENT_B = "#fdeede"
-KIND_COLOURS = {"mask": "#d64545", "random": "#e8a33d", "keep": "#3b8f5a"}
-KIND_LABELS = {"mask": "→ [MASK] (80%)", "random": "→ random token (10%)", "keep": "kept as is (10%)"}
 FONT = dict(family="Inter, Source Sans Pro, Helvetica, Arial, sans-serif", size=13)
 
 
-def _layout(fig: go.Figure, title: str = "", height: int | None = None, **kw) -> go.Figure:
+def style_figure(fig: go.Figure, title: str = "", height: int | None = None, **kw) -> go.Figure:
+    """The look every figure shares: title top left, the app font, white background, tight margins."""
     fig.update_layout(
         # Titles sit at the very top of the figure, above any tick labels drawn on top.
         title=dict(
@@ -103,7 +96,7 @@ def probability_bar(candidates: Sequence[Candidate], whole_words: bool = True, t
         range=[0, min(1.0, top * 1.2) or 1.0], tickformat=_tick_format(top), showgrid=True, gridcolor="#eee"
     )
     fig.update_yaxes(automargin=True)
-    return _layout(fig, title, height=60 + 28 * len(candidates))
+    return style_figure(fig, title, height=60 + 28 * len(candidates))
 
 
 def _unique_labels(labels: Sequence[str]) -> list[str]:
@@ -153,7 +146,7 @@ def layer_predictions_figure(guesses: Sequence[LayerGuess], whole_words: bool = 
     )
     fig.update_xaxes(tickvals=list(range(1, k + 1)), ticktext=[f"#{r}" for r in range(1, k + 1)], side="top")
     fig.update_yaxes(tickvals=list(range(len(guesses))), ticktext=ylabels)
-    _layout(fig, title, height=100 + 46 * len(guesses))
+    style_figure(fig, title, height=100 + 46 * len(guesses))
     fig.update_layout(margin=dict(t=70 if title else 30))
     return fig
 
@@ -191,7 +184,7 @@ def answer_trajectory_figure(guesses: Sequence[LayerGuess], token_id: int, word:
         showgrid=True,
         gridcolor="#eee",
     )
-    return _layout(fig, f"How sure each layer is of the final answer '{word}'", height=300)
+    return style_figure(fig, f"How sure each layer is of the final answer '{word}'", height=300)
 
 
 def comparison_bar(rows: Sequence[dict], title: str = "") -> go.Figure:
@@ -213,7 +206,7 @@ def comparison_bar(rows: Sequence[dict], title: str = "") -> go.Figure:
     top = max([0.0] + [r[k] for r in rows for k in ("all heads", "heads off") if not np.isnan(r[k])])
     fig.update_yaxes(tickformat=_tick_format(top), rangemode="tozero", showgrid=True, gridcolor="#eee")
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
-    _layout(fig, title, height=360)
+    style_figure(fig, title, height=360)
     fig.update_layout(margin=dict(t=70))
     return fig
 
@@ -236,7 +229,7 @@ def nsp_figure(is_next_prob: float, title: str = "") -> go.Figure:
     fig.update_layout(barmode="stack", showlegend=False)
     fig.update_xaxes(range=[0, 1], tickformat=".0%", showgrid=False)
     fig.update_yaxes(visible=False)
-    return _layout(fig, title, height=110)
+    return style_figure(fig, title, height=110)
 
 
 # --------------------------------------------------------------------------------------
@@ -274,7 +267,7 @@ def attention_heatmap(tokens: Sequence[str], matrix: np.ndarray, title: str = ""
         fig.add_annotation(
             text="switched off", x=(T - 1) / 2, y=(T - 1) / 2, showarrow=False, font=dict(size=18, color=GREY)
         )
-    _layout(fig, title, height=side)
+    style_figure(fig, title, height=side)
     fig.update_layout(margin=dict(t=(40 if title else 10) + 6 * max((len(t) for t in tokens), default=1)))
     return fig
 
@@ -340,7 +333,7 @@ def attention_lines(
     )
     fig.update_xaxes(visible=False, range=[-0.9, 1.9])
     fig.update_yaxes(visible=False, autorange="reversed")
-    return _layout(fig, title, height=max(260, 22 * T + 60))
+    return style_figure(fig, title, height=max(260, 22 * T + 60))
 
 
 def head_grid(
@@ -405,7 +398,7 @@ def head_grid(
         scaleanchor="x",
     )
     cell = max(70, min(150, 900 // max(A, 1)))
-    return _layout(fig, title, height=min(1400, 90 + cell * L))
+    return style_figure(fig, title, height=min(1400, 90 + cell * L))
 
 
 def stat_heatmap(stats: HeadStats, name: str, title: str = "") -> go.Figure:
@@ -434,7 +427,7 @@ def stat_heatmap(stats: HeadStats, name: str, title: str = "") -> go.Figure:
     )
     fig.update_xaxes(title="head", tickvals=list(range(1, A + 1)), side="top")
     fig.update_yaxes(title="layer", tickvals=list(range(1, L + 1)), autorange="reversed")
-    return _layout(fig, title or HEAD_STATS[name][0], height=max(220, 60 + 34 * L))
+    return style_figure(fig, title or HEAD_STATS[name][0], height=max(220, 60 + 34 * L))
 
 
 def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
@@ -469,7 +462,7 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
         ticks = list(range(1, A + 1)) if A <= 8 else sorted({1, (A + 1) // 2, A})
         fig.update_xaxes(tickvals=ticks, tickfont_size=9, row=1, col=k, title_text="head" if k == 1 else None)
     fig.update_annotations(font_size=12)
-    _layout(fig, title, height=max(200, 100 + 22 * L))
+    style_figure(fig, title, height=max(200, 100 + 22 * L))
     fig.update_layout(margin=dict(t=60 if title else 30))
     return fig
 
@@ -478,273 +471,6 @@ def _max_or(values: np.ndarray, default: float) -> float:
     """Largest finite value (colour scales start at 0, so small differences do not look big)."""
     finite = np.asarray(values, dtype=float)[np.isfinite(values)]
     return float(finite.max()) if finite.size and finite.max() > 0 else default
-
-
-# --------------------------------------------------------------------------------------
-# The input: the paper's Figure 2
-# --------------------------------------------------------------------------------------
-def input_embeddings_figure(
-    tokens: Sequence[str], segment_ids: Sequence[int], per_row: int = 16, title: str = ""
-) -> go.Figure:
-    """BERT's input as in the paper's Figure 2: token + segment + position embeddings per token.
-
-    Long inputs wrap onto several bands of `per_row` tokens.
-    """
-    T = len(tokens)
-    if len(segment_ids) != T:
-        raise InputError(f"{T} tokens but {len(segment_ids)} segment ids")
-    bands = max(1, -(-T // per_row))
-    cols = min(T, per_row)
-    row_h, gap, band_gap = 1.0, 0.55, 1.0
-    band_height = 4 * row_h + 3 * gap + band_gap
-    w, xgap = 1.0, 0.14
-    fig = go.Figure()
-    shapes, notes = [], []
-    labels = ("Input", "Token<br>Embeddings", "Segment<br>Embeddings", "Position<br>Embeddings")
-    fills = ("white", TOKEN_YELLOW, SEGMENT_GREEN, POSITION_GREY)
-    for band in range(bands):
-        top = -band * band_height
-        for r, label in enumerate(labels):
-            y = top - r * (row_h + gap)
-            notes.append(
-                dict(
-                    x=-0.25,
-                    y=y - row_h / 2,
-                    text=f"<b>{label}</b>",
-                    xanchor="right",
-                    showarrow=False,
-                    font=dict(size=12),
-                )
-            )
-        for k in range(cols):
-            i = band * per_row + k
-            if i >= T:
-                break
-            x0 = k * (w + xgap)
-            tok, seg = tokens[i], segment_ids[i]
-            seg_name = "A" if seg == 0 else "B"
-            texts = (
-                html.escape(tok),
-                f"E<sub>{html.escape(tok)}</sub>",
-                f"E<sub>{seg_name}</sub>",
-                f"E<sub>{i}</sub>",
-            )
-            for r, (fill, text) in enumerate(zip(fills, texts, strict=False)):
-                y1 = top - r * (row_h + gap)
-                border = "#555" if r else ("#c0392b" if tok in ("[CLS]", "[SEP]") else "#555")
-                shapes.append(
-                    dict(
-                        type="rect",
-                        x0=x0,
-                        x1=x0 + w,
-                        y0=y1 - row_h,
-                        y1=y1,
-                        fillcolor=fill,
-                        line=dict(color=border, width=1.2),
-                        layer="below",
-                    )
-                )
-                size = 12 if len(tok) <= 7 else (10 if len(tok) <= 10 else 8)
-                notes.append(dict(x=x0 + w / 2, y=y1 - row_h / 2, text=text, showarrow=False, font=dict(size=size)))
-                if r >= 2:
-                    notes.append(
-                        dict(x=x0 + w / 2, y=y1 + gap / 2, text="<b>+</b>", showarrow=False, font=dict(size=14))
-                    )
-    fig.update_layout(shapes=shapes, annotations=notes)
-    fig.add_trace(
-        go.Scatter(
-            x=[-2.2, cols * (w + xgap)],
-            y=[0.2, -bands * band_height + band_gap],
-            mode="markers",
-            marker=dict(opacity=0),
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    fig.update_xaxes(visible=False, range=[-2.3, cols * (w + xgap) + 0.05])
-    fig.update_yaxes(visible=False, range=[-bands * band_height + band_gap - 0.1, 0.3])
-    return _layout(fig, title, height=int(40 + 210 * bands))
-
-
-# --------------------------------------------------------------------------------------
-# The architecture
-# --------------------------------------------------------------------------------------
-def architecture_figure(config: BertConfig, title: str = "") -> go.Figure:
-    """A picture of BERT for this config, bottom to top as in the paper's Figure 1: input tokens ->
-    embeddings -> L encoder layers -> outputs C, T1..Tn -> the NSP and masked-LM heads."""
-    c = config
-    fig = go.Figure()
-    shapes, notes = [], []
-
-    def box(x0, y0, x1, y1, fill, text, size=11, line="#555", colour="#222"):
-        shapes.append(
-            dict(
-                type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=fill, line=dict(color=line, width=1.2), layer="below"
-            )
-        )
-        if text:
-            notes.append(
-                dict(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=text, showarrow=False, font=dict(size=size, color=colour))
-            )
-
-    def arrow(x, y0, y1):
-        notes.append(
-            dict(
-                x=x,
-                y=y1,
-                ax=x,
-                ay=y0,
-                xref="x",
-                yref="y",
-                axref="x",
-                ayref="y",
-                text="",
-                showarrow=True,
-                arrowhead=2,
-                arrowsize=1,
-                arrowwidth=1.4,
-                arrowcolor="#555",
-            )
-        )
-
-    inputs = ["[CLS]", "the", "cat", "[MASK]", "[SEP]", "it", "slept", "[SEP]"]
-    n, span = len(inputs), 10.0
-    xs = [0.55 + i * (span - 1.1) / (n - 1) for i in range(n)]
-    for x, t in zip(xs, inputs, strict=False):
-        special = t in ("[CLS]", "[SEP]", "[MASK]")
-        box(x - 0.56, 0, x + 0.56, 0.6, "#f1f1f1" if special else "white", t, size=10)
-    notes.append(
-        dict(
-            x=span / 2,
-            y=-0.35,
-            text="input: [CLS] sentence A [SEP] sentence B [SEP]",
-            showarrow=False,
-            font=dict(size=10, color="#666"),
-        )
-    )
-    arrow(span / 2, 0.65, 1.05)
-    box(0, 1.1, span, 1.8, TOKEN_YELLOW, "<b>Embeddings</b>: token + segment + position", size=11)
-    y = 2.35
-    shown = list(range(c.num_layers)) if c.num_layers <= 4 else [0, 1, None, c.num_layers - 1]
-    for idx in shown:
-        arrow(span / 2, y - 0.5, y - 0.03)
-        if idx is None:
-            notes.append(
-                dict(
-                    x=span / 2,
-                    y=y + 0.2,
-                    text=f"⋮ {c.num_layers - 3} more layers ⋮",
-                    showarrow=False,
-                    font=dict(size=11, color="#555"),
-                )
-            )
-            y += 0.95
-            continue
-        box(0, y, span, y + 1.45, "#eef3fb", "", line=BLUE)
-        notes.append(
-            dict(
-                x=0.12,
-                y=y + 1.25,
-                text=f"<b>Encoder layer {idx + 1}</b>",
-                xanchor="left",
-                showarrow=False,
-                font=dict(size=11, color=BLUE),
-            )
-        )
-        notes.append(
-            dict(
-                x=span - 0.12,
-                y=y + 1.25,
-                text="add & norm after each",
-                xanchor="right",
-                showarrow=False,
-                font=dict(size=9, color="#777"),
-            )
-        )
-        direction = "" if c.attention_direction == "bidirectional" else " (left-to-right)"
-        box(
-            0.25,
-            y + 0.15,
-            4.85,
-            y + 0.98,
-            "white",
-            f"Self-attention{direction}<br>{c.num_heads} heads × {c.head_size}",
-            size=10,
-        )
-        box(
-            5.15,
-            y + 0.15,
-            span - 0.25,
-            y + 0.98,
-            "white",
-            f"Feed-forward<br>{c.hidden_size} → {c.intermediate_size} → {c.hidden_size}",
-            size=10,
-        )
-        y += 2.0
-    arrow(span / 2, y - 0.5, y - 0.03)
-    outs = ["C"] + [f"T<sub>{i}</sub>" for i in range(1, n)]
-    for x, t in zip(xs, outs, strict=False):
-        box(x - 0.56, y, x + 0.56, y + 0.6, "#dfe9f7" if t == "C" else "#f7f7f7", t, size=10)
-    y_head = y + 1.15
-    arrow(xs[0], y + 0.65, y_head - 0.03)
-    arrow(xs[3], y + 0.65, y_head - 0.03)
-    box(0, y_head, 3.3, y_head + 0.75, "#fbe3d0", "<b>NSP</b>: IsNext?" if c.use_nsp_head else "no NSP head", size=11)
-    box(3.6, y_head, span, y_head + 0.75, "#fbe3d0", f"<b>Masked LM</b>: which of {c.vocab_size:,}?", size=11)
-    top = y_head + 0.85
-    fig.update_layout(shapes=shapes, annotations=notes)
-    fig.add_trace(
-        go.Scatter(
-            x=[0, span], y=[-0.5, top], mode="markers", marker=dict(opacity=0), hoverinfo="skip", showlegend=False
-        )
-    )
-    fig.update_xaxes(visible=False, range=[-0.15, span + 0.15], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[-0.55, top], fixedrange=True)
-    title = title or f"BERT with L = {c.num_layers} layers, H = {c.hidden_size}, A = {c.num_heads} heads"
-    return _layout(fig, title, height=int(48 * (top + 0.6)) + 40)
-
-
-# --------------------------------------------------------------------------------------
-# A pretraining example, token by token
-# --------------------------------------------------------------------------------------
-def example_html(
-    tokens: Sequence[str],
-    original_tokens: Sequence[str],
-    kinds: Sequence[str],
-    segment_ids: Sequence[int],
-) -> str:
-    """HTML chips for a pretraining instance: segment A/B shading, chosen positions coloured by
-    what they became, the original token under each changed one. Self-contained (inline CSS)."""
-    if not (len(tokens) == len(original_tokens) == len(kinds) == len(segment_ids)):
-        raise InputError("tokens, original_tokens, kinds and segment_ids must have the same length")
-    chips = []
-    for i, (tok, orig, kind, seg) in enumerate(zip(tokens, original_tokens, kinds, segment_ids, strict=False)):
-        bg = SEGMENT_A if seg == 0 else SEGMENT_B
-        colour = KIND_COLOURS.get(kind)
-        border = f"2px solid {colour}" if colour else "1px solid #ccc"
-        top = f"<span style='font-weight:600;color:{colour}'>{html.escape(tok)}</span>" if colour else html.escape(tok)
-        under = html.escape(orig) if kind else "&nbsp;"
-        title = f"position {i}, segment {'A' if seg == 0 else 'B'}" + (
-            f": was '{orig}', {KIND_LABELS[kind]}" if kind else ""
-        )
-        chips.append(
-            f'<span title="{html.escape(title)}" style=\'display:inline-flex;flex-direction:column;align-items:center;'
-            f"margin:2px;padding:2px 5px;border-radius:6px;background:{bg};border:{border};font-family:monospace;font-size:14px'>"
-            f"{top}<span style='font-size:10px;color:#666'>{under}</span></span>"
-        )
-    return "<div style='line-height:2.1'>" + "".join(chips) + "</div>"
-
-
-def legend_html() -> str:
-    """The colour key for `example_html`."""
-    items = [
-        f"<span style='background:{SEGMENT_A};padding:2px 8px;border-radius:6px'>segment A</span>",
-        f"<span style='background:{SEGMENT_B};padding:2px 8px;border-radius:6px'>segment B</span>",
-    ]
-    items += [
-        f"<span style='border:2px solid {c};padding:1px 8px;border-radius:6px;color:{c}'>{KIND_LABELS[k]}</span>"
-        for k, c in KIND_COLOURS.items()
-    ]
-    return "<div style='display:flex;gap:10px;flex-wrap:wrap;font-size:13px'>" + "".join(items) + "</div>"
 
 
 # --------------------------------------------------------------------------------------
@@ -839,4 +565,4 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
                       annotation_text=f"step {marker_step:,}", annotation_position="top left")
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
-    return _layout(fig, title, height=340, legend=dict(orientation="h", y=-0.3))
+    return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))

@@ -6,27 +6,31 @@ fill-mask top-5 on the probe sentences, P(IsNext) on probe pairs, attention maps
 attention sentences and Clark et al.'s head statistics averaged over them.
 
 A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spaced steps under
-`RUN/snapshots/step-NNNNNNN/` (see bertlab.training). `build_history` runs the probes through each
+`RUN/snapshots/step-NNNNNNN/` (see bertlab.runfolder). `build_history` runs the probes through each
 of them once and the file is saved in the run folder; `bertlab export` copies it beside a shipped
 checkpoint, so the history of the shipped model needs no snapshots at all.
 
-Imports bertlab.attention, bertlab.inference and bertlab.training (file names and metrics); never
-streamlit.
+Imports bertlab.attention, bertlab.atomic, bertlab.inference and bertlab.runfolder (file names and
+metrics); never streamlit.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bertlab.atomic import read_json, write_text_atomic
 from bertlab.attention import HEAD_STATS, head_statistics
 from bertlab.errors import InputError
-from bertlab.training import SNAPSHOT_DIR, read_json, read_metrics
+from bertlab.runfolder import read_metrics, snapshot_root
+
+if TYPE_CHECKING:
+    from bertlab.inference import LoadedModel
 
 HISTORY_FILE = "learning_history.json"
 FORMAT_VERSION = 1
@@ -117,13 +121,13 @@ class LearningHistory:
 # --------------------------------------------------------------------------------------
 def list_snapshots(run_dir: str | Path) -> list[Path]:
     """The snapshot folders of a run, in step order."""
-    root = Path(run_dir) / SNAPSHOT_DIR
+    root = snapshot_root(run_dir)
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file())
 
 
-def probe_model(lm, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
+def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
     """Run the probes through one loaded model (a `bertlab.inference.LoadedModel`)."""
     card = card or {}
     fills = []
@@ -199,9 +203,7 @@ def save_history(history: LearningHistory, path: str | Path) -> Path:
     data = {"format": FORMAT_VERSION, "source": history.source, "probes": asdict(history.probes),
             "curve": history.curve, "train_curve": history.train_curve,
             "snapshots": [asdict(s) for s in history.snapshots]}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # compact: nested attention lists stay small
-    tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")))  # compact: nested attention lists stay small
     return path
 
 

@@ -2,7 +2,7 @@
 
 `load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `inspect` and
 `layer_predictions`; each returns dataclasses and accepts batches. Imports torch and the lower
-bertlab layers (config, model, tokenizer, checkpoint); never streamlit.
+bertlab layers (config, model, tokenizer, checkpoint, batching, hardware, runfolder); never streamlit.
 """
 
 from __future__ import annotations
@@ -17,33 +17,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.batching import pad_batch
 from bertlab.checkpoint import NSP_KEYS, load_pretraining_model
 from bertlab.errors import InputError
+from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
+from bertlab.runfolder import REPO_ROOT
 from bertlab.tokenizer import BertTokenizer, Encoding
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "bertlab-mini"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def default_model_path() -> Path:
     """The shipped default checkpoint (or `$BERTLAB_MODEL` when set)."""
     env = os.environ.get("BERTLAB_MODEL")
     return Path(env) if env else REPO_ROOT / "checkpoints" / DEFAULT_MODEL_NAME
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    """'auto'/None -> CUDA when available, else CPU."""
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("device 'cuda' was asked for, but no CUDA GPU is available; use 'cpu' or 'auto'")
-    try:
-        return torch.device(device)
-    except RuntimeError as exc:
-        raise InputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda'") from exc
 
 
 # --------------------------------------------------------------------------------------
@@ -260,16 +250,8 @@ class LoadedModel:
 
     # --- batching ------------------------------------------------------------------------
     def _batch(self, encs: Sequence[Encoding]) -> dict[str, torch.Tensor]:
-        T = max(len(e) for e in encs)
-        ids = torch.full((len(encs), T), self.tokenizer.pad_id, dtype=torch.long)
-        types = torch.zeros((len(encs), T), dtype=torch.long)
-        mask = torch.zeros((len(encs), T), dtype=torch.long)
-        for i, e in enumerate(encs):
-            n = len(e)
-            ids[i, :n] = torch.tensor(e.ids)
-            types[i, :n] = torch.tensor(e.type_ids)
-            mask[i, :n] = 1
-        return {k: v.to(self.device) for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask))}
+        batch = pad_batch([e.ids for e in encs], self.tokenizer.pad_id, [e.type_ids for e in encs])
+        return {k: v.to(self.device) for k, v in batch.items()}
 
     def _candidates(
         self, probs: torch.Tensor, enc: Encoding, position: int, top_k: int, tokens: Sequence[str] | None = None

@@ -3,7 +3,8 @@
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
 return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
 
-Imports plotly and bertlab.jobs / bertlab.figures (colours); never streamlit.
+Imports plotly and bertlab.estimates / formatting / runs (what it draws) / figures (colours); never
+streamlit.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
-from bertlab.jobs import Estimate, Job, format_duration
+from bertlab.formatting import format_duration
+from bertlab.runs import Job
 
 GREEN = "#3b8f5a"
 # Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).
@@ -221,7 +224,7 @@ LABEL_NAMES = {
 }
 
 
-def label_text(task: str | None, label) -> str:
+def label_text(task: str | None, label: object) -> str:
     """'1 (positive)' for SST-2's label 1; the label itself where it says what it means already."""
     name = LABEL_NAMES.get(task or "", {}).get(str(label))
     return f"{label} ({name})" if name else str(label)

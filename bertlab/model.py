@@ -153,7 +153,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x, attn_bias, head_mask, output_attentions, xq=None):
+    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None, head_mask: torch.Tensor | None,
+                output_attentions: bool, xq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         context, probs = self.self(x, attn_bias, head_mask, output_attentions, xq)
         return self.output(context, x if xq is None else xq), probs
 
@@ -189,7 +190,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x, attn_bias, head_mask, output_attentions, xq=None):
+    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None, head_mask: torch.Tensor | None,
+                output_attentions: bool, xq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """xq: (B, K, H) rows of x to compute outputs for (all rows attend to all of x); None = all."""
         a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq)
         return self.output(self.intermediate(a), a), probs
@@ -220,7 +222,8 @@ class BertModel(nn.Module):
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config)
 
-    def attention_bias(self, attention_mask: torch.Tensor | None, T: int, device, dtype) -> torch.Tensor | None:
+    def attention_bias(self, attention_mask: torch.Tensor | None, T: int, device: torch.device,
+                       dtype: torch.dtype) -> torch.Tensor | None:
         """Additive bias (B or 1, 1, T or 1, T): 0 where attending is allowed, dtype-min elsewhere."""
         neg = torch.finfo(dtype).min
         bias = None

@@ -2,20 +2,27 @@
 
 `bertlab pretrain --config configs/mini.yaml [section.key=value ...] [--resume] [--dry-run]`.
 A run folder holds the config, the tokenizer (trained once and kept as vocab.txt), metrics,
-checkpoints and the final model (see bertlab.training for the layout).
+checkpoints and the final model (bertlab.runfolder owns the layout). The recipe seeds the global
+RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_args` / `run`
+(`bertlab pretrain`) and `add_export_args` / `run_export` (`bertlab export`).
 
-Imports the lower layers: corpus, tokenizer, pretraining_data, model, checkpoint, training.
+Imports the lower layers: corpus, tokenizer, pretraining_data, model, checkpoint, hardware,
+runfolder, training.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
 import math
 import os
+import random
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +31,9 @@ import torch
 
 from bertlab.checkpoint import save_checkpoint
 from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
-from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, load_corpus
+from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
 from bertlab.errors import InputError
+from bertlab.hardware import hardware_description
 from bertlab.model import BertForPreTraining
 from bertlab.model_card import model_card_markdown
 from bertlab.pretraining_data import (
@@ -39,17 +47,20 @@ from bertlab.pretraining_data import (
     split_heldout,
     tokenize_documents,
 )
-from bertlab.tokenizer import BertTokenizer
-from bertlab.training import (
-    TrainConfig,
+from bertlab.runfolder import (
+    CHECKPOINT_DIR,
+    VOCAB_FILE,
     failure_recorded,
-    hardware_description,
-    read_json,
+    model_dir,
     read_metrics,
-    train,
+    read_run_config,
+    runs_root,
     update_status,
-    write_json_atomic,
+    write_run_config,
 )
+from bertlab.tokenizer import BertTokenizer
+from bertlab.training import TrainConfig, TrainResult, train
+from bertlab.training_runtime import process_rank
 
 log = logging.getLogger(__name__)
 
@@ -206,13 +217,13 @@ class PretrainTask:
     def set_phase(self, phase: int) -> None:
         self.phase = phase
 
-    def batches(self, epoch, start, rank, world):
+    def batches(self, epoch: int, start: int, rank: int, world: int) -> Iterator[dict[str, torch.Tensor]]:
         return self.phases[self.phase](epoch, start, rank, world)
 
-    def batches_per_epoch(self, world):
+    def batches_per_epoch(self, world: int) -> int:
         return self.phases[self.phase].num_batches(world)
 
-    def forward(self, model, batch):
+    def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(**batch)
         stats = {"mlm_correct": float(out.mlm_correct), "mlm_count": float(out.mlm_count),
                  "mlm_loss_sum": float(out.mlm_loss.detach()) * float(out.mlm_count)}
@@ -221,7 +232,7 @@ class PretrainTask:
             stats["nsp_count"] = float(batch["nsp_labels"].numel())
         return out.loss, stats
 
-    def summarize(self, sums):
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         out = {}
         if sums.get("mlm_count"):
             out["mlm_acc"] = sums["mlm_correct"] / sums["mlm_count"]
@@ -230,7 +241,8 @@ class PretrainTask:
             out["nsp_acc"] = sums["nsp_correct"] / sums["nsp_count"]
         return out
 
-    def evaluate(self, model, device, autocast):
+    def evaluate(self, model: torch.nn.Module, device: torch.device,
+                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
         n = min(len(self.eval_store), self.cfg.eval_instances)
         sums: dict[str, float] = {}
         bs = 64
@@ -252,7 +264,7 @@ class PretrainTask:
             metrics["mlm_perplexity"] = math.exp(min(50.0, metrics["mlm_loss"]))
         return metrics
 
-    def save_model(self, directory, model, extra):
+    def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
         card = dict(self.card)
         card.update(extra.get("card_updates", {}))
         parent = card.get("init_card")
@@ -268,9 +280,9 @@ class PretrainTask:
 # --------------------------------------------------------------------------------------
 # Preparing data
 # --------------------------------------------------------------------------------------
-def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents) -> BertTokenizer:
+def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents: Sequence[Document]) -> BertTokenizer:
     """A given vocab.txt, the run's own (trained once and kept), or a newly trained one."""
-    kept = run_dir / "vocab.txt"
+    kept = run_dir / VOCAB_FILE
     if kept.is_file():
         return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
     vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
@@ -287,7 +299,8 @@ def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents) -> BertToke
     return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
 
 
-def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple[list[InstanceStore], InstanceStore, dict]:
+def prepare_data(cfg: PretrainConfig, corpus: Corpus,
+                 tokenizer: BertTokenizer) -> tuple[list[InstanceStore], InstanceStore, dict]:
     """Train instance stores (one per data phase) and the held-out store (made like the last
     phase), built once and cached under a hash of their inputs. Every phase holds out the same
     documents (the split depends on the seed and `heldout_fraction` only)."""
@@ -305,7 +318,7 @@ def prepare_data(cfg: PretrainConfig, corpus, tokenizer: BertTokenizer) -> tuple
     return train, held, stats
 
 
-def _prepare_split(cfg: PretrainConfig, data: DataConfig, corpus, tokenizer: BertTokenizer,
+def _prepare_split(cfg: PretrainConfig, data: DataConfig, corpus: Corpus, tokenizer: BertTokenizer,
                    split: str) -> tuple[InstanceStore, dict]:
     """One split's instances made with `data`, from the cache when it has them; returns stats
     only when the instances were made now."""
@@ -364,24 +377,26 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
 # Entry point
 # --------------------------------------------------------------------------------------
 def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                    progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
-    """Run (or resume) a pretraining run; returns bertlab.training.TrainResult."""
+                    progress_bar: bool = True, stop_after_steps: int | None = None,
+                    command: str | None = None) -> TrainResult:
+    """Run (or resume) a pretraining run."""
     with failure_recorded(run_dir):
         return _run_pretraining(cfg, run_dir, resume=resume, dry_run=dry_run, progress_bar=progress_bar,
                                 stop_after_steps=stop_after_steps, command=command)
 
 
 def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                    progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
+                     progress_bar: bool = True, stop_after_steps: int | None = None,
+                     command: str | None = None) -> TrainResult:
     run_dir = Path(run_dir)
     saved: dict = {}
     if resume:
-        saved = read_json(run_dir / "run_config.json")
+        saved = read_run_config(run_dir)
         if saved is None:
             raise InputError(f"{run_dir}: no run_config.json to resume")
         cfg = PretrainConfig.from_dict(saved["config"])
         command = saved.get("command") or command  # the card names the command that started the run
-    elif (run_dir / "checkpoint").exists() and not dry_run:
+    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if dry_run:
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0,
@@ -403,7 +418,7 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
     if cfg.init_from:
         # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
         init_info = saved.get("init") or initialize_from(model, cfg.init_from)
-    write_json_atomic(run_dir / "run_config.json", {
+    write_run_config(run_dir, {
         "kind": "pretrain", "config": cfg.to_dict(), "model_config": asdict(model_config),
         "command": command or " ".join(sys.argv), "data_stats": data_stats, "init": init_info,
     })
@@ -431,6 +446,9 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
     task = PretrainTask(cfg, tokenizer, model_config, train_stores, eval_store, micro, card)
     log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
              cfg.size, model.num_parameters() / 1e6, len(train_store), time.time() - t0)
+    seed = cfg.train.seed + process_rank()  # each torchrun process draws its own dropout masks
+    torch.manual_seed(seed)
+    random.seed(seed)
     return train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,
                  stop_after_steps=stop_after_steps)
 
@@ -439,7 +457,8 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
 # --------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------
-def _cli_args(p):
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab pretrain`."""
     p.add_argument("--config", help="YAML config (see configs/)")
     p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
     p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time> in $BERTLAB_RUNS or the repository)")
@@ -448,14 +467,13 @@ def _cli_args(p):
     p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
 
 
-def _cli_run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`bertlab pretrain`: train (or resume) and print the result as one JSON line."""
     logging.getLogger("bertlab").setLevel(logging.INFO)
     if args.resume and not args.run_dir:
         raise InputError("--resume needs --run-dir")
     cfg = load_config_file(args.config, args.overrides) if not args.resume else PretrainConfig(
         train=TrainConfig(max_steps=1))
-    from bertlab.jobs_paths import runs_root
-
     run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = "bertlab pretrain " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab pretrain"
     from bertlab.cli import run_log
@@ -468,16 +486,13 @@ def _cli_run(args) -> int:
     return 0 if result.state == "finished" else 3
 
 
-CLI_COMMANDS = {"pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", _cli_args, _cli_run)}
-
-
 # --------------------------------------------------------------------------------------
 # Export a finished run as a shipped checkpoint with its model card
 # --------------------------------------------------------------------------------------
 def learning_curve(run_dir: str | Path) -> list[dict]:
     """The held-out evaluations of a run: step, tokens, training seconds and metrics, for its card."""
     records = read_metrics(run_dir)
-    cfg = (read_json(Path(run_dir) / "run_config.json") or {}).get("config", {}).get("train", {})
+    cfg = (read_run_config(run_dir) or {}).get("config", {}).get("train", {})
     seconds: dict[int, float] = {}
     for r in records:  # older runs' eval records lack train_s: take it from the train line of that step
         if r.get("split") == "train" and cfg.get("max_time_s"):
@@ -500,9 +515,9 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
     from bertlab.checkpoint import load_pretraining_model
 
     run_dir = Path(run_dir)
-    if not (run_dir / "model").is_dir():
+    if not model_dir(run_dir).is_dir():
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
-    model, tokenizer, info = load_pretraining_model(run_dir / "model")
+    model, tokenizer, info = load_pretraining_model(model_dir(run_dir))
     card = dict(info["card"])
     card["learning_curve"] = learning_curve(run_dir)
     if history:
@@ -525,7 +540,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
     return out
 
 
-def _export_args(p):
+def add_export_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab export`."""
     p.add_argument("run_dir", help="a finished pretraining run folder")
     p.add_argument("out_dir", help="where to write the checkpoint (e.g. checkpoints/my-model)")
     p.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
@@ -533,11 +549,10 @@ def _export_args(p):
     p.add_argument("--history", action="append", default=[], help="a line about a stop/resume (repeatable)")
 
 
-def _export_run(args) -> int:
+def run_export(args: argparse.Namespace) -> int:
+    """`bertlab export`: write the checkpoint and say where and how big."""
     out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note, history=args.history)
     size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
     print(f"wrote {out} ({size:.1f} MB)")
     return 0
 
-
-CLI_COMMANDS["export"] = ("copy a finished run's model into a checkpoint folder with its model card", _export_args, _export_run)

@@ -15,7 +15,7 @@ mislead the NSP head (a second [SEP] looks like a segment boundary), and a rando
 turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
 token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
 
-Imports numpy, torch (for batches), bertlab.corpus and bertlab.tokenizer.
+Imports numpy, torch (for batches), bertlab.batching, bertlab.corpus and bertlab.tokenizer.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.batching import pad_batch
 from bertlab.corpus import Document, split_sentences
 from bertlab.errors import InputError
 from bertlab.tokenizer import BertTokenizer
@@ -421,29 +422,20 @@ def collate(instances: Sequence[Instance], config: DataConfig, pad_id: int = 0) 
 
     For the `ltr` objective the label at position t is the token at t+1 (next-token prediction).
     """
-    T = max(len(x.input_ids) for x in instances)
-    B = len(instances)
-    ids = np.full((B, T), pad_id, dtype=np.int64)
-    types = np.zeros((B, T), dtype=np.int64)
-    attn = np.zeros((B, T), dtype=np.int64)
+    B, T = len(instances), max(len(x.input_ids) for x in instances)  # noqa: N806
+    paired = config.objective in PAIRED
+    types = [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances] \
+        if paired else None
+    batch: dict = pad_batch([x.input_ids for x in instances], pad_id, types)
     labels = np.full((B, T), -100, dtype=np.int64)
     for b, x in enumerate(instances):
         n = len(x.input_ids)
-        ids[b, :n] = x.input_ids
-        attn[b, :n] = 1
-        if config.objective in PAIRED:
-            types[b, x.a_len + 2 : n] = 1
         if config.objective == "ltr":
             labels[b, : n - 1] = x.input_ids[1:n]
         elif x.masked_positions:
             labels[b, x.masked_positions] = x.masked_labels
-    batch = {
-        "input_ids": torch.from_numpy(ids),
-        "token_type_ids": torch.from_numpy(types),
-        "attention_mask": torch.from_numpy(attn),
-        "mlm_labels": torch.from_numpy(labels),
-        "num_tokens": int(attn.sum()),
-    }
+    batch["mlm_labels"] = torch.from_numpy(labels)
+    batch["num_tokens"] = int(batch["attention_mask"].sum())
     if config.objective == "mlm_nsp":
         batch["nsp_labels"] = torch.tensor([NOT_NEXT if x.is_random_next else IS_NEXT for x in instances])
     return batch

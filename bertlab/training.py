@@ -3,51 +3,63 @@
 Owns: the optimizer (AdamW, no decay on biases and LayerNorm), the linear warm-up / linear decay
 schedule driven by a budget in steps, tokens or wall-clock time, gradient accumulation and
 clipping, mixed precision (bf16 autocast on CUDA, fp16 + scaler where bf16 is missing, fp32 on
-CPU), periodic evaluation, metrics (JSONL + TensorBoard), atomic checkpoints with optimizer,
-scheduler, RNG and data position, exact resume, graceful SIGTERM/SIGINT, and torchrun / DDP.
+CPU), periodic evaluation, atomic checkpoints with exact resume, graceful SIGTERM/SIGINT, and
+torchrun / DDP. `Trainer` runs these as named steps: set-up, resume, accumulate + optimizer step,
+log, evaluate, save or stop, and the final model with its card.
 
-A run folder is the single source of truth that the CLI, the jobs page and the tests read:
+Everything a run writes goes into its run folder (bertlab.runfolder owns the layout). What a task
+supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer never seeds the
+global RNGs: the recipes do, before they build the model.
 
-    run_dir/
-      run_config.json   everything needed to rerun (written by the recipe)
-      status.json       {"state": queued|running|finished|failed|cancelled, "step", "total_steps", ...}
-      metrics.jsonl     one JSON object a line: {"split": "train"|"eval", "step", "time", ...}
-      log.txt           human-readable log
-      checkpoint/       latest training state (model files + trainer_state.pt), written atomically
-      model/            the final model, Hugging Face-compatible
-
-What a task supplies (pretraining and each fine-tuning task): see `TrainTask`.
-Imports torch and bertlab.checkpoint; never streamlit.
+Imports torch and bertlab.checkpoint / errors / formatting / hardware / runfolder /
+training_runtime; never streamlit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
-import random
-import signal
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from bertlab.checkpoint import _atomic_dir, recover_dir
 from bertlab.errors import InputError
+from bertlab.formatting import format_duration
+from bertlab.hardware import own_start_time, pick_device
+from bertlab.runfolder import (
+    TRAINER_STATE_FILE,
+    checkpoint_dir,
+    model_dir,
+    snapshot_dir,
+    truncate_metrics,
+    update_status,
+)
+from bertlab.training_runtime import (
+    DistInfo,
+    GracefulStop,
+    MetricsWriter,
+    all_reduce_sum,
+    init_distributed,
+    load_training_state,
+    logging_above,
+    prefetch,
+    recover_saves,
+    save_training_state,
+    set_rng_state,
+)
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "trainer_state.pt"
 SCHEDULES = ("linear", "cosine", "constant")
-SNAPSHOT_DIR = "snapshots"
-STATES = ("queued", "preparing", "running", "finished", "failed", "cancelled")
+
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,8 @@ class TrainTask(Protocol):
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
 
-    def evaluate(self, model: torch.nn.Module, device: torch.device, autocast) -> dict[str, float]:
+    def evaluate(self, model: torch.nn.Module, device: torch.device,
+                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
         """Held-out metrics; called on rank 0 only, model in eval mode."""
 
     def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
@@ -115,183 +128,6 @@ class TrainTask(Protocol):
 
 
 # --------------------------------------------------------------------------------------
-# Run folder
-# --------------------------------------------------------------------------------------
-def hardware_description(num_threads: int = 0) -> str:
-    """What a run trained on, for model cards: GPU name and count, or CPU and threads."""
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    import platform
-
-    threads = num_threads or torch.get_num_threads()
-    return f"CPU ({platform.processor() or platform.machine()}, {threads} thread{'' if threads == 1 else 's'})"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path, default: Any = None) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return default
-
-
-def read_metrics(run_dir: str | Path) -> list[dict]:
-    """All metric lines of a run (skips a half-written last line)."""
-    out = []
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
-
-
-def _own_start_time() -> int | None:
-    """This process's start time in clock ticks since boot (field 22 of /proc/self/stat, as
-    jobs.process_start_time reads it), so the run list can tell a reused pid from this run."""
-    try:
-        raw = Path("/proc/self/stat").read_text()
-    except OSError:
-        return None
-    return int(raw[raw.rfind(")") + 2:].split()[19])
-
-
-def _ancestors() -> set[int]:
-    """This process and those above it (the job supervisor, torchrun), from /proc."""
-    out, pid = set(), os.getpid()
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        try:
-            raw = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(raw[raw.rfind(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return out
-
-
-def _other_trainer(run_dir: Path) -> int | None:
-    """The pid of a live process, not this one nor one above it, that trains `run_dir`: the pid in
-    status.json of a run preparing or running, or a launched job's supervisor or recipe process."""
-    if os.environ.get("RANK", "0") != "0":  # torchrun's other ranks: rank 0 checks
-        return None
-    from bertlab.jobs import pid_alive
-
-    def read(path: Path) -> Any:
-        try:
-            return read_json(path)
-        except (OSError, ValueError):  # unreadable: nothing to go by (the run list says why)
-            return None
-
-    candidates = []
-    status = read(run_dir / "status.json")
-    if isinstance(status, dict) and status.get("state") in ("preparing", "running"):
-        candidates.append((status.get("pid"), status.get("pid_start")))
-    job = read(run_dir / "job.json")
-    if isinstance(job, dict) and job.get("phase") == "launched":
-        candidates += [(job.get("pid"), job.get("pid_start")), (job.get("child_pid"), job.get("child_start"))]
-    ours = _ancestors()
-    for pid, start in candidates:
-        if (isinstance(pid, int) and pid not in ours
-                and pid_alive(pid, start if isinstance(start, int) else None)):
-            return pid
-    return None
-
-
-def update_status(run_dir: Path, **fields: Any) -> dict:
-    path = Path(run_dir) / "status.json"
-    status = read_json(path, {}) or {}
-    status.update(fields)
-    status["updated"] = time.time()
-    write_json_atomic(path, status)
-    return status
-
-
-@contextlib.contextmanager
-def failure_recorded(run_dir: str | Path):
-    """Around a recipe: an error before training starts (bad corpus, missing data, not a
-    checkpoint) marks a run still 'preparing' as failed with its message, so it never stays
-    'preparing' for good. (The trainer records failures during training itself.)
-
-    First, a run folder that another live process is training (a job, or a `--resume` typed while
-    it runs) is refused, before anything in it is touched: two trainers would interleave their
-    checkpoints and metrics."""
-    other = _other_trainer(Path(run_dir))
-    if other:
-        raise InputError(f"{run_dir} is being trained by another process (pid {other}); wait for it to end, "
-                         "or cancel it first (`bertlab jobs cancel` for a job)")
-    try:
-        yield
-    except BaseException as exc:
-        status = read_json(Path(run_dir) / "status.json")
-        if isinstance(status, dict) and status.get("state") == "preparing":
-            update_status(Path(run_dir), state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
-        raise
-
-
-def truncate_metrics(run_dir: Path, step: int) -> None:
-    """Drop metric lines past `step` (a resumed run writes them again)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-            if line.strip() and _line_step(line) <= step]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _line_step(line: str) -> float:
-    try:
-        return float(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError):
-        return float("inf")  # an unreadable (half-written) line goes
-
-
-def _complete_checkpoint(path: Path) -> bool:
-    try:
-        torch.load(path / STATE_FILE, map_location="cpu", weights_only=True)
-    except Exception:
-        return False
-    return (path / "model" / "config.json").is_file()
-
-
-class MetricsWriter:
-    """Appends metric lines to metrics.jsonl and mirrors scalars to TensorBoard when available."""
-
-    def __init__(self, run_dir: Path, tensorboard: bool = True):
-        self.path = Path(run_dir) / "metrics.jsonl"
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
-            except Exception as exc:  # tensorboard is optional
-                log.info("TensorBoard disabled (%s)", exc)
-
-    def write(self, record: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if self.tb is not None:
-            split = record.get("split", "train")
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k not in ("step", "time", "epoch"):
-                    self.tb.add_scalar(f"{split}/{k}", v, record.get("step", 0))
-
-    def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
-
-
 # --------------------------------------------------------------------------------------
 # Optimisation pieces
 # --------------------------------------------------------------------------------------
@@ -389,166 +225,17 @@ def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | N
     return torch.float16
 
 
-def autocast_context(device: torch.device, dtype: torch.dtype | None):
+def autocast_context(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-# --------------------------------------------------------------------------------------
-# Distributed
-# --------------------------------------------------------------------------------------
-@dataclass
-class DistInfo:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device: torch.device) -> DistInfo:
-    """Join the torchrun process group when WORLD_SIZE > 1 (gloo on CPU, NCCL on CUDA)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return DistInfo()
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def all_reduce_sum(values: dict[str, float], info: DistInfo, device: torch.device) -> dict[str, float]:
-    if info.world <= 1 or not values:
-        return values
-    keys = sorted(values)
-    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return dict(zip(keys, t.tolist(), strict=True))
 
 
 # --------------------------------------------------------------------------------------
-# Checkpoint state
+# The trainer
 # --------------------------------------------------------------------------------------
-def rng_state() -> dict:
-    state = {
-        "python": random.getstate(),
-        "numpy": _numpy_state_to_plain(np.random.get_state()),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(_tuplify(state["python"]))
-    kind, keys, pos, has_gauss, gauss = state["numpy"]
-    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _numpy_state_to_plain(state: tuple) -> tuple:
-    """numpy's RNG state with its key array as a list, so weights_only loading accepts it."""
-    kind, keys, pos, has_gauss, gauss = state
-    return (kind, keys.tolist(), int(pos), int(has_gauss), float(gauss))
-
-
-def _tuplify(x):
-    return tuple(_tuplify(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
-def save_training_state(
-    directory: Path,
-    task: TrainTask,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler | None,
-    progress: Progress,
-    extra: dict,
-) -> None:
-    """Model files + trainer_state.pt, written into a temp dir and renamed (atomic)."""
-    with _atomic_dir(directory) as tmp:
-        task.save_model(tmp / "model", model, extra)
-        state = {
-            "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "progress": asdict(progress),
-            "rng": rng_state(),
-        }
-        torch.save(state, tmp / STATE_FILE)
-
-
-def load_training_state(directory: Path) -> dict:
-    path = Path(directory) / STATE_FILE
-    if not path.is_file():
-        raise InputError(f"{path}: no saved training state to resume from")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise InputError(f"{path}: cannot be read ({type(exc).__name__}: {exc}); the checkpoint may be corrupt") from exc
-
-
-# --------------------------------------------------------------------------------------
-# The loop
-# --------------------------------------------------------------------------------------
-class GracefulStop:
-    """SIGTERM / SIGINT set a flag; the loop checkpoints and exits at the next step boundary."""
-
-    def __init__(self):
-        self.requested = False
-        self._old = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not in the main thread (e.g. inside a test runner thread)
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        log.warning("signal %s received: saving a checkpoint and stopping", signum)
-        self.requested = True
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        return False
-
-
-def prefetch(iterator: Iterator, depth: int = 4) -> Iterator:
-    """Build the next batches in a background thread while the GPU works on this one, so data
-    preparation (masking, padding) is never what the accelerator waits for. Order is kept."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-
-    def work():
-        try:
-            for item in iterator:
-                q.put(item)
-        except BaseException as exc:  # hand errors to the consumer
-            q.put(exc)
-        q.put(done)
-
-    threading.Thread(target=work, daemon=True, name="bertlab-prefetch").start()
-    while True:
-        item = q.get()
-        if item is done:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
 @dataclass
 class TrainResult:
     state: str  # finished | cancelled
@@ -557,20 +244,330 @@ class TrainResult:
     run_dir: Path
 
 
-def _logging_above(bar):
-    """While `bar` is drawn, the root logger's terminal handlers write through tqdm.write, which
-    clears the bar, prints the line and draws the bar again below it."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
+class Trainer:
+    """One training run of `model` on `task` under `cfg`'s budget, written into `run_dir`.
 
-    return logging_redirect_tqdm(tqdm_class=type(bar))
+    `run()` is the whole story; each step it takes is a method below, in the order they happen.
+    """
 
+    def __init__(self, task: TrainTask, model: torch.nn.Module, cfg: TrainConfig, run_dir: str | Path,
+                 extra_state: dict | None = None, progress_bar: bool = True, stop_after_steps: int | None = None):
+        self.task, self.model, self.cfg = task, model, cfg
+        self.run_dir = Path(run_dir)
+        self.ckpt_dir = checkpoint_dir(self.run_dir)
+        self.extra_state = extra_state or {}
+        self.progress_bar = progress_bar
+        self.stop_after_steps = stop_after_steps
+        self.progress = Progress()
+        self.last_eval: dict = {}
+        self.bar = None
+        self.writer: MetricsWriter | None = None
+        self.stopper: GracefulStop | None = None
 
-def _format_eta(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    def run(self, resume: bool = False) -> TrainResult:
+        self.setup()
+        if resume:
+            self.resume()
+        self.start()
+        # log lines (eval, checkpoint saved) go above the progress bar instead of into its line
+        with GracefulStop() as self.stopper, (logging_above(self.bar) if self.bar is not None else contextlib.nullcontext()):
+            self.model.train()
+            try:
+                return self.loop()
+            except BaseException as exc:
+                if self.info.is_main:
+                    update_status(self.run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
+                raise
+            finally:
+                if self.bar is not None:
+                    self.bar.close()
+                if self.writer is not None:
+                    self.writer.close()
+
+    # --- set-up ----------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Device and process group, precision, optimizer; put back a checkpoint a killed save left hidden."""
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        device = pick_device(cfg.device)
+        self.info: DistInfo = init_distributed(device)
+        if device.type == "cuda" and self.info.world > 1:
+            device = torch.device("cuda", self.info.local_rank)
+            torch.cuda.set_device(device)
+        if cfg.num_threads and device.type == "cpu":
+            torch.set_num_threads(cfg.num_threads)
+        self.device = device
+        self.amp_dtype = resolve_precision(cfg, device)
+        self.model.to(device)
+        self.optimizer = build_optimizer(self.model, cfg)
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        if self.info.is_main:  # a save killed between its two renames leaves a folder only as a hidden copy
+            recover_saves(self.run_dir)
+
+    def autocast(self) -> AbstractContextManager:
+        """Mixed precision for a forward pass (a no-op in fp32)."""
+        return autocast_context(self.device, self.amp_dtype)
+
+    def resume(self) -> None:
+        """Model, optimizer, scaler, progress and RNG exactly as the last checkpoint saved them."""
+        ckpt_dir = self.ckpt_dir
+        if not (ckpt_dir / TRAINER_STATE_FILE).is_file():
+            raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")
+        from bertlab.checkpoint import load_state, normalize_keys, read_weights
+
+        weights = model_dir(ckpt_dir)
+        load_state(self.model, normalize_keys(read_weights(weights)), str(weights), required_prefixes=())
+        state = load_training_state(ckpt_dir)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.progress = p = Progress(**state["progress"])
+        set_rng_state(state["rng"])
+        if self.info.is_main:
+            truncate_metrics(self.run_dir, p.step)  # lines written after the checkpoint are written again
+        log.info("resumed from step %d (epoch %d, batch %d)", p.step, p.epoch, p.batch_in_epoch)
+
+    def start(self) -> None:
+        """Wrap the model (compile, DDP), mark the run running, open the metrics and the progress bar."""
+        cfg, info = self.cfg, self.info
+        self.train_model = torch.compile(self.model) if cfg.compile else self.model
+        if info.world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DDP(self.train_model, device_ids=device_ids, find_unused_parameters=False)
+        self.warmup = warmup_fraction(cfg)
+        self.writer = MetricsWriter(self.run_dir) if info.is_main else None
+        if info.is_main:
+            update_status(self.run_dir, state="running", pid=os.getpid(), pid_start=own_start_time(),
+                          step=self.progress.step, total_steps=cfg.max_steps or None, started=time.time(),
+                          device=str(self.device), world_size=info.world, error=None)
+        self.per_epoch = self.task.batches_per_epoch(info.world)
+        if self.per_epoch <= 0:
+            raise InputError("the training data gives no batch; add data or lower the batch size")
+        if self.progress_bar and info.is_main:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=cfg.max_steps or None, initial=self.progress.step, unit="step", dynamic_ncols=True,
+                            mininterval=1.0)
+        self.sums: dict[str, float] = {}
+        self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
+        self.last_save_time = time.time()
+
+    # --- the loop --------------------------------------------------------------------------
+    def loop(self) -> TrainResult:
+        """Epochs of optimizer steps until the budget is spent or a stop is asked for."""
+        cfg, p, task = self.cfg, self.progress, self.task
+        phase_at = getattr(task, "phase_at", None)  # optional: data phases (short sequences first, then long)
+        while not p.done(cfg):
+            if phase_at is not None:
+                task.set_phase(p.phase)
+            batches = task.batches(p.epoch, p.batch_in_epoch, self.info.rank, self.info.world)
+            if self.device.type == "cuda":
+                batches = prefetch(batches)
+            exhausted = False
+            while not p.done(cfg):
+                if phase_at is not None and phase_at(p.fraction(cfg)) != p.phase:
+                    p.phase = phase_at(p.fraction(cfg))
+                    p.epoch, p.batch_in_epoch = 0, 0
+                    log.info("step %d: data phase %d starts (same optimizer and schedule)", p.step, p.phase)
+                    break
+                t0 = time.time()
+                group = self.next_group(batches)
+                if group is None:
+                    exhausted = True
+                    break
+                grad_norm = self.step(group, t0)
+                if p.step % cfg.log_every == 0 or p.done(cfg):
+                    self.log_train(grad_norm)
+                self.evaluate_on_schedule()
+                if self.save_or_stop():
+                    return TrainResult("cancelled", p, self.last_eval, self.run_dir)
+            if exhausted:
+                p.epoch += 1
+                p.batch_in_epoch = 0
+        return self.finish()
+
+    def next_group(self, batches: Iterator[dict]) -> list[dict] | None:
+        """The micro-batches of one optimizer step, or None when the epoch ends first."""
+        group = []
+        for _ in range(self.cfg.grad_accum):
+            b = next(batches, None)
+            if b is None:
+                return None
+            group.append(b)
+        return group
+
+    def step(self, group: list[dict], t0: float) -> float:
+        """Forward and backward over the micro-batches (gradients summed), then one clipped optimizer
+        step; advances the progress. Returns the gradient norm before clipping (0 without clipping)."""
+        cfg, info = self.cfg, self.info
+        for g in self.optimizer.param_groups:
+            g["lr"] = cfg.learning_rate * lr_factor(self.progress.fraction(cfg), self.warmup, cfg.schedule)
+        step_tokens = 0
+        for i, b in enumerate(group):
+            step_tokens += int(b.pop("num_tokens", 0))
+            b = {k: (v.to(self.device, non_blocking=True) if torch.is_tensor(v) else v) for k, v in b.items()}
+            last = i == len(group) - 1
+            sync = self.train_model.no_sync() if info.world > 1 and not last else contextlib.nullcontext()
+            with sync:
+                self.accumulate(b, len(group))
+            self.window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip).item()
+                     if cfg.grad_clip > 0 else 0.0)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if info.world > 1:
+            step_tokens = int(all_reduce_sum({"t": step_tokens}, info, self.device)["t"])
+        p = self.progress
+        p.step += 1
+        p.batch_in_epoch += len(group)
+        p.tokens += step_tokens
+        p.train_time_s += time.time() - t0
+        self.window_tokens += step_tokens
+        if self.bar is not None:
+            self.bar.update(1)
+        return grad_norm
+
+    def accumulate(self, batch: dict, group_size: int) -> None:
+        """Backward of one micro-batch's share of the step's loss; its statistics go into the log window."""
+        with self.autocast():
+            loss, stats = self.task.forward(self.train_model, batch)
+        loss = loss / group_size
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        for k, v in stats.items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        self.sums["loss_sum"] = self.sums.get("loss_sum", 0.0) + float(loss.detach()) * group_size
+        self.sums["batches"] = self.sums.get("batches", 0.0) + 1
+
+    def log_train(self, grad_norm: float) -> None:
+        """One train line (loss, LR, speed, ETA and the task's rates) over the steps since the last one."""
+        p, info = self.progress, self.info
+        total = all_reduce_sum(self.sums, info, self.device)
+        elapsed = max(1e-9, time.time() - self.window_start)
+        frac = p.fraction(self.cfg)
+        eta = max(0.0, p.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
+        record = {
+            "split": "train",
+            "step": p.step,
+            "epoch": p.epoch,
+            "time": time.time(),
+            "loss": total.get("loss_sum", 0.0) / max(1.0, total.get("batches", 1.0)),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "grad_norm": grad_norm,
+            "tokens": p.tokens,
+            "tokens_per_s": self.window_tokens / elapsed,
+            "seq_per_s": self.window_seqs * info.world / elapsed,
+            "progress": frac,
+            "eta_s": eta,
+            **self.task.summarize(total),
+        }
+        if self.device.type == "cuda":
+            record["gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+        if info.is_main:
+            self.writer.write(record)
+            update_status(self.run_dir, step=p.step, progress=frac, eta_s=eta, last_train=record)
+            if self.bar is not None:
+                self.bar.set_postfix(loss=f"{record['loss']:.3f}", eta=format_duration(eta))
+        self.sums = {}
+        self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
+
+    def evaluate_on_schedule(self) -> None:
+        """Evaluate every `eval_every` steps, and at snapshot steps (keeping a snapshot of the model)."""
+        cfg, p = self.cfg, self.progress
+        if p.done(cfg):
+            return
+        eval_step = bool(cfg.eval_every) and p.step % cfg.eval_every == 0
+        if eval_step:
+            self.last_eval = self.evaluate()
+        if cfg.snapshots and is_snapshot_step(p.step):
+            if not eval_step:
+                self.last_eval = self.evaluate()
+            if self.info.is_main:
+                self.save_snapshot()
+
+    def evaluate(self) -> dict:
+        """Held-out metrics (rank 0 evaluates, the others wait); written as an eval line and to the status."""
+        metrics: dict = {}
+        p = self.progress
+        if self.info.is_main:
+            self.model.eval()
+            with torch.no_grad():
+                metrics = self.task.evaluate(self.model, self.device, self.autocast)
+            self.model.train()
+            self.writer.write({"split": "eval", "step": p.step, "time": time.time(), "tokens": p.tokens,
+                               "train_s": round(p.train_time_s, 1), **metrics})
+            update_status(self.run_dir, last_eval=metrics)
+            log.info("eval step %d: %s", p.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+        if self.info.world > 1:
+            dist.barrier()
+        return metrics
+
+    def save_or_stop(self) -> bool:
+        """Checkpoint when one is due; on a stop request (a signal, or `stop_after_steps`) checkpoint
+        and mark the run cancelled. Returns True when training must stop."""
+        cfg, p, info = self.cfg, self.progress, self.info
+        want_save = (cfg.save_every and p.step % cfg.save_every == 0) or (
+            cfg.save_every_s and time.time() - self.last_save_time > cfg.save_every_s)
+        stop_now = self.stopper.requested or (self.stop_after_steps is not None and p.step >= self.stop_after_steps)
+        if info.world > 1:  # every rank stops at the same step
+            stop_now = all_reduce_sum({"stop": float(stop_now)}, info, self.device)["stop"] > 0
+        if want_save and not p.done(cfg) and not stop_now:
+            self.save("periodic")
+        if stop_now:
+            self.save("stop requested")
+            if info.is_main:
+                update_status(self.run_dir, state="cancelled", step=p.step, ended=time.time())
+        return stop_now
+
+    def save(self, tag: str) -> None:
+        """The training state into run_dir/checkpoint (atomically, rank 0); the other ranks wait."""
+        if self.info.is_main:
+            save_training_state(self.ckpt_dir, self.task, self.model, self.optimizer, self.scaler, self.progress,
+                                self.extra_state)
+            update_status(self.run_dir, checkpoint_step=self.progress.step)
+            log.info("checkpoint saved at step %d (%s)", self.progress.step, tag)
+        self.last_save_time = time.time()
+        if self.info.world > 1:
+            dist.barrier()
+
+    def save_snapshot(self) -> None:
+        """A small (fp16) copy of the model at this step, with the last evaluation in its card."""
+        p = self.progress
+        card = {"steps": p.step, "tokens": p.tokens, "train_time_s": round(p.train_time_s, 1),
+                "metrics": {k: round(v, 4) for k, v in self.last_eval.items()}, "snapshot": True}
+        self.task.save_model(snapshot_dir(self.run_dir, p.step), self.model,
+                             {**self.extra_state, "card_updates": card, "snapshot": True})
+
+    # --- the end ---------------------------------------------------------------------------
+    def finish(self) -> TrainResult:
+        """Last evaluation and checkpoint, then the final model with what its card records about the run."""
+        p = self.progress
+        self.last_eval = self.evaluate()
+        self.save("final")
+        if self.cfg.snapshots and self.info.is_main:
+            self.save_snapshot()
+        if self.info.is_main:
+            final = {
+                "steps": p.step,
+                "tokens": p.tokens,
+                "epochs": round(p.epoch + p.batch_in_epoch / max(1, self.per_epoch), 2),
+                "train_time_s": round(p.train_time_s, 1),
+                "metrics": {k: round(v, 4) for k, v in self.last_eval.items()},
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
+            self.task.save_model(model_dir(self.run_dir), self.model, {**self.extra_state, "card_updates": final})
+            update_status(self.run_dir, state="finished", step=p.step, progress=1.0, eta_s=0, ended=time.time())
+        return TrainResult("finished", p, self.last_eval, self.run_dir)
 
 
 def train(
@@ -591,267 +588,6 @@ def train(
         stop_after_steps: stop (as if cancelled, after saving) once this many steps are done;
             used by tests to simulate a kill at a known point.
     """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from bertlab.inference import pick_device
-
-    device = pick_device(cfg.device)
-    info = init_distributed(device)
-    if device.type == "cuda" and info.world > 1:
-        device = torch.device("cuda", info.local_rank)
-        torch.cuda.set_device(device)
-    if cfg.num_threads and device.type == "cpu":
-        torch.set_num_threads(cfg.num_threads)
-    amp_dtype = resolve_precision(cfg, device)
-    autocast = lambda: autocast_context(device, amp_dtype)  # noqa: E731
-
-    torch.manual_seed(cfg.seed + info.rank)
-    random.seed(cfg.seed + info.rank)
-    model.to(device)
-    optimizer = build_optimizer(model, cfg)
-    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    progress = Progress()
-    ckpt_dir = run_dir / "checkpoint"
-    if info.is_main:  # a save killed between its two renames leaves the checkpoint only as a hidden copy
-        found = recover_dir(ckpt_dir, _complete_checkpoint)
-        if found is not None:
-            log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)
-        # the same for the final model and the snapshots: half-written copies of a killed save go
-        # (at base size each is hundreds of MB); a complete one stands in for a missing folder
-        from bertlab.checkpoint import is_checkpoint_dir
-
-        recover_dir(run_dir / "model", is_checkpoint_dir)
-        snapshots = run_dir / SNAPSHOT_DIR
-        if snapshots.is_dir():
-            for name in {p.name.split(".tmp-")[0].split(".old-")[0][1:] for p in snapshots.glob(".*")
-                         if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
-                recover_dir(snapshots / name, is_checkpoint_dir)
-    if resume:
-        if not (ckpt_dir / STATE_FILE).is_file():
-            raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")
-        from bertlab.checkpoint import load_state, normalize_keys, read_weights
-
-        load_state(model, normalize_keys(read_weights(ckpt_dir / "model")), str(ckpt_dir / "model"), required_prefixes=())
-        state = load_training_state(ckpt_dir)
-        optimizer.load_state_dict(state["optimizer"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        progress = Progress(**state["progress"])
-        set_rng_state(state["rng"])
-        if info.is_main:
-            truncate_metrics(run_dir, progress.step)  # lines written after the checkpoint are written again
-        log.info("resumed from step %d (epoch %d, batch %d)", progress.step, progress.epoch, progress.batch_in_epoch)
-
-    train_model = model
-    if cfg.compile:
-        train_model = torch.compile(model)
-    if info.world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        train_model = DDP(train_model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=False)
-
-    wf = warmup_fraction(cfg)
-    writer = MetricsWriter(run_dir) if info.is_main else None
-    if info.is_main:
-        update_status(run_dir, state="running", pid=os.getpid(), pid_start=_own_start_time(), step=progress.step, total_steps=cfg.max_steps or None,
-                      started=time.time(), device=str(device), world_size=info.world, error=None)
-    per_epoch = task.batches_per_epoch(info.world)
-    if per_epoch <= 0:
-        raise InputError("the training data gives no batch; add data or lower the batch size")
-
-    bar = None
-    if progress_bar and info.is_main:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.max_steps or None, initial=progress.step, unit="step", dynamic_ncols=True, mininterval=1.0)
-
-    sums: dict[str, float] = {}
-    window_start, window_tokens, window_seqs = time.time(), 0, 0
-    last_eval: dict = {}
-    last_save_time = time.time()
-    state = "finished"
-
-    def save(tag: str) -> None:
-        nonlocal last_save_time
-        if info.is_main:
-            save_training_state(ckpt_dir, task, model, optimizer, scaler, progress, extra_state or {})
-            update_status(run_dir, checkpoint_step=progress.step)
-            log.info("checkpoint saved at step %d (%s)", progress.step, tag)
-        last_save_time = time.time()
-        if info.world > 1:
-            dist.barrier()
-
-    def evaluate() -> dict:
-        metrics = {}
-        if info.is_main:
-            model.eval()
-            with torch.no_grad():
-                metrics = task.evaluate(model, device, autocast)
-            model.train()
-            record = {"split": "eval", "step": progress.step, "time": time.time(), "tokens": progress.tokens,
-                      "train_s": round(progress.train_time_s, 1), **metrics}
-            writer.write(record)
-            update_status(run_dir, last_eval=metrics)
-            log.info("eval step %d: %s", progress.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
-        if info.world > 1:
-            dist.barrier()
-        return metrics
-
-    phase_at = getattr(task, "phase_at", None)  # optional: data phases (short sequences first, then long)
-
-    def save_snapshot(metrics: dict) -> None:
-        card = {"steps": progress.step, "tokens": progress.tokens, "train_time_s": round(progress.train_time_s, 1),
-                "metrics": {k: round(v, 4) for k, v in metrics.items()}, "snapshot": True}
-        task.save_model(run_dir / SNAPSHOT_DIR / f"step-{progress.step:07d}", model,
-                        {**(extra_state or {}), "card_updates": card, "snapshot": True})
-
-    # log lines (eval, checkpoint saved) go above the progress bar instead of into its line
-    with GracefulStop() as stopper, (_logging_above(bar) if bar is not None else contextlib.nullcontext()):
-        model.train()
-        try:
-            while not progress.done(cfg):
-                if phase_at is not None:
-                    task.set_phase(progress.phase)
-                batches = task.batches(progress.epoch, progress.batch_in_epoch, info.rank, info.world)
-                if device.type == "cuda":
-                    batches = prefetch(batches)
-                exhausted = False
-                while not progress.done(cfg):
-                    if phase_at is not None and phase_at(progress.fraction(cfg)) != progress.phase:
-                        progress.phase = phase_at(progress.fraction(cfg))
-                        progress.epoch, progress.batch_in_epoch = 0, 0
-                        log.info("step %d: data phase %d starts (same optimizer and schedule)", progress.step,
-                                 progress.phase)
-                        break
-                    t0 = time.time()
-                    group = []
-                    for _ in range(cfg.grad_accum):
-                        b = next(batches, None)
-                        if b is None:
-                            exhausted = True
-                            break
-                        group.append(b)
-                    if exhausted:
-                        break
-                    for g in optimizer.param_groups:
-                        g["lr"] = cfg.learning_rate * lr_factor(progress.fraction(cfg), wf, cfg.schedule)
-                    step_tokens = 0
-                    for i, b in enumerate(group):
-                        step_tokens += int(b.pop("num_tokens", 0))
-                        b = {k: (v.to(device, non_blocking=True) if torch.is_tensor(v) else v) for k, v in b.items()}
-                        sync = contextlib.nullcontext()
-                        if info.world > 1 and i < len(group) - 1:
-                            sync = train_model.no_sync()
-                        with sync:
-                            with autocast():
-                                loss, stats = task.forward(train_model, b)
-                            loss = loss / len(group)
-                            if scaler is not None:
-                                scaler.scale(loss).backward()
-                            else:
-                                loss.backward()
-                        for k, v in stats.items():
-                            sums[k] = sums.get(k, 0.0) + float(v)
-                        sums["loss_sum"] = sums.get("loss_sum", 0.0) + float(loss.detach()) * len(group)
-                        sums["batches"] = sums.get("batches", 0.0) + 1
-                        window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
-                    if scaler is not None:
-                        scaler.unscale_(optimizer)
-                    grad_norm = (
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item() if cfg.grad_clip > 0 else 0.0
-                    )
-                    if scaler is not None:
-                        scaler.step(optimizer)
-                        scaler.update()
-                    else:
-                        optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    step_tokens_all = int(all_reduce_sum({"t": step_tokens}, info, device)["t"]) if info.world > 1 else step_tokens
-                    progress.step += 1
-                    progress.batch_in_epoch += len(group)
-                    progress.tokens += step_tokens_all
-                    progress.train_time_s += time.time() - t0
-                    window_tokens += step_tokens_all
-                    if bar is not None:
-                        bar.update(1)
-
-                    if progress.step % cfg.log_every == 0 or progress.done(cfg):
-                        total = all_reduce_sum(sums, info, device)
-                        elapsed = max(1e-9, time.time() - window_start)
-                        frac = progress.fraction(cfg)
-                        eta = max(0.0, progress.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
-                        record = {
-                            "split": "train",
-                            "step": progress.step,
-                            "epoch": progress.epoch,
-                            "time": time.time(),
-                            "loss": total.get("loss_sum", 0.0) / max(1.0, total.get("batches", 1.0)),
-                            "lr": optimizer.param_groups[0]["lr"],
-                            "grad_norm": grad_norm,
-                            "tokens": progress.tokens,
-                            "tokens_per_s": window_tokens / elapsed,
-                            "seq_per_s": window_seqs * info.world / elapsed,
-                            "progress": frac,
-                            "eta_s": eta,
-                            **task.summarize(total),
-                        }
-                        if device.type == "cuda":
-                            record["gpu_mem_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
-                        if info.is_main:
-                            writer.write(record)
-                            update_status(run_dir, step=progress.step, progress=frac, eta_s=eta, last_train=record)
-                            if bar is not None:
-                                bar.set_postfix(loss=f"{record['loss']:.3f}", eta=_format_eta(eta))
-                        sums = {}
-                        window_start, window_tokens, window_seqs = time.time(), 0, 0
-
-                    if cfg.eval_every and progress.step % cfg.eval_every == 0 and not progress.done(cfg):
-                        last_eval = evaluate()
-                    if cfg.snapshots and is_snapshot_step(progress.step) and not progress.done(cfg):
-                        if not (cfg.eval_every and progress.step % cfg.eval_every == 0):
-                            last_eval = evaluate()
-                        if info.is_main:
-                            save_snapshot(last_eval)
-                    want_save = (cfg.save_every and progress.step % cfg.save_every == 0) or (
-                        cfg.save_every_s and time.time() - last_save_time > cfg.save_every_s
-                    )
-                    stop_now = stopper.requested or (stop_after_steps is not None and progress.step >= stop_after_steps)
-                    if info.world > 1:
-                        flag = all_reduce_sum({"stop": float(stop_now)}, info, device)["stop"]
-                        stop_now = flag > 0
-                    if want_save and not progress.done(cfg) and not stop_now:
-                        save("periodic")
-                    if stop_now:
-                        state = "cancelled"
-                        save("stop requested")
-                        if info.is_main:
-                            update_status(run_dir, state="cancelled", step=progress.step, ended=time.time())
-                        return TrainResult(state, progress, last_eval, run_dir)
-                if exhausted:
-                    progress.epoch += 1
-                    progress.batch_in_epoch = 0
-            last_eval = evaluate()
-            save("final")
-            if cfg.snapshots and info.is_main:
-                save_snapshot(last_eval)
-            if info.is_main:
-                final = {  # what the model card records about the finished run
-                    "steps": progress.step,
-                    "tokens": progress.tokens,
-                    "epochs": round(progress.epoch + progress.batch_in_epoch / max(1, per_epoch), 2),
-                    "train_time_s": round(progress.train_time_s, 1),
-                    "metrics": {k: round(v, 4) for k, v in last_eval.items()},
-                    "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                }
-                task.save_model(run_dir / "model", model, {**(extra_state or {}), "card_updates": final})
-                update_status(run_dir, state="finished", step=progress.step, progress=1.0, eta_s=0, ended=time.time())
-            return TrainResult(state, progress, last_eval, run_dir)
-        except BaseException as exc:
-            if info.is_main:
-                update_status(run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
-            if writer is not None:
-                writer.close()
+    trainer = Trainer(task, model, cfg, run_dir, extra_state=extra_state, progress_bar=progress_bar,
+                      stop_after_steps=stop_after_steps)
+    return trainer.run(resume=resume)

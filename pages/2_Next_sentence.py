@@ -7,9 +7,10 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bertlab.diagrams import input_embeddings_figure
 from bertlab.errors import BertLabError
 from bertlab.explore import NSP_EXAMPLES, input_notes
-from bertlab.figures import input_embeddings_figure, nsp_figure
+from bertlab.figures import nsp_figure
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 setup_page("Next sentence", ":material/link:")

@@ -8,22 +8,14 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bertlab.diagrams import example_html, legend_html
 from bertlab.errors import BertLabError
-from bertlab.figures import example_html, legend_html
+from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
 from pages.common import concept, require_model, setup_page, show_error
 
 setup_page("How an example is made", ":material/extension:")
 st.title("How a pretraining example is made")
 lm = require_model()
-
-try:
-    from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
-except ImportError:
-    st.info(
-        "This version of bertlab has no pretraining data module (bertlab/pretraining_data.py), "
-        "so this page cannot show examples yet."
-    )
-    st.stop()
 
 DEFAULT_TEXT = (
     "The man went to the store. He bought a gallon of milk. On the way home he met an old friend. "

@@ -10,20 +10,20 @@ import streamlit as st
 from bertlab.catalog import find_checkpoints
 from bertlab.config import PRESETS
 from bertlab.errors import BertLabError
-from bertlab.jobs import (
+from bertlab.estimates import estimate_spec
+from bertlab.formatting import format_duration
+from bertlab.jobs import JobRegistry
+from bertlab.jobs_view import estimate_rows, format_count, format_gb
+from bertlab.jobspec import (
     FINETUNE_TASKS,
-    JobRegistry,
     JobSpec,
     check_path_allowed,
     default_task_data,
-    estimate_spec,
     finetune_args,
-    format_duration,
     is_loopback_address,
     pretrain_args,
 )
-from bertlab.jobs_paths import REPO_ROOT
-from bertlab.jobs_view import estimate_rows, format_count, format_gb
+from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
 
 setup_page("Train", ":material/model_training:")

@@ -10,8 +10,9 @@ import streamlit as st
 
 from bertlab.errors import BertLabError
 from bertlab.figures import probability_bar
+from bertlab.hardware import gpu_stats
 from bertlab.history import has_history
-from bertlab.jobs import JobRegistry, gpu_stats
+from bertlab.jobs import JobRegistry
 from bertlab.jobs_view import (
     answer_html,
     curves_figure,
@@ -23,6 +24,8 @@ from bertlab.jobs_view import (
     probabilities_figure,
     tags_html,
 )
+from bertlab.runfolder import ACTIVE_STATES
+from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
 
 setup_page("Jobs", ":material/monitoring:")
@@ -33,7 +36,7 @@ st.caption(f"Runs folder: `{registry.root}` ("
            + ("from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it")
            + "); the `bertlab` command uses the same one.")
 PICK = "jobs_pick"
-WAITING = ("queued", "preparing", "running")
+WAITING = ("queued", *ACTIVE_STATES)
 
 
 def _jobs():
@@ -172,7 +175,7 @@ job = by_id.get(st.session_state.get(PICK))
 if job is not None and job.state == "finished" and job.has_model:
     st.divider()
     st.subheader("Try it")
-    model_dir = job.run_dir / "model"
+    model_dir = run_model_dir(job.run_dir)
     if job.kind == "pretrain":
         text = st.text_input("A sentence with [MASK]", value="The cat sat on the [MASK].", key=f"try-mask-{job.id}")
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab.ablations_view import (
     PRETRAINING_NOTE,
@@ -19,14 +20,15 @@ from bertlab.ablations_view import (
     verdict_rows,
 )
 from bertlab.errors import BertLabError, InputError
-from bertlab.jobs import FINETUNE_TASKS, JobRegistry
-from bertlab.jobs_paths import REPO_ROOT
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import FINETUNE_TASKS
+from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 
 setup_page("Ablations", ":material/science:")
 st.title("Ablations")
 
-COMMITTED = ab.results_root()
+COMMITTED = results.results_root()
 DATA_DEFAULT = REPO_ROOT.parent / "shared" / "data"
 registry = JobRegistry()
 
@@ -59,7 +61,7 @@ with right:
 # --------------------------------------------------------------------------------------
 st.subheader("Ours")
 sources: dict[str, str] = {}
-committed = ab.results_files(COMMITTED).get(table)
+committed = results.results_files(COMMITTED).get(table)
 if committed:
     sources["committed"] = f"The result set shipped with BERT Lab ({committed.name})"
 try:
@@ -78,18 +80,18 @@ else:
     record = None
     try:
         if pick == "committed":
-            rows = ab.read_results(committed)
+            rows = results.read_results(committed)
         else:
             record = next(s for s in suites if s["id"] == pick)
-            rows = ab.collect(record, registry)
+            rows = results.collect(record, registry)
     except BertLabError as exc:
         show_error(exc)
         rows = []
 
 if rows:
-    spec = ab.results_spec(COMMITTED / f"{table}.json") if not record else record.get("spec", {})
+    spec = results.results_spec(COMMITTED / f"{table}.json") if not record else record.get("spec", {})
     if spec:
-        st.caption(ab.describe_spec(spec))
+        st.caption(results.describe_spec(spec))
     notes = [ab.DATA_NOTES[t] for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)
              if t in ab.DATA_NOTES]
     for note in notes:
@@ -103,13 +105,13 @@ if rows:
         st.markdown(f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
                     "with a paper column. " + agreement_text(table, rows) + " " + ab.WHY_DIFFERENT)
     elif table == "table6":
-        trend = ab.size_trend(rows)
+        trend = results.size_trend(rows)
         if trend:
             st.markdown("**Bigger is better?** Rank correlation of parameter count with each score "
                         "(+1: always better when bigger; perplexity: −1 is better): "
                         + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items()) + ". " + ab.WHY_DIFFERENT)
     with st.expander("Every verdict"):
-        st.dataframe(pd.DataFrame(verdict_rows(ab.verdicts(table, rows), table)), hide_index=True)
+        st.dataframe(pd.DataFrame(verdict_rows(results.verdicts(table, rows), table)), hide_index=True)
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     st.download_button("Results (CSV, one row per run and metric)", buf.getvalue(), file_name=f"{table}.csv",

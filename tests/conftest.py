@@ -1,14 +1,21 @@
-"""Tiny configs, vocabularies and checkpoints that tests build for themselves (no network, no ../shared)."""
+"""Tiny configs, vocabularies and checkpoints that tests build for themselves (no network, no ../shared),
+and the runs folders, corpora and fake run folders the job tests share."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from bertlab.config import BertConfig
+from bertlab.jobspec import JobSpec, pretrain_args
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -78,3 +85,81 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
     d = tmp_path_factory.mktemp("ckpt") / "tiny"
     save_checkpoint(d, model, tokenizer)
     return d
+
+
+# --------------------------------------------------------------------------------------
+# Jobs: runs folders, a corpus, fake run folders
+# --------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parent.parent
+CORPUS_WORDS = ("the a cat dog sat on mat ran to park house in big small red blue quick brown fox jumps over lazy "
+         "river tree bird sang sky sun day night").split()
+
+
+def write_corpus(path: Path, documents: int = 30) -> Path:
+    """A Google-format corpus: one sentence a line, a blank line between documents."""
+    rng = random.Random(0)
+    docs = []
+    for _ in range(documents):
+        docs.append("\n".join(" ".join(rng.choice(CORPUS_WORDS) for _ in range(rng.randint(5, 12))).capitalize() + "."
+                              for _ in range(8)))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_spec(corpus: Path, cache: Path, steps: int, name: str = "") -> JobSpec:
+    """A one-layer H=32 pretraining: a few seconds of training on 2 cores, most of a job is start-up."""
+    overrides = (
+        f"corpus={corpus}", "model_overrides={num_layers: 1, hidden_size: 32, num_heads: 2, intermediate_size: 64}",
+        "vocab_size=200", "data.dupe_factor=1", "train.eval_every=0", "train.log_every=1", "train.save_every=0",
+        "eval_instances=16", f"cache_dir={cache}", "train.num_threads=1",
+    )
+    args = pretrain_args("configs/tiny.yaml", max_steps=steps, batch_size=8, max_seq_length=32, overrides=overrides)
+    return JobSpec("pretrain", args, device="cpu", name=name)
+
+
+def wait_for(predicate, timeout: float = 120.0, every: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def log_of(job) -> str:
+    return (job.run_dir / "log.txt").read_text(errors="replace") if (job.run_dir / "log.txt").is_file() else ""
+
+
+@pytest.fixture(scope="module")
+def job_data(tmp_path_factory):
+    """A small corpus and a data cache folder for tiny pretraining jobs."""
+    d = tmp_path_factory.mktemp("jobs-data")
+    return write_corpus(d / "corpus.txt"), d / "cache"
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    """An empty runs folder of this test's own ($BERTLAB_RUNS), run from the repository."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("BERTLAB_RUNS", str(root))
+    monkeypatch.chdir(REPO)
+    return root
+
+
+def fake_launched_job(root: Path, name: str, pid: int, state: str = "running", log: str = "") -> Path:
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.json").write_text(json.dumps({
+        "kind": "pretrain", "args": [], "device": "cpu", "num_gpus": 1, "cwd": str(REPO), "command": "bertlab pretrain",
+        "submitted": time.time(), "phase": "launched", "pid": pid, "child_pid": pid, "attempts": 1,
+    }))
+    (run_dir / "status.json").write_text(json.dumps({"state": state, "step": 7, "pid": pid}))
+    (run_dir / "log.txt").write_text(log)
+    return run_dir
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

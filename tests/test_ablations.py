@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_finetune import write_sst2, write_upos
+from test_finetune_recipe import write_sst2, write_upos
 from test_pretrain import _write_corpus
 
+from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry, JobSpec, read_job, waiting_for
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import JobSpec
+from bertlab.runs import read_job, waiting_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -151,7 +154,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     matrix = ab.progress_matrix(record, runs)
     assert [row["variant"] for row in matrix] == ["mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"]
     assert matrix[0]["sst2"] == "2/2" and matrix[3]["pretraining"] == ""
-    csv_path, json_path = ab.write_results(record, tmp_path / "out", registry)
+    csv_path, json_path = results.write_results(record, tmp_path / "out", registry)
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == ab.CSV_COLUMNS
@@ -160,78 +163,10 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     assert {r["variant"] for r in rows if r["task"] == "pretraining"} == {"mlm_nsp", "no_nsp", "ltr"}
     meta = json.loads(json_path.read_text())
     assert meta["spec"]["table"] == "table5" and meta["citation"] == ab.CITATION
-    vs = ab.verdicts("table5", ab.read_results(csv_path))
+    vs = results.verdicts("table5", results.read_results(csv_path))
     assert {v.variant for v in vs if v.task == "sst2"} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
     assert all(v.paper is not None for v in vs if v.task == "sst2")
     assert ab.list_suites(registry)[0]["id"] == record["id"]
-
-
-# --------------------------------------------------------------------------------------
-# Results and verdicts
-# --------------------------------------------------------------------------------------
-def _rows(table, values: dict[str, list[float]], task="sst2", metric="accuracy"):
-    return [{"table": table, "variant": v, "task": task, "metric": metric, "value": x, "seed": s, "run": f"{v}{s}"}
-            for v, xs in values.items() for s, x in enumerate(xs)]
-
-
-def test_verdicts_compare_directions_with_the_paper():
-    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87],
-                            "ltr_bilstm": [80, 82, 81]}, task="qnli")
-    by = {v.variant: v for v in ab.verdicts("table5", rows)}
-    assert by["mlm_nsp"].text == "baseline row" and by["mlm_nsp"].agrees is None
-    assert by["no_nsp"].agrees is True and by["no_nsp"].paper_delta == pytest.approx(-3.5)
-    assert by["ltr"].agrees is False  # ours better, the paper's worse
-    assert by["ltr_bilstm"].agrees is False and "no clear difference" in by["ltr_bilstm"].text
-    assert by["no_nsp"].ours == pytest.approx(71) and by["no_nsp"].ours_std == pytest.approx(1)
-
-
-def test_results_file_round_trip_and_bad_files(tmp_path):
-    rows = _rows("table8", {"mask80_same10_rnd10": [50.0], "mask100": [49.5]}, task="upos")
-    path = tmp_path / "table8.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=ab.CSV_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    assert ab.read_results(path)[1]["value"] == 49.5
-    assert ab.results_files(tmp_path) == {"table8": path}
-    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(InputError, match="not an ablation results file"):
-        ab.read_results(tmp_path / "bad.csv")
-    (tmp_path / "bad2.csv").write_text(",".join(ab.CSV_COLUMNS) + "\ntable8,x,upos,accuracy,high,0,r\n")
-    with pytest.raises(InputError, match="numbers"):
-        ab.read_results(tmp_path / "bad2.csv")
-
-
-def test_committed_results_are_tidy_and_cover_tables_5_and_8():
-    root = REPO / "results" / "ablations"
-    files = ab.results_files(root)
-    assert {"table5", "table8"} <= set(files)
-    for table, path in files.items():
-        rows = ab.read_results(path)
-        assert rows and {r["table"] for r in rows} == {table}
-        meta = json.loads((root / f"{table}.json").read_text())
-        assert meta["commit"] and meta["hardware"] and meta["spec"]["seeds"] >= 3
-        seeds = {r["seed"] for r in rows if r["task"] != "pretraining"}
-        assert len(seeds) >= 3
-        assert ab.verdicts(table, rows)
-
-
-def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
-    from bertlab.ablations_view import agreement_text, comparison_rows
-
-    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87]}, task="qnli")
-    rows += _rows("table5", {"mlm_nsp": [14.0], "ltr": [16.0]}, task="pretraining", metric="mlm_acc")
-    text = agreement_text("table5", rows)
-    assert text.startswith("Same direction as the paper: No NSP on qnli.")
-    assert "Not the paper's direction: LTR & No NSP on qnli." in text
-    table = {r["variant"]: r for r in comparison_rows("table5", rows)}
-    assert table["LTR & No NSP"]["pretraining (mlm_acc)"] == "16.0 (next-token)"
-    assert table["No NSP"]["pretraining (mlm_acc)"] == "—"  # no pretraining row for it: a dash, not None
-
-
-def test_size_trend_is_a_rank_correlation():
-    rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
-    assert ab.size_trend(rows) == {"sst2 (accuracy)": 1.0}
 
 
 # --------------------------------------------------------------------------------------

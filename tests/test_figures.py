@@ -8,7 +8,6 @@ import pytest
 
 from bertlab import figures as F
 from bertlab.attention import head_statistics
-from bertlab.config import BertConfig
 from bertlab.errors import InputError
 from bertlab.inference import Candidate, Inspection, LayerGuess
 
@@ -111,36 +110,6 @@ def test_stat_figures():
         F.stat_heatmap(stats, "nope")
 
 
-def test_input_embeddings_figure_is_figure_2():
-    tokens = ["[CLS]", "my", "dog", "[SEP]", "he", "barks", "[SEP]"]
-    segments = [0, 0, 0, 0, 1, 1, 1]
-    texts = annotation_texts(F.input_embeddings_figure(tokens, segments))
-    assert texts.count("E<sub>A</sub>") == 4 and texts.count("E<sub>B</sub>") == 3
-    assert "E<sub>6</sub>" in texts and "E<sub>dog</sub>" in texts
-    assert any("Segment" in t for t in texts) and any("Position" in t for t in texts)
-    wrapped = F.input_embeddings_figure(tokens * 3, segments * 3, per_row=8)
-    assert annotation_texts(wrapped).count("<b>Input</b>") == 3  # three bands
-    with pytest.raises(InputError):
-        F.input_embeddings_figure(tokens, segments[:-1])
-
-
-def test_architecture_figure_names_the_sizes():
-    small = " ".join(
-        annotation_texts(
-            F.architecture_figure(
-                BertConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
-            )
-        )
-    )
-    assert "Encoder layer 2" in small and "4 heads × 8" in small and "32 → 64 → 32" in small
-    fig = F.architecture_figure(BertConfig(num_layers=12))
-    big = " ".join(annotation_texts(fig))
-    assert "9 more layers" in big and "Encoder layer 12" in big and "Encoder layer 5" not in big
-    assert "L = 12" in fig.layout.title.text
-    no_nsp = " ".join(annotation_texts(F.architecture_figure(BertConfig(use_nsp_head=False))))
-    assert "no NSP head" in no_nsp
-
-
 def test_nsp_and_comparison_figures():
     fig = F.nsp_figure(0.8)
     assert [t.x[0] for t in fig.data] == [0.8, pytest.approx(0.2)]
@@ -150,19 +119,6 @@ def test_nsp_and_comparison_figures():
     ]
     cmp = F.comparison_bar(rows)
     assert list(cmp.data[0].y) == [0.5, 0.0] and list(cmp.data[1].y) == [0.2, 0.3]
-
-
-def test_example_html_colours_and_escapes():
-    tokens = ["[CLS]", "[MASK]", "<b>", "dog", "[SEP]"]
-    original = ["[CLS]", "cat", "<b>", "sat", "[SEP]"]
-    kinds = ["", "mask", "", "random", ""]
-    out = F.example_html(tokens, original, kinds, [0, 0, 0, 1, 1])
-    assert "&lt;b&gt;" in out and "<b>" not in out  # a token is text, never markup
-    assert F.KIND_COLOURS["mask"] in out and F.KIND_COLOURS["random"] in out
-    assert F.SEGMENT_B in out and "was &#x27;cat&#x27;" in out
-    assert "segment A" in F.legend_html()
-    with pytest.raises(InputError):
-        F.example_html(tokens, original, kinds[:-1], [0] * 5)
 
 
 def test_export(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_finetune import write_sst2
+from test_finetune_recipe import write_sst2
 
 from bertlab.errors import InputError
 from bertlab.finetune.grid import PAPER_GRID, grid_args, grid_rows, read_grid, settings, submit_grid

@@ -10,7 +10,8 @@ from torch.testing import assert_close
 
 from bertlab.checkpoint import save_checkpoint
 from bertlab.errors import InputError
-from bertlab.inference import LoadedModel, fill_text, load_model, pick_device, whole_word
+from bertlab.hardware import pick_device
+from bertlab.inference import LoadedModel, fill_text, load_model, whole_word
 from bertlab.model import BertForPreTraining
 
 TEXTS = [

@@ -20,7 +20,8 @@ from torch.testing import assert_close
 from bertlab.checkpoint import read_weights
 from bertlab.errors import BertLabError, InputError
 from bertlab.pretrain import load_config_file, run_pretraining
-from bertlab.training import lr_factor, read_metrics
+from bertlab.runfolder import read_metrics
+from bertlab.training import lr_factor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -247,7 +248,7 @@ def test_a_run_that_fails_while_preparing_is_marked_failed(tmp_path, vocab_file)
 def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, vocab_file):
     """(#14) a `--resume` typed while a job trains the same folder made two trainers interleave
     their checkpoints and metrics; it is refused before anything in the folder is touched."""
-    from bertlab.jobs import process_start_time
+    from bertlab.hardware import process_start_time
 
     cfg = _config(tmp_path, vocab_file, max_steps=2)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -213,7 +213,7 @@ def test_objectives_without_nsp(tokenizer):
 
 
 def test_max_predictions_follow_the_sequence_length():
-    from bertlab.jobs import pretrain_args
+    from bertlab.jobspec import pretrain_args
     from bertlab.pretraining_data import max_predictions_for
 
     assert max_predictions_for(128, 0.15) == 20 and max_predictions_for(512, 0.15) == 77  # Google's README

@@ -1,8 +1,6 @@
 """bertlab.training: schedule, optimizer groups, budgets, prefetching, graceful stop."""
 
 import math
-import os
-import signal
 
 import pytest
 import torch
@@ -11,17 +9,12 @@ from conftest import tiny_config
 from bertlab.errors import InputError
 from bertlab.model import BertForPreTraining
 from bertlab.training import (
-    GracefulStop,
     Progress,
     TrainConfig,
     build_optimizer,
-    hardware_description,
     is_snapshot_step,
     lr_factor,
-    prefetch,
-    read_metrics,
     snapshot_steps,
-    update_status,
     warmup_fraction,
 )
 
@@ -75,38 +68,6 @@ def test_budgets():
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)
     assert Progress(step=100).done(cfg)
     assert Progress(train_time_s=30).fraction(TrainConfig(max_time_s=60)) == pytest.approx(0.5)
-
-
-def test_prefetch_keeps_order_and_raises():
-    assert list(prefetch(iter(range(20)), depth=2)) == list(range(20))
-
-    def broken():
-        yield 1
-        raise ValueError("bad batch")
-
-    with pytest.raises(ValueError, match="bad batch"):
-        list(prefetch(broken()))
-
-
-def test_graceful_stop_sets_flag_on_sigterm():
-    with GracefulStop() as stop:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested
-    assert signal.getsignal(signal.SIGTERM) is not stop._handle
-
-
-def test_hardware_in_the_model_card_counts_threads_in_english(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert hardware_description(1).endswith(", 1 thread)")  # not "1 threads"
-    assert hardware_description(2).endswith(", 2 threads)")
-
-
-def test_status_and_metrics_files(tmp_path):
-    update_status(tmp_path, state="running", step=3)
-    s = update_status(tmp_path, step=4)
-    assert s["state"] == "running" and s["step"] == 4
-    (tmp_path / "metrics.jsonl").write_text('{"split": "train", "step": 1}\n{"split": "tr')  # half-written line
-    assert read_metrics(tmp_path) == [{"split": "train", "step": 1}]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

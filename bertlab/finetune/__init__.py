@@ -6,6 +6,6 @@ Modules, lowest first: tasks (task specs), metrics, data (readers), encoding (ex
 recipe (training with bertlab.training; the `bertlab finetune` CLI).
 """
 
-from bertlab.finetune.recipe import CLI_COMMANDS, FinetuneConfig, run_finetuning
+from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 
-__all__ = ["CLI_COMMANDS", "FinetuneConfig", "run_finetuning"]
+__all__ = ["FinetuneConfig", "run_finetuning"]

@@ -9,7 +9,7 @@
   windows, scored in the window where its start token has the most context, and mapped back to
   the original context characters through the tokenizer's offsets.
 
-Imports torch, bertlab.tokenizer, bertlab.errors and bertlab.finetune.data.
+Imports torch, bertlab.batching, bertlab.tokenizer, bertlab.errors and bertlab.finetune.data.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bertlab.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.tokenizer import BertTokenizer
@@ -237,18 +238,9 @@ def decode_qa(examples: Sequence[QAExample], features: Sequence[Feature], start_
 def collate(features: Sequence[Feature], pad_id: int, shape: str) -> dict:
     """Pad to the longest row. Returns input_ids, token_type_ids, attention_mask (B, T) long, the
     labels the shape needs, and num_tokens (int, real tokens)."""
-    T = max(len(f.input_ids) for f in features)
-    B = len(features)
-    input_ids = torch.full((B, T), pad_id, dtype=torch.long)
-    token_type_ids = torch.zeros((B, T), dtype=torch.long)
-    attention_mask = torch.zeros((B, T), dtype=torch.long)
-    for b, f in enumerate(features):
-        n = len(f.input_ids)
-        input_ids[b, :n] = torch.tensor(f.input_ids)
-        token_type_ids[b, :n] = torch.tensor(f.token_type_ids)
-        attention_mask[b, :n] = 1
-    batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-             "num_tokens": int(attention_mask.sum())}
+    B, T = len(features), max(len(f.input_ids) for f in features)  # noqa: N806
+    batch: dict = pad_batch([f.input_ids for f in features], pad_id, [f.token_type_ids for f in features])
+    batch["num_tokens"] = int(batch["attention_mask"].sum())
     if shape == "tagging":
         if features[0].token_labels is not None:
             labels = torch.full((B, T), IGNORE, dtype=torch.long)

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry, JobSpec, read_job
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import JobSpec
+from bertlab.runfolder import JOB_FILE
+from bertlab.runs import read_job
 
 PAPER_GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 GRIDS_DIR = "grids"
@@ -103,7 +106,7 @@ def grid_rows(record: dict, registry: JobRegistry | None = None) -> list[dict]:
     rows = []
     for r in record["runs"]:
         run_dir = registry.root / str(r.get("job", ""))
-        job = read_job(run_dir) if (run_dir / "job.json").is_file() else None
+        job = read_job(run_dir) if (run_dir / JOB_FILE).is_file() else None
         scores = job.status.get("last_eval") if job is not None and job.state == "finished" else None
         scores = scores if isinstance(scores, dict) else {}
         main = next((k for k in scores if not k.endswith("loss")), None)

@@ -35,7 +35,7 @@ def accuracy(predictions: Sequence, golds: Sequence) -> float:
     return sum(p == g for p, g in zip(predictions, golds, strict=False)) / len(golds)
 
 
-def f1_binary(predictions: Sequence, golds: Sequence, positive="1") -> float:
+def f1_binary(predictions: Sequence, golds: Sequence, positive: object = "1") -> float:
     """F1 of the positive class (MRPC's official F1: positive = paraphrase); 0 when undefined."""
     _same_length(predictions, golds)
     tp = sum(p == positive and g == positive for p, g in zip(predictions, golds, strict=False))

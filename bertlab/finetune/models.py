@@ -179,14 +179,14 @@ class _BertTaskModel(nn.Module):
             for layer in self.bert.encoder.layer[self.layer_features.index:]:
                 layer.requires_grad_(False)
 
-    def train(self, mode: bool = True):
+    def train(self, mode: bool = True) -> _BertTaskModel:
         super().train(mode)
         if self.frozen:
             self.bert.eval()  # a frozen encoder gives the same features every time: no dropout
         return self
 
-    def encode(self, input_ids, token_type_ids=None, attention_mask=None,
-               cls_only: bool = False) -> tuple[EncoderOutput, torch.Tensor]:
+    def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+               attention_mask: torch.Tensor | None = None, cls_only: bool = False) -> tuple[EncoderOutput, torch.Tensor]:
         """Encoder output and the task features (B, T, F) (after the BiLSTM when there is one).
 
         cls_only: the caller reads only [CLS] from the last layer, so that layer runs only there
@@ -239,7 +239,8 @@ class BertForSequenceClassification(_BertTaskModel):
         self.classifier = nn.Linear(size, head.num_labels)
         self._finish_init(uses_pooler=head.features == "last" and head.mode == "finetune" and not head.use_bilstm)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> TaskOutput:
         """labels: (B,) long class ids, or (B,) float targets for regression."""
         enc, feats = self.encode(input_ids, token_type_ids, attention_mask, cls_only=True)
         h = self.head_config
@@ -281,7 +282,8 @@ class BertForTokenClassification(_BertTaskModel):
         self.classifier = nn.Linear(self.task_input_size, head.num_labels)
         self._finish_init()
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None) -> TaskOutput:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> TaskOutput:
         """labels: (B, T) long, -100 where no label."""
         _, feats = self.encode(input_ids, token_type_ids, attention_mask)
         logits = self.classifier(self.dropout(feats))  # (B, T, C)
@@ -299,8 +301,9 @@ class BertForQuestionAnswering(_BertTaskModel):
         self.qa_outputs = nn.Linear(self.task_input_size, 2)
         self._finish_init()
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
-                start_positions=None, end_positions=None) -> TaskOutput:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
+                end_positions: torch.Tensor | None = None) -> TaskOutput:
         """start_positions / end_positions: (B,) token indices of the answer (0 = [CLS] when the
         answer is not in this window)."""
         _, feats = self.encode(input_ids, token_type_ids, attention_mask)

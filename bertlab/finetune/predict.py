@@ -10,7 +10,7 @@ config.json carries id2label / label2id / num_labels (and problem_type) at the t
 `transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
 Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
 
-Imports torch, bertlab.checkpoint, bertlab.tokenizer, bertlab.inference (pick_device), bertlab.finetune.
+Imports torch, bertlab.checkpoint, bertlab.tokenizer, bertlab.hardware (pick_device), bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ class FinetunedModel:
 
 def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
     """Load a fine-tuned checkpoint folder (ours, or one fine-tuned with transformers) for prediction."""
-    from bertlab.inference import pick_device
+    from bertlab.hardware import pick_device
 
     dev = pick_device(device)
     model, tokenizer, setup, card = load_task_model(path)

@@ -1,21 +1,26 @@
 """The fine-tuning recipe: task data -> features -> shared trainer -> fine-tuned model + card.
 
-`bertlab finetune --task sst2 --data PATH --model DIR ...` (see `_cli_args`). The loop itself is
+`bertlab finetune --task sst2 --data PATH --model DIR ...` (see `add_args`). The loop itself is
 bertlab.training.train (budgets, warm-up, mixed precision, atomic checkpoints, resume, metrics,
-torchrun); this module supplies the `TrainTask` for a fine-tuning task. The run folder layout is
-bertlab.training's, with the final model in run_dir/model (and its model_card.json).
+torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds the global RNGs
+(head init, dropout). The run folder layout is bertlab.runfolder's, with the final model in
+run_dir/model (and its model_card.json). `add_args` / `run` are the `bertlab finetune` CLI.
 
-Imports the lower layers: checkpoint, config, tokenizer, training, bertlab.finetune.
+Imports the lower layers: checkpoint, config, hardware, runfolder, tokenizer, training, bertlab.finetune.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
 import math
+import random
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,17 +35,20 @@ from bertlab.finetune.evaluation import decode, run_model, score
 from bertlab.finetune.models import FEATURES_HELP, HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TASKS, TaskSpec, get_task
+from bertlab.hardware import hardware_description
 from bertlab.inference import default_model_path
-from bertlab.tokenizer import BertTokenizer
-from bertlab.training import (
-    TrainConfig,
+from bertlab.runfolder import (
+    CHECKPOINT_DIR,
+    VOCAB_FILE,
     failure_recorded,
-    hardware_description,
-    read_json,
-    train,
+    read_run_config,
+    runs_root,
     update_status,
-    write_json_atomic,
+    write_run_config,
 )
+from bertlab.tokenizer import BertTokenizer
+from bertlab.training import TrainConfig, TrainResult, train
+from bertlab.training_runtime import process_rank
 
 log = logging.getLogger(__name__)
 
@@ -124,17 +132,17 @@ class FinetuneTask:
         per_rank = len(order) // world if world > 1 else len(order)  # equal shares keep DDP in step
         return order[rank * per_rank:(rank + 1) * per_rank]
 
-    def batches(self, epoch, start, rank, world):
+    def batches(self, epoch: int, start: int, rank: int, world: int) -> Iterator[dict]:
         idx = self._rank_indices(epoch, rank, world)
         for b in range(start, self.batches_per_epoch(world)):
             chunk = idx[b * self.micro_batch:(b + 1) * self.micro_batch]
             yield collate([self.train_features[i] for i in chunk], self.tokenizer.pad_id, self.spec.shape)
 
-    def batches_per_epoch(self, world):
+    def batches_per_epoch(self, world: int) -> int:
         n = len(self.train_features) // world if world > 1 else len(self.train_features)
         return math.ceil(n / self.micro_batch)
 
-    def forward(self, model, batch):
+    def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(**batch)
         shape = self.spec.shape
         stats: dict[str, float] = {}
@@ -150,24 +158,27 @@ class FinetuneTask:
             stats = {"correct": float(hit.sum()), "count": float(hit.numel())}
         return out.loss, stats
 
-    def summarize(self, sums):
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         if sums.get("count"):
             key = "span_acc" if self.spec.shape == "qa" else "acc"
             return {key: sums["correct"] / sums["count"]}
         return {}
 
-    def evaluate(self, model, device, autocast):
+    def evaluate(self, model: torch.nn.Module, device: torch.device,
+                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
         return evaluate_model(model, self.setup, self.spec, self.tokenizer, self.dev_examples, self.dev_features,
                               device, autocast, self.cfg.eval_batch_size)
 
-    def save_model(self, directory, model, extra):
+    def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
         card = dict(self.card)
         card.update(extra.get("card_updates", {}))
         save_finetuned(directory, model, self.tokenizer, self.setup, card)
 
 
-def evaluate_model(model, setup: TaskSetup, spec: TaskSpec, tokenizer: BertTokenizer, examples: list[Example],
-                   features: list[Feature], device, autocast=None, batch_size: int = 64) -> dict[str, float]:
+def evaluate_model(model: torch.nn.Module, setup: TaskSetup, spec: TaskSpec, tokenizer: BertTokenizer,
+                   examples: list[Example], features: list[Feature], device: torch.device | str,
+                   autocast: Callable[[], AbstractContextManager] | None = None,
+                   batch_size: int = 64) -> dict[str, float]:
     """The official dev metrics of `model` on `examples`."""
     outputs = run_model(model, features, spec.shape, tokenizer.pad_id, device, batch_size, autocast)
     answers = decode(spec.shape, examples, features, outputs, setup.labels, setup.n_best, setup.max_answer_length)
@@ -189,7 +200,7 @@ def task_labels(spec: TaskSpec, train: list[Example], dev: list[Example]) -> tup
     return ("O",) + tuple(sorted(tags - {"O"}, key=lambda t: (t[2:], t[0])))
 
 
-def _texts(examples: list[Example]):
+def _texts(examples: list[Example]) -> Iterator[str]:
     for ex in examples:
         if isinstance(ex, SequenceExample):
             yield ex.text_a
@@ -202,7 +213,8 @@ def _texts(examples: list[Example]):
             yield ex.context
 
 
-def prepare_model(cfg: FinetuneConfig, run_dir: Path, head: HeadConfig, train_examples: list[Example]):
+def prepare_model(cfg: FinetuneConfig, run_dir: Path, head: HeadConfig,
+                  train_examples: list[Example]) -> tuple[torch.nn.Module, BertTokenizer, str]:
     """(model, tokenizer, source note): encoder weights from `cfg.model` with a fresh head, or a
     random-init preset with the given / a newly trained vocabulary."""
     if cfg.model:
@@ -218,7 +230,7 @@ def prepare_model(cfg: FinetuneConfig, run_dir: Path, head: HeadConfig, train_ex
         if len(tokenizer) > config.vocab_size:
             raise CheckpointError(f"{directory}/vocab.txt has more tokens than config.json's vocab_size")
         return model, tokenizer, str(directory)
-    kept = run_dir / "vocab.txt"
+    kept = run_dir / VOCAB_FILE
     if kept.is_file():
         tokenizer = BertTokenizer.from_vocab(kept)
     elif cfg.vocab:
@@ -250,22 +262,24 @@ def encode(spec: TaskSpec, setup: TaskSetup, tokenizer: BertTokenizer, examples:
 # Entry point
 # --------------------------------------------------------------------------------------
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                   progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
-    """Fine-tune (or resume fine-tuning) and return bertlab.training.TrainResult."""
+                   progress_bar: bool = True, stop_after_steps: int | None = None,
+                   command: str | None = None) -> TrainResult:
+    """Fine-tune (or resume fine-tuning)."""
     with failure_recorded(run_dir):
         return _run_finetuning(cfg, run_dir, resume=resume, dry_run=dry_run, progress_bar=progress_bar,
                                 stop_after_steps=stop_after_steps, command=command)
 
 
 def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                   progress_bar: bool = True, stop_after_steps: int | None = None, command: str | None = None):
+                    progress_bar: bool = True, stop_after_steps: int | None = None,
+                    command: str | None = None) -> TrainResult:
     run_dir = Path(run_dir)
     if resume:
-        saved = read_json(run_dir / "run_config.json")
+        saved = read_run_config(run_dir)
         if saved is None or saved.get("kind") != "finetune":
             raise InputError(f"{run_dir}: no fine-tuning run_config.json to resume")
         cfg = FinetuneConfig.from_dict(saved["config"])
-    elif (run_dir / "checkpoint").exists() and not dry_run:
+    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if dry_run:
         cfg = dataclasses.replace(cfg, epochs=0.0, max_train_examples=cfg.max_train_examples or 64,
@@ -308,31 +322,22 @@ def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fal
              spec.name, len(train_examples), len(train_features), truncated, len(dev_examples), model_source,
              model.num_parameters(True) / 1e6, model.num_parameters() / 1e6, prep_s)
     command = command or " ".join(sys.argv)
-    write_json_atomic(run_dir / "run_config.json", {
+    write_run_config(run_dir, {
         "kind": "finetune", "config": cfg.to_dict(), "effective_train": asdict(train_cfg),
         "task_setup": setup.to_dict(), "model_config": asdict(model.config), "command": command,
     })
     card = {
-        "task": spec.name,
-        "task_description": spec.description,
-        "task_shape": spec.shape,
-        "labels": list(labels),
-        "base_model": model_source,
-        "mode": cfg.mode,
-        "features": cfg.features,
-        "bilstm": head.use_bilstm,
-        "train_data": data.train_source,
-        "dev_data": data.dev_source,
-        "train_examples": len(train_examples),
-        "dev_examples": len(dev_examples),
-        "demo_split": bool(cfg.split_dev),
-        "max_seq_length": max_len,
-        "command": command,
-        "hardware": hardware_description(train_cfg.num_threads),
-        "train_config": asdict(train_cfg),
-        "main_metric": spec.main_metric,
+        "task": spec.name, "task_description": spec.description, "task_shape": spec.shape, "labels": list(labels),
+        "base_model": model_source, "mode": cfg.mode, "features": cfg.features, "bilstm": head.use_bilstm,
+        "train_data": data.train_source, "dev_data": data.dev_source, "train_examples": len(train_examples),
+        "dev_examples": len(dev_examples), "demo_split": bool(cfg.split_dev), "max_seq_length": max_len,
+        "command": command, "hardware": hardware_description(train_cfg.num_threads),
+        "train_config": asdict(train_cfg), "main_metric": spec.main_metric,
     }
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
+    seed = train_cfg.seed + process_rank()  # each torchrun process draws its own dropout masks
+    torch.manual_seed(seed)
+    random.seed(seed)
     return train(task, model, train_cfg, run_dir, resume=resume, progress_bar=progress_bar,
                  stop_after_steps=stop_after_steps, extra_state={"task": spec.name})
 
@@ -341,7 +346,8 @@ def _run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fal
 # --------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------
-def _cli_args(p):
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab finetune`."""
     task_or_status = p.add_mutually_exclusive_group(required=True)
     task_or_status.add_argument("--task", choices=sorted(TASKS), help="which task (its shape, reader and metric)")
     task_or_status.add_argument("--grid-status", metavar="FOLDER",
@@ -397,12 +403,10 @@ def _cli_args(p):
 _NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
 
 
-def _argv_of(args) -> list[str]:
+def _argv_of(args: argparse.Namespace) -> list[str]:
     """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
-    import argparse
-
     p = argparse.ArgumentParser(add_help=False)
-    _cli_args(p)
+    add_args(p)
     out: list[str] = []
     for action in p._actions:
         if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
@@ -415,7 +419,7 @@ def _argv_of(args) -> list[str]:
     return out
 
 
-def _cli_grid(args) -> int:
+def _cli_grid(args: argparse.Namespace) -> int:
     """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
     from bertlab.finetune.grid import PAPER_GRID, settings, submit_grid
 
@@ -435,7 +439,8 @@ def _cli_grid(args) -> int:
     return 0
 
 
-def config_from_args(args) -> FinetuneConfig:
+def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
+    """The run's config from `bertlab finetune` arguments (defaults as the paper's, 384 tokens for SQuAD)."""
     if not args.data:
         raise InputError("--data is required: a folder with the task's files, a file, or hf:")
     epochs = args.epochs
@@ -459,7 +464,9 @@ def config_from_args(args) -> FinetuneConfig:
         train=train_cfg)
 
 
-def _cli_run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`bertlab finetune`: fine-tune (or resume) and print the result as one JSON line; or queue
+    or report a --grid."""
     if args.grid_status:
         from bertlab.finetune.grid import grid_status
 
@@ -472,8 +479,6 @@ def _cli_run(args) -> int:
     logging.getLogger("bertlab").setLevel(logging.INFO)
     if args.resume and not args.run_dir:
         raise InputError("--resume needs --run-dir")
-    from bertlab.jobs_paths import runs_root
-
     if args.resume:
         cfg = FinetuneConfig(task=args.task, data=args.data or ".")  # replaced by the saved config
     else:
@@ -491,6 +496,3 @@ def _cli_run(args) -> int:
     print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
                       "train_time_s": round(result.progress.train_time_s, 1), "eval": result.last_eval}))
     return 0 if result.state == "finished" else 3
-
-
-CLI_COMMANDS = {"finetune": ("fine-tune BERT on a task (GLUE, tagging, SQuAD)", _cli_args, _cli_run)}

@@ -35,7 +35,8 @@ from bertlab.explore import InputNote
 from bertlab.figures import image_export_available, plotly_config, to_html, to_image
 from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
-from bertlab.jobs import check_path_allowed, data_roots, is_loopback_address
+from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.runfolder import REPO_ROOT
 
 log = logging.getLogger("bertlab.app")
 
@@ -56,7 +57,6 @@ def _set_threads() -> None:
         torch.set_num_threads(n)
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # Icons (Streamlit's bundled Material font: they draw offline) for pages by their name; any
 # other page in pages/ gets the default.
 PAGE_ICONS = {

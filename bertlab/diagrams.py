@@ -1,0 +1,244 @@
+"""The paper's diagrams, drawn from a config or an example: Figure 2's input embeddings, the
+architecture of Figure 1 for a given size, and a masked pretraining example as HTML chips.
+
+Imports plotly, bertlab.config / errors and bertlab.figures (shared colours and layout); never
+streamlit.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from bertlab.config import BertConfig
+from bertlab.errors import InputError
+from bertlab.figures import BLUE, style_figure
+
+TOKEN_YELLOW = "#fde9a9"  # Figure 2: token embeddings
+SEGMENT_GREEN = "#cfe8c4"  # Figure 2: segment embeddings
+POSITION_GREY = "#e3e3e3"  # Figure 2: position embeddings
+SEGMENT_A = "#e8f0fb"
+SEGMENT_B = "#fdeede"
+KIND_COLOURS = {"mask": "#d64545", "random": "#e8a33d", "keep": "#3b8f5a"}
+KIND_LABELS = {"mask": "→ [MASK] (80%)", "random": "→ random token (10%)", "keep": "kept as is (10%)"}
+
+
+# --------------------------------------------------------------------------------------
+# The input: the paper's Figure 2
+# --------------------------------------------------------------------------------------
+def input_embeddings_figure(
+    tokens: Sequence[str], segment_ids: Sequence[int], per_row: int = 16, title: str = ""
+) -> go.Figure:
+    """BERT's input as in the paper's Figure 2: token + segment + position embeddings per token.
+
+    Long inputs wrap onto several bands of `per_row` tokens.
+    """
+    T = len(tokens)
+    if len(segment_ids) != T:
+        raise InputError(f"{T} tokens but {len(segment_ids)} segment ids")
+    bands = max(1, -(-T // per_row))
+    cols = min(T, per_row)
+    row_h, gap, band_gap = 1.0, 0.55, 1.0
+    band_height = 4 * row_h + 3 * gap + band_gap
+    w, xgap = 1.0, 0.14
+    fig = go.Figure()
+    shapes, notes = [], []
+    labels = ("Input", "Token<br>Embeddings", "Segment<br>Embeddings", "Position<br>Embeddings")
+    fills = ("white", TOKEN_YELLOW, SEGMENT_GREEN, POSITION_GREY)
+    for band in range(bands):
+        top = -band * band_height
+        for r, label in enumerate(labels):
+            y = top - r * (row_h + gap)
+            notes.append(dict(x=-0.25, y=y - row_h / 2, text=f"<b>{label}</b>", xanchor="right", showarrow=False,
+                              font=dict(size=12)))
+        for k in range(cols):
+            i = band * per_row + k
+            if i >= T:
+                break
+            x0 = k * (w + xgap)
+            tok, seg = tokens[i], segment_ids[i]
+            seg_name = "A" if seg == 0 else "B"
+            texts = (
+                html.escape(tok),
+                f"E<sub>{html.escape(tok)}</sub>",
+                f"E<sub>{seg_name}</sub>",
+                f"E<sub>{i}</sub>",
+            )
+            for r, (fill, text) in enumerate(zip(fills, texts, strict=False)):
+                y1 = top - r * (row_h + gap)
+                border = "#555" if r else ("#c0392b" if tok in ("[CLS]", "[SEP]") else "#555")
+                shapes.append(
+                    dict(
+                        type="rect",
+                        x0=x0,
+                        x1=x0 + w,
+                        y0=y1 - row_h,
+                        y1=y1,
+                        fillcolor=fill,
+                        line=dict(color=border, width=1.2),
+                        layer="below",
+                    )
+                )
+                size = 12 if len(tok) <= 7 else (10 if len(tok) <= 10 else 8)
+                notes.append(dict(x=x0 + w / 2, y=y1 - row_h / 2, text=text, showarrow=False, font=dict(size=size)))
+                if r >= 2:
+                    notes.append(
+                        dict(x=x0 + w / 2, y=y1 + gap / 2, text="<b>+</b>", showarrow=False, font=dict(size=14))
+                    )
+    fig.update_layout(shapes=shapes, annotations=notes)
+    fig.add_trace(
+        go.Scatter(
+            x=[-2.2, cols * (w + xgap)],
+            y=[0.2, -bands * band_height + band_gap],
+            mode="markers",
+            marker=dict(opacity=0),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.update_xaxes(visible=False, range=[-2.3, cols * (w + xgap) + 0.05])
+    fig.update_yaxes(visible=False, range=[-bands * band_height + band_gap - 0.1, 0.3])
+    return style_figure(fig, title, height=int(40 + 210 * bands))
+
+
+# --------------------------------------------------------------------------------------
+# The architecture
+# --------------------------------------------------------------------------------------
+class _Canvas:
+    """Boxes, arrows and labels in data coordinates, collected for one `update_layout`."""
+
+    def __init__(self):
+        self.shapes: list[dict] = []
+        self.notes: list[dict] = []
+
+    def box(self, x0, y0, x1, y1, fill, text, size=11, line="#555", colour="#222") -> None:
+        self.shapes.append(dict(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=fill,
+                                line=dict(color=line, width=1.2), layer="below"))
+        if text:
+            self.note((x0 + x1) / 2, (y0 + y1) / 2, text, size=size, colour=colour)
+
+    def note(self, x, y, text, size=11, colour="#222", **kw) -> None:
+        self.notes.append(dict(x=x, y=y, text=text, showarrow=False, font=dict(size=size, color=colour), **kw))
+
+    def arrow(self, x, y0, y1) -> None:
+        self.notes.append(dict(x=x, y=y1, ax=x, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                               showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1.4, arrowcolor="#555"))
+
+
+_EXAMPLE_INPUT = ("[CLS]", "the", "cat", "[MASK]", "[SEP]", "it", "slept", "[SEP]")
+_SPAN = 10.0  # width of the drawing in data units
+
+
+def _token_xs(n: int) -> list[float]:
+    return [0.55 + i * (_SPAN - 1.1) / (n - 1) for i in range(n)]
+
+
+def _draw_input(canvas: _Canvas, xs: list[float]) -> None:
+    """The example tokens, and the embeddings above them."""
+    for x, t in zip(xs, _EXAMPLE_INPUT, strict=False):
+        special = t in ("[CLS]", "[SEP]", "[MASK]")
+        canvas.box(x - 0.56, 0, x + 0.56, 0.6, "#f1f1f1" if special else "white", t, size=10)
+    canvas.note(_SPAN / 2, -0.35, "input: [CLS] sentence A [SEP] sentence B [SEP]", size=10, colour="#666")
+    canvas.arrow(_SPAN / 2, 0.65, 1.05)
+    canvas.box(0, 1.1, _SPAN, 1.8, TOKEN_YELLOW, "<b>Embeddings</b>: token + segment + position", size=11)
+
+
+def _draw_layers(canvas: _Canvas, c: BertConfig, y: float) -> float:
+    """The encoder layers from height `y` up (at most four drawn); returns the height above them."""
+    shown = list(range(c.num_layers)) if c.num_layers <= 4 else [0, 1, None, c.num_layers - 1]
+    direction = "" if c.attention_direction == "bidirectional" else " (left-to-right)"
+    for idx in shown:
+        canvas.arrow(_SPAN / 2, y - 0.5, y - 0.03)
+        if idx is None:
+            canvas.note(_SPAN / 2, y + 0.2, f"⋮ {c.num_layers - 3} more layers ⋮", size=11, colour="#555")
+            y += 0.95
+            continue
+        canvas.box(0, y, _SPAN, y + 1.45, "#eef3fb", "", line=BLUE)
+        canvas.note(0.12, y + 1.25, f"<b>Encoder layer {idx + 1}</b>", size=11, colour=BLUE, xanchor="left")
+        canvas.note(_SPAN - 0.12, y + 1.25, "add & norm after each", size=9, colour="#777", xanchor="right")
+        canvas.box(0.25, y + 0.15, 4.85, y + 0.98, "white",
+                   f"Self-attention{direction}<br>{c.num_heads} heads × {c.head_size}", size=10)
+        canvas.box(5.15, y + 0.15, _SPAN - 0.25, y + 0.98, "white",
+                   f"Feed-forward<br>{c.hidden_size} → {c.intermediate_size} → {c.hidden_size}", size=10)
+        y += 2.0
+    return y
+
+
+def _draw_heads(canvas: _Canvas, c: BertConfig, xs: list[float], y: float) -> float:
+    """The outputs C, T1..Tn at height `y` and the NSP and masked-LM heads; returns the top."""
+    canvas.arrow(_SPAN / 2, y - 0.5, y - 0.03)
+    outs = ["C"] + [f"T<sub>{i}</sub>" for i in range(1, len(xs))]
+    for x, t in zip(xs, outs, strict=False):
+        canvas.box(x - 0.56, y, x + 0.56, y + 0.6, "#dfe9f7" if t == "C" else "#f7f7f7", t, size=10)
+    y_head = y + 1.15
+    canvas.arrow(xs[0], y + 0.65, y_head - 0.03)
+    canvas.arrow(xs[3], y + 0.65, y_head - 0.03)
+    canvas.box(0, y_head, 3.3, y_head + 0.75, "#fbe3d0", "<b>NSP</b>: IsNext?" if c.use_nsp_head else "no NSP head",
+               size=11)
+    canvas.box(3.6, y_head, _SPAN, y_head + 0.75, "#fbe3d0", f"<b>Masked LM</b>: which of {c.vocab_size:,}?", size=11)
+    return y_head + 0.85
+
+
+def architecture_figure(config: BertConfig, title: str = "") -> go.Figure:
+    """A picture of BERT for this config, bottom to top as in the paper's Figure 1: input tokens ->
+    embeddings -> L encoder layers -> outputs C, T1..Tn -> the NSP and masked-LM heads."""
+    c = config
+    canvas = _Canvas()
+    xs = _token_xs(len(_EXAMPLE_INPUT))
+    _draw_input(canvas, xs)
+    y = _draw_layers(canvas, c, 2.35)
+    top = _draw_heads(canvas, c, xs, y)
+    fig = go.Figure()
+    fig.update_layout(shapes=canvas.shapes, annotations=canvas.notes)
+    fig.add_trace(go.Scatter(x=[0, _SPAN], y=[-0.5, top], mode="markers", marker=dict(opacity=0), hoverinfo="skip",
+                             showlegend=False))
+    fig.update_xaxes(visible=False, range=[-0.15, _SPAN + 0.15], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[-0.55, top], fixedrange=True)
+    title = title or f"BERT with L = {c.num_layers} layers, H = {c.hidden_size}, A = {c.num_heads} heads"
+    return style_figure(fig, title, height=int(48 * (top + 0.6)) + 40)
+
+
+# --------------------------------------------------------------------------------------
+# A pretraining example, token by token
+# --------------------------------------------------------------------------------------
+def example_html(
+    tokens: Sequence[str],
+    original_tokens: Sequence[str],
+    kinds: Sequence[str],
+    segment_ids: Sequence[int],
+) -> str:
+    """HTML chips for a pretraining instance: segment A/B shading, chosen positions coloured by
+    what they became, the original token under each changed one. Self-contained (inline CSS)."""
+    if not (len(tokens) == len(original_tokens) == len(kinds) == len(segment_ids)):
+        raise InputError("tokens, original_tokens, kinds and segment_ids must have the same length")
+    chips = []
+    for i, (tok, orig, kind, seg) in enumerate(zip(tokens, original_tokens, kinds, segment_ids, strict=False)):
+        bg = SEGMENT_A if seg == 0 else SEGMENT_B
+        colour = KIND_COLOURS.get(kind)
+        border = f"2px solid {colour}" if colour else "1px solid #ccc"
+        top = f"<span style='font-weight:600;color:{colour}'>{html.escape(tok)}</span>" if colour else html.escape(tok)
+        under = html.escape(orig) if kind else "&nbsp;"
+        title = f"position {i}, segment {'A' if seg == 0 else 'B'}" + (
+            f": was '{orig}', {KIND_LABELS[kind]}" if kind else ""
+        )
+        chips.append(
+            f'<span title="{html.escape(title)}" style=\'display:inline-flex;flex-direction:column;align-items:center;'
+            f"margin:2px;padding:2px 5px;border-radius:6px;background:{bg};border:{border};font-family:monospace;font-size:14px'>"
+            f"{top}<span style='font-size:10px;color:#666'>{under}</span></span>"
+        )
+    return "<div style='line-height:2.1'>" + "".join(chips) + "</div>"
+
+
+def legend_html() -> str:
+    """The colour key for `example_html`."""
+    items = [
+        f"<span style='background:{SEGMENT_A};padding:2px 8px;border-radius:6px'>segment A</span>",
+        f"<span style='background:{SEGMENT_B};padding:2px 8px;border-radius:6px'>segment B</span>",
+    ]
+    items += [
+        f"<span style='border:2px solid {c};padding:1px 8px;border-radius:6px;color:{c}'>{KIND_LABELS[k]}</span>"
+        for k, c in KIND_COLOURS.items()
+    ]
+    return "<div style='display:flex;gap:10px;flex-wrap:wrap;font-size:13px'>" + "".join(items) + "</div>"

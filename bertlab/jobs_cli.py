@@ -1,0 +1,154 @@
+"""`bertlab jobs list|submit|show|cancel|resume|delete|estimate|tick`: the job registry from a terminal.
+
+The work is bertlab.jobs' (and bertlab.estimates' for `estimate`); this module parses and prints.
+Torch-free at import, so `bertlab jobs list` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from bertlab.estimates import estimate_spec
+from bertlab.formatting import format_duration
+from bertlab.jobs import JobRegistry
+from bertlab.jobspec import DEVICES, KINDS, JobSpec, spec_device
+from bertlab.runs import Job, waiting_for
+
+
+def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:
+    return f"{job_id:<{id_width}} {kind:<9} {state:<10} {progress:<17} {note}".rstrip()
+
+
+def _job_header(id_width: int = 40) -> str:
+    """The column header over `jobs list`'s lines."""
+    return _job_row("JOB", "KIND", "STATE", "PROGRESS", "ETA / WAITS FOR", id_width)
+
+
+def _job_line(j: Job, id_width: int = 40) -> str:
+    step = f"{j.step}/{j.total_steps}" if j.total_steps else str(j.step)
+    eta = f"eta {format_duration(j.eta_s)}" if j.state == "running" and j.eta_s else ""
+    if j.state == "queued" and (waits := waiting_for(j)):
+        eta = "waits for " + ", ".join(waits)
+    if j.error and j.state != "failed":  # a run shown despite a file it cannot read: say which and why
+        eta = j.error.splitlines()[0]
+    return _job_row(j.id, j.kind or "?", j.state, f"step {step}", eta, id_width)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab jobs` and its subcommands."""
+    p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS, else runs/ in the repository)")
+    sub = p.add_subparsers(dest="jobs_command", required=True)
+    json_help = "print JSON for scripts"
+
+    def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=description or help_text)
+
+    s = command("list", "every run in the runs folder with its state, progress and ETA",
+                "Every run in the runs folder, newest first: job id (its folder's name), kind, state, step, "
+                "and the ETA of a running job or the jobs a queued one waits for.")
+    s.add_argument("--json", action="store_true", help=json_help)
+    s = command("submit", "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
+                "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.")
+    s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) for this job")
+    s.add_argument("--device", default=None, choices=DEVICES, help="queue to wait in (default: from ARGS, else auto)")
+    s.add_argument("--name", default="", help="run folder name prefix")
+    s.add_argument("--json", action="store_true", help=json_help)
+    s.add_argument("kind", choices=KINDS, help="which recipe the job runs")
+    s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
+    s = command("estimate", "parameters, memory and time of a job, without running it",
+                "Parameters, memory and time that `bertlab pretrain|finetune ARGS...` would take, without running it.")
+    s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) to estimate for")
+    s.add_argument("--device", default=None, choices=DEVICES, help="device to estimate for (default: from ARGS, else auto)")
+    s.add_argument("--json", action="store_true", help=json_help)
+    s.add_argument("kind", choices=KINDS, help="which recipe the job would run")
+    s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
+    for name, help_text in (("show", "one job: state, last metrics, error, log tail"),
+                            ("cancel", "stop a job (a running one saves a checkpoint first)"),
+                            ("resume", "queue a cancelled or failed job again from its checkpoint"),
+                            ("delete", "remove a job's run folder (cancel a live job first)")):
+        s = command(name, help_text)
+        s.add_argument("job_id", help="the job's id: its run folder's name, as `bertlab jobs list` shows it")
+        s.add_argument("--json", action="store_true", help=json_help)
+        if name == "show":
+            s.add_argument("--log", type=int, default=20, help="log lines to show")
+        if name == "cancel":
+            s.add_argument("--wait", action="store_true", help="wait until it has stopped (SIGKILL after --timeout)")
+            s.add_argument("--timeout", type=float, default=None,
+                           help="seconds to wait before SIGKILL with --wait (default: the registry's kill timeout)")
+    command("tick", "start queued jobs whose device is free",
+            "Start the queued jobs whose device is free (every `jobs list` and every finished job does this too).")
+
+
+def _spec_from_args(args: argparse.Namespace) -> JobSpec:
+    rest = tuple(a for a in args.args if a != "--")
+    device = args.device or spec_device(JobSpec(args.kind, rest))
+    return JobSpec(args.kind, rest, device=device, num_gpus=args.gpus, name=getattr(args, "name", ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    """`bertlab jobs ...`: call the registry and print text or `--json`."""
+    reg = JobRegistry(args.runs)
+    cmd = args.jobs_command
+    if cmd == "list":
+        jobs = reg.list()
+        if args.json:
+            print(json.dumps([j.to_dict() for j in jobs], indent=2, default=str))
+        elif not jobs:
+            print(f"no jobs in {reg.root}")
+        else:
+            id_width = max(40, *(len(j.id) for j in jobs))
+            print(_job_header(id_width))
+            for j in jobs:
+                print(_job_line(j, id_width))
+        return 0
+    if cmd == "tick":
+        started = reg.tick()
+        print("started: " + (", ".join(started) if started else "nothing"))
+        return 0
+    if cmd == "estimate":
+        est = estimate_spec(_spec_from_args(args), runs_dir=reg.root)
+        if args.json:
+            print(json.dumps(asdict(est) | {"fits": est.fits}, indent=2))
+        else:
+            print(est.summary())
+            print(f"memory: weights {est.weights_gb:.2f} GB + gradients/AdamW {est.optimizer_gb:.2f} GB + "
+                  f"activations {est.activations_gb:.2f} GB + overhead {est.overhead_gb:.2f} GB on {est.device_name}")
+            for note in est.notes:
+                print(f"note: {note}")
+        return 0
+    if cmd == "submit":
+        job = reg.submit(_spec_from_args(args))
+        print(json.dumps(job.to_dict(), default=str) if args.json else f"{job.id} {job.state}  ({job.run_dir})")
+        return 0
+    if cmd == "show":
+        job = reg.get(args.job_id)
+        if args.json:
+            print(json.dumps(job.to_dict() | {"log_tail": reg.log_tail(job.id, args.log)}, indent=2, default=str))
+            return 0
+        print(_job_line(job))
+        print(f"folder   {job.run_dir}")
+        print(f"command  {job.command}")
+        last = job.status.get("last_train") or {}
+        if last:
+            print("train    " + "  ".join(f"{k}={v:.4g}" for k, v in last.items()
+                                          if isinstance(v, float) and k not in ("time", "progress", "eta_s")))
+        if job.status.get("last_eval"):
+            print("eval     " + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float))))
+        if job.error:
+            print(f"error    {job.error}")
+        tail = reg.log_tail(job.id, args.log)
+        if tail:
+            print("--- log ---\n" + tail)
+        return 0
+    if cmd == "cancel":
+        job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
+    elif cmd == "resume":
+        job = reg.resume(args.job_id)
+    else:
+        reg.delete(args.job_id)
+        print(json.dumps({"id": args.job_id, "deleted": True}) if args.json else f"deleted {args.job_id}")
+        return 0
+    print(json.dumps(job.to_dict(), default=str) if args.json else _job_line(job))
+    return 0

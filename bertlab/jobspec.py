@@ -1,0 +1,320 @@
+"""What a job runs: a `JobSpec` (`bertlab pretrain|finetune ARGS` on a device), checked the way its
+recipe will check it before it is queued, and turned into the command line a job runs.
+
+Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
+workspace keeps each fine-tuning task's data, and which paths a shared app may read.
+
+Imports the standard library and bertlab.config / errors / hardware / runfolder; the recipes
+(bertlab.pretrain, bertlab.finetune.recipe, with torch) only when a spec is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import math
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bertlab.config import PRESETS
+from bertlab.errors import InputError
+from bertlab.hardware import gpu_count
+from bertlab.runfolder import REPO_ROOT
+
+if TYPE_CHECKING:
+    from bertlab.pretrain import PretrainConfig
+
+KINDS = ("pretrain", "finetune")
+DEVICES = ("auto", "cpu", "cuda")
+
+# Fine-tuning tasks of the `bertlab finetune` CLI and where their data lies in this workspace.
+FINETUNE_TASKS = ("sst2", "cola", "mrpc", "rte", "qnli", "mnli", "stsb", "upos", "ner", "squad")
+_SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+DEFAULT_TASK_DATA = {
+    "sst2": "glue/SST-2", "cola": "glue/CoLA", "mrpc": "glue/MRPC", "rte": "glue/RTE", "qnli": "glue/QNLI",
+    "mnli": "glue/MNLI", "stsb": "glue/STS-B", "upos": "ud_en_ewt", "ner": "wnut17", "squad": "squad",
+}
+
+
+class JobError(InputError):
+    """A job cannot be submitted, found, cancelled, resumed or deleted; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job before it runs: `bertlab <kind> <args>` on a device."""
+
+    kind: str  # pretrain | finetune
+    args: tuple[str, ...] = ()  # arguments of `bertlab <kind>`, without --run-dir / --resume
+    device: str = "auto"  # auto | cpu | cuda; decides which queue the job waits in
+    num_gpus: int = 1  # processes (one per GPU) under torchrun when > 1
+    name: str = ""  # prefix of the run folder's name (default: from the config or the task)
+    after: tuple[str, ...] = ()  # ids of jobs (in the same runs folder) that must finish before this one starts
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """argparse that raises JobError instead of printing usage and exiting."""
+
+    def error(self, message: str):
+        raise JobError(f"{self.prog}: {message}")
+
+
+def _recipe_parser(kind: str) -> argparse.ArgumentParser:
+    if kind == "pretrain":
+        from bertlab.pretrain import add_args
+    elif kind == "finetune":
+        from bertlab.finetune.recipe import add_args
+    else:
+        raise JobError(f"unknown job kind {kind!r}; use one of {', '.join(KINDS)}")
+    p = _RaisingParser(prog=f"bertlab {kind}", add_help=False)
+    add_args(p)
+    return p
+
+
+def parse_recipe_args(kind: str, args: tuple[str, ...]) -> argparse.Namespace:
+    """The recipe's own parse of a job's arguments; JobError instead of a usage message."""
+    for a in args:
+        if a.split("=", 1)[0] in ("--run-dir", "--resume"):
+            raise JobError(f"leave out {a.split('=', 1)[0]}: the job registry chooses the run folder and resumes for you")
+    return _recipe_parser(kind).parse_args(list(args))
+
+
+def spec_device(spec: JobSpec) -> str:
+    """The device a spec asks for: its own field, or one given in its args."""
+    device = spec.device
+    for i, a in enumerate(spec.args):
+        if spec.kind == "pretrain" and a.startswith("train.device="):
+            device = a.split("=", 1)[1]
+        elif a == "--device" and i + 1 < len(spec.args):
+            device = spec.args[i + 1]
+        elif a.startswith("--device="):
+            device = a.split("=", 1)[1]
+    return device
+
+
+def _resolve_device(device: str, gpus: int) -> str:
+    if device not in DEVICES:
+        raise JobError(f"device must be auto, cpu or cuda, not {device!r}")
+    if device == "auto":
+        return "cuda" if gpus > 0 else "cpu"
+    if device == "cuda" and gpus == 0:
+        raise JobError("device cuda was asked for, but this machine has no CUDA GPU; choose cpu or auto")
+    return device
+
+
+def is_loopback_address(address: str | None) -> bool:
+    """True when a server bound to `address` answers only this machine (127.0.0.1, ::1, localhost);
+    an empty address means every interface, i.e. shared."""
+    address = (address or "").strip().strip("[]")
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def data_roots() -> list[Path]:
+    """The folders a shared app's Train page may read from: $BERTLAB_DATA_ROOTS (separated by
+    os.pathsep), else the repository and ../shared/data."""
+    env = os.environ.get("BERTLAB_DATA_ROOTS", "")
+    roots = [p for p in env.split(os.pathsep) if p.strip()] if env.strip() else [REPO_ROOT, REPO_ROOT.parent / "shared" / "data"]
+    return [Path(r).expanduser().resolve() for r in roots]
+
+
+def check_path_allowed(path: str, roots: list[Path] | None = None, cwd: str | Path = REPO_ROOT) -> None:
+    """Raise JobError unless `path` (relative to `cwd`; symlinks followed) lies under one of `roots`
+    (default: data_roots()). Used when the app is shared, so that whoever reaches it cannot make a
+    job read any file on the server."""
+    roots = data_roots() if roots is None else [Path(r).expanduser().resolve() for r in roots]
+    resolved = (Path(cwd) / Path(path).expanduser()).resolve()
+    if not any(resolved.is_relative_to(r) for r in roots):
+        raise JobError(f"{path} is outside the data folders this shared app may read ({', '.join(map(str, roots))}); "
+                       "put the data there, or list its folder in BERTLAB_DATA_ROOTS (separated by "
+                       f"{os.pathsep!r}) where the app is started")
+
+
+def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str, ...] = ()) -> None:
+    def exists(p: str) -> bool:
+        return (cwd / Path(p).expanduser()).exists()
+
+    if kind == "pretrain":
+        if ns.config and not exists(ns.config):
+            raise JobError(f"config file {ns.config} not found (looked in {cwd}); pick one of configs/*.yaml")
+    else:
+        data = getattr(ns, "data", None)
+        if data and not exists(data):
+            raise JobError(f"data {data} not found (looked in {cwd}); give the folder or file of the task's data")
+        model = getattr(ns, "model", None)
+        looks_local = bool(model) and (model.startswith((".", "/", "~")) or model.count("/") != 1)  # else a Hub id
+        if looks_local and not exists(model) and not after:  # with `after`, an earlier job writes it
+            raise JobError(f"starting model {model} not found; give a checkpoint folder (config.json, model.safetensors, vocab.txt)")
+
+
+def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
+    """The pretraining config a job's arguments give, read from `cwd` and checked (size, corpus, shapes)."""
+    from bertlab.pretrain import load_config_file
+
+    with _chdir(cwd):
+        cfg = load_config_file(ns.config, ns.overrides)
+        if cfg.size not in PRESETS:
+            raise JobError(f"unknown model size {cfg.size!r}; choose one of {', '.join(PRESETS)}")
+        for source in cfg.corpus:
+            if source != "default" and not str(source).startswith("hf:") and not Path(source).expanduser().exists():
+                raise JobError(f"corpus {source} not found (looked in {cwd}); give a file or folder of text, or 'default'")
+        try:
+            cfg.model_config(cfg.vocab_size)
+        except (ValueError, TypeError) as exc:
+            raise JobError(f"model settings do not fit together: {exc}") from exc
+    return cfg
+
+
+@contextlib.contextmanager
+def _chdir(path: Path) -> Iterator[None]:
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = None) -> JobSpec:
+    """Check a spec the way its recipe will (arguments, config, paths, devices) before it is queued.
+
+    Returns the spec with `device` resolved to cpu or cuda. Raises JobError with a fix-it message.
+    """
+    cwd = Path(cwd or os.getcwd())
+    gpus = gpu_count() if gpus is None else gpus
+    if spec.kind not in KINDS:
+        raise JobError(f"unknown job kind {spec.kind!r}; use one of {', '.join(KINDS)}")
+    ns = parse_recipe_args(spec.kind, spec.args)
+    _check_paths(spec.kind, ns, cwd, spec.after)
+    if spec.kind == "pretrain":
+        pretrain_config(ns, cwd)
+    device = _resolve_device(spec_device(spec), gpus)
+    if spec.num_gpus < 1:
+        raise JobError("number of GPUs must be at least 1")
+    if spec.num_gpus > 1:
+        if device != "cuda":
+            raise JobError(f"{spec.num_gpus} GPUs asked for on {device}; several processes need device cuda (or set GPUs to 1)")
+        if spec.num_gpus > gpus:
+            raise JobError(f"{spec.num_gpus} GPUs asked for, but this machine has {gpus}; lower the number of GPUs")
+    return JobSpec(spec.kind, tuple(spec.args), device, spec.num_gpus, spec.name, tuple(spec.after))
+
+
+def build_command(spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None,
+                  progress_flag: bool = True) -> list[str]:
+    """The command line a job runs (no shell): `python -m bertlab <kind> ...` or torchrun for several GPUs.
+
+    The device goes last so that it wins over a config or an earlier flag.
+    """
+    python = python or sys.executable
+    args = list(spec.args)
+    if spec.device in ("cpu", "cuda"):
+        args += [f"train.device={spec.device}"] if spec.kind == "pretrain" else ["--device", spec.device]
+    args += ["--run-dir", str(run_dir)]
+    if resume:
+        args.append("--resume")
+    if progress_flag:
+        args.append("--no-progress")  # a progress bar in log.txt is noise; metrics.jsonl has the numbers
+    if spec.num_gpus > 1:
+        torchrun = Path(python).with_name("torchrun")
+        launcher = [str(torchrun)] if torchrun.is_file() else [python, "-m", "torch.distributed.run"]
+        return launcher + ["--standalone", "--nproc_per_node", str(spec.num_gpus), "-m", "bertlab", spec.kind, *args]
+    return [python, "-m", "bertlab", spec.kind, *args]
+
+
+# --- specs from form fields (the Train page and `bertlab jobs submit` share these) ----------
+def pretrain_args(
+    config: str | None = "configs/tiny.yaml",
+    size: str | None = None,
+    corpus: str | None = None,
+    max_steps: int = 0,
+    max_time_s: float = 0.0,
+    learning_rate: float | None = None,
+    batch_size: int | None = None,
+    max_seq_length: int | None = None,
+    name: str | None = None,
+    overrides: tuple[str, ...] = (),
+    masked_lm_prob: float | None = None,
+    snapshots: bool = False,
+) -> tuple[str, ...]:
+    """`bertlab pretrain` arguments from the Train page's fields; a budget given here replaces the config's.
+
+    With a sequence length and a masking share, the cap on predictions per sequence follows
+    them (max_seq_length x masked_lm_prob, rounded up, as Google's README says), so a 512-token
+    run masks 15% of its tokens and not 20 of them."""
+    args: list[str] = ["--config", config] if config else []
+    if name:
+        args.append(f"name={name}")
+    if size:
+        args.append(f"size={size}")
+    if corpus:
+        parts = [c.strip() for c in corpus.split(",") if c.strip()]
+        args.append(f"corpus={parts[0]}" if len(parts) == 1 else "corpus=[" + ", ".join(parts) + "]")
+    if max_steps or max_time_s:
+        args += [f"train.max_steps={int(max_steps)}", f"train.max_time_s={float(max_time_s)}", "train.max_tokens=0"]
+    if learning_rate:
+        args.append(f"train.learning_rate={learning_rate}")
+    if batch_size:
+        args.append(f"train.batch_size={int(batch_size)}")
+    if max_seq_length:
+        args.append(f"data.max_seq_length={int(max_seq_length)}")
+    if masked_lm_prob:
+        if not 0.0 < masked_lm_prob < 1.0:
+            raise JobError(f"the masked share must be between 0 and 1, got {masked_lm_prob}")
+        args.append(f"data.masked_lm_prob={masked_lm_prob}")
+    if max_seq_length and masked_lm_prob:
+        args.append(f"data.max_predictions_per_seq={math.ceil(int(max_seq_length) * masked_lm_prob - 1e-9)}")
+    if snapshots:
+        args.append("train.snapshots=true")
+    return tuple(args) + tuple(overrides)
+
+
+def finetune_args(
+    task: str,
+    data: str,
+    model: str | None = None,
+    mode: str = "finetune",
+    max_steps: int = 0,
+    max_time_s: float = 0.0,
+    learning_rate: float | None = None,
+    batch_size: int | None = None,
+    max_seq_length: int | None = None,
+    size: str | None = None,
+) -> tuple[str, ...]:
+    """`bertlab finetune` arguments from the Train page's fields (`size` without `model`: random init)."""
+    if task not in FINETUNE_TASKS:
+        raise JobError(f"unknown task {task!r}; choose one of {', '.join(FINETUNE_TASKS)}")
+    if not data:
+        raise JobError("give the task's data folder")
+    args = ["--task", task, "--data", data, "--mode", mode]
+    if model:
+        args += ["--model", model]  # without one: the shipped model, or random weights of --size
+    if size:
+        args += ["--size", size]
+    if max_steps:
+        args += ["--max-steps", str(int(max_steps))]
+    elif max_time_s:
+        args += ["--max-time-s", str(float(max_time_s))]
+    if learning_rate:
+        args += ["--lr", str(learning_rate)]
+    if batch_size:
+        args += ["--batch-size", str(int(batch_size))]
+    if max_seq_length:
+        args += ["--max-seq-length", str(int(max_seq_length))]
+    return tuple(args)
+
+
+def default_task_data(task: str) -> str:
+    """Where this workspace keeps a task's data (may not exist elsewhere)."""
+    sub = DEFAULT_TASK_DATA.get(task)
+    return str(_SHARED_DATA / sub) if sub else ""
+
+

@@ -1,0 +1,252 @@
+"""The run folder: the one format that training writes and the CLI, the jobs page and the tests read.
+
+    RUNS/                   runs_root(): $BERTLAB_RUNS, else runs/ in the repository
+      .jobs.lock            the job registry's lock (bertlab.jobs)
+      RUN/
+        run_config.json     everything needed to rerun (written by the recipe)
+        status.json         {"state": one of STATES, "step", "total_steps", "progress", "eta_s", ...}
+        metrics.jsonl       one JSON object a line: {"split": "train"|"eval", "step", "time", ...}
+        job.json            how the job registry launched it (absent for a run started by hand)
+        log.txt             human-readable log
+        vocab.txt           the run's WordPiece vocabulary, kept so that a resume sees the same one
+        checkpoint/         latest training state: model/ + trainer_state.pt, written atomically
+        model/              the final model, Hugging Face-compatible
+        snapshots/step-NNNNNNN/   small fp16 models at log-spaced steps (train.snapshots)
+        tensorboard/        TensorBoard mirror of the metrics
+
+Every other module names these files through this one. Reads are forgiving (a missing or
+half-written file reads as empty), writes are atomic (bertlab.atomic).
+
+Standard library only (no torch); imports bertlab.atomic, bertlab.errors and bertlab.hardware (process
+probes, to refuse a folder another live process trains).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bertlab.atomic import locked, read_json, update_json, write_json_atomic, write_text_atomic
+from bertlab.errors import InputError
+from bertlab.hardware import ancestors, pid_alive
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+RUN_CONFIG_FILE = "run_config.json"
+STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.jsonl"
+JOB_FILE = "job.json"
+JOB_LOCK_FILE = ".job.lock"
+RUNS_LOCK_FILE = ".jobs.lock"
+LOG_FILE = "log.txt"
+VOCAB_FILE = "vocab.txt"
+CHECKPOINT_DIR = "checkpoint"
+TRAINER_STATE_FILE = "trainer_state.pt"
+MODEL_DIR = "model"
+SNAPSHOT_DIR = "snapshots"
+TENSORBOARD_DIR = "tensorboard"
+
+# A run's state, as status.json holds it: waiting for a slot, getting data and model ready,
+# training, then one of the three final states.
+STATES = ("queued", "preparing", "running", "finished", "failed", "cancelled")
+ACTIVE_STATES = ("preparing", "running")
+FINAL_STATES = ("finished", "failed", "cancelled")
+
+
+def runs_root() -> Path:
+    """Where run folders live: $BERTLAB_RUNS, else runs/ at the repository root."""
+    env = os.environ.get("BERTLAB_RUNS")
+    return Path(env).expanduser() if env else REPO_ROOT / "runs"
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """A visible folder holding one of the files every run has (job.json, status.json, run_config.json)."""
+    path = Path(path)
+    return path.is_dir() and not path.name.startswith(".") and any(
+        (path / n).is_file() for n in (JOB_FILE, STATUS_FILE, RUN_CONFIG_FILE))
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def model_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / MODEL_DIR
+
+
+def snapshot_root(run_dir: str | Path) -> Path:
+    return Path(run_dir) / SNAPSHOT_DIR
+
+
+def snapshot_dir(run_dir: str | Path, step: int) -> Path:
+    return snapshot_root(run_dir) / f"step-{step:07d}"
+
+
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """True once the trainer has saved a training state that `--resume` can continue from."""
+    return (checkpoint_dir(run_dir) / TRAINER_STATE_FILE).is_file()
+
+
+def has_model(run_dir: str | Path) -> bool:
+    """True once the final model is written (the trainer writes it last)."""
+    return (model_dir(run_dir) / "config.json").is_file()
+
+
+# --- status.json -----------------------------------------------------------------------
+def read_status(run_dir: str | Path) -> dict:
+    """status.json as a dict ({} when missing or unreadable)."""
+    status = read_json(Path(run_dir) / STATUS_FILE, {})
+    return status if isinstance(status, dict) else {}
+
+
+def update_status(run_dir: str | Path, **fields: Any) -> dict:
+    """Merge `fields` into status.json with an 'updated' time stamp; returns the new status."""
+    return update_json(Path(run_dir) / STATUS_FILE, **fields, updated=time.time())
+
+
+def other_trainer(run_dir: str | Path) -> int | None:
+    """The pid of a live process, not this one nor one above it, that trains `run_dir`: the pid in
+    status.json of a run preparing or running, or a launched job's supervisor or recipe process."""
+    if os.environ.get("RANK", "0") != "0":  # torchrun's other ranks: rank 0 checks
+        return None
+
+    def read(path: Path) -> Any:
+        try:
+            return read_json(path)
+        except (OSError, ValueError):  # unreadable: nothing to go by (the run list says why)
+            return None
+
+    run_dir = Path(run_dir)
+    candidates = []
+    status = read(run_dir / STATUS_FILE)
+    if isinstance(status, dict) and status.get("state") in ACTIVE_STATES:
+        candidates.append((status.get("pid"), status.get("pid_start")))
+    job = read(run_dir / JOB_FILE)
+    if isinstance(job, dict) and job.get("phase") == "launched":
+        candidates += [(job.get("pid"), job.get("pid_start")), (job.get("child_pid"), job.get("child_start"))]
+    ours = ancestors()
+    for pid, start in candidates:
+        if (isinstance(pid, int) and pid not in ours
+                and pid_alive(pid, start if isinstance(start, int) else None)):
+            return pid
+    return None
+
+
+@contextlib.contextmanager
+def failure_recorded(run_dir: str | Path) -> Iterator[None]:
+    """Around a recipe: an error before training starts (bad corpus, missing data, not a
+    checkpoint) marks a run still 'preparing' as failed with its message, so it never stays
+    'preparing' for good. (The trainer records failures during training itself.)
+
+    First, a run folder that another live process is training (a job, or a `--resume` typed while
+    it runs) is refused, before anything in it is touched: two trainers would interleave their
+    checkpoints and metrics."""
+    other = other_trainer(run_dir)
+    if other:
+        raise InputError(f"{run_dir} is being trained by another process (pid {other}); wait for it to end, "
+                         "or cancel it first (`bertlab jobs cancel` for a job)")
+    try:
+        yield
+    except BaseException as exc:
+        status = read_json(Path(run_dir) / STATUS_FILE)
+        if isinstance(status, dict) and status.get("state") == "preparing":
+            update_status(run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
+        raise
+
+
+# --- run_config.json and job.json ------------------------------------------------------
+def read_run_config(run_dir: str | Path) -> dict | None:
+    """run_config.json, or None when the run has none (yet)."""
+    return read_json(Path(run_dir) / RUN_CONFIG_FILE)
+
+
+def write_run_config(run_dir: str | Path, data: dict) -> None:
+    write_json_atomic(Path(run_dir) / RUN_CONFIG_FILE, data)
+
+
+def read_job_file(run_dir: str | Path) -> dict:
+    """job.json as a dict ({} when missing or unreadable)."""
+    job = read_json(Path(run_dir) / JOB_FILE, {})
+    return job if isinstance(job, dict) else {}
+
+
+def write_job_file(run_dir: str | Path, data: dict) -> None:
+    write_json_atomic(Path(run_dir) / JOB_FILE, data)
+
+
+def update_job_file(run_dir: str | Path, **fields: Any) -> dict:
+    """Merge `fields` into job.json under the run's own lock (the supervisor and the registry both write it)."""
+    with locked(Path(run_dir) / JOB_LOCK_FILE):
+        return update_json(Path(run_dir) / JOB_FILE, **fields)
+
+
+# --- metrics.jsonl ---------------------------------------------------------------------
+def append_metrics(run_dir: str | Path, record: dict) -> None:
+    """Add one metric line."""
+    with open(Path(run_dir) / METRICS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """All metric lines of a run (skips a half-written last line)."""
+    out = []
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def truncate_metrics(run_dir: str | Path, step: int) -> None:
+    """Drop metric lines past `step` (a resumed run writes them again)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if line.strip() and _line_step(line) <= step]
+    write_text_atomic(path, "".join(kept))
+
+
+def set_metrics_aside(run_dir: str | Path) -> None:
+    """Move metrics.jsonl to metrics.attempt-TIME.jsonl: a fresh start keeps the earlier curve apart."""
+    path = Path(run_dir) / METRICS_FILE
+    if path.is_file():
+        os.replace(path, path.with_name(f"metrics.attempt-{int(time.time())}.jsonl"))
+
+
+def _line_step(line: str) -> float:
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError):
+        return float("inf")  # an unreadable (half-written) line goes
+
+
+# --- log.txt ---------------------------------------------------------------------------
+def tail_lines(path: str | Path, lines: int = 40, max_bytes: int = 65536) -> str:
+    """The last `lines` non-blank lines of a text file ('' when missing), reading at most `max_bytes`."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
+    kept = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def log_tail(run_dir: str | Path, lines: int = 40) -> str:
+    """The last `lines` lines of the run's log.txt."""
+    return tail_lines(Path(run_dir) / LOG_FILE, lines=lines)

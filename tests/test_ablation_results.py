@@ -1,0 +1,79 @@
+"""bertlab/ablation_results.py: tidy result files and the comparison with the paper."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bertlab import ablation_results as results
+from bertlab.errors import InputError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _rows(table, values: dict[str, list[float]], task="sst2", metric="accuracy"):
+    return [{"table": table, "variant": v, "task": task, "metric": metric, "value": x, "seed": s, "run": f"{v}{s}"}
+            for v, xs in values.items() for s, x in enumerate(xs)]
+
+
+def test_verdicts_compare_directions_with_the_paper():
+    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87],
+                            "ltr_bilstm": [80, 82, 81]}, task="qnli")
+    by = {v.variant: v for v in results.verdicts("table5", rows)}
+    assert by["mlm_nsp"].text == "baseline row" and by["mlm_nsp"].agrees is None
+    assert by["no_nsp"].agrees is True and by["no_nsp"].paper_delta == pytest.approx(-3.5)
+    assert by["ltr"].agrees is False  # ours better, the paper's worse
+    assert by["ltr_bilstm"].agrees is False and "no clear difference" in by["ltr_bilstm"].text
+    assert by["no_nsp"].ours == pytest.approx(71) and by["no_nsp"].ours_std == pytest.approx(1)
+
+
+def test_results_file_round_trip_and_bad_files(tmp_path):
+    rows = _rows("table8", {"mask80_same10_rnd10": [50.0], "mask100": [49.5]}, task="upos")
+    path = tmp_path / "table8.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=results.CSV_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    assert results.read_results(path)[1]["value"] == 49.5
+    assert results.results_files(tmp_path) == {"table8": path}
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="not an ablation results file"):
+        results.read_results(tmp_path / "bad.csv")
+    (tmp_path / "bad2.csv").write_text(",".join(results.CSV_COLUMNS) + "\ntable8,x,upos,accuracy,high,0,r\n")
+    with pytest.raises(InputError, match="numbers"):
+        results.read_results(tmp_path / "bad2.csv")
+
+
+def test_committed_results_are_tidy_and_cover_tables_5_and_8():
+    root = REPO / "results" / "ablations"
+    files = results.results_files(root)
+    assert {"table5", "table8"} <= set(files)
+    for table, path in files.items():
+        rows = results.read_results(path)
+        assert rows and {r["table"] for r in rows} == {table}
+        meta = json.loads((root / f"{table}.json").read_text())
+        assert meta["commit"] and meta["hardware"] and meta["spec"]["seeds"] >= 3
+        seeds = {r["seed"] for r in rows if r["task"] != "pretraining"}
+        assert len(seeds) >= 3
+        assert results.verdicts(table, rows)
+
+
+def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
+    from bertlab.ablations_view import agreement_text, comparison_rows
+
+    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87]}, task="qnli")
+    rows += _rows("table5", {"mlm_nsp": [14.0], "ltr": [16.0]}, task="pretraining", metric="mlm_acc")
+    text = agreement_text("table5", rows)
+    assert text.startswith("Same direction as the paper: No NSP on qnli.")
+    assert "Not the paper's direction: LTR & No NSP on qnli." in text
+    table = {r["variant"]: r for r in comparison_rows("table5", rows)}
+    assert table["LTR & No NSP"]["pretraining (mlm_acc)"] == "16.0 (next-token)"
+    assert table["No NSP"]["pretraining (mlm_acc)"] == "—"  # no pretraining row for it: a dash, not None
+
+
+def test_size_trend_is_a_rank_correlation():
+    rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
+    assert results.size_trend(rows) == {"sst2 (accuracy)": 1.0}

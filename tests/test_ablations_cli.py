@@ -1,0 +1,24 @@
+"""bertlab/ablations_cli.py: `bertlab ablate ...` parses and prints; the work is bertlab.ablations'."""
+
+import argparse
+import json
+
+from bertlab import ablations as ab
+from bertlab.ablations_cli import add_args, run, spec_from_args
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser()
+    add_args(p)
+    return p.parse_args(argv)
+
+
+def test_a_suite_spec_from_the_command_line():
+    spec = spec_from_args(_parse(["run", "table5", "--tasks", "sst2, mrpc", "--seeds", "2", "--budget-s", "60"]))
+    assert isinstance(spec, ab.SuiteSpec) and spec.tasks == ("sst2", "mrpc") and spec.seeds == 2
+
+
+def test_paper_prints_the_papers_table(capsys):
+    assert run(_parse(["--json", "paper", "table8"])) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["citation"] == ab.CITATION and out["rows"]

@@ -1,0 +1,101 @@
+"""bertlab/estimates.py: parameters, memory and time of a run before it starts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO, tiny_spec
+
+from bertlab.config import preset
+from bertlab.estimates import count_parameters, estimate, estimate_spec
+from bertlab.jobspec import JobError, JobSpec
+
+
+def test_parameter_count_matches_the_model():
+    from bertlab.model import BertForPreTraining
+
+    for cfg in (preset("tiny", vocab_size=500), preset("mini", vocab_size=300, use_nsp_head=False)):
+        assert count_parameters(cfg) == BertForPreTraining(cfg).num_parameters()
+    assert abs(count_parameters(preset("base")) - 110e6) < 1e6  # the paper's BERT-base: 110M
+
+
+def test_estimate_is_sane(runs):
+    base = preset("base")
+    small = estimate(base, batch_size=32, seq_length=128, max_steps=1000, device="cpu")
+    big = estimate(base, batch_size=64, seq_length=128, max_steps=1000, device="cpu")
+    longer = estimate(base, batch_size=32, seq_length=128, max_steps=2000, device="cpu")
+    assert small.parameters == count_parameters(base)
+    assert small.weights_gb == pytest.approx(small.parameters * 4 / 2**30)
+    assert small.optimizer_gb == pytest.approx(small.parameters * 12 / 2**30)  # grads + Adam m, v
+    assert big.activations_gb > 1.9 * small.activations_gb - 0.1 and big.weights_gb == small.weights_gb
+    assert longer.seconds == pytest.approx(2 * small.seconds)
+    assert 1 < small.total_gb < 20  # BERT-base, batch 32 x 128: a few GB
+    assert small.throughput_source.startswith("tabulated")
+    gpu = estimate(base, batch_size=32, seq_length=128, max_steps=1000, device="cuda")
+    assert gpu.seconds < small.seconds / 100  # a GPU is orders of magnitude faster
+    assert gpu.activations_gb < small.activations_gb  # bf16 and fused attention
+    two = estimate(base, batch_size=32, seq_length=128, max_steps=1000, device="cuda", num_gpus=2)
+    assert two.tokens_per_step == 2 * gpu.tokens_per_step and two.total_gb == pytest.approx(gpu.total_gb)
+    timed = estimate(base, batch_size=32, seq_length=128, max_time_s=600, device="cpu")
+    assert timed.seconds == 600 and timed.steps == int(600 / (small.seconds / 1000))
+    frozen = estimate(base, pretraining=False, trainable_fraction=0.01, device="cpu")
+    assert frozen.optimizer_gb < small.optimizer_gb / 50
+    with pytest.raises(JobError):
+        estimate(base, device="tpu")
+
+
+def test_estimate_uses_measured_throughput_of_an_earlier_run(runs):
+    cfg = preset("tiny", vocab_size=1000)
+    run = runs / "earlier"
+    run.mkdir(parents=True)
+    (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "model_config": {
+        "num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}, "config": {"data": {"max_seq_length": 128}}}))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 10.0}) + "\n" for s in range(5)))
+    est = estimate(cfg, batch_size=32, seq_length=128, max_steps=100, device="cpu", runs_dir=runs)
+    assert est.throughput_source == "measured in run earlier" and est.tokens_per_s == 1280.0
+    assert est.seconds == pytest.approx(100 * 32 / 10.0)  # 3.2 s a step at 10 sequences/s
+
+
+def test_estimate_reads_finetuning_runs_too(runs):
+    """A fine-tuning run_config has `data` as a path and max_seq_length at the top."""
+    run = runs / "finetuned"
+    run.mkdir(parents=True)
+    (run / "run_config.json").write_text(json.dumps({"kind": "finetune", "config": {"data": "/d", "max_seq_length": 64},
+                                                     "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2,
+                                                                      "intermediate_size": 512}}))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4)))
+    est = estimate(preset("tiny"), batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs)
+    assert est.throughput_source == "measured in run finetuned" and est.tokens_per_s == 20.0 * 64
+
+
+def test_estimate_of_a_spec(runs, job_data):
+    corpus, cache = job_data
+    est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
+    assert est.steps == 40 and est.tokens_per_step == 8 * 32 and est.device == "cpu"
+    assert est.parameters == count_parameters(preset("tiny", vocab_size=200, num_layers=1, hidden_size=32, num_heads=2,
+                                                     intermediate_size=64, max_position_embeddings=512))
+
+
+def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path):
+    model = tmp_path / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text("{not json")
+    spec = JobSpec("finetune", ("--task", "sst2", "--data", str(tmp_path), "--model", str(model)), device="cpu")
+    with pytest.raises(JobError, match="cannot be read as a BERT config"):
+        estimate_spec(spec, cwd=REPO, runs_dir=runs)
+    (model / "config.json").write_text(json.dumps({"hidden_size": 32}))  # not a BERT config: keys missing
+    with pytest.raises(JobError, match="missing key"):
+        estimate_spec(spec, cwd=REPO, runs_dir=runs)
+    hub_id = JobSpec("finetune", ("--task", "sst2", "--data", str(tmp_path), "--model", "google/bert-x"), device="cpu")
+    assert estimate_spec(hub_id, cwd=REPO, runs_dir=runs).parameters == count_parameters(preset("mini"), False)
+
+
+def test_count_parameters_of_a_classifier_is_the_real_model():
+    from bertlab.finetune.models import HeadConfig, build_task_model
+
+    cfg = preset("tiny", vocab_size=300)
+    assert count_parameters(cfg, pretraining_heads=False, num_labels=3) == build_task_model(
+        cfg, HeadConfig(shape="single", num_labels=3)).num_parameters()

@@ -1,0 +1,20 @@
+"""bertlab/finetune/tasks.py: the task specs the CLI, the jobs and the recipe share."""
+
+import pytest
+
+from bertlab.errors import InputError
+from bertlab.finetune.tasks import SHAPES, TASKS, get_task
+from bertlab.jobspec import FINETUNE_TASKS
+
+
+def test_every_task_has_a_known_shape_and_a_main_metric_first():
+    for name, spec in TASKS.items():
+        assert spec.name == name and spec.shape in SHAPES
+        assert spec.main_metric == spec.metrics[0]
+    assert set(FINETUNE_TASKS) == set(TASKS)  # the Train page offers exactly these
+
+
+def test_task_names_are_forgiving_and_unknown_ones_say_which_exist():
+    assert get_task("SST-2") is TASKS["sst2"] and get_task("sts_b") is TASKS["stsb"]
+    with pytest.raises(InputError, match="choose one of"):
+        get_task("imdb")
