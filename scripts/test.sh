@@ -11,6 +11,9 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     || echo "chromium could not be installed: browser tests will be skipped"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Style first (seconds): lint and the formatter's check; `ruff format .` fixes the second.
+python3 -m ruff check .
+python3 -m ruff format --check .
 status=0
 python3 -m pytest -q "$@" || status=$?
 if [ "$status" -eq 5 ] && [ "$#" -gt 0 ]; then
