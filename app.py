@@ -123,8 +123,11 @@ if lm is not None:
         st.markdown("**How it learned**: held-out accuracy as pretraining went on")
         show_figure(learning_curve_figure(curve), "learning-curve", key="home_curve")
         if has_history(lm.path):
-            st.page_link("pages/7_Watch_it_learn.py", label="Watch it learn: its answers and attention heads at every step",
-                         icon=":material/timeline:")
+            st.page_link(
+                "pages/7_Watch_it_learn.py",
+                label="Watch it learn: its answers and attention heads at every step",
+                icon=":material/timeline:",
+            )
     unseen = (lm.card or {}).get("unseen_english") or {}
     if unseen.get("domains"):
         st.markdown("**On English it has not seen** " + str(unseen.get("data", "")))

@@ -48,7 +48,10 @@ def synthetic_corpus(rng: random.Random, n_lines: int = 20_000) -> list[str]:
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     weights = [12, 9, 8, 8, 7, 7, 6, 6, 6, 4, 4, 3, 3, 2, 2, 2, 2, 2, 2, 1.5, 1, 0.8, 0.2, 0.2, 0.1, 0.1]
     made_up = ["".join(rng.choices(letters, weights, k=rng.randint(3, 10))) for _ in range(30_000)]
-    return [" ".join(rng.choice(ENGLISH) if rng.random() < 0.5 else rng.choice(made_up) for _ in range(12)) + "." for _ in range(n_lines)]
+    return [
+        " ".join(rng.choice(ENGLISH) if rng.random() < 0.5 else rng.choice(made_up) for _ in range(12)) + "."
+        for _ in range(n_lines)
+    ]
 
 
 def build_random_mini(directory: Path, vocab_size: int = 8000, seed: int = 0) -> Path:

@@ -62,8 +62,9 @@ CONFIG = REPO / "configs" / "default-model.yaml"
 SHIPPED = REPO / "checkpoints" / "bertlab-mini"
 TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")
 BLOCK = 128  # HF's training sequence length, [CLS] and [SEP] included
-HF_MODEL = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                max_position_embeddings=512)  # bertlab's "mini" preset
+HF_MODEL = dict(
+    hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024, max_position_embeddings=512
+)  # bertlab's "mini" preset
 
 
 # --------------------------------------------------------------------------------------
@@ -72,11 +73,20 @@ HF_MODEL = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, int
 def bertlab_overrides(data_dir: Path, budget_s: float, threads: int, eval_instances: int, seed: int) -> list[str]:
     """The `key=value` overrides of the bertlab run; the held-out set is rebuilt from the same ones."""
     corpus = data_dir.resolve() / "corpus"
-    return [f"vocab={SHIPPED / 'vocab.txt'}", f"corpus=[default, {corpus}/gutenberg, {corpus}/wikitext-2-raw]",
-            f"train.max_time_s={budget_s}", f"train.num_threads={threads}", "train.snapshots=true",
-            f"train.seed={seed}", f"eval_instances={eval_instances}", "name=ttq-bertlab",
-            # evaluations and checkpoints only where snapshots need them: wall time, not training time
-            "train.eval_every=0", "train.save_every=0", "train.save_every_s=0"]
+    return [
+        f"vocab={SHIPPED / 'vocab.txt'}",
+        f"corpus=[default, {corpus}/gutenberg, {corpus}/wikitext-2-raw]",
+        f"train.max_time_s={budget_s}",
+        f"train.num_threads={threads}",
+        "train.snapshots=true",
+        f"train.seed={seed}",
+        f"eval_instances={eval_instances}",
+        "name=ttq-bertlab",
+        # evaluations and checkpoints only where snapshots need them: wall time, not training time
+        "train.eval_every=0",
+        "train.save_every=0",
+        "train.save_every_s=0",
+    ]
 
 
 def run_env(threads: int) -> dict[str, str]:
@@ -92,8 +102,13 @@ def hf_tokenizer():
     import transformers
 
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_file=str(SHIPPED / "tokenizer.json"), unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]")
+        tokenizer_file=str(SHIPPED / "tokenizer.json"),
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def shared_data(cfg, run_dir: Path):
@@ -122,16 +137,30 @@ def hf_blocks(documents: list[list[str]]) -> np.ndarray:
 # The runs (each in its own process)
 # --------------------------------------------------------------------------------------
 def run_bertlab(run_dir: Path, overrides: list[str], threads: int) -> None:
-    cmd = [sys.executable, "-m", "bertlab", "pretrain", "--config", str(CONFIG), "--run-dir", str(run_dir),
-           "--no-progress", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertlab",
+        "pretrain",
+        "--config",
+        str(CONFIG),
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+        *overrides,
+    ]
     launch("bertlab", cmd, run_dir, threads)
 
 
 def run_hf(run_dir: Path, spec: dict, threads: int) -> None:
     run_dir.mkdir(parents=True)
     write_json_atomic(run_dir / "spec.json", spec)
-    launch(run_dir.name, [sys.executable, "-m", "bench.bench_time_to_quality", "--hf-worker", str(run_dir)],
-           run_dir, threads)
+    launch(
+        run_dir.name,
+        [sys.executable, "-m", "bench.bench_time_to_quality", "--hf-worker", str(run_dir)],
+        run_dir,
+        threads,
+    )
 
 
 def launch(name: str, cmd: list[str], run_dir: Path, threads: int) -> None:
@@ -171,12 +200,26 @@ def hf_worker(run_dir: Path) -> None:
 
     def trainer(model, max_steps: int, callback: TrainerCallback):
         args = transformers.TrainingArguments(
-            output_dir=str(run_dir / "trainer"), per_device_train_batch_size=32, learning_rate=spec["lr"],
-            adam_beta1=spec["betas"][0], adam_beta2=spec["betas"][1], warmup_steps=0.01, weight_decay=0.01,
-            lr_scheduler_type="linear", max_steps=max_steps, use_cpu=True, dataloader_num_workers=0, report_to=[],
-            save_strategy="no", logging_steps=50, seed=spec["seed"], disable_tqdm=True)
-        return transformers.Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
-                                    callbacks=[callback])
+            output_dir=str(run_dir / "trainer"),
+            per_device_train_batch_size=32,
+            learning_rate=spec["lr"],
+            adam_beta1=spec["betas"][0],
+            adam_beta2=spec["betas"][1],
+            warmup_steps=0.01,
+            weight_decay=0.01,
+            lr_scheduler_type="linear",
+            max_steps=max_steps,
+            use_cpu=True,
+            dataloader_num_workers=0,
+            report_to=[],
+            save_strategy="no",
+            logging_steps=50,
+            seed=spec["seed"],
+            disable_tqdm=True,
+        )
+        return transformers.Trainer(
+            model=model, args=args, train_dataset=dataset, data_collator=collator, callbacks=[callback]
+        )
 
     class StepTimer(TrainerCallback):
         """Times the steps after two warm-up steps: 10 of them, or fewer (3 at least) past 5% of the budget."""
@@ -219,8 +262,9 @@ def hf_worker(run_dir: Path) -> None:
             step, train_s = self.last
             out = snapshot_dir(run_dir, step)
             copy.deepcopy(model).half().save_pretrained(out)
-            write_json_atomic(out / "model_card.json", {"steps": step, "tokens": step * 32 * BLOCK,
-                                                        "train_time_s": round(train_s, 1)})
+            write_json_atomic(
+                out / "model_card.json", {"steps": step, "tokens": step * 32 * BLOCK, "train_time_s": round(train_s, 1)}
+            )
             self.paused += time.perf_counter() - t0
 
     timer = StepTimer()
@@ -231,17 +275,25 @@ def hf_worker(run_dir: Path) -> None:
     budget = BudgetAndSnapshots()
     run = trainer(new_model(), max_steps, budget)
     run.train()
-    write_json_atomic(run_dir / "result.json", {
-        "estimated_step_s": round(step_s, 3), "max_steps": max_steps, "steps": budget.last[0],
-        "train_time_s": round(budget.last[1], 1), "log_history": run.state.log_history})
+    write_json_atomic(
+        run_dir / "result.json",
+        {
+            "estimated_step_s": round(step_s, 3),
+            "max_steps": max_steps,
+            "steps": budget.last[0],
+            "train_time_s": round(budget.last[1], 1),
+            "log_history": run.state.log_history,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------
 # One scorer for every model
 # --------------------------------------------------------------------------------------
 @torch.no_grad()
-def score(model_dir: Path, store: InstanceStore, eval_data, n: int, token_types: bool, pad_id: int = 0,
-          batch_size: int = 64) -> dict[str, float]:
+def score(
+    model_dir: Path, store: InstanceStore, eval_data, n: int, token_types: bool, pad_id: int = 0, batch_size: int = 64
+) -> dict[str, float]:
     """Masked-token accuracy and mean cross-entropy at the masked positions of the first `n` held-out
     instances, the model loaded as transformers.BertForMaskedLM in float32.
 
@@ -256,8 +308,9 @@ def score(model_dir: Path, store: InstanceStore, eval_data, n: int, token_types:
     for start in range(0, min(n, len(store)), batch_size):
         b = collate([store[i] for i in range(start, min(n, len(store), start + batch_size))], eval_data, pad_id)
         types = b["token_type_ids"] if token_types else torch.zeros_like(b["token_type_ids"])
-        hidden = model.bert(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                            token_type_ids=types).last_hidden_state  # (B, T, H)
+        hidden = model.bert(
+            input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=types
+        ).last_hidden_state  # (B, T, H)
         chosen = b["mlm_labels"] != -100  # (B, T)
         logits = model.cls(hidden[chosen])  # (M, V): the head only where it is scored; same numbers
         labels = b["mlm_labels"][chosen]  # (M,)
@@ -272,8 +325,13 @@ def score_run(system: str, run_dir: Path, store, eval_data, n: int, token_types:
     points = []
     for snap in sorted(snapshot_root(run_dir).glob("step-*")):
         card = read_json(snap / "model_card.json")
-        point = {"system": system, "step": card["steps"], "train_s": card["train_time_s"], "tokens": card["tokens"],
-                 **{k: round(v, 4) for k, v in score(snap, store, eval_data, n, token_types).items()}}
+        point = {
+            "system": system,
+            "step": card["steps"],
+            "train_s": card["train_time_s"],
+            "tokens": card["tokens"],
+            **{k: round(v, 4) for k, v in score(snap, store, eval_data, n, token_types).items()},
+        }
         if "mlm_acc" in card.get("metrics", {}):  # bertlab's own score of the fp32 weights: a check on ours
             point["self_reported_mlm_acc"] = card["metrics"]["mlm_acc"]
         points.append(point)
@@ -311,17 +369,29 @@ def compare(ours: list[dict], theirs: list[dict], name: str) -> tuple[list[str],
         if a_took is not None:
             factor = b_took / max(a_took, 1e-9)
             speed = f"{factor:.1f}x faster" if factor >= 1 else f"{1 / factor:.1f}x slower"
-            lines.append(f"{a_name} reaches {b_name}'s final {target:.1%} after {a_took:.0f} s of its {a_total:.0f} s "
-                         f"({b_name} needed {b_took:.0f} s): {speed} to that quality")
-            out[key] = {"acc": round(target, 4), "seconds": round(a_took, 1), f"{b_name}_seconds": round(b_took, 1),
-                        "factor": round(factor, 2)}
+            lines.append(
+                f"{a_name} reaches {b_name}'s final {target:.1%} after {a_took:.0f} s of its {a_total:.0f} s "
+                f"({b_name} needed {b_took:.0f} s): {speed} to that quality"
+            )
+            out[key] = {
+                "acc": round(target, 4),
+                "seconds": round(a_took, 1),
+                f"{b_name}_seconds": round(b_took, 1),
+                "factor": round(factor, 2),
+            }
         else:
             factor = a_total / max(b_took, 1e-9)
-            lines.append(f"{a_name} never reaches {b_name}'s final {target:.1%} in its {a_total:.0f} s (best "
-                         f"{max(p['mlm_acc'] for p in a):.1%}; {b_name} needed {b_took:.0f} s): {b_name} is "
-                         f">= {factor:.1f}x faster to that quality")
-            out[key] = {"acc": round(target, 4), "seconds": None, f"{b_name}_seconds": round(b_took, 1),
-                        f"{b_name}_factor_at_least": round(factor, 2)}
+            lines.append(
+                f"{a_name} never reaches {b_name}'s final {target:.1%} in its {a_total:.0f} s (best "
+                f"{max(p['mlm_acc'] for p in a):.1%}; {b_name} needed {b_took:.0f} s): {b_name} is "
+                f">= {factor:.1f}x faster to that quality"
+            )
+            out[key] = {
+                "acc": round(target, 4),
+                "seconds": None,
+                f"{b_name}_seconds": round(b_took, 1),
+                f"{b_name}_factor_at_least": round(factor, 2),
+            }
     return lines, out
 
 
@@ -337,8 +407,14 @@ def figure(curves: dict[str, list[dict]], path: Path, title: str) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for system, pts in curves.items():
-        ax.plot([p["train_s"] for p in pts], [100 * p["mlm_acc"] for p in pts], marker="o", ms=3, label=system,
-                color="black" if system == "bertlab" else None)
+        ax.plot(
+            [p["train_s"] for p in pts],
+            [100 * p["mlm_acc"] for p in pts],
+            marker="o",
+            ms=3,
+            label=system,
+            color="black" if system == "bertlab" else None,
+        )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("training seconds (log scale)")
@@ -376,40 +452,61 @@ def report(out: Path, curves: dict[str, list[dict]], run_dirs: dict[str, Path], 
     """The table, the time-to-quality sentences, results.json and curves.png."""
     import transformers
 
-    print(f"\nbudget {config['budget_s']:.0f} s, {hardware}, {config['eval_instances']} held-out instances; torch {torch.__version__}, transformers {transformers.__version__}")
+    print(
+        f"\nbudget {config['budget_s']:.0f} s, {hardware}, {config['eval_instances']} held-out instances; torch {torch.__version__}, transformers {transformers.__version__}"
+    )
     print(f"{'system':<11} {'steps':>7} {'tokens':>11} {'tokens/s':>9} {'train s':>8} {'MLM acc':>8} {'MLM loss':>9}")
     summary, notes = {}, []
     for s, pts in curves.items():
         last = pts[-1]
         summary[s] = {k: last[k] for k in ("step", "tokens", "train_s", "mlm_acc", "mlm_loss")}
         summary[s]["tokens_per_s"] = round(last["tokens"] / max(last["train_s"], 1e-9), 1)
-        print(f"{s:<11} {last['step']:>7,} {last['tokens']:>11,} {summary[s]['tokens_per_s']:>9,.0f} "
-              f"{last['train_s']:>8.0f} {last['mlm_acc']:>8.1%} {last['mlm_loss']:>9.3f}")
+        print(
+            f"{s:<11} {last['step']:>7,} {last['tokens']:>11,} {summary[s]['tokens_per_s']:>9,.0f} "
+            f"{last['train_s']:>8.0f} {last['mlm_acc']:>8.1%} {last['mlm_loss']:>9.3f}"
+        )
         if s != "bertlab":
             result, spec = read_json(run_dirs[s] / "result.json") or {}, read_json(run_dirs[s] / "spec.json")
-            summary[s].update({k: result.get(k) for k in ("estimated_step_s", "max_steps")}, lr=spec["lr"],
-                              betas=spec["betas"])
-            notes.append(f"{s}: lr {spec['lr']:g}, betas {tuple(spec['betas'])}; linear decay over max_steps "
-                         f"{result.get('max_steps')} ({result.get('estimated_step_s')} s/step timed at the start); "
-                         f"ran {last['step']} steps")
+            summary[s].update(
+                {k: result.get(k) for k in ("estimated_step_s", "max_steps")}, lr=spec["lr"], betas=spec["betas"]
+            )
+            notes.append(
+                f"{s}: lr {spec['lr']:g}, betas {tuple(spec['betas'])}; linear decay over max_steps "
+                f"{result.get('max_steps')} ({result.get('estimated_step_s')} s/step timed at the start); "
+                f"ran {last['step']} steps"
+            )
     print("\n".join(notes))
     checks = [abs(p["mlm_acc"] - p["self_reported_mlm_acc"]) for p in curves["bertlab"] if "self_reported_mlm_acc" in p]
     if checks:
-        print(f"(scorer check: bertlab's own held-out accuracy differs from ours by at most {max(checks):.2%}; "
-              "its snapshots are fp16)")
+        print(
+            f"(scorer check: bertlab's own held-out accuracy differs from ours by at most {max(checks):.2%}; "
+            "its snapshots are fp16)"
+        )
     ratios = []
     for s in curves:
         if s != "bertlab":
             lines, numbers = compare(curves["bertlab"], curves[s], s)
             ratios.append(numbers)
             print("\n".join(lines))
-    write_json_atomic(out / "results.json", {
-        "config": config, "commit": commit(), "hardware": hardware, "torch": torch.__version__,
-        "transformers": transformers.__version__, "curves": [p for pts in curves.values() for p in pts],
-        "summary": summary, "ratios": ratios})
+    write_json_atomic(
+        out / "results.json",
+        {
+            "config": config,
+            "commit": commit(),
+            "hardware": hardware,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "curves": [p for pts in curves.values() for p in pts],
+            "summary": summary,
+            "ratios": ratios,
+        },
+    )
     print(f"results: {out / 'results.json'}")
-    figure(curves, out / "curves.png", f"held-out MLM accuracy, {config['budget_s']:.0f} s budget, "
-           f"{config['threads']} thread(s) ({commit()})")
+    figure(
+        curves,
+        out / "curves.png",
+        f"held-out MLM accuracy, {config['budget_s']:.0f} s budget, {config['threads']} thread(s) ({commit()})",
+    )
 
 
 def main() -> None:
@@ -440,11 +537,14 @@ def main() -> None:
         settings = saved
     elif saved and saved != settings:
         sys.exit(f"{args.out} holds runs made with {saved}; delete its runs/ or choose another --out")
-    overrides = bertlab_overrides(args.data, settings["budget_s"], settings["threads"], args.eval_instances,
-                                  settings["seed"])
+    overrides = bertlab_overrides(
+        args.data, settings["budget_s"], settings["threads"], args.eval_instances, settings["seed"]
+    )
     cfg = load_config_file(CONFIG, overrides)
-    variants = {"paper": {"lr": 1e-4, "betas": [0.9, 0.999]},
-                "recipe": {"lr": args.hf_lr or cfg.train.learning_rate, "betas": list(cfg.train.adam_betas)}}
+    variants = {
+        "paper": {"lr": 1e-4, "betas": [0.9, 0.999]},
+        "recipe": {"lr": args.hf_lr or cfg.train.learning_rate, "betas": list(cfg.train.adam_betas)},
+    }
     names = args.hf_variants.split(",")
     if unknown := set(names) - set(variants):
         sys.exit(f"unknown --hf-variants {sorted(unknown)}; known: paper, recipe")
@@ -464,13 +564,22 @@ def main() -> None:
 
     n = min(args.eval_instances, len(store))
     print(f"{time.strftime('%H:%M:%S')} scoring every snapshot on {n} held-out instances", flush=True)
-    curves = {s: score_run(s, d, store, eval_data, n, token_types=(s == "bertlab"))
-              for s, d in run_dirs.items() if snapshot_root(d).is_dir()}
+    curves = {
+        s: score_run(s, d, store, eval_data, n, token_types=(s == "bertlab"))
+        for s, d in run_dirs.items()
+        if snapshot_root(d).is_dir()
+    }
     if len(curves) < 2:
         sys.exit(f"no finished HF run under {runs}: run without --report first")
     hardware = f"{platform.machine()} CPU, {os.cpu_count()} cores, {settings['threads']} thread(s) per run"
-    config = {**settings, "eval_instances": n, "bertlab_config": str(CONFIG.relative_to(REPO)),
-              "bertlab_overrides": overrides, "hf_model": HF_MODEL, "tcmalloc": TCMALLOC.is_file()}
+    config = {
+        **settings,
+        "eval_instances": n,
+        "bertlab_config": str(CONFIG.relative_to(REPO)),
+        "bertlab_overrides": overrides,
+        "hf_model": HF_MODEL,
+        "tcmalloc": TCMALLOC.is_file(),
+    }
     report(args.out, curves, run_dirs, config, hardware)
 
 

@@ -47,8 +47,13 @@ def ours_step(model, opt, b, autocast):
 
 def hf_step(model, opt, b, autocast):
     with autocast():
-        out = model(input_ids=b["ids"], token_type_ids=b["types"], attention_mask=b["attn"], labels=b["labels"],
-                    next_sentence_label=b["nsp"])
+        out = model(
+            input_ids=b["ids"],
+            token_type_ids=b["types"],
+            attention_mask=b["attn"],
+            labels=b["labels"],
+            next_sentence_label=b["nsp"],
+        )
     out.loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
@@ -96,7 +101,9 @@ def main() -> None:
     cfg = preset(args.size, vocab_size=args.vocab, hidden_dropout=0.1, attention_dropout=0.1)
     torch.manual_seed(0)
     ours = BertForPreTraining(cfg).to(device).train()
-    hf_cfg = transformers.BertConfig(**{k: v for k, v in cfg.to_hf_dict().items() if k not in ("architectures", "bertlab")})
+    hf_cfg = transformers.BertConfig(
+        **{k: v for k, v in cfg.to_hf_dict().items() if k not in ("architectures", "bertlab")}
+    )
     theirs = transformers.BertForPreTraining(hf_cfg).to(device).train()  # transformers' default attention (SDPA)
     theirs.load_state_dict({k: v for k, v in ours.state_dict().items()}, strict=False)
     runs = {
@@ -119,9 +126,15 @@ def main() -> None:
                 torch.cuda.synchronize()
             times[name].append((time.perf_counter() - t0) / args.steps)
     result = {
-        "size": args.size, "batch": args.batch, "seq": args.seq, "vocab": args.vocab, "device": str(device),
-        "precision": "bf16" if use_bf16 else "fp32", "threads": torch.get_num_threads(),
-        "transformers_version": transformers.__version__, "torch_version": torch.__version__,
+        "size": args.size,
+        "batch": args.batch,
+        "seq": args.seq,
+        "vocab": args.vocab,
+        "device": str(device),
+        "precision": "bf16" if use_bf16 else "fp32",
+        "threads": torch.get_num_threads(),
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
     }
     chosen = batch["labels"] != -100
     masked_share = float(chosen.float().mean())
@@ -147,8 +160,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{args.size}  batch {args.batch}  seq {args.seq}  vocab {args.vocab}  {result['device']}  {result['precision']}"
-          f"  threads {result['threads']}  (transformers {transformers.__version__}, torch {torch.__version__})")
+    print(
+        f"{args.size}  batch {args.batch}  seq {args.seq}  vocab {args.vocab}  {result['device']}  {result['precision']}"
+        f"  threads {result['threads']}  (transformers {transformers.__version__}, torch {torch.__version__})"
+    )
     for name in runs:
         line = f"  {name:<13} {result[f'{name}_seq_per_s']:9.1f} seq/s"
         if f"{name}_mfu" in result:

@@ -32,9 +32,11 @@ import torch
 from bertlab.inference import LoadedModel, load_model
 from bertlab.pretraining_data import DataConfig, Masker
 
-DESCRIPTION = ("Web text (UD English-EWT dev+test), social media (WNUT-17 dev+test), news (MRPC dev) and movie "
-               "reviews (SST-2 dev), none of it in the pretraining corpus; 15% of tokens masked the paper's way; "
-               "NSP on consecutive vs. unrelated EWT sentences (bench/eval_unseen_english.py).")
+DESCRIPTION = (
+    "Web text (UD English-EWT dev+test), social media (WNUT-17 dev+test), news (MRPC dev) and movie "
+    "reviews (SST-2 dev), none of it in the pretraining corpus; 15% of tokens masked the paper's way; "
+    "NSP on consecutive vs. unrelated EWT sentences (bench/eval_unseen_english.py)."
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -48,7 +50,7 @@ def ewt_documents(data: Path) -> list[list[str]]:
             if line.startswith("# newdoc") or not docs:
                 docs.append([])
             if line.startswith("# text = "):
-                docs[-1].append(line[len("# text = "):].strip())
+                docs[-1].append(line[len("# text = ") :].strip())
     return [d for d in docs if d]
 
 
@@ -100,7 +102,7 @@ def mlm_score(lm: LoadedModel, sentences: list[str], seed: int = 0, batch: int =
     model = lm.model
     with torch.no_grad():
         for i in range(0, len(items), batch):
-            group = items[i: i + batch]
+            group = items[i : i + batch]
             T = max(len(x[0]) for x in group)
             ids = torch.full((len(group), T), tok.pad_id, dtype=torch.long)
             attn = torch.zeros((len(group), T), dtype=torch.long)
@@ -109,14 +111,22 @@ def mlm_score(lm: LoadedModel, sentences: list[str], seed: int = 0, batch: int =
                 ids[b, : len(m)] = torch.tensor(m)
                 attn[b, : len(m)] = 1
                 labels[b, pos] = torch.tensor(lab)
-            out = model(ids.to(lm.device), torch.zeros_like(ids).to(lm.device), attn.to(lm.device),
-                        mlm_labels=labels.to(lm.device))
+            out = model(
+                ids.to(lm.device),
+                torch.zeros_like(ids).to(lm.device),
+                attn.to(lm.device),
+                mlm_labels=labels.to(lm.device),
+            )
             n = int(out.mlm_count)
             correct += int(out.mlm_correct)
             count += n
             loss_sum += float(out.mlm_loss) * n
-    return {"mlm_acc": correct / max(1, count), "mlm_loss": loss_sum / max(1, count), "masked_tokens": count,
-            "sentences": len(items)}
+    return {
+        "mlm_acc": correct / max(1, count),
+        "mlm_loss": loss_sum / max(1, count),
+        "masked_tokens": count,
+        "sentences": len(items),
+    }
 
 
 def nsp_pairs(docs: list[list[str]], n: int, seed: int = 0) -> list[tuple[str, str, int]]:
@@ -137,9 +147,11 @@ def nsp_pairs(docs: list[list[str]], n: int, seed: int = 0) -> list[tuple[str, s
 def nsp_score(lm: LoadedModel, pairs: list[tuple[str, str, int]], batch: int = 64) -> dict:
     right = 0
     for i in range(0, len(pairs), batch):
-        group = pairs[i: i + batch]
+        group = pairs[i : i + batch]
         results = lm.next_sentence([a for a, _, _ in group], [b for _, b, _ in group])
-        right += sum(int((r.is_next_prob < 0.5) == bool(label)) for r, (_, _, label) in zip(results, group, strict=True))
+        right += sum(
+            int((r.is_next_prob < 0.5) == bool(label)) for r, (_, _, label) in zip(results, group, strict=True)
+        )
     return {"nsp_acc": right / max(1, len(pairs)), "pairs": len(pairs)}
 
 
@@ -157,8 +169,12 @@ def evaluate(lm: LoadedModel, data: Path, max_sentences: int, seed: int = 0) -> 
         total_c += r["mlm_acc"] * r["masked_tokens"]
         total_n += r["masked_tokens"]
         total_loss += r["mlm_loss"] * r["masked_tokens"]
-    out["overall"] = {"mlm_acc": round(total_c / max(1, total_n), 4), "mlm_loss": round(total_loss / max(1, total_n), 4),
-                      "masked_tokens": total_n, "nsp_acc": out["domains"]["ewt"].get("nsp_acc")}
+    out["overall"] = {
+        "mlm_acc": round(total_c / max(1, total_n), 4),
+        "mlm_loss": round(total_loss / max(1, total_n), 4),
+        "masked_tokens": total_n,
+        "nsp_acc": out["domains"]["ewt"].get("nsp_acc"),
+    }
     return out
 
 
@@ -183,8 +199,11 @@ def main() -> None:
     for m, r in results.items():
         cells = [r["domains"].get(n, r["overall"]) if n != "all" else r["overall"] for n in names]
         nsp = r["overall"].get("nsp_acc")
-        print(f"{m[-40:]:<40} " + " ".join(f"{c['mlm_acc']:>8.1%} ({c['masked_tokens']:>5})" for c in cells)
-              + f" {nsp if nsp is None else f'{nsp:.1%}':>10}")
+        print(
+            f"{m[-40:]:<40} "
+            + " ".join(f"{c['mlm_acc']:>8.1%} ({c['masked_tokens']:>5})" for c in cells)
+            + f" {nsp if nsp is None else f'{nsp:.1%}':>10}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if args.write_card:

@@ -55,9 +55,15 @@ BASE = [
 # Held-out instances are made the same way for every variant.
 EVAL = "eval_data={max_seq_length: 128, masked_lm_prob: 0.15, max_predictions_per_seq: 20, masking: static}"
 
-RECIPE = ["data.max_seq_length=64", "data.max_predictions_per_seq=13", "data.masked_lm_prob=0.2",
-          "phase2={at: 0.75, max_seq_length: 128, max_predictions_per_seq: 26}", "train.learning_rate=1.5e-3",
-          "train.adam_betas=[0.9, 0.98]", "train.warmup=0.05"]
+RECIPE = [
+    "data.max_seq_length=64",
+    "data.max_predictions_per_seq=13",
+    "data.masked_lm_prob=0.2",
+    "phase2={at: 0.75, max_seq_length: 128, max_predictions_per_seq: 26}",
+    "train.learning_rate=1.5e-3",
+    "train.adam_betas=[0.9, 0.98]",
+    "train.warmup=0.05",
+]
 
 # name -> (knob, overrides on top of BASE)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -73,14 +79,22 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "batch_16": ("batch size", ["train.batch_size=16"]),
     "batch_128_accum4": ("batch size", ["train.batch_size=128", "train.grad_accum=4"]),
     "seq_64": ("sequence length", ["data.max_seq_length=64", "data.max_predictions_per_seq=10"]),
-    "seq_64_then_128": ("sequence length", ["data.max_seq_length=64", "data.max_predictions_per_seq=10",
-                                            "phase2={at: 0.7, max_seq_length: 128, max_predictions_per_seq: 20}"]),
+    "seq_64_then_128": (
+        "sequence length",
+        [
+            "data.max_seq_length=64",
+            "data.max_predictions_per_seq=10",
+            "phase2={at: 0.7, max_seq_length: 128, max_predictions_per_seq: 20}",
+        ],
+    ),
     "mask_25pct": ("masking rate", ["data.masked_lm_prob=0.25", "data.max_predictions_per_seq=32"]),
     "mask_40pct": ("masking rate", ["data.masked_lm_prob=0.40", "data.max_predictions_per_seq=52"]),
     "static_masking": ("static vs dynamic", ["data.masking=static", "data.dupe_factor=5"]),
     "size_tiny": ("model size", ["size=tiny"]),
-    "size_narrow_deep": ("model size", ["model_overrides={num_layers: 8, hidden_size: 192, num_heads: 3, "
-                                        "intermediate_size: 768}"]),
+    "size_narrow_deep": (
+        "model size",
+        ["model_overrides={num_layers: 8, hidden_size: 192, num_heads: 3, intermediate_size: 768}"],
+    ),
     "data_books_only": ("data", ["corpus=[{corpus}/gutenberg]"]),
     # several knobs at once: the shipped model's recipe (configs/default-model.yaml) and one change to it
     "recipe": ("combined recipe", RECIPE),
@@ -120,8 +134,9 @@ def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: 
     return [sys.executable, "-m", "bertlab", "pretrain", "--run-dir", str(run_dir), *overrides]
 
 
-def run_all(names: list[str], data_dir: Path, out: Path, budget_s: float, parallel: int, threads: int,
-            seed: int) -> None:
+def run_all(
+    names: list[str], data_dir: Path, out: Path, budget_s: float, parallel: int, threads: int, seed: int
+) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
     if Path(tcmalloc).is_file():
@@ -140,8 +155,18 @@ def run_all(names: list[str], data_dir: Path, out: Path, budget_s: float, parall
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             log = open(out / "runs" / f"{n}.log", "w")
             print(f"{time.strftime('%H:%M:%S')} start {n}", flush=True)
-            running.append((n, subprocess.Popen(command(n, data_dir, run_dir, budget_s, threads, seed), cwd=REPO,
-                                                env=env, stdout=log, stderr=subprocess.STDOUT)))
+            running.append(
+                (
+                    n,
+                    subprocess.Popen(
+                        command(n, data_dir, run_dir, budget_s, threads, seed),
+                        cwd=REPO,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    ),
+                )
+            )
         time.sleep(5)
         for n, p in list(running):
             if p.poll() is not None:
@@ -210,17 +235,35 @@ def report(out: Path, threads: int, seed: int) -> None:
         curve = read_curve(run_dir)
         for rec in curve:
             before = max(s for s in known if s <= rec["step"])
-            rows.append({"variant": name, "knob": knob, "seed": seed, "commit": sha, "hardware": hw,
-                         "step": rec["step"], "tokens": rec["tokens"], "train_s": round(secs[before], 1),
-                         "mlm_acc": round(rec["mlm_acc"], 4), "mlm_loss": round(rec["mlm_loss"], 4),
-                         "nsp_acc": round(rec.get("nsp_acc", float("nan")), 4)})
+            rows.append(
+                {
+                    "variant": name,
+                    "knob": knob,
+                    "seed": seed,
+                    "commit": sha,
+                    "hardware": hw,
+                    "step": rec["step"],
+                    "tokens": rec["tokens"],
+                    "train_s": round(secs[before], 1),
+                    "mlm_acc": round(rec["mlm_acc"], 4),
+                    "mlm_loss": round(rec["mlm_loss"], 4),
+                    "nsp_acc": round(rec.get("nsp_acc", float("nan")), 4),
+                }
+            )
         last = curve[-1]
         status = read_status(run_dir)
-        summary[name] = {"commit": sha, "knob": knob, "overrides": overrides, "steps": last["step"], "tokens": last["tokens"],
-                         "tokens_per_s": round(last["tokens"] / max(1.0, secs[max(known)]), 1),
-                         "mlm_acc": round(last["mlm_acc"], 4), "mlm_loss": round(last["mlm_loss"], 4),
-                         "nsp_acc": round(last.get("nsp_acc", float("nan")), 4),
-                         "finished": status.get("ended")}
+        summary[name] = {
+            "commit": sha,
+            "knob": knob,
+            "overrides": overrides,
+            "steps": last["step"],
+            "tokens": last["tokens"],
+            "tokens_per_s": round(last["tokens"] / max(1.0, secs[max(known)]), 1),
+            "mlm_acc": round(last["mlm_acc"], 4),
+            "mlm_loss": round(last["mlm_loss"], 4),
+            "nsp_acc": round(last.get("nsp_acc", float("nan")), 4),
+            "finished": status.get("ended"),
+        }
     if not summary:
         print("no finished runs yet")
         return
@@ -239,13 +282,20 @@ def report(out: Path, threads: int, seed: int) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    (out / "summary.json").write_text(json.dumps({"commit": sha, "hardware": hw, "seed": seed, "base": BASE,
-                                                  "eval": EVAL, "variants": summary}, indent=2))
-    print(f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6} "
-          f"{'at ' + format(common / 1e6, '.2f') + 'M tok':>13}")
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"commit": sha, "hardware": hw, "seed": seed, "base": BASE, "eval": EVAL, "variants": summary}, indent=2
+        )
+    )
+    print(
+        f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6} "
+        f"{'at ' + format(common / 1e6, '.2f') + 'M tok':>13}"
+    )
     for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mlm_acc"]):
-        print(f"{name:<20} {s['knob']:<20} {s['tokens']:>10,} {s['tokens_per_s']:>7.0f} {s['mlm_acc']:>8.1%} "
-              f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%} {s['mlm_acc_at_common_tokens']:>13.1%}")
+        print(
+            f"{name:<20} {s['knob']:<20} {s['tokens']:>10,} {s['tokens_per_s']:>7.0f} {s['mlm_acc']:>8.1%} "
+            f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%} {s['mlm_acc_at_common_tokens']:>13.1%}"
+        )
     figure(rows, out / "curves.png")
 
 
@@ -279,14 +329,19 @@ def figure(rows: list[dict], path: Path) -> None:
     for ax, knob in zip(axes.flat, knobs, strict=False):
         for name in dict.fromkeys(r["variant"] for r in rows if r["knob"] in (knob, "baseline")):
             pts = [r for r in rows if r["variant"] == name]
-            ax.plot([p["train_s"] / 60 for p in pts], [100 * p["mlm_acc"] for p in pts], label=name,
-                    color="black" if name == "baseline" else None, lw=2 if name == "baseline" else 1.4)
+            ax.plot(
+                [p["train_s"] / 60 for p in pts],
+                [100 * p["mlm_acc"] for p in pts],
+                label=name,
+                color="black" if name == "baseline" else None,
+                lw=2 if name == "baseline" else 1.4,
+            )
         ax.set_title(knob)
         ax.set_xlabel("training minutes")
         ax.set_ylabel("held-out MLM accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(knobs):]:
+    for ax in list(axes.flat)[len(knobs) :]:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

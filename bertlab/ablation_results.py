@@ -47,8 +47,17 @@ def collect(record: dict, registry: JobRegistry | None = None) -> list[dict]:
         for metric, value in sorted(r.metrics.items()):
             if not isinstance(value, (int, float)) or metric.endswith("loss") or metric in ("train_s", "time"):
                 continue
-            rows.append({"table": record["table"], "variant": r.variant, "task": r.column, "metric": metric,
-                         "value": _paper_units(metric, float(value)), "seed": r.seed, "run": r.job})
+            rows.append(
+                {
+                    "table": record["table"],
+                    "variant": r.variant,
+                    "task": r.column,
+                    "metric": metric,
+                    "value": _paper_units(metric, float(value)),
+                    "seed": r.seed,
+                    "run": r.job,
+                }
+            )
     return rows
 
 
@@ -114,14 +123,20 @@ def describe_spec(spec: dict) -> str:
     if spec.get("table") == "table7":
         parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
     elif spec.get("table") == "table6":
-        parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {spec.get('budget_s', 0) / 60:.0f} min each")
+        parts.append(
+            f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {spec.get('budget_s', 0) / 60:.0f} min each"
+        )
     else:
-        parts.append(f"{spec.get('size', '?')} models pretrained {spec.get('budget_s', 0) / 60:.0f} min each "
-                     "with the shipped model's recipe")
+        parts.append(
+            f"{spec.get('size', '?')} models pretrained {spec.get('budget_s', 0) / 60:.0f} min each "
+            "with the shipped model's recipe"
+        )
     n = spec.get("max_train_examples") or "all"
-    parts.append(f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs, "
-                 f"{spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
-                 "dev examples")
+    parts.append(
+        f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs, "
+        f"{spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
+        "dev examples"
+    )
     return "; ".join(parts) + "."
 
 
@@ -147,8 +162,10 @@ def summarize(rows: list[dict]) -> list[Cell]:
     groups: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
         groups.setdefault((r["variant"], r["task"], r["metric"]), []).append(float(r["value"]))
-    return [Cell(v, t, m, statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
-            for (v, t, m), xs in groups.items()]
+    return [
+        Cell(v, t, m, statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0, len(xs))
+        for (v, t, m), xs in groups.items()
+    ]
 
 
 def main_metric(table: str, task: str) -> str:
@@ -222,9 +239,11 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                     else:
                         agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
                     better = (o_delta < 0) if lower_better else (o_delta > 0)
-                    text = (f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: "
-                            + ("no clear difference" if ours_flat else ("better" if better else "worse"))
-                            + ("; direction reproduced" if agrees else "; direction not reproduced"))
+                    text = (
+                        f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: "
+                        + ("no clear difference" if ours_flat else ("better" if better else "worse"))
+                        + ("; direction reproduced" if agrees else "; direction not reproduced")
+                    )
             out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
     return out
 

@@ -35,15 +35,27 @@ from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
 from bertlab.runs import read_job, waiting_for
 
-CITATION = ("Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
-            "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results.")
+CITATION = (
+    "Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
+    "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results."
+)
 SUITES_DIR = "ablations"  # under the runs folder
 SUITE_FILE = "suite.json"
 BASE_RECIPE = "configs/default-model.yaml"
 BASE_VOCAB = "checkpoints/bertlab-mini/vocab.txt"
 CSV_COLUMNS = ("table", "variant", "task", "metric", "value", "seed", "run")
-PERCENT_METRICS = ("accuracy", "f1", "precision", "recall", "exact_match", "matthews", "pearson", "spearman",
-                   "mlm_acc", "nsp_acc")
+PERCENT_METRICS = (
+    "accuracy",
+    "f1",
+    "precision",
+    "recall",
+    "exact_match",
+    "matthews",
+    "pearson",
+    "spearman",
+    "mlm_acc",
+    "nsp_acc",
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -64,51 +76,82 @@ class PaperTable:
     note: str = ""
 
 
-PAPER: dict[str, PaperTable] = {t.key: t for t in (
-    PaperTable(
-        "table5", "Table 5: pre-training tasks", "Does each pre-training task matter?",
-        ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD"), ("accuracy", "accuracy", "accuracy", "accuracy", "f1"),
-        (("mlm_nsp", "BERT-base (MLM + NSP)", (84.4, 88.4, 86.7, 92.7, 88.5)),
-         ("no_nsp", "No NSP", (83.9, 84.9, 86.5, 92.6, 87.9)),
-         ("ltr", "LTR & No NSP", (82.1, 84.3, 77.5, 92.1, 77.8)),
-         ("ltr_bilstm", "+ BiLSTM", (82.1, 84.1, 75.7, 91.6, 84.9))),
-        "mlm_nsp", note="BERT-base, 1M steps on BooksCorpus + Wikipedia; '+ BiLSTM' adds a randomly initialised "
-                        "BiLSTM on top of the LTR model while fine-tuning."),
-    PaperTable(
-        "table6", "Table 6: model size", "Do bigger models do better, even on small tasks?",
-        ("LM (ppl)", "MNLI-m", "MRPC", "SST-2"), ("mlm_perplexity", "accuracy", "accuracy", "accuracy"),
-        (("L3-H768-A12", "#L=3 #H=768 #A=12", (5.84, 77.9, 79.8, 88.4)),
-         ("L6-H768-A3", "#L=6 #H=768 #A=3", (5.24, 80.6, 82.2, 90.7)),
-         ("L6-H768-A12", "#L=6 #H=768 #A=12", (4.68, 81.9, 84.8, 91.3)),
-         ("L12-H768-A12", "#L=12 #H=768 #A=12", (3.99, 84.4, 86.7, 92.9)),
-         ("L12-H1024-A16", "#L=12 #H=1024 #A=16", (3.54, 85.7, 86.9, 93.3)),
-         ("L24-H1024-A16", "#L=24 #H=1024 #A=16", (3.23, 86.6, 87.8, 93.7))),
-        "L3-H768-A12", higher_is_better=(False, True, True, True),
-        note="LM (ppl) is the masked-LM perplexity of held-out training data; the MRPC and SST-2 scores are "
-             "the average of 5 fine-tuning restarts."),
-    PaperTable(
-        "table7", "Table 7: feature-based vs fine-tuning", "Can BERT's frozen features do as well as fine-tuning?",
-        ("NER (CoNLL-2003)",), ("f1",),
-        (("finetune", "Fine-tuning (BERT-base)", (96.4,)),
-         ("embeddings", "Feature-based: Embeddings", (91.0,)),
-         ("second_to_last", "Feature-based: Second-to-Last Hidden", (95.6,)),
-         ("last", "Feature-based: Last Hidden", (94.9,)),
-         ("wsum4", "Feature-based: Weighted Sum Last Four Hidden", (95.9,)),
-         ("cat4", "Feature-based: Concat Last Four Hidden", (96.1,)),
-         ("mix", "Feature-based: Weighted Sum All 12 Layers", (95.5,))),
-        "finetune", note="Features feed a randomly initialised two-layer 768-dimensional BiLSTM before the "
-                         "classifier; BERT's weights stay frozen. CoNLL-2003 dev F1."),
-    PaperTable(
-        "table8", "Table 8: masking mix", "Does the 80/10/10 mix of [MASK] / same / random matter?",
-        ("MNLI (fine-tune)", "NER (fine-tune)", "NER (feature-based)"), ("accuracy", "f1", "f1"),
-        (("mask80_same10_rnd10", "80% [MASK], 10% same, 10% random", (84.2, 95.4, 94.9)),
-         ("mask100", "100% [MASK]", (84.3, 94.9, 94.0)),
-         ("mask80_rnd20", "80% [MASK], 20% random", (84.1, 95.2, 94.6)),
-         ("mask80_same20", "80% [MASK], 20% same", (84.4, 95.2, 94.7)),
-         ("same20_rnd80", "20% same, 80% random", (83.7, 94.8, 94.6)),
-         ("rnd100", "100% random", (83.6, 94.9, 94.6))),
-        "mask80_same10_rnd10", note="Feature-based: the last four layers concatenated (the paper's Appendix C.2)."),
-)}
+PAPER: dict[str, PaperTable] = {
+    t.key: t
+    for t in (
+        PaperTable(
+            "table5",
+            "Table 5: pre-training tasks",
+            "Does each pre-training task matter?",
+            ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD"),
+            ("accuracy", "accuracy", "accuracy", "accuracy", "f1"),
+            (
+                ("mlm_nsp", "BERT-base (MLM + NSP)", (84.4, 88.4, 86.7, 92.7, 88.5)),
+                ("no_nsp", "No NSP", (83.9, 84.9, 86.5, 92.6, 87.9)),
+                ("ltr", "LTR & No NSP", (82.1, 84.3, 77.5, 92.1, 77.8)),
+                ("ltr_bilstm", "+ BiLSTM", (82.1, 84.1, 75.7, 91.6, 84.9)),
+            ),
+            "mlm_nsp",
+            note="BERT-base, 1M steps on BooksCorpus + Wikipedia; '+ BiLSTM' adds a randomly initialised "
+            "BiLSTM on top of the LTR model while fine-tuning.",
+        ),
+        PaperTable(
+            "table6",
+            "Table 6: model size",
+            "Do bigger models do better, even on small tasks?",
+            ("LM (ppl)", "MNLI-m", "MRPC", "SST-2"),
+            ("mlm_perplexity", "accuracy", "accuracy", "accuracy"),
+            (
+                ("L3-H768-A12", "#L=3 #H=768 #A=12", (5.84, 77.9, 79.8, 88.4)),
+                ("L6-H768-A3", "#L=6 #H=768 #A=3", (5.24, 80.6, 82.2, 90.7)),
+                ("L6-H768-A12", "#L=6 #H=768 #A=12", (4.68, 81.9, 84.8, 91.3)),
+                ("L12-H768-A12", "#L=12 #H=768 #A=12", (3.99, 84.4, 86.7, 92.9)),
+                ("L12-H1024-A16", "#L=12 #H=1024 #A=16", (3.54, 85.7, 86.9, 93.3)),
+                ("L24-H1024-A16", "#L=24 #H=1024 #A=16", (3.23, 86.6, 87.8, 93.7)),
+            ),
+            "L3-H768-A12",
+            higher_is_better=(False, True, True, True),
+            note="LM (ppl) is the masked-LM perplexity of held-out training data; the MRPC and SST-2 scores are "
+            "the average of 5 fine-tuning restarts.",
+        ),
+        PaperTable(
+            "table7",
+            "Table 7: feature-based vs fine-tuning",
+            "Can BERT's frozen features do as well as fine-tuning?",
+            ("NER (CoNLL-2003)",),
+            ("f1",),
+            (
+                ("finetune", "Fine-tuning (BERT-base)", (96.4,)),
+                ("embeddings", "Feature-based: Embeddings", (91.0,)),
+                ("second_to_last", "Feature-based: Second-to-Last Hidden", (95.6,)),
+                ("last", "Feature-based: Last Hidden", (94.9,)),
+                ("wsum4", "Feature-based: Weighted Sum Last Four Hidden", (95.9,)),
+                ("cat4", "Feature-based: Concat Last Four Hidden", (96.1,)),
+                ("mix", "Feature-based: Weighted Sum All 12 Layers", (95.5,)),
+            ),
+            "finetune",
+            note="Features feed a randomly initialised two-layer 768-dimensional BiLSTM before the "
+            "classifier; BERT's weights stay frozen. CoNLL-2003 dev F1.",
+        ),
+        PaperTable(
+            "table8",
+            "Table 8: masking mix",
+            "Does the 80/10/10 mix of [MASK] / same / random matter?",
+            ("MNLI (fine-tune)", "NER (fine-tune)", "NER (feature-based)"),
+            ("accuracy", "f1", "f1"),
+            (
+                ("mask80_same10_rnd10", "80% [MASK], 10% same, 10% random", (84.2, 95.4, 94.9)),
+                ("mask100", "100% [MASK]", (84.3, 94.9, 94.0)),
+                ("mask80_rnd20", "80% [MASK], 20% random", (84.1, 95.2, 94.6)),
+                ("mask80_same20", "80% [MASK], 20% same", (84.4, 95.2, 94.7)),
+                ("same20_rnd80", "20% same, 80% random", (83.7, 94.8, 94.6)),
+                ("rnd100", "100% random", (83.6, 94.9, 94.6)),
+            ),
+            "mask80_same10_rnd10",
+            note="Feature-based: the last four layers concatenated (the paper's Appendix C.2).",
+        ),
+    )
+}
 
 # Which of our task columns stands for which paper column (same metric; the data may differ: say so).
 PAPER_COLUMN = {
@@ -119,7 +162,7 @@ PAPER_COLUMN = {
 }
 DATA_NOTES = {
     "qnli": "QNLI has no public train set here: trained on 80% of its dev set, scored on the other 20% "
-            "(split by question, so no question is on both sides)",
+    "(split by question, so no question is on both sides)",
     "squad": "SQuAD v1.1: trained on 80% of the dev set's articles, scored on the other 20%",
     "ner": "NER is WNUT-17 (emerging entities in social media), not the paper's CoNLL-2003 news",
 }
@@ -129,7 +172,8 @@ WHY_DIFFERENT = (
     "Where we differ from the paper, scale is the first suspect: our models are a few hundred times smaller, "
     "pretrained for minutes on a few million words instead of 40 epochs on 3.3 billion, and fine-tuned on a "
     "few thousand examples with a few seeds, so most differences are within the seed noise. Some tasks also "
-    "differ from the paper's (WNUT-17 for CoNLL-2003 NER, QNLI from its dev set).")
+    "differ from the paper's (WNUT-17 for CoNLL-2003 NER, QNLI from its dev set)."
+)
 
 
 def variant_label(table: str, key: str) -> str:
@@ -159,15 +203,41 @@ class Column:
     finetune: tuple[str, ...] = ()
 
 
-TYPICAL_LENGTH = {"sst2": 40, "cola": 24, "mrpc": 64, "rte": 96, "qnli": 64, "mnli": 64, "stsb": 48,
-                  "upos": 40, "ner": 48, "squad": 384}
+TYPICAL_LENGTH = {
+    "sst2": 40,
+    "cola": 24,
+    "mrpc": 64,
+    "rte": 96,
+    "qnli": 64,
+    "mnli": 64,
+    "stsb": 48,
+    "upos": 40,
+    "ner": 48,
+    "squad": 384,
+}
 FEATURE_ARGS = ("--mode", "feature", "--features", "cat4")
-MASK_MIXES = (("mask80_same10_rnd10", 0.8, 0.1), ("mask100", 1.0, 0.0), ("mask80_rnd20", 0.8, 0.2),
-              ("mask80_same20", 0.8, 0.0), ("same20_rnd80", 0.0, 0.8), ("rnd100", 0.0, 1.0))
-TABLE7_FEATURES = (("embeddings", "layer:0"), ("second_to_last", "layer:-2"), ("last", "layer:-1"),
-                   ("wsum4", "wsum4"), ("cat4", "cat4"), ("mix", "mix"))
-DEFAULT_TASKS = {"table5": ("sst2", "mrpc", "qnli", "rte"), "table6": ("sst2", "mrpc"), "table7": ("upos", "ner"),
-                 "table8": ("upos", "ner")}
+MASK_MIXES = (
+    ("mask80_same10_rnd10", 0.8, 0.1),
+    ("mask100", 1.0, 0.0),
+    ("mask80_rnd20", 0.8, 0.2),
+    ("mask80_same20", 0.8, 0.0),
+    ("same20_rnd80", 0.0, 0.8),
+    ("rnd100", 0.0, 1.0),
+)
+TABLE7_FEATURES = (
+    ("embeddings", "layer:0"),
+    ("second_to_last", "layer:-2"),
+    ("last", "layer:-1"),
+    ("wsum4", "wsum4"),
+    ("cat4", "cat4"),
+    ("mix", "mix"),
+)
+DEFAULT_TASKS = {
+    "table5": ("sst2", "mrpc", "qnli", "rte"),
+    "table6": ("sst2", "mrpc"),
+    "table7": ("upos", "ner"),
+    "table8": ("upos", "ner"),
+}
 DEFAULT_GRID = ((2, 128, 2), (4, 128, 2), (2, 256, 4), (4, 256, 4), (4, 256, 1))
 
 
@@ -247,23 +317,31 @@ def variants(spec: SuiteSpec) -> tuple[Variant, ...]:
     """The rows of the suite's table, in the paper's order."""
     labels = {key: label for key, label, _ in PAPER[spec.table].rows}
     if spec.table == "table5":
-        return (Variant("mlm_nsp", labels["mlm_nsp"], ("data.objective=mlm_nsp",)),
-                Variant("no_nsp", labels["no_nsp"], ("data.objective=mlm",)),
-                Variant("ltr", labels["ltr"], ("data.objective=ltr",)),
-                Variant("ltr_bilstm", labels["ltr_bilstm"], shares="ltr", finetune=("--bilstm",)))
+        return (
+            Variant("mlm_nsp", labels["mlm_nsp"], ("data.objective=mlm_nsp",)),
+            Variant("no_nsp", labels["no_nsp"], ("data.objective=mlm",)),
+            Variant("ltr", labels["ltr"], ("data.objective=ltr",)),
+            Variant("ltr_bilstm", labels["ltr_bilstm"], shares="ltr", finetune=("--bilstm",)),
+        )
     if spec.table == "table6":
         out = []
         for layers, hidden, heads in spec.grid or DEFAULT_GRID:
-            override = (f"model_overrides={{num_layers: {layers}, hidden_size: {hidden}, num_heads: {heads}, "
-                        f"intermediate_size: {4 * hidden}}}")
+            override = (
+                f"model_overrides={{num_layers: {layers}, hidden_size: {hidden}, num_heads: {heads}, "
+                f"intermediate_size: {4 * hidden}}}"
+            )
             out.append(Variant(f"L{layers}-H{hidden}-A{heads}", f"#L={layers} #H={hidden} #A={heads}", (override,)))
         return tuple(out)
     if spec.table == "table7":
-        feats = tuple(Variant(key, labels[key], None, finetune=("--mode", "feature", "--features", f))
-                      for key, f in TABLE7_FEATURES)
+        feats = tuple(
+            Variant(key, labels[key], None, finetune=("--mode", "feature", "--features", f))
+            for key, f in TABLE7_FEATURES
+        )
         return (Variant("finetune", labels["finetune"], None), *feats)
-    return tuple(Variant(key, labels[key], (f"data.mask_token_prob={m}", f"data.random_token_prob={r}"))
-                 for key, m, r in MASK_MIXES)
+    return tuple(
+        Variant(key, labels[key], (f"data.mask_token_prob={m}", f"data.random_token_prob={r}"))
+        for key, m, r in MASK_MIXES
+    )
 
 
 def columns(spec: SuiteSpec) -> tuple[Column, ...]:
@@ -300,9 +378,17 @@ def _prefix(spec: SuiteSpec) -> str:
 
 
 def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str, ...]:
-    args = ["--config", BASE_RECIPE, f"name={_prefix(spec)}-{variant.key}", f"size={spec.size}",
-            f"train.max_time_s={float(spec.budget_s)}", "train.max_steps=0", "train.max_tokens=0",
-            "train.snapshots=false", f"vocab={BASE_VOCAB}"]
+    args = [
+        "--config",
+        BASE_RECIPE,
+        f"name={_prefix(spec)}-{variant.key}",
+        f"size={spec.size}",
+        f"train.max_time_s={float(spec.budget_s)}",
+        "train.max_steps=0",
+        "train.max_tokens=0",
+        "train.snapshots=false",
+        f"vocab={BASE_VOCAB}",
+    ]
     if spec.threads:
         args.append(f"train.num_threads={spec.threads}")
     if spec.corpus:
@@ -314,8 +400,15 @@ def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str
 def finetune_args(spec: SuiteSpec, variant: Variant, column: Column, seed: int, model: str) -> tuple[str, ...]:
     extra = [*column.finetune, *variant.finetune]
     feature = "feature" in extra
-    args = [*_task_args(spec, column.task), "--model", model, "--seed", str(seed),
-            "--lr", str(1e-3 if feature else spec.finetune_lr)]
+    args = [
+        *_task_args(spec, column.task),
+        "--model",
+        model,
+        "--seed",
+        str(seed),
+        "--lr",
+        str(1e-3 if feature else spec.finetune_lr),
+    ]
     if spec.epochs:
         args += ["--epochs", str(spec.epochs)]
     if spec.max_train_examples:
@@ -334,16 +427,33 @@ def plan(spec: SuiteSpec, suite_id: str) -> list[PlannedRun]:
     vs = variants(spec)
     for v in vs:
         if v.pretrain is not None and v.shares is None:
-            runs.append(PlannedRun(v.key, "pretraining", 0, JobSpec("pretrain", pretrain_args(spec, v, suite_id),
-                                                                     spec.device, name=f"{_prefix(spec)}-{v.key}")))
+            runs.append(
+                PlannedRun(
+                    v.key,
+                    "pretraining",
+                    0,
+                    JobSpec("pretrain", pretrain_args(spec, v, suite_id), spec.device, name=f"{_prefix(spec)}-{v.key}"),
+                )
+            )
     for v in vs:
         source = v.shares or (v.key if v.pretrain is not None else None)
         for col in columns(spec):
             for seed in range(spec.seeds):
                 model = "{model}" if source else (spec.model or str(REPO_ROOT / "checkpoints" / "bertlab-mini"))
-                runs.append(PlannedRun(v.key, col.key, seed, JobSpec(
-                    "finetune", finetune_args(spec, v, col, seed, model), spec.device,
-                    name=f"{_prefix(spec)}-{v.key}-{col.key}-s{seed}"), needs=source))
+                runs.append(
+                    PlannedRun(
+                        v.key,
+                        col.key,
+                        seed,
+                        JobSpec(
+                            "finetune",
+                            finetune_args(spec, v, col, seed, model),
+                            spec.device,
+                            name=f"{_prefix(spec)}-{v.key}-{col.key}-s{seed}",
+                        ),
+                        needs=source,
+                    )
+                )
     return runs
 
 
@@ -371,17 +481,28 @@ def estimate_suite(spec: SuiteSpec) -> dict:
     n_finetune = len(vs) * spec.seeds
     finetune_s = n_finetune * sum(per_run)
     total = n_pretrain * spec.budget_s + finetune_s
-    return {"pretraining_runs": n_pretrain, "finetuning_runs": n_finetune * len(per_run),
-            "pretraining_s": n_pretrain * spec.budget_s, "finetuning_s": finetune_s, "total_s": total,
-            "text": (f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
-                     f"{n_finetune * len(per_run)} fine-tuning runs: about {format_duration(total)} "
-                     "one after another (less with several slots or GPUs)")}
+    return {
+        "pretraining_runs": n_pretrain,
+        "finetuning_runs": n_finetune * len(per_run),
+        "pretraining_s": n_pretrain * spec.budget_s,
+        "finetuning_s": finetune_s,
+        "total_s": total,
+        "text": (
+            f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
+            f"{n_finetune * len(per_run)} fine-tuning runs: about {format_duration(total)} "
+            "one after another (less with several slots or GPUs)"
+        ),
+    }
 
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -399,14 +520,22 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     for task in spec.task_list:
         data = _task_args(spec, task)[3]
         if not Path(data).exists():
-            raise InputError(f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, "
-                             "wnut17/ and squad/")
+            raise InputError(
+                f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, wnut17/ and squad/"
+            )
     suite_dir = suites_root(registry) / suite_id
     suite_dir.mkdir(parents=True, exist_ok=False)
-    record = {"id": suite_id, "table": spec.table, "spec": spec.to_dict(), "created": time.time(),
-              "commit": _commit(), "hardware": f"{platform.machine()} {platform.system()}, "
-                                              f"{_cpu_count()} CPU cores", "base_recipe": BASE_RECIPE,
-              "estimate": estimate_suite(spec), "runs": []}
+    record = {
+        "id": suite_id,
+        "table": spec.table,
+        "spec": spec.to_dict(),
+        "created": time.time(),
+        "commit": _commit(),
+        "hardware": f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores",
+        "base_recipe": BASE_RECIPE,
+        "estimate": estimate_suite(spec),
+        "runs": [],
+    }
     pretrained: dict[str, tuple[str, Path]] = {}
     try:
         for r in runs:
@@ -480,8 +609,18 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
         if state == "queued" and waiting_for(job):
             state = "waiting"
         metrics = job.status.get("last_eval") if state == "finished" else None
-        out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), job.id, state, job.progress,
-                            metrics if isinstance(metrics, dict) else {}, job.error))
+        out.append(
+            SuiteRun(
+                r["variant"],
+                r["column"],
+                int(r.get("seed", 0)),
+                job.id,
+                state,
+                job.progress,
+                metrics if isinstance(metrics, dict) else {},
+                job.error,
+            )
+        )
     return out
 
 

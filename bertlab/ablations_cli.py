@@ -19,15 +19,23 @@ from bertlab.jobs import JobRegistry
 
 def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", choices=sorted(ab.PAPER), help="which of the paper's tables")
-    p.add_argument("--tasks", default="", help="comma-separated fine-tuning tasks (default depends on the table: "
-                   + "; ".join(f"{t}: {','.join(v)}" for t, v in ab.DEFAULT_TASKS.items()) + ")")
+    p.add_argument(
+        "--tasks",
+        default="",
+        help="comma-separated fine-tuning tasks (default depends on the table: "
+        + "; ".join(f"{t}: {','.join(v)}" for t, v in ab.DEFAULT_TASKS.items())
+        + ")",
+    )
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning restarts per variant and task (mean +- std)")
     p.add_argument("--size", default="tiny", help="model preset of every pretrained variant")
     p.add_argument("--budget-s", type=float, default=600.0, help="pretraining seconds per variant")
     p.add_argument("--grid", default="", help="table6: layers/hidden/heads entries, e.g. '2/128/2,4/256/4'")
     p.add_argument("--model", default="", help="table7: the pretrained model to probe (default: the shipped model)")
-    p.add_argument("--data", default="", help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ "
-                                              "(default: ../shared/data beside the repository)")
+    p.add_argument(
+        "--data",
+        default="",
+        help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ (default: ../shared/data beside the repository)",
+    )
     p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
     p.add_argument("--max-train-examples", type=int, default=2000, help="train examples per fine-tuning run (0 = all)")
     p.add_argument("--max-eval-examples", type=int, default=1000, help="dev examples scored per run (0 = all)")
@@ -36,8 +44,13 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="CPU threads per job (0 = torch's default)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64",
+    )
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -62,11 +75,24 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
     """The suite `bertlab ablate run|estimate` arguments describe."""
     return ab.SuiteSpec(
-        table=args.table, tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), seeds=args.seeds,
-        size=args.size, budget_s=args.budget_s, grid=ab.parse_grid(args.grid) if args.grid else (),
-        model=args.model, data=args.data, corpus=args.corpus, max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples, epochs=args.epochs, finetune_lr=args.lr, threads=args.threads,
-        device=args.device, name=args.name, overrides=tuple(args.set))
+        table=args.table,
+        tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
+        seeds=args.seeds,
+        size=args.size,
+        budget_s=args.budget_s,
+        grid=ab.parse_grid(args.grid) if args.grid else (),
+        model=args.model,
+        data=args.data,
+        corpus=args.corpus,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        epochs=args.epochs,
+        finetune_lr=args.lr,
+        threads=args.threads,
+        device=args.device,
+        name=args.name,
+        overrides=tuple(args.set),
+    )
 
 
 def _find(registry: JobRegistry, suite: str) -> dict:
@@ -123,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
         runs = ab.suite_runs(record, registry)
         matrix = ab.progress_matrix(record, runs)
         if args.json:
-            print(json.dumps({"suite": record["id"], "matrix": matrix,
-                              "runs": [r.__dict__ for r in runs]}, default=str))
+            print(
+                json.dumps({"suite": record["id"], "matrix": matrix, "runs": [r.__dict__ for r in runs]}, default=str)
+            )
             return 0
         _print_table(matrix)
         for r in runs:
@@ -135,8 +162,11 @@ def run(args: argparse.Namespace) -> int:
         record = _find(registry, args.suite)
         csv_path, json_path = results.write_results(record, args.out, registry)
         n = len(results.read_results(csv_path))
-        print(json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n}) if args.json
-              else f"{n} rows -> {csv_path} (record: {json_path})")
+        print(
+            json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
+            if args.json
+            else f"{n} rows -> {csv_path} (record: {json_path})"
+        )
         return 0
     if cmd == "report":
         rows = results.read_results(args.csv)
@@ -147,9 +177,19 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([v.__dict__ for v in vs]))
             return 0
-        _print_table([{"variant": v.variant, "task": v.task, "metric": v.metric,
-                       "ours": f"{v.ours:.1f} +- {v.ours_std:.1f}", "paper": "" if v.paper is None else v.paper,
-                       "verdict": v.text} for v in vs])
+        _print_table(
+            [
+                {
+                    "variant": v.variant,
+                    "task": v.task,
+                    "metric": v.metric,
+                    "ours": f"{v.ours:.1f} +- {v.ours_std:.1f}",
+                    "paper": "" if v.paper is None else v.paper,
+                    "verdict": v.text,
+                }
+                for v in vs
+            ]
+        )
         return 0
     table = ab.PAPER[args.table]
     if args.json:

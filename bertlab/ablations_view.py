@@ -30,10 +30,12 @@ def paper_rows(table: str) -> list[dict]:
 # Left-to-right variants are scored on next-token accuracy (their pretraining task), not masked-token
 # accuracy: their pretraining column does not compare with the masked-LM rows.
 NEXT_TOKEN_VARIANTS = ("ltr",)
-PRETRAINING_NOTE = ("The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for "
-                    "every variant); for the left-to-right model it is next-token accuracy, a different task, so "
-                    "it does not compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no "
-                    "pretraining run of its own.")
+PRETRAINING_NOTE = (
+    "The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for "
+    "every variant); for the left-to-right model it is next-token accuracy, a different task, so "
+    "it does not compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no "
+    "pretraining run of its own."
+)
 
 
 def variant_labels(table: str) -> dict[str, str]:
@@ -74,8 +76,13 @@ def agreement(table: str, rows: Sequence[dict]) -> dict:
     vs = [v for v in verdicts(table, list(rows)) if v.agrees is not None]
     yes = [v for v in vs if v.agrees]
     no = [v for v in vs if not v.agrees]
-    return {"compared": len(vs), "reproduced": len(yes), "not_reproduced": len(no),
-            "yes": [(v.variant, v.task) for v in yes], "no": [(v.variant, v.task) for v in no]}
+    return {
+        "compared": len(vs),
+        "reproduced": len(yes),
+        "not_reproduced": len(no),
+        "yes": [(v.variant, v.task) for v in yes],
+        "no": [(v.variant, v.task) for v in no],
+    }
 
 
 def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figure:
@@ -86,8 +93,12 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
     labels = variant_labels(table)
     order = [k for k, _, _ in PAPER[table].rows] + sorted({c.variant for c in cells} - set(labels))
-    fig = make_subplots(rows=1, cols=max(1, len(tasks)), subplot_titles=[
-        f"{t} ({main_metric(table, t)})" for t in tasks] or [""], horizontal_spacing=0.06)
+    fig = make_subplots(
+        rows=1,
+        cols=max(1, len(tasks)),
+        subplot_titles=[f"{t} ({main_metric(table, t)})" for t in tasks] or [""],
+        horizontal_spacing=0.06,
+    )
     paper = PAPER[table]
     prow = {k: vals for k, _, vals in paper.rows}
     paper_legend = True
@@ -95,11 +106,19 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
         vs = [v for v in order if v in mine]
-        fig.add_trace(go.Bar(
-            x=[labels.get(v, v) for v in vs], y=[mine[v].mean for v in vs],
-            error_y={"type": "data", "array": [mine[v].std for v in vs], "visible": True, "color": GREY},
-            marker_color=[ORANGE if v == paper.baseline else BLUE for v in vs], name="ours (mean ± std over seeds)",
-            showlegend=i == 1, hovertemplate="%{x}<br>%{y:.1f}<extra>ours</extra>"), row=1, col=i)
+        fig.add_trace(
+            go.Bar(
+                x=[labels.get(v, v) for v in vs],
+                y=[mine[v].mean for v in vs],
+                error_y={"type": "data", "array": [mine[v].std for v in vs], "visible": True, "color": GREY},
+                marker_color=[ORANGE if v == paper.baseline else BLUE for v in vs],
+                name="ours (mean ± std over seeds)",
+                showlegend=i == 1,
+                hovertemplate="%{x}<br>%{y:.1f}<extra>ours</extra>",
+            ),
+            row=1,
+            col=i,
+        )
         col = PAPER_COLUMN.get(table, {}).get(task)
         base = mine.get(paper.baseline)
         if col in paper.columns and base is not None:
@@ -107,31 +126,56 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
             pb = prow[paper.baseline][ci]
             xs = [labels.get(v, v) for v in vs if v in prow]
             ys = [base.mean + (prow[v][ci] - pb) for v in vs if v in prow]
-            fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="markers", marker={"symbol": "diamond", "size": 10, "color": GREEN},
-                name="paper's difference from its baseline, drawn from ours", showlegend=paper_legend,
-                hovertemplate="%{x}<br>paper-implied %{y:.1f}<extra>paper</extra>"), row=1, col=i)
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers",
+                    marker={"symbol": "diamond", "size": 10, "color": GREEN},
+                    name="paper's difference from its baseline, drawn from ours",
+                    showlegend=paper_legend,
+                    hovertemplate="%{x}<br>paper-implied %{y:.1f}<extra>paper</extra>",
+                ),
+                row=1,
+                col=i,
+            )
             paper_legend = False
         values = [mine[v].mean for v in vs]
         if values:
             lo, hi = min(values), max(values)
             pad = max(1.0, (hi - lo) * 0.6)
-            fig.update_yaxes(range=[max(0.0, lo - pad) if metric != "mlm_perplexity" else lo - pad, hi + pad],
-                             row=1, col=i)
+            fig.update_yaxes(
+                range=[max(0.0, lo - pad) if metric != "mlm_perplexity" else lo - pad, hi + pad], row=1, col=i
+            )
     fig.update_xaxes(tickangle=-30)
-    fig.update_layout(title=title or PAPER[table].title, font=FONT, height=430, bargap=0.3,
-                      legend={"orientation": "h", "y": -0.45}, margin={"t": 70, "b": 140, "l": 40, "r": 20},
-                      plot_bgcolor="white")
+    fig.update_layout(
+        title=title or PAPER[table].title,
+        font=FONT,
+        height=430,
+        bargap=0.3,
+        legend={"orientation": "h", "y": -0.45},
+        margin={"t": 70, "b": 140, "l": 40, "r": 20},
+        plot_bgcolor="white",
+    )
     return fig
 
 
 def verdict_rows(vs: Sequence[Verdict], table: str) -> list[dict]:
     labels = variant_labels(table)
-    return [{"variant": labels.get(v.variant, v.variant), "task": v.task, "metric": v.metric,
-             "ours": None if v.ours is None else round(v.ours, 2),
-             "ours vs baseline": None if v.ours_delta is None else round(v.ours_delta, 2),
-             "paper vs baseline": v.paper_delta, "reproduced": {True: "yes", False: "no"}.get(v.agrees, ""),
-             "verdict": v.text} for v in vs if v.text != "baseline row"]
+    return [
+        {
+            "variant": labels.get(v.variant, v.variant),
+            "task": v.task,
+            "metric": v.metric,
+            "ours": None if v.ours is None else round(v.ours, 2),
+            "ours vs baseline": None if v.ours_delta is None else round(v.ours_delta, 2),
+            "paper vs baseline": v.paper_delta,
+            "reproduced": {True: "yes", False: "no"}.get(v.agrees, ""),
+            "verdict": v.text,
+        }
+        for v in vs
+        if v.text != "baseline row"
+    ]
 
 
 def agreement_text(table: str, rows: Sequence[dict]) -> str:
@@ -145,5 +189,4 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
             by_variant.setdefault(labels.get(variant, variant), []).append(task)
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
-    return (f"Same direction as the paper: {listing(agree['yes'])}. "
-            f"Not the paper's direction: {listing(agree['no'])}.")
+    return f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."

@@ -101,8 +101,11 @@ def leftover_copies(target: str | Path) -> list[Path]:
     """Copies `atomic_dir` leaves beside `target` when a process is killed mid-save
     (`.NAME.tmp-*` being written, `.NAME.old-*` between its two renames), newest first."""
     target = Path(target)
-    found = [p for p in target.parent.glob(f".{target.name}.*") if p.is_dir()
-             and (p.name.startswith(f".{target.name}.tmp-") or p.name.startswith(f".{target.name}.old-"))]
+    found = [
+        p
+        for p in target.parent.glob(f".{target.name}.*")
+        if p.is_dir() and (p.name.startswith(f".{target.name}.tmp-") or p.name.startswith(f".{target.name}.old-"))
+    ]
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 
-def pad_batch(input_ids: Sequence[Sequence[int]], pad_id: int,
-              token_type_ids: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
+def pad_batch(
+    input_ids: Sequence[Sequence[int]], pad_id: int, token_type_ids: Sequence[Sequence[int]] | None = None
+) -> dict[str, torch.Tensor]:
     """Pad rows of token ids to the longest one.
 
     Args:
@@ -35,5 +36,8 @@ def pad_batch(input_ids: Sequence[Sequence[int]], pad_id: int,
         mask[b, :n] = 1
         if token_type_ids is not None:
             types[b, :n] = token_type_ids[b]
-    return {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types),
-            "attention_mask": torch.from_numpy(mask)}
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "token_type_ids": torch.from_numpy(types),
+        "attention_mask": torch.from_numpy(mask),
+    }

@@ -43,8 +43,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 def is_checkpoint_dir(path: str | Path) -> bool:
     p = Path(path)
-    return p.is_dir() and (p / "config.json").is_file() and any(
-        (p / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin")
+    return (
+        p.is_dir()
+        and (p / "config.json").is_file()
+        and any((p / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin"))
     )
 
 

@@ -47,8 +47,10 @@ def check_argv_text(label: str, text: str) -> None:
     for i, ch in enumerate(text):
         if "\ud800" <= ch <= "\udfff":
             what = f"byte 0x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else f"'\\u{ord(ch):04x}'"
-            raise InputError(f"{label} is not valid UTF-8 ({what} at character {i}); "
-                             "give the text in UTF-8 (check the terminal's or the script's encoding)")
+            raise InputError(
+                f"{label} is not valid UTF-8 ({what} at character {i}); "
+                "give the text in UTF-8 (check the terminal's or the script's encoding)"
+            )
 
 
 def _load(args):
@@ -76,7 +78,8 @@ FILL_MASK_JSON_HELP = (
     "print JSON: a list with one object per text, whether one text or several are given: "
     '{"text", "masks": [{"candidates": [{"word", "token", "score"}, ...]}, ...], "joint_text", "truncated"}; '
     "masks in text order, candidates best first; word is the whole word a WordPiece token makes, "
-    "joint_text the text with every [MASK] filled jointly")
+    "joint_text the text with every [MASK] filled jointly"
+)
 
 
 def _fill_mask_args(p):
@@ -87,13 +90,18 @@ def _fill_mask_args(p):
 
 def fill_mask_json(results: Sequence[FillMaskResult]) -> list[dict]:
     """`FillMaskResult`s as the `--json` shape documented in FILL_MASK_JSON_HELP (the API's names)."""
-    return [{
-        "text": r.text,
-        "masks": [{"candidates": [{"word": c.word, "token": c.token, "score": c.score} for c in m.candidates]}
-                  for m in r.masks],
-        "joint_text": r.joint_text,
-        "truncated": r.truncated,
-    } for r in results]
+    return [
+        {
+            "text": r.text,
+            "masks": [
+                {"candidates": [{"word": c.word, "token": c.token, "score": c.score} for c in m.candidates]}
+                for m in r.masks
+            ],
+            "joint_text": r.joint_text,
+            "truncated": r.truncated,
+        }
+        for r in results
+    ]
 
 
 def _fill_mask(args) -> int:
@@ -112,7 +120,10 @@ def _fill_mask(args) -> int:
         for n, m in enumerate(r.masks, 1):
             print(f"[MASK] #{n}:")
             for c in m.candidates:
-                print(f"  {c.score:7.2%}  {printable(c.word)}" + (f"  ({printable(c.token)})" if c.word != c.token else ""))
+                print(
+                    f"  {c.score:7.2%}  {printable(c.word)}"
+                    + (f"  ({printable(c.token)})" if c.word != c.token else "")
+                )
         if len(r.masks) > 1:
             print(f"joint fill: {printable(r.joint_text)}")
     return 0
@@ -155,7 +166,9 @@ def _info(args) -> int:
         "lowercase": lm.tokenizer.lowercase,
         "has_nsp_head": lm.has_nsp,
         "card": lm.card,
-        "runs_dir": str(runs),  # where runs go and the app's Jobs page looks ($BERTLAB_RUNS, else runs/ in the repository)
+        "runs_dir": str(
+            runs
+        ),  # where runs go and the app's Jobs page looks ($BERTLAB_RUNS, else runs/ in the repository)
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -165,12 +178,20 @@ def _info(args) -> int:
             ("model", str(lm.path)),
             ("size", f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} (intermediate {c.intermediate_size})"),
             ("parameters", f"{data['parameters']:,}"),
-            ("vocabulary", f"{data['vocab_size']:,} WordPiece tokens ({'uncased' if lm.tokenizer.lowercase else 'cased'})"),
+            (
+                "vocabulary",
+                f"{data['vocab_size']:,} WordPiece tokens ({'uncased' if lm.tokenizer.lowercase else 'cased'})",
+            ),
             ("attention", f"{c.attention_direction};  NSP head: {'yes' if lm.has_nsp else 'no'}"),
         ]
         metrics = lm.card.get("metrics")
         rows += [(str(k), str(v)) for k, v in (metrics.items() if isinstance(metrics, dict) else ())]
-        rows.append(("runs", f"{runs}  ({'from $BERTLAB_RUNS' if os.environ.get('BERTLAB_RUNS') else 'set $BERTLAB_RUNS to move it'})"))
+        rows.append(
+            (
+                "runs",
+                f"{runs}  ({'from $BERTLAB_RUNS' if os.environ.get('BERTLAB_RUNS') else 'set $BERTLAB_RUNS to move it'})",
+            )
+        )
         width = max(len(label) for label, _ in rows)
         for label, value in rows:
             print(printable(f"{label:<{width}}  {value}"))
@@ -182,6 +203,7 @@ BUILTIN = {
     "nsp": ("P(IsNext) that sentence B follows sentence A", _nsp_args, _nsp),
     "info": ("config, parameter count and vocabulary of a model", _info_args, _info),
 }
+
 
 # Subcommands owned by other modules, each imported (with torch, for most) only when it is the one
 # being run: name -> (help, a function that imports the module and returns its (add_args, run)).
@@ -268,8 +290,7 @@ def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> I
     run is written there too."""
     run_dir = Path(run_dir)
     path = run_dir / LOG_FILE
-    if (os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path)
-            or not (create or run_dir.is_dir())):
+    if os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path) or not (create or run_dir.is_dir()):
         yield
         return
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -278,8 +299,11 @@ def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> I
     root = logging.getLogger()
 
     def file_only(level: int, message: str) -> None:
-        handler.handle(logging.makeLogRecord({"name": __name__, "levelno": level, "levelname": logging.getLevelName(level),
-                                              "msg": message}))
+        handler.handle(
+            logging.makeLogRecord(
+                {"name": __name__, "levelno": level, "levelname": logging.getLevelName(level), "msg": message}
+            )
+        )
 
     if first_line:
         file_only(logging.INFO, first_line)

@@ -36,9 +36,7 @@ class BertConfig:
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
-            raise ValueError(
-                f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}"
-            )
+            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.attention_direction not in ATTENTION_DIRECTIONS:
             raise ValueError(
                 f"attention_direction must be one of {ATTENTION_DIRECTIONS}, got {self.attention_direction!r}"
@@ -92,9 +90,7 @@ class BertConfig:
             raise CheckpointError(f"{source}: hidden_act {act!r} is not supported (only 'gelu')")
         pos_type = data.get("position_embedding_type", "absolute")
         if pos_type != "absolute":
-            raise CheckpointError(
-                f"{source}: position_embedding_type {pos_type!r} is not supported (only 'absolute')"
-            )
+            raise CheckpointError(f"{source}: position_embedding_type {pos_type!r} is not supported (only 'absolute')")
         try:
             ours = data.get("bertlab", {}) or {}
             return cls(

@@ -33,9 +33,50 @@ CORPUS_CREDIT = (
 )
 
 _ABBREV = {
-    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "gen", "col", "capt", "lt", "sgt", "rev", "hon",
-    "vs", "etc", "e.g", "i.e", "no", "vol", "fig", "inc", "ltd", "co", "mt", "ft", "jan", "feb", "mar",
-    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m", "approx",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "st",
+    "jr",
+    "sr",
+    "prof",
+    "gen",
+    "col",
+    "capt",
+    "lt",
+    "sgt",
+    "rev",
+    "hon",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "no",
+    "vol",
+    "fig",
+    "inc",
+    "ltd",
+    "co",
+    "mt",
+    "ft",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "u.s",
+    "u.k",
+    "a.m",
+    "p.m",
+    "approx",
 }
 _SENT_END = re.compile(r"""([.!?]+["'\u201d\u2019)\]]*)\s+(?=["'\u201c\u2018(\[]?[A-Z0-9])""")
 _SENT_END_ANY = re.compile(r"""([.!?]+["'\u201d\u2019)\]]*)\s+(?=\S)""")
@@ -51,7 +92,7 @@ def split_sentences(text: str) -> list[str]:
     out, start = [], 0
     for m in pattern.finditer(text):
         end = m.end(1)
-        prev_word = text[start:m.start(1)].rsplit(" ", 1)[-1].lower().rstrip(".")
+        prev_word = text[start : m.start(1)].rsplit(" ", 1)[-1].lower().rstrip(".")
         if m.group(1).startswith(".") and (prev_word in _ABBREV or (len(prev_word) == 1 and prev_word.isalpha())):
             continue
         out.append(text[start:end].strip())
@@ -88,7 +129,9 @@ def read_google_format(path: str | Path) -> list[Document]:
     return docs
 
 
-_CHAPTER = re.compile(r"^\s*(CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|ADVENTURE|EPISODE)\b[^\n]{0,60}$|^\s*[IVXLC]+\.\s*[^\n]{0,60}$")
+_CHAPTER = re.compile(
+    r"^\s*(CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|ADVENTURE|EPISODE)\b[^\n]{0,60}$|^\s*[IVXLC]+\.\s*[^\n]{0,60}$"
+)
 
 
 def read_prose(path: str | Path, paragraphs_per_document: int = 60) -> list[Document]:
@@ -172,7 +215,11 @@ def _strip_wiki_markup(text: str) -> str:
     lines = []
     for line in text.split("\n"):
         line = line.strip()
-        if not line or line.startswith(("=", "|", "!", "{", "}", "*", "#", ":", ";")) or line.lower().startswith(("thumb", "category:")):
+        if (
+            not line
+            or line.startswith(("=", "|", "!", "{", "}", "*", "#", ":", ";"))
+            or line.lower().startswith(("thumb", "category:"))
+        ):
             continue
         line = re.sub(r"'{2,}", "", line)
         line = re.sub(r"\s+", " ", line)
@@ -249,7 +296,7 @@ def detect_format(path: Path) -> str:
         return "wikitext"
     nonblank = [line for line in lines if line.strip()]
     if nonblank:
-        ends = sum(1 for line in nonblank if line.rstrip()[-1:] in '.!?"\'') / len(nonblank)
+        ends = sum(1 for line in nonblank if line.rstrip()[-1:] in ".!?\"'") / len(nonblank)
         if ends > 0.8 and sum(len(line) for line in nonblank) / len(nonblank) < 250:
             return "google"
     return "prose"

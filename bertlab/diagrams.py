@@ -51,8 +51,16 @@ def input_embeddings_figure(
         top = -band * band_height
         for r, label in enumerate(labels):
             y = top - r * (row_h + gap)
-            notes.append(dict(x=-0.25, y=y - row_h / 2, text=f"<b>{label}</b>", xanchor="right", showarrow=False,
-                              font=dict(size=12)))
+            notes.append(
+                dict(
+                    x=-0.25,
+                    y=y - row_h / 2,
+                    text=f"<b>{label}</b>",
+                    xanchor="right",
+                    showarrow=False,
+                    font=dict(size=12),
+                )
+            )
         for k in range(cols):
             i = band * per_row + k
             if i >= T:
@@ -114,8 +122,11 @@ class _Canvas:
         self.notes: list[dict] = []
 
     def box(self, x0, y0, x1, y1, fill, text, size=11, line="#555", colour="#222") -> None:
-        self.shapes.append(dict(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=fill,
-                                line=dict(color=line, width=1.2), layer="below"))
+        self.shapes.append(
+            dict(
+                type="rect", x0=x0, y0=y0, x1=x1, y1=y1, fillcolor=fill, line=dict(color=line, width=1.2), layer="below"
+            )
+        )
         if text:
             self.note((x0 + x1) / 2, (y0 + y1) / 2, text, size=size, colour=colour)
 
@@ -123,8 +134,24 @@ class _Canvas:
         self.notes.append(dict(x=x, y=y, text=text, showarrow=False, font=dict(size=size, color=colour), **kw))
 
     def arrow(self, x, y0, y1) -> None:
-        self.notes.append(dict(x=x, y=y1, ax=x, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
-                               showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1.4, arrowcolor="#555"))
+        self.notes.append(
+            dict(
+                x=x,
+                y=y1,
+                ax=x,
+                ay=y0,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                text="",
+                showarrow=True,
+                arrowhead=2,
+                arrowsize=1,
+                arrowwidth=1.4,
+                arrowcolor="#555",
+            )
+        )
 
 
 _EXAMPLE_INPUT = ("[CLS]", "the", "cat", "[MASK]", "[SEP]", "it", "slept", "[SEP]")
@@ -158,10 +185,24 @@ def _draw_layers(canvas: _Canvas, c: BertConfig, y: float) -> float:
         canvas.box(0, y, _SPAN, y + 1.45, "#eef3fb", "", line=BLUE)
         canvas.note(0.12, y + 1.25, f"<b>Encoder layer {idx + 1}</b>", size=11, colour=BLUE, xanchor="left")
         canvas.note(_SPAN - 0.12, y + 1.25, "add & norm after each", size=9, colour="#777", xanchor="right")
-        canvas.box(0.25, y + 0.15, 4.85, y + 0.98, "white",
-                   f"Self-attention{direction}<br>{c.num_heads} heads × {c.head_size}", size=10)
-        canvas.box(5.15, y + 0.15, _SPAN - 0.25, y + 0.98, "white",
-                   f"Feed-forward<br>{c.hidden_size} → {c.intermediate_size} → {c.hidden_size}", size=10)
+        canvas.box(
+            0.25,
+            y + 0.15,
+            4.85,
+            y + 0.98,
+            "white",
+            f"Self-attention{direction}<br>{c.num_heads} heads × {c.head_size}",
+            size=10,
+        )
+        canvas.box(
+            5.15,
+            y + 0.15,
+            _SPAN - 0.25,
+            y + 0.98,
+            "white",
+            f"Feed-forward<br>{c.hidden_size} → {c.intermediate_size} → {c.hidden_size}",
+            size=10,
+        )
         y += 2.0
     return y
 
@@ -175,8 +216,9 @@ def _draw_heads(canvas: _Canvas, c: BertConfig, xs: list[float], y: float) -> fl
     y_head = y + 1.15
     canvas.arrow(xs[0], y + 0.65, y_head - 0.03)
     canvas.arrow(xs[3], y + 0.65, y_head - 0.03)
-    canvas.box(0, y_head, 3.3, y_head + 0.75, "#fbe3d0", "<b>NSP</b>: IsNext?" if c.use_nsp_head else "no NSP head",
-               size=11)
+    canvas.box(
+        0, y_head, 3.3, y_head + 0.75, "#fbe3d0", "<b>NSP</b>: IsNext?" if c.use_nsp_head else "no NSP head", size=11
+    )
     canvas.box(3.6, y_head, _SPAN, y_head + 0.75, "#fbe3d0", f"<b>Masked LM</b>: which of {c.vocab_size:,}?", size=11)
     return y_head + 0.85
 
@@ -192,8 +234,11 @@ def architecture_figure(config: BertConfig, title: str = "") -> go.Figure:
     top = _draw_heads(canvas, c, xs, y)
     fig = go.Figure()
     fig.update_layout(shapes=canvas.shapes, annotations=canvas.notes)
-    fig.add_trace(go.Scatter(x=[0, _SPAN], y=[-0.5, top], mode="markers", marker=dict(opacity=0), hoverinfo="skip",
-                             showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=[0, _SPAN], y=[-0.5, top], mode="markers", marker=dict(opacity=0), hoverinfo="skip", showlegend=False
+        )
+    )
     fig.update_xaxes(visible=False, range=[-0.15, _SPAN + 0.15], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-0.55, top], fixedrange=True)
     title = title or f"BERT with L = {c.num_layers} layers, H = {c.hidden_size}, A = {c.num_heads} heads"

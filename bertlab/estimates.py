@@ -32,8 +32,16 @@ log = logging.getLogger(__name__)
 # datasheet peak). CPU: measured on this project's 2-core machine (mini: ~650 tokens/s = 1.4e10
 # FLOP/s), scaled per core. GPUs: ~35-40% of the bf16 dense peak, a usual model-FLOPs utilisation
 # for BERT-base at sequence length 128. Per-step overhead (Python, optimizer, data) is added on top.
-TABULATED_FLOPS = {"cpu_per_core": 7e9, "H100": 3.5e14, "H200": 3.8e14, "A100": 1.1e14, "L4": 4.5e13,
-                   "T4": 1.5e13, "V100": 3.5e13, "cuda": 5e13}
+TABULATED_FLOPS = {
+    "cpu_per_core": 7e9,
+    "H100": 3.5e14,
+    "H200": 3.8e14,
+    "A100": 1.1e14,
+    "L4": 4.5e13,
+    "T4": 1.5e13,
+    "V100": 3.5e13,
+    "cuda": 5e13,
+}
 STEP_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.03}
 MULTI_GPU_EFFICIENCY = 0.9  # DDP all-reduce costs ~10% at this scale
 
@@ -65,8 +73,10 @@ class Estimate:
 
     def summary(self) -> str:
         time_text = format_duration(self.seconds) if self.seconds is not None else "?"
-        return (f"{self.parameters / 1e6:.1f}M parameters; ~{self.total_gb:.2f} GB per process; "
-                f"~{time_text} for {self.steps or '?'} steps at ~{self.tokens_per_s:,.0f} tokens/s (estimate, {self.throughput_source})")
+        return (
+            f"{self.parameters / 1e6:.1f}M parameters; ~{self.total_gb:.2f} GB per process; "
+            f"~{time_text} for {self.steps or '?'} steps at ~{self.tokens_per_s:,.0f} tokens/s (estimate, {self.throughput_source})"
+        )
 
 
 @functools.lru_cache(maxsize=64)  # a page asks again on every rerun; configs are frozen (hashable)
@@ -110,7 +120,9 @@ def _run_seq_length(run_config: dict) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _measured_tokens_per_s(config: BertConfig, seq_length: int, device: str, root: Path | None) -> tuple[float, str] | None:
+def _measured_tokens_per_s(
+    config: BertConfig, seq_length: int, device: str, root: Path | None
+) -> tuple[float, str] | None:
     """Median training throughput of the newest earlier run of the same model shape on the same kind of device."""
     root = Path(root) if root else runs_root()
     shape = (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size)
@@ -128,8 +140,11 @@ def _measured_tokens_per_s(config: BertConfig, seq_length: int, device: str, roo
                 continue
             # Sequences/s times that run's sequence length: the padded tokens the model computed on,
             # not only the real ones (tokens_per_s), which a corpus of short documents makes few.
-            rates = sorted(float(r["seq_per_s"]) * run_seq for r in read_metrics(run)[1:]
-                           if r.get("split") == "train" and r.get("seq_per_s"))
+            rates = sorted(
+                float(r["seq_per_s"]) * run_seq
+                for r in read_metrics(run)[1:]
+                if r.get("split") == "train" and r.get("seq_per_s")
+            )
         except (AttributeError, TypeError, ValueError, OSError) as exc:  # a run folder from another version
             log.debug("skipping %s for throughput: %s", run, exc)
             continue
@@ -208,15 +223,35 @@ def estimate(
         notes.append(f"needs ~{total:.1f} GB but the device has {mem:.1f} GB: lower the batch size or sequence length")
     notes.append("data preparation and start-up come on top (seconds for a small corpus, minutes for a large one)")
     return Estimate(
-        parameters=params, trainable_parameters=trainable, weights_gb=weights / gb, optimizer_gb=optimizer / gb,
-        activations_gb=act / gb, overhead_gb=overhead / gb, total_gb=total, device=device, device_name=name,
-        device_memory_gb=mem, tokens_per_step=tokens_per_step, steps=steps, seconds=seconds,
-        tokens_per_s=tokens_per_s, throughput_source=source, notes=tuple(notes),
+        parameters=params,
+        trainable_parameters=trainable,
+        weights_gb=weights / gb,
+        optimizer_gb=optimizer / gb,
+        activations_gb=act / gb,
+        overhead_gb=overhead / gb,
+        total_gb=total,
+        device=device,
+        device_name=name,
+        device_memory_gb=mem,
+        tokens_per_step=tokens_per_step,
+        steps=steps,
+        seconds=seconds,
+        tokens_per_s=tokens_per_s,
+        throughput_source=source,
+        notes=tuple(notes),
     )
 
 
-def _activation_bytes(config: BertConfig, micro: int, seq_length: int, device: str, amp: bool,
-                      trainable_fraction: float, pretraining: bool, max_predictions: int) -> float:
+def _activation_bytes(
+    config: BertConfig,
+    micro: int,
+    seq_length: int,
+    device: str,
+    amp: bool,
+    trainable_fraction: float,
+    pretraining: bool,
+    max_predictions: int,
+) -> float:
     """Bytes saved for the backward pass of one micro-batch (see `estimate`)."""
     L, H, F, A, V = config.num_layers, config.hidden_size, config.intermediate_size, config.num_heads, config.vocab_size  # noqa: N806
     score_term = 0 if device == "cuda" else 5 * A * seq_length**2 * micro
@@ -232,7 +267,9 @@ def _activation_bytes(config: BertConfig, micro: int, seq_length: int, device: s
 def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int) -> float:
     """Training FLOPs per input token: 6 per matmul weight plus attention's 12 L S H (see `estimate`)."""
     L, H, F, V = config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size  # noqa: N806
-    n_matmul = L * (4 * H * H + 2 * H * F) + (H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H)
+    n_matmul = L * (4 * H * H + 2 * H * F) + (
+        H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H
+    )
     return 6 * n_matmul + 12 * L * seq_length * H
 
 
@@ -244,19 +281,34 @@ def estimate_spec(spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | 
     if spec.kind == "pretrain":
         cfg = pretrain_config(ns, cwd)
         t = cfg.train
-        return estimate(cfg.model_config(cfg.vocab_size), batch_size=t.batch_size, seq_length=cfg.data.max_seq_length,
-                        max_steps=t.max_steps, max_time_s=t.max_time_s, device=spec.device, num_gpus=spec.num_gpus,
-                        grad_accum=t.grad_accum, precision=t.precision, pretraining=True,
-                        max_predictions=cfg.data.max_predictions_per_seq, runs_dir=runs_dir)
+        return estimate(
+            cfg.model_config(cfg.vocab_size),
+            batch_size=t.batch_size,
+            seq_length=cfg.data.max_seq_length,
+            max_steps=t.max_steps,
+            max_time_s=t.max_time_s,
+            device=spec.device,
+            num_gpus=spec.num_gpus,
+            grad_accum=t.grad_accum,
+            precision=t.precision,
+            pretraining=True,
+            max_predictions=cfg.data.max_predictions_per_seq,
+            runs_dir=runs_dir,
+        )
     model_cfg = _model_config(cwd, getattr(ns, "model", None), getattr(ns, "size", None))
     feature = getattr(ns, "mode", "finetune") == "feature"
-    return estimate(model_cfg, batch_size=getattr(ns, "batch_size", None) or 32,
-                    seq_length=getattr(ns, "max_seq_length", None) or (384 if getattr(ns, "task", "") == "squad" else 128),
-                    max_steps=getattr(ns, "max_steps", None) or 0, max_time_s=getattr(ns, "max_time_s", None) or 0,
-                    device=spec.device, num_gpus=spec.num_gpus, pretraining=False,
-                    trainable_fraction=0.01 if feature else 1.0, runs_dir=runs_dir)
-
-
+    return estimate(
+        model_cfg,
+        batch_size=getattr(ns, "batch_size", None) or 32,
+        seq_length=getattr(ns, "max_seq_length", None) or (384 if getattr(ns, "task", "") == "squad" else 128),
+        max_steps=getattr(ns, "max_steps", None) or 0,
+        max_time_s=getattr(ns, "max_time_s", None) or 0,
+        device=spec.device,
+        num_gpus=spec.num_gpus,
+        pretraining=False,
+        trainable_fraction=0.01 if feature else 1.0,
+        runs_dir=runs_dir,
+    )
 
 
 def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:
@@ -268,5 +320,7 @@ def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:
     try:
         return BertConfig.from_hf_dict(json.loads(path.read_text(encoding="utf-8")), str(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, CheckpointError) as exc:
-        raise JobError(f"{path} cannot be read as a BERT config ({exc}); point the model at a checkpoint folder "
-                       "whose config.json `bertlab export` or transformers wrote") from exc
+        raise JobError(
+            f"{path} cannot be read as a BERT config ({exc}); point the model at a checkpoint folder "
+            "whose config.json `bertlab export` or transformers wrote"
+        ) from exc

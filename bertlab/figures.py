@@ -456,8 +456,14 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
             row=1,
             col=k,
         )
-        fig.update_yaxes(autorange="reversed", showticklabels=(k == 1), row=1, col=k, tickvals=list(range(1, L + 1)),
-                         title_text="layer" if k == 1 else None)
+        fig.update_yaxes(
+            autorange="reversed",
+            showticklabels=(k == 1),
+            row=1,
+            col=k,
+            tickvals=list(range(1, L + 1)),
+            title_text="layer" if k == 1 else None,
+        )
         # head numbers under every panel (every head when they fit, else first / middle / last)
         ticks = list(range(1, A + 1)) if A <= 8 else sorted({1, (A + 1) // 2, A})
         fig.update_xaxes(tickvals=ticks, tickfont_size=9, row=1, col=k, title_text="head" if k == 1 else None)
@@ -553,16 +559,39 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
     x = [c["tokens"] for c in pts]
     hover = "step %{customdata:,}<br>%{x:.3s} tokens<br>%{y:.1%}<extra>%{fullData.name}</extra>"
     steps = [c["step"] for c in pts]
-    fig.add_trace(go.Scatter(x=x, y=[c.get("mlm_acc") for c in pts], name="masked-LM accuracy", mode="lines+markers",
-                             line=dict(color=BLUE, width=2), marker=dict(size=5), customdata=steps, hovertemplate=hover))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[c.get("mlm_acc") for c in pts],
+            name="masked-LM accuracy",
+            mode="lines+markers",
+            line=dict(color=BLUE, width=2),
+            marker=dict(size=5),
+            customdata=steps,
+            hovertemplate=hover,
+        )
+    )
     if any(c.get("nsp_acc") is not None for c in pts):
-        fig.add_trace(go.Scatter(x=x, y=[c.get("nsp_acc") for c in pts], name="NSP accuracy", mode="lines+markers",
-                                 line=dict(color=ORANGE, width=2), marker=dict(size=5), customdata=steps,
-                                 hovertemplate=hover))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[c.get("nsp_acc") for c in pts],
+                name="NSP accuracy",
+                mode="lines+markers",
+                line=dict(color=ORANGE, width=2),
+                marker=dict(size=5),
+                customdata=steps,
+                hovertemplate=hover,
+            )
+        )
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
-        fig.add_vline(x=at["tokens"], line=dict(color=GREY, dash="dash"),
-                      annotation_text=f"step {marker_step:,}", annotation_position="top left")
+        fig.add_vline(
+            x=at["tokens"],
+            line=dict(color=GREY, dash="dash"),
+            annotation_text=f"step {marker_step:,}",
+            annotation_position="top left",
+        )
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
     return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))

@@ -31,7 +31,7 @@ def _proc_stat(pid: int | str) -> list[str] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return raw[raw.rfind(")") + 2:].split()
+    return raw[raw.rfind(")") + 2 :].split()
 
 
 def process_start_time(pid: int) -> int | None:
@@ -114,8 +114,14 @@ def gpu_stats() -> list[GpuStat]:
         return []
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=10,
+            [
+                "nvidia-smi",
+                "--query-gpu=index,name,utilization.gpu,memory.used,memory.total",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -125,7 +131,9 @@ def gpu_stats() -> list[GpuStat]:
         if len(parts) != 5:
             continue
         try:
-            stats.append(GpuStat(int(parts[0]), parts[1], float(parts[2]), float(parts[3]) / 1024, float(parts[4]) / 1024))
+            stats.append(
+                GpuStat(int(parts[0]), parts[1], float(parts[2]), float(parts[3]) / 1024, float(parts[4]) / 1024)
+            )
         except ValueError:
             continue
     return stats

@@ -124,7 +124,9 @@ def list_snapshots(run_dir: str | Path) -> list[Path]:
     root = snapshot_root(run_dir)
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file())
+    return sorted(
+        p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file()
+    )
 
 
 def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
@@ -148,29 +150,50 @@ def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | N
         for name, v in stats.values.items():
             sums[name] = sums.get(name, 0) + np.nan_to_num(v) * n
         counts += n
-    head_stats = {name: np.round((sums[name] / max(1, counts)).astype(np.float64), 4).tolist()
-                  for name in HEAD_STATS if name in sums}
+    head_stats = {
+        name: np.round((sums[name] / max(1, counts)).astype(np.float64), 4).tolist()
+        for name in HEAD_STATS
+        if name in sums
+    }
     metrics = {k: float(v) for k, v in (card.get("metrics") or {}).items() if isinstance(v, (int, float))}
-    return SnapshotProbe(step=int(card.get("steps", 0)), tokens=int(card.get("tokens", 0)),
-                         train_s=card.get("train_time_s"), metrics=metrics, fill_mask=fills, nsp=nsp,
-                         attention=attention, head_stats=head_stats)
+    return SnapshotProbe(
+        step=int(card.get("steps", 0)),
+        tokens=int(card.get("tokens", 0)),
+        train_s=card.get("train_time_s"),
+        metrics=metrics,
+        fill_mask=fills,
+        nsp=nsp,
+        attention=attention,
+        head_stats=head_stats,
+    )
 
 
 def run_curves(run_dir: str | Path, max_train_points: int = 300) -> tuple[list[dict], list[dict]]:
     """(held-out curve, thinned train-loss curve) from a run's metrics.jsonl."""
     records = read_metrics(run_dir)
-    curve = [{"step": r["step"], "tokens": r["tokens"], "train_s": r.get("train_s"),
-              **{k: round(float(r[k]), 4) for k in ("mlm_acc", "mlm_loss", "nsp_acc") if k in r}}
-             for r in records if r.get("split") == "eval"]
+    curve = [
+        {
+            "step": r["step"],
+            "tokens": r["tokens"],
+            "train_s": r.get("train_s"),
+            **{k: round(float(r[k]), 4) for k in ("mlm_acc", "mlm_loss", "nsp_acc") if k in r},
+        }
+        for r in records
+        if r.get("split") == "eval"
+    ]
     train = [r for r in records if r.get("split") == "train"]
     every = max(1, len(train) // max_train_points)
-    train_curve = [{"step": r["step"], "tokens": r["tokens"], "loss": round(float(r["loss"]), 4)}
-                   for i, r in enumerate(train) if i % every == 0 or i == len(train) - 1]
+    train_curve = [
+        {"step": r["step"], "tokens": r["tokens"], "loss": round(float(r["loss"]), 4)}
+        for i, r in enumerate(train)
+        if i % every == 0 or i == len(train) - 1
+    ]
     return curve, train_curve
 
 
-def build_history(run_dir: str | Path, probes: Probes = DEFAULT_PROBES,
-                  progress: Callable[[int, int], None] | None = None) -> LearningHistory:
+def build_history(
+    run_dir: str | Path, probes: Probes = DEFAULT_PROBES, progress: Callable[[int, int], None] | None = None
+) -> LearningHistory:
     """Probe every snapshot of a run (one model at a time) and gather its curves.
 
     Raises:
@@ -180,8 +203,10 @@ def build_history(run_dir: str | Path, probes: Probes = DEFAULT_PROBES,
 
     snaps = list_snapshots(run_dir)
     if not snaps:
-        raise InputError(f"{run_dir}: this run kept no snapshots; start a run with train.snapshots=true "
-                         "(the Train page's 'Keep snapshots' option)")
+        raise InputError(
+            f"{run_dir}: this run kept no snapshots; start a run with train.snapshots=true "
+            "(the Train page's 'Keep snapshots' option)"
+        )
     curve, train_curve = run_curves(run_dir)
     out = []
     for i, path in enumerate(snaps):
@@ -200,9 +225,14 @@ def save_history(history: LearningHistory, path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         path = path / HISTORY_FILE
-    data = {"format": FORMAT_VERSION, "source": history.source, "probes": asdict(history.probes),
-            "curve": history.curve, "train_curve": history.train_curve,
-            "snapshots": [asdict(s) for s in history.snapshots]}
+    data = {
+        "format": FORMAT_VERSION,
+        "source": history.source,
+        "probes": asdict(history.probes),
+        "curve": history.curve,
+        "train_curve": history.train_curve,
+        "snapshots": [asdict(s) for s in history.snapshots],
+    }
     write_text_atomic(path, json.dumps(data, separators=(",", ":")))  # compact: nested attention lists stay small
     return path
 
@@ -217,8 +247,10 @@ def load_history(path: str | Path) -> LearningHistory:
         data = json.loads(file.read_text(encoding="utf-8"))
         p = data["probes"]
         probes = Probes(tuple(p["fill_mask"]), tuple(tuple(x) for x in p["pairs"]), tuple(p["attention"]))
-        snaps = [SnapshotProbe(**{**s, "fill_mask": [[tuple(c) for c in f] for f in s["fill_mask"]]})
-                 for s in data["snapshots"]]
+        snaps = [
+            SnapshotProbe(**{**s, "fill_mask": [[tuple(c) for c in f] for f in s["fill_mask"]]})
+            for s in data["snapshots"]
+        ]
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{file}: not a learning history this version reads ({type(exc).__name__}: {exc})") from exc
     return LearningHistory(probes, data.get("curve", []), data.get("train_curve", []), snaps, data.get("source", ""))
@@ -249,9 +281,15 @@ def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
     now, last = history.at(step), history.snapshots[-1]
     rows = []
     for i, sentence in enumerate(history.probes.fill_mask):
+
         def fmt(c: Sequence[tuple[str, float]]) -> str:
             return ", ".join(f"{w} ({p:.0%})" for w, p in c[:5])
 
-        rows.append({"sentence": sentence, f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else "",
-                     f"final (step {last.step:,})": fmt(last.fill_mask[i]) if i < len(last.fill_mask) else ""})
+        rows.append(
+            {
+                "sentence": sentence,
+                f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else "",
+                f"final (step {last.step:,})": fmt(last.fill_mask[i]) if i < len(last.fill_mask) else "",
+            }
+        )
     return rows

@@ -41,8 +41,13 @@ class HubModel:
     def parameters(self) -> int:
         from bertlab.catalog import parameter_count  # catalog imports checkpoint -> torch; only when asked
 
-        cfg = BertConfig(vocab_size=BASE_VOCAB[self.uncased], hidden_size=self.hidden, num_layers=self.layers,
-                         num_heads=self.heads, intermediate_size=4 * self.hidden)
+        cfg = BertConfig(
+            vocab_size=BASE_VOCAB[self.uncased],
+            hidden_size=self.hidden,
+            num_layers=self.layers,
+            num_heads=self.heads,
+            intermediate_size=4 * self.hidden,
+        )
         return parameter_count(cfg)
 
     @property
@@ -53,20 +58,33 @@ class HubModel:
     @property
     def label(self) -> str:
         size = f"{self.download_mb / 1000:.1f} GB" if self.download_mb >= 1000 else f"{self.download_mb:.0f} MB"
-        return (f"{self.repo_id}: L={self.layers} H={self.hidden} A={self.heads}, "
-                f"{self.parameters / 1e6:.0f}M parameters, {size} download" + (f" ({self.note})" if self.note else ""))
+        return (
+            f"{self.repo_id}: L={self.layers} H={self.hidden} A={self.heads}, "
+            f"{self.parameters / 1e6:.0f}M parameters, {size} download" + (f" ({self.note})" if self.note else "")
+        )
 
 
 GOOGLE_BERTS: tuple[HubModel, ...] = (
     HubModel("google-bert/bert-base-uncased", 12, 768, 12, note="BERT-base, the paper's"),
     HubModel("google-bert/bert-base-cased", 12, 768, 12, uncased=False, note="BERT-base, cased"),
     HubModel("google-bert/bert-large-uncased", 24, 1024, 16, note="BERT-large"),
-    *(HubModel(f"google/bert_uncased_L-{layers}_H-{hidden}_A-{hidden // 64}", layers, hidden, hidden // 64,
-               note="a small BERT (Turc et al. 2019)")
-      for layers in (2, 4, 6, 8, 10, 12) for hidden in (128, 256, 512, 768)),
+    *(
+        HubModel(
+            f"google/bert_uncased_L-{layers}_H-{hidden}_A-{hidden // 64}",
+            layers,
+            hidden,
+            hidden // 64,
+            note="a small BERT (Turc et al. 2019)",
+        )
+        for layers in (2, 4, 6, 8, 10, 12)
+        for hidden in (128, 256, 512, 768)
+    ),
 )
-ALIASES = {"bert-base-uncased": "google-bert/bert-base-uncased", "bert-base-cased": "google-bert/bert-base-cased",
-           "bert-large-uncased": "google-bert/bert-large-uncased"}
+ALIASES = {
+    "bert-base-uncased": "google-bert/bert-base-uncased",
+    "bert-base-cased": "google-bert/bert-base-cased",
+    "bert-large-uncased": "google-bert/bert-large-uncased",
+}
 
 
 def hub_cache_dir() -> Path:
@@ -78,8 +96,11 @@ def hub_cache_dir() -> Path:
 
 
 def _snapshot_ok(snapshot: Path) -> bool:
-    return (snapshot / "config.json").is_file() and any((snapshot / w).is_file() for w in WEIGHT_FILES) and (
-        (snapshot / "vocab.txt").is_file() or (snapshot / "tokenizer.json").is_file())
+    return (
+        (snapshot / "config.json").is_file()
+        and any((snapshot / w).is_file() for w in WEIGHT_FILES)
+        and ((snapshot / "vocab.txt").is_file() or (snapshot / "tokenizer.json").is_file())
+    )
 
 
 def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
@@ -96,8 +117,11 @@ def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
         if len(parts) < 2:
             continue
         repo_id = f"{parts[0]}/{'--'.join(parts[1:])}"
-        snaps = sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True) \
-            if (repo / "snapshots").is_dir() else []
+        snaps = (
+            sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
+            if (repo / "snapshots").is_dir()
+            else []
+        )
         for snap in snaps:
             if not _snapshot_ok(snap):
                 continue
@@ -156,8 +180,10 @@ def download(repo_id: str, progress: Callable[[float, str], None] | None = None)
     try:
         files = set(HfApi().list_repo_files(repo_id))
     except Exception as exc:  # network errors, unknown repo
-        raise CheckpointError(f"{repo_id}: the Hugging Face Hub could not list it ({type(exc).__name__}); "
-                              "are you online, and is the id right?") from exc
+        raise CheckpointError(
+            f"{repo_id}: the Hugging Face Hub could not list it ({type(exc).__name__}); "
+            "are you online, and is the id right?"
+        ) from exc
     weights = next((w for w in WEIGHT_FILES if w in files), None)
     if weights is None or "config.json" not in files:
         raise CheckpointError(f"{repo_id}: no config.json with model.safetensors or pytorch_model.bin on the Hub")

@@ -268,7 +268,9 @@ class LoadedModel:
 
     def _check_text(self, text: str, what: str = "text") -> str:
         if isinstance(text, bytes | bytearray):
-            raise InputError(f"{what} must be a string, got {type(text).__name__}; decode it first (text.decode('utf-8'))")
+            raise InputError(
+                f"{what} must be a string, got {type(text).__name__}; decode it first (text.decode('utf-8'))"
+            )
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
         try:
@@ -329,8 +331,10 @@ class LoadedModel:
             if "[MASK]" not in t:
                 raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
             if t.count("[MASK]") > MAX_MASKS:
-                raise InputError(f"{t.count('[MASK]')} [MASK]s in one text; at most {MAX_MASKS} are answered at once "
-                                 "(the joint fill reads the text again for every mask)")
+                raise InputError(
+                    f"{t.count('[MASK]')} [MASK]s in one text; at most {MAX_MASKS} are answered at once "
+                    "(the joint fill reads the text again for every mask)"
+                )
         hm = self._head_mask(head_mask)
         encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
         for e in encs:
@@ -349,9 +353,7 @@ class LoadedModel:
         results = []
         for t, e, probs in zip(texts, encs, per_text, strict=True):
             positions = [i for i, x in enumerate(e.ids) if x == self.tokenizer.mask_id]
-            masks = [
-                MaskAnswer(p, self._candidates(probs[n], e, p, top_k)) for n, p in enumerate(positions)
-            ]
+            masks = [MaskAnswer(p, self._candidates(probs[n], e, p, top_k)) for n, p in enumerate(positions)]
             if joint and len(positions) > 1:
                 chosen, order = self._joint_fill(e, positions, probs, hm)
             else:

@@ -93,8 +93,13 @@ def _slug(text: str) -> str:
 class JobRegistry:
     """Jobs under one runs folder. Holds no state of its own: every call reads the run folders."""
 
-    def __init__(self, root: str | Path | None = None, cpu_slots: int | None = None, gpus: int | None = None,
-                 kill_timeout_s: float = DEFAULT_KILL_TIMEOUT_S):
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        cpu_slots: int | None = None,
+        gpus: int | None = None,
+        kill_timeout_s: float = DEFAULT_KILL_TIMEOUT_S,
+    ):
         self.root = Path(root).expanduser() if root else runs_root()
         env_slots = os.environ.get("BERTLAB_CPU_SLOTS", "")
         self.cpu_slots = cpu_slots if cpu_slots is not None else (int(env_slots) if env_slots.isdigit() else 1)
@@ -140,12 +145,24 @@ class JobRegistry:
                 raise JobError(f"this job waits for {dep!r}, which is not a job in {self.root}")
         run_dir = self._new_run_dir(spec.name or self._default_name(spec, cwd))
         command = build_command(spec, run_dir)
-        write_job_file(run_dir, {
-            "kind": spec.kind, "args": list(spec.args), "device": spec.device, "num_gpus": spec.num_gpus,
-            "cwd": str(cwd), "command": shlex.join(["bertlab", spec.kind, *spec.args]), "argv": command,
-            "submitted": time.time(), "phase": "queued", "resume": False, "attempts": 0,
-            "kill_timeout_s": self.kill_timeout_s, "after": list(spec.after),
-        })
+        write_job_file(
+            run_dir,
+            {
+                "kind": spec.kind,
+                "args": list(spec.args),
+                "device": spec.device,
+                "num_gpus": spec.num_gpus,
+                "cwd": str(cwd),
+                "command": shlex.join(["bertlab", spec.kind, *spec.args]),
+                "argv": command,
+                "submitted": time.time(),
+                "phase": "queued",
+                "resume": False,
+                "attempts": 0,
+                "kill_timeout_s": self.kill_timeout_s,
+                "after": list(spec.after),
+            },
+        )
         update_status(run_dir, state="queued", step=0, error=None)
         log.info("submitted %s: %s", run_dir.name, shlex.join(command))
         if start:
@@ -213,28 +230,51 @@ class JobRegistry:
 
     def _launch(self, job: Job, gpus: list[int]) -> None:
         run_dir = job.run_dir
-        spec = JobSpec(job.job["kind"], tuple(job.job.get("args") or ()), job.job.get("device", "cpu"),
-                       int(job.job.get("num_gpus") or 1))
+        spec = JobSpec(
+            job.job["kind"],
+            tuple(job.job.get("args") or ()),
+            job.job.get("device", "cpu"),
+            int(job.job.get("num_gpus") or 1),
+        )
         resume = bool(job.job.get("resume"))
         argv = build_command(spec, run_dir, resume=resume)
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         physical = [v.strip() for v in visible.split(",")] if visible else None
-        cuda_visible = ",".join(physical[g] if physical and g < len(physical) else str(g) for g in gpus) if gpus else None
+        cuda_visible = (
+            ",".join(physical[g] if physical and g < len(physical) else str(g) for g in gpus) if gpus else None
+        )
         env = dict(os.environ)
         env["BERTLAB_RUNS"] = str(self.root)  # the supervisor's own tick() must look at this registry
         env["BERTLAB_CPU_SLOTS"] = str(self.cpu_slots)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["TQDM_DISABLE"] = "1"
-        update_job_file(run_dir, phase="launched", argv=argv, gpus=gpus, cuda_visible_devices=cuda_visible,
-                    launched=time.time(), ended=None, returncode=None, cancel_requested=None, term_sent=False,
-                    child_pid=None, child_start=None, attempts=int(job.job.get("attempts") or 0) + 1,
-                    kill_timeout_s=self.kill_timeout_s)
+        update_job_file(
+            run_dir,
+            phase="launched",
+            argv=argv,
+            gpus=gpus,
+            cuda_visible_devices=cuda_visible,
+            launched=time.time(),
+            ended=None,
+            returncode=None,
+            cancel_requested=None,
+            term_sent=False,
+            child_pid=None,
+            child_start=None,
+            attempts=int(job.job.get("attempts") or 0) + 1,
+            kill_timeout_s=self.kill_timeout_s,
+        )
         with open(run_dir / LOG_FILE, "ab") as logf:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bertlab.jobs", "supervise", str(run_dir)],
-                cwd=job.job.get("cwd") or os.getcwd(), env=env, stdin=subprocess.DEVNULL, stdout=logf,
-                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                cwd=job.job.get("cwd") or os.getcwd(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
             )
         update_job_file(run_dir, pid=proc.pid, pid_start=process_start_time(proc.pid))
         update_status(run_dir, state="preparing", pid=proc.pid, error=None)
@@ -249,7 +289,9 @@ class JobRegistry:
         if job.is_final:  # a run started by hand that ended (or failed early) too: nothing runs to stop
             raise JobError(f"{job_id} has already {job.state}; nothing to cancel")
         if not job.managed:
-            raise JobError(f"{job_id} was started outside the job registry; stop it where it runs (Ctrl-C or kill its pid)")
+            raise JobError(
+                f"{job_id} was started outside the job registry; stop it where it runs (Ctrl-C or kill its pid)"
+            )
         if job.state == "queued":
             update_job_file(job.run_dir, phase="cancelled", ended=time.time())
             update_status(job.run_dir, state="cancelled", ended=time.time())
@@ -304,16 +346,30 @@ class JobRegistry:
             time.sleep(0.2)
             job = read_job(job.run_dir)
         if job.alive:
-            raise JobError(f"{job_id} is still stopping (saving its checkpoint and exiting); try Resume again in a few seconds")
+            raise JobError(
+                f"{job_id} is still stopping (saving its checkpoint and exiting); try Resume again in a few seconds"
+            )
         if not job.managed:
             if job.kind != "pretrain":
-                raise JobError(f"{job_id} was started outside the job registry; resume it with the command that made it plus --resume")
+                raise JobError(
+                    f"{job_id} was started outside the job registry; resume it with the command that made it plus --resume"
+                )
             run_config = read_run_config(job.run_dir) or {}
-            write_job_file(job.run_dir, {
-                "kind": "pretrain", "args": [], "device": (job.device or "cpu").split(":")[0], "num_gpus": 1,
-                "cwd": str(REPO_ROOT), "command": run_config.get("command") or "bertlab pretrain",
-                "submitted": job.submitted, "phase": "queued", "attempts": 0, "adopted": True,
-            })
+            write_job_file(
+                job.run_dir,
+                {
+                    "kind": "pretrain",
+                    "args": [],
+                    "device": (job.device or "cpu").split(":")[0],
+                    "num_gpus": 1,
+                    "cwd": str(REPO_ROOT),
+                    "command": run_config.get("command") or "bertlab pretrain",
+                    "submitted": job.submitted,
+                    "phase": "queued",
+                    "attempts": 0,
+                    "adopted": True,
+                },
+            )
         resume = job.has_checkpoint
         if not resume:
             set_metrics_aside(job.run_dir)  # a fresh start: keep the earlier attempt's curve aside, not mixed in
@@ -376,8 +432,14 @@ def supervise(run_dir: str | Path) -> int:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGTERM)
                 job = update_job_file(run_dir, term_sent=True)
-            if asked and not killed and time.time() - asked > float(job.get("kill_timeout_s") or DEFAULT_KILL_TIMEOUT_S):
-                log.warning("the job did not stop within %.0fs of SIGTERM; sending SIGKILL", float(job.get("kill_timeout_s")))
+            if (
+                asked
+                and not killed
+                and time.time() - asked > float(job.get("kill_timeout_s") or DEFAULT_KILL_TIMEOUT_S)
+            ):
+                log.warning(
+                    "the job did not stop within %.0fs of SIGTERM; sending SIGKILL", float(job.get("kill_timeout_s"))
+                )
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 killed = True
@@ -389,11 +451,16 @@ def supervise(run_dir: str | Path) -> int:
         if job.get("cancel_requested"):
             update_status(run_dir, state="cancelled", ended=time.time())
         else:
-            update_status(run_dir, state="failed", ended=time.time(),
-                           error=f"exit status {returncode}: {error_from_log(run_dir)}")
+            update_status(
+                run_dir, state="failed", ended=time.time(), error=f"exit status {returncode}: {error_from_log(run_dir)}"
+            )
     update_job_file(run_dir, phase="ended", ended=time.time(), returncode=returncode)
-    log.info("=== %s: ended with exit status %s (%s)", time.strftime("%Y-%m-%d %H:%M:%S"), returncode,
-             read_status(run_dir).get("state"))
+    log.info(
+        "=== %s: ended with exit status %s (%s)",
+        time.strftime("%Y-%m-%d %H:%M:%S"),
+        returncode,
+        read_status(run_dir).get("state"),
+    )
     try:
         started = JobRegistry(run_dir.parent).tick()
         if started:

@@ -45,29 +45,42 @@ def add_args(p: argparse.ArgumentParser) -> None:
     def command(name: str, help_text: str, description: str = "") -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=description or help_text)
 
-    s = command("list", "every run in the runs folder with its state, progress and ETA",
-                "Every run in the runs folder, newest first: job id (its folder's name), kind, state, step, "
-                "and the ETA of a running job or the jobs a queued one waits for.")
+    s = command(
+        "list",
+        "every run in the runs folder with its state, progress and ETA",
+        "Every run in the runs folder, newest first: job id (its folder's name), kind, state, step, "
+        "and the ETA of a running job or the jobs a queued one waits for.",
+    )
     s.add_argument("--json", action="store_true", help=json_help)
-    s = command("submit", "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
-                "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.")
+    s = command(
+        "submit",
+        "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
+        "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.",
+    )
     s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) for this job")
     s.add_argument("--device", default=None, choices=DEVICES, help="queue to wait in (default: from ARGS, else auto)")
     s.add_argument("--name", default="", help="run folder name prefix")
     s.add_argument("--json", action="store_true", help=json_help)
     s.add_argument("kind", choices=KINDS, help="which recipe the job runs")
     s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
-    s = command("estimate", "parameters, memory and time of a job, without running it",
-                "Parameters, memory and time that `bertlab pretrain|finetune ARGS...` would take, without running it.")
+    s = command(
+        "estimate",
+        "parameters, memory and time of a job, without running it",
+        "Parameters, memory and time that `bertlab pretrain|finetune ARGS...` would take, without running it.",
+    )
     s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) to estimate for")
-    s.add_argument("--device", default=None, choices=DEVICES, help="device to estimate for (default: from ARGS, else auto)")
+    s.add_argument(
+        "--device", default=None, choices=DEVICES, help="device to estimate for (default: from ARGS, else auto)"
+    )
     s.add_argument("--json", action="store_true", help=json_help)
     s.add_argument("kind", choices=KINDS, help="which recipe the job would run")
     s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
-    for name, help_text in (("show", "one job: state, last metrics, error, log tail"),
-                            ("cancel", "stop a job (a running one saves a checkpoint first)"),
-                            ("resume", "queue a cancelled or failed job again from its checkpoint"),
-                            ("delete", "remove a job's run folder (cancel a live job first)")):
+    for name, help_text in (
+        ("show", "one job: state, last metrics, error, log tail"),
+        ("cancel", "stop a job (a running one saves a checkpoint first)"),
+        ("resume", "queue a cancelled or failed job again from its checkpoint"),
+        ("delete", "remove a job's run folder (cancel a live job first)"),
+    ):
         s = command(name, help_text)
         s.add_argument("job_id", help="the job's id: its run folder's name, as `bertlab jobs list` shows it")
         s.add_argument("--json", action="store_true", help=json_help)
@@ -75,10 +88,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
             s.add_argument("--log", type=int, default=20, help="log lines to show")
         if name == "cancel":
             s.add_argument("--wait", action="store_true", help="wait until it has stopped (SIGKILL after --timeout)")
-            s.add_argument("--timeout", type=float, default=None,
-                           help="seconds to wait before SIGKILL with --wait (default: the registry's kill timeout)")
-    command("tick", "start queued jobs whose device is free",
-            "Start the queued jobs whose device is free (every `jobs list` and every finished job does this too).")
+            s.add_argument(
+                "--timeout",
+                type=float,
+                default=None,
+                help="seconds to wait before SIGKILL with --wait (default: the registry's kill timeout)",
+            )
+    command(
+        "tick",
+        "start queued jobs whose device is free",
+        "Start the queued jobs whose device is free (every `jobs list` and every finished job does this too).",
+    )
 
 
 def _spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -113,8 +133,10 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(asdict(est) | {"fits": est.fits}, indent=2))
         else:
             print(est.summary())
-            print(f"memory: weights {est.weights_gb:.2f} GB + gradients/AdamW {est.optimizer_gb:.2f} GB + "
-                  f"activations {est.activations_gb:.2f} GB + overhead {est.overhead_gb:.2f} GB on {est.device_name}")
+            print(
+                f"memory: weights {est.weights_gb:.2f} GB + gradients/AdamW {est.optimizer_gb:.2f} GB + "
+                f"activations {est.activations_gb:.2f} GB + overhead {est.overhead_gb:.2f} GB on {est.device_name}"
+            )
             for note in est.notes:
                 print(f"note: {note}")
         return 0
@@ -132,10 +154,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"command  {job.command}")
         last = job.status.get("last_train") or {}
         if last:
-            print("train    " + "  ".join(f"{k}={v:.4g}" for k, v in last.items()
-                                          if isinstance(v, float) and k not in ("time", "progress", "eta_s")))
+            print(
+                "train    "
+                + "  ".join(
+                    f"{k}={v:.4g}"
+                    for k, v in last.items()
+                    if isinstance(v, float) and k not in ("time", "progress", "eta_s")
+                )
+            )
         if job.status.get("last_eval"):
-            print("eval     " + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float))))
+            print(
+                "eval     "
+                + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float)))
+            )
         if job.error:
             print(f"error    {job.error}")
         tail = reg.log_tail(job.id, args.log)

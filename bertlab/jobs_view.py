@@ -26,8 +26,12 @@ from bertlab.runs import Job
 GREEN = "#3b8f5a"
 # Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).
 STATE_ICONS = {
-    "queued": ":material/schedule:", "preparing": ":material/settings:", "running": ":material/directions_run:",
-    "finished": ":material/check_circle:", "failed": ":material/error:", "cancelled": ":material/stop_circle:",
+    "queued": ":material/schedule:",
+    "preparing": ":material/settings:",
+    "running": ":material/directions_run:",
+    "finished": ":material/check_circle:",
+    "failed": ":material/error:",
+    "cancelled": ":material/stop_circle:",
 }
 # Eval metrics worth a line on the accuracy panel (fine-tuning tasks report theirs by name).
 _SCORE = re.compile(r"(acc|accuracy|f1|mcc|matthews|pearson|spearman|exact|^em$)", re.I)
@@ -62,7 +66,9 @@ def split_metrics(metrics: Sequence[dict]) -> tuple[list[dict], list[dict]]:
         split = m.get("split", "train")
         if split in by_split and isinstance(m.get("step"), int):
             by_split[split][m["step"]] = m
-    return [by_split["train"][s] for s in sorted(by_split["train"])], [by_split["eval"][s] for s in sorted(by_split["eval"])]
+    return [by_split["train"][s] for s in sorted(by_split["train"])], [
+        by_split["eval"][s] for s in sorted(by_split["eval"])
+    ]
 
 
 def _finite(v) -> bool:
@@ -90,39 +96,80 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     train, evals = split_metrics(metrics)
     if not train and not evals:
         return None
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Loss", "Accuracy", "Learning rate"), horizontal_spacing=0.07,
-                        shared_xaxes="all")  # one step axis: a lone eval point sits where it belongs
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=("Loss", "Accuracy", "Learning rate"),
+        horizontal_spacing=0.07,
+        shared_xaxes="all",
+    )  # one step axis: a lone eval point sits where it belongs
     x, y = _series(train, "loss")
     if x:
         fig.add_trace(go.Scatter(x=x, y=y, name="train loss", mode=_line_mode(x), line=dict(color=BLUE)), 1, 1)
     eval_loss = "loss" if any(_finite(m.get("loss")) for m in evals) else "mlm_loss"
     x, y = _series(evals, eval_loss)
     if x:
-        fig.add_trace(go.Scatter(x=x, y=y, name=f"eval {eval_loss.replace('_', ' ')}", mode="lines+markers",
-                                 line=dict(color=ORANGE, dash="dash")), 1, 1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                name=f"eval {eval_loss.replace('_', ' ')}",
+                mode="lines+markers",
+                line=dict(color=ORANGE, dash="dash"),
+            ),
+            1,
+            1,
+        )
     palette = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", GREY]  # not the loss panel's blue
     train_keys, eval_keys = score_keys(train, evals)
     for n, key in enumerate(train_keys):
         x, y = _series(train, key)
-        fig.add_trace(go.Scatter(x=x, y=y, name=f"train {key.replace('_', ' ')}", mode=_line_mode(x),
-                                 line=dict(color=palette[n % len(palette)])), 1, 2)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                name=f"train {key.replace('_', ' ')}",
+                mode=_line_mode(x),
+                line=dict(color=palette[n % len(palette)]),
+            ),
+            1,
+            2,
+        )
     for n, key in enumerate(eval_keys):
         x, y = _series(evals, key)
-        fig.add_trace(go.Scatter(x=x, y=y, name=f"eval {key.replace('_', ' ')}", mode="lines+markers",
-                                 line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash")), 1, 2)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                name=f"eval {key.replace('_', ' ')}",
+                mode="lines+markers",
+                line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash"),
+            ),
+            1,
+            2,
+        )
     x, y = _series(train, "lr")
     if x:
         fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode=_line_mode(x), line=dict(color=GREY)), 1, 3)
     fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
-    fig.update_yaxes(tickformat=".0%", row=1, col=2, **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}))
+    fig.update_yaxes(
+        tickformat=".0%",
+        row=1,
+        col=2,
+        **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}),
+    )
     fig.update_yaxes(exponentformat="e", rangemode="tozero", row=1, col=3)  # warm-up and decay read from zero
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        font=FONT, height=340, plot_bgcolor="white", paper_bgcolor="white",
+        font=FONT,
+        height=340,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
         margin=dict(l=10, r=10, t=50 if title else 30, b=10),
-        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0), hovermode="x unified",
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+        hovermode="x unified",
     )
     return fig
 
@@ -169,17 +216,19 @@ def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
     for j in jobs:
         step = f"{j.step:,}" + (f" / {j.total_steps:,}" if j.total_steps else "")
         last = j.status.get("last_train") or {}
-        rows.append({
-            "run": j.id,
-            "kind": j.kind or "?",
-            "state": j.state,
-            "step": step,
-            "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
-            "loss": round(last["loss"], 3) if _finite(last.get("loss")) else None,
-            "ETA": format_duration(j.eta_s) if j.state == "running" and _finite(j.eta_s) else "",
-            "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
-            "submitted": f"{format_duration(now - j.submitted)} ago" if j.submitted else "",
-        })
+        rows.append(
+            {
+                "run": j.id,
+                "kind": j.kind or "?",
+                "state": j.state,
+                "step": step,
+                "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
+                "loss": round(last["loss"], 3) if _finite(last.get("loss")) else None,
+                "ETA": format_duration(j.eta_s) if j.state == "running" and _finite(j.eta_s) else "",
+                "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
+                "submitted": f"{format_duration(now - j.submitted)} ago" if j.submitted else "",
+            }
+        )
     return rows
 
 
@@ -199,8 +248,15 @@ def job_heading(job: Job) -> str:
 def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
     """A small table of where the memory goes and how the time was worked out."""
     rows = [
-        ("Parameters", f"{format_count(est.parameters)}" + (f" ({format_count(est.trainable_parameters)} trained)"
-                                                          if est.trainable_parameters < est.parameters else "")),
+        (
+            "Parameters",
+            f"{format_count(est.parameters)}"
+            + (
+                f" ({format_count(est.trainable_parameters)} trained)"
+                if est.trainable_parameters < est.parameters
+                else ""
+            ),
+        ),
         ("Weights", format_gb(est.weights_gb)),
         ("Gradients + AdamW states", format_gb(est.optimizer_gb)),
         ("Activations (one micro-batch)", format_gb(est.activations_gb)),
@@ -230,23 +286,35 @@ def label_text(task: str | None, label: object) -> str:
     return f"{label} ({name})" if name else str(label)
 
 
-def probabilities_figure(probabilities: dict, predicted: str | None = None, title: str = "", task: str | None = None) -> go.Figure:
+def probabilities_figure(
+    probabilities: dict, predicted: str | None = None, title: str = "", task: str | None = None
+) -> go.Figure:
     """Horizontal bars of P(label), the predicted label highlighted, most likely on top."""
     items = sorted(probabilities.items(), key=lambda kv: kv[1], reverse=True)
     labels = [label_text(task, k) for k, _ in items]
     predicted = label_text(task, predicted) if predicted is not None else None
     scores = [float(v) for _, v in items]
     colours = [ORANGE if lab == str(predicted) else BLUE for lab in labels]
-    fig = go.Figure(go.Bar(
-        x=scores[::-1], y=labels[::-1], orientation="h", marker_color=colours[::-1],
-        text=[percent(s) for s in scores[::-1]], textposition="outside", cliponaxis=False,
-        hovertemplate="%{y}: %{x:.2%}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=scores[::-1],
+            y=labels[::-1],
+            orientation="h",
+            marker_color=colours[::-1],
+            text=[percent(s) for s in scores[::-1]],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+        )
+    )
     fig.update_xaxes(range=[0, 1.12], tickformat=".0%", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(automargin=True, type="category")  # labels like "0"/"1" are names, not numbers
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        font=FONT, height=70 + 30 * len(labels), plot_bgcolor="white", paper_bgcolor="white",
+        font=FONT,
+        height=70 + 30 * len(labels),
+        plot_bgcolor="white",
+        paper_bgcolor="white",
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
     )
     return fig
@@ -274,7 +342,9 @@ def answer_html(context: str, start: int | None, end: int | None) -> str:
     if start is None or end is None or not (0 <= start <= end <= len(context)):
         return f"<div style='line-height:1.6'>{html.escape(context)}</div>"
     return (
-        "<div style='line-height:1.6'>" + html.escape(context[:start])
+        "<div style='line-height:1.6'>"
+        + html.escape(context[:start])
         + f"<mark style='background:#fde9a9;padding:1px 3px;border-radius:4px;font-weight:600'>{html.escape(context[start:end])}</mark>"
-        + html.escape(context[end:]) + "</div>"
+        + html.escape(context[end:])
+        + "</div>"
     )

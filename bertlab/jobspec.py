@@ -36,8 +36,16 @@ DEVICES = ("auto", "cpu", "cuda")
 FINETUNE_TASKS = ("sst2", "cola", "mrpc", "rte", "qnli", "mnli", "stsb", "upos", "ner", "squad")
 _SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_TASK_DATA = {
-    "sst2": "glue/SST-2", "cola": "glue/CoLA", "mrpc": "glue/MRPC", "rte": "glue/RTE", "qnli": "glue/QNLI",
-    "mnli": "glue/MNLI", "stsb": "glue/STS-B", "upos": "ud_en_ewt", "ner": "wnut17", "squad": "squad",
+    "sst2": "glue/SST-2",
+    "cola": "glue/CoLA",
+    "mrpc": "glue/MRPC",
+    "rte": "glue/RTE",
+    "qnli": "glue/QNLI",
+    "mnli": "glue/MNLI",
+    "stsb": "glue/STS-B",
+    "upos": "ud_en_ewt",
+    "ner": "wnut17",
+    "squad": "squad",
 }
 
 
@@ -80,7 +88,9 @@ def parse_recipe_args(kind: str, args: tuple[str, ...]) -> argparse.Namespace:
     """The recipe's own parse of a job's arguments; JobError instead of a usage message."""
     for a in args:
         if a.split("=", 1)[0] in ("--run-dir", "--resume"):
-            raise JobError(f"leave out {a.split('=', 1)[0]}: the job registry chooses the run folder and resumes for you")
+            raise JobError(
+                f"leave out {a.split('=', 1)[0]}: the job registry chooses the run folder and resumes for you"
+            )
     return _recipe_parser(kind).parse_args(list(args))
 
 
@@ -123,7 +133,11 @@ def data_roots() -> list[Path]:
     """The folders a shared app's Train page may read from: $BERTLAB_DATA_ROOTS (separated by
     os.pathsep), else the repository and ../shared/data."""
     env = os.environ.get("BERTLAB_DATA_ROOTS", "")
-    roots = [p for p in env.split(os.pathsep) if p.strip()] if env.strip() else [REPO_ROOT, REPO_ROOT.parent / "shared" / "data"]
+    roots = (
+        [p for p in env.split(os.pathsep) if p.strip()]
+        if env.strip()
+        else [REPO_ROOT, REPO_ROOT.parent / "shared" / "data"]
+    )
     return [Path(r).expanduser().resolve() for r in roots]
 
 
@@ -134,9 +148,11 @@ def check_path_allowed(path: str, roots: list[Path] | None = None, cwd: str | Pa
     roots = data_roots() if roots is None else [Path(r).expanduser().resolve() for r in roots]
     resolved = (Path(cwd) / Path(path).expanduser()).resolve()
     if not any(resolved.is_relative_to(r) for r in roots):
-        raise JobError(f"{path} is outside the data folders this shared app may read ({', '.join(map(str, roots))}); "
-                       "put the data there, or list its folder in BERTLAB_DATA_ROOTS (separated by "
-                       f"{os.pathsep!r}) where the app is started")
+        raise JobError(
+            f"{path} is outside the data folders this shared app may read ({', '.join(map(str, roots))}); "
+            "put the data there, or list its folder in BERTLAB_DATA_ROOTS (separated by "
+            f"{os.pathsep!r}) where the app is started"
+        )
 
 
 def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str, ...] = ()) -> None:
@@ -153,7 +169,9 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
         model = getattr(ns, "model", None)
         looks_local = bool(model) and (model.startswith((".", "/", "~")) or model.count("/") != 1)  # else a Hub id
         if looks_local and not exists(model) and not after:  # with `after`, an earlier job writes it
-            raise JobError(f"starting model {model} not found; give a checkpoint folder (config.json, model.safetensors, vocab.txt)")
+            raise JobError(
+                f"starting model {model} not found; give a checkpoint folder (config.json, model.safetensors, vocab.txt)"
+            )
 
 
 def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
@@ -166,7 +184,9 @@ def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
             raise JobError(f"unknown model size {cfg.size!r}; choose one of {', '.join(PRESETS)}")
         for source in cfg.corpus:
             if source != "default" and not str(source).startswith("hf:") and not Path(source).expanduser().exists():
-                raise JobError(f"corpus {source} not found (looked in {cwd}); give a file or folder of text, or 'default'")
+                raise JobError(
+                    f"corpus {source} not found (looked in {cwd}); give a file or folder of text, or 'default'"
+                )
         try:
             cfg.model_config(cfg.vocab_size)
         except (ValueError, TypeError) as exc:
@@ -202,14 +222,17 @@ def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = No
         raise JobError("number of GPUs must be at least 1")
     if spec.num_gpus > 1:
         if device != "cuda":
-            raise JobError(f"{spec.num_gpus} GPUs asked for on {device}; several processes need device cuda (or set GPUs to 1)")
+            raise JobError(
+                f"{spec.num_gpus} GPUs asked for on {device}; several processes need device cuda (or set GPUs to 1)"
+            )
         if spec.num_gpus > gpus:
             raise JobError(f"{spec.num_gpus} GPUs asked for, but this machine has {gpus}; lower the number of GPUs")
     return JobSpec(spec.kind, tuple(spec.args), device, spec.num_gpus, spec.name, tuple(spec.after))
 
 
-def build_command(spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None,
-                  progress_flag: bool = True) -> list[str]:
+def build_command(
+    spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None, progress_flag: bool = True
+) -> list[str]:
     """The command line a job runs (no shell): `python -m bertlab <kind> ...` or torchrun for several GPUs.
 
     The device goes last so that it wins over a config or an earlier flag.
@@ -316,5 +339,3 @@ def default_task_data(task: str) -> str:
     """Where this workspace keeps a task's data (may not exist elsewhere)."""
     sub = DEFAULT_TASK_DATA.get(task)
     return str(_SHARED_DATA / sub) if sub else ""
-
-

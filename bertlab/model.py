@@ -153,8 +153,14 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None, head_mask: torch.Tensor | None,
-                output_attentions: bool, xq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_bias: torch.Tensor | None,
+        head_mask: torch.Tensor | None,
+        output_attentions: bool,
+        xq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         context, probs = self.self(x, attn_bias, head_mask, output_attentions, xq)
         return self.output(context, x if xq is None else xq), probs
 
@@ -190,8 +196,14 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x: torch.Tensor, attn_bias: torch.Tensor | None, head_mask: torch.Tensor | None,
-                output_attentions: bool, xq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_bias: torch.Tensor | None,
+        head_mask: torch.Tensor | None,
+        output_attentions: bool,
+        xq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """xq: (B, K, H) rows of x to compute outputs for (all rows attend to all of x); None = all."""
         a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq)
         return self.output(self.intermediate(a), a), probs
@@ -222,8 +234,9 @@ class BertModel(nn.Module):
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config)
 
-    def attention_bias(self, attention_mask: torch.Tensor | None, T: int, device: torch.device,
-                       dtype: torch.dtype) -> torch.Tensor | None:
+    def attention_bias(
+        self, attention_mask: torch.Tensor | None, T: int, device: torch.device, dtype: torch.dtype
+    ) -> torch.Tensor | None:
         """Additive bias (B or 1, 1, T or 1, T): 0 where attending is allowed, dtype-min elsewhere."""
         neg = torch.finfo(dtype).min
         bias = None
@@ -260,8 +273,9 @@ class BertModel(nn.Module):
                 [CLS], so this skips most of the last layer. Not with attentions, hidden states or
                 left-to-right attention.
         """
-        if last_layer_positions is not None and (output_attentions or output_hidden_states
-                                                 or self.config.attention_direction != "bidirectional"):
+        if last_layer_positions is not None and (
+            output_attentions or output_hidden_states or self.config.attention_direction != "bidirectional"
+        ):
             raise ValueError("last_layer_positions works only without attentions, hidden states or causal masks")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
@@ -394,11 +408,22 @@ class BertForPreTraining(nn.Module):
         """
         select = (mlm_labels != -100) if mlm_labels is not None else mlm_positions
         positions = None
-        if (select is not None and not output_attentions and not output_hidden_states
-                and self.config.attention_direction == "bidirectional"):
+        if (
+            select is not None
+            and not output_attentions
+            and not output_hidden_states
+            and self.config.attention_direction == "bidirectional"
+        ):
             positions, slot_used = _last_layer_positions(select)
-        enc = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states,
-                        last_layer_positions=positions)
+        enc = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            head_mask,
+            output_attentions,
+            output_hidden_states,
+            last_layer_positions=positions,
+        )
         hidden = enc.last_hidden_state
         if positions is not None:
             mlm_logits = self.cls.predictions(hidden[slot_used])  # (N, V), row-major like hidden[select]

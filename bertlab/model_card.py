@@ -53,8 +53,10 @@ def recipe_deviations(card: dict) -> list[str]:
     phase2 = card.get("phase2")
     first = d.get("max_seq_length")
     if phase2:
-        out.append(f"sequences of {first} tokens for the first {phase2.get('at', 0.9):.0%} of the budget, then "
-                   f"{phase2.get('max_seq_length')} (the paper: 128, then 512 for the last 10% of steps)")
+        out.append(
+            f"sequences of {first} tokens for the first {phase2.get('at', 0.9):.0%} of the budget, then "
+            f"{phase2.get('max_seq_length')} (the paper: 128, then 512 for the last 10% of steps)"
+        )
     elif first not in (None, 128, 512):
         out.append(f"sequences of {first} tokens throughout (the paper: 128, then 512)")
     dropout = card.get("pretrain_dropout")
@@ -86,23 +88,38 @@ def curve_table(curve: Sequence[dict], rows: int = 14) -> list[str]:
     """Markdown rows of the held-out learning curve, thinned to about `rows` log-spaced points."""
     if not curve:
         return []
-    keep = sorted({round(i * (len(curve) - 1) / max(1, rows - 1)) for i in range(rows)}) if len(curve) > rows else \
-        range(len(curve))
-    lines = ["| step | input tokens | training time | MLM accuracy | MLM loss | NSP accuracy |", "|---|---|---|---|---|---|"]
+    keep = (
+        sorted({round(i * (len(curve) - 1) / max(1, rows - 1)) for i in range(rows)})
+        if len(curve) > rows
+        else range(len(curve))
+    )
+    lines = [
+        "| step | input tokens | training time | MLM accuracy | MLM loss | NSP accuracy |",
+        "|---|---|---|---|---|---|",
+    ]
     for i in keep:
         c = curve[i]
         minutes = c.get("train_s")
-        lines.append(f"| {c['step']:,} | {c['tokens']:,} | {'' if minutes is None else f'{minutes / 60:.0f} min'} | "
-                     f"{_pct(c.get('mlm_acc'))} | {c.get('mlm_loss', float('nan')):.2f} | {_pct(c.get('nsp_acc'))} |")
+        lines.append(
+            f"| {c['step']:,} | {c['tokens']:,} | {'' if minutes is None else f'{minutes / 60:.0f} min'} | "
+            f"{_pct(c.get('mlm_acc'))} | {c.get('mlm_loss', float('nan')):.2f} | {_pct(c.get('nsp_acc'))} |"
+        )
     return lines
 
 
 def unseen_rows(unseen: dict) -> list[dict]:
     """One row per kind of text (and 'all') of the scores on English the model has not seen."""
     domains = unseen.get("domains") or {}
-    return [{"text": name, "MLM accuracy": _pct(r.get("mlm_acc")), "masked tokens": _num(r.get("masked_tokens")),
-             "NSP accuracy": _pct(r.get("nsp_acc")) if r.get("nsp_acc") is not None else "–"}
-            for name, r in {**domains, "all": unseen.get("overall") or {}}.items() if r]
+    return [
+        {
+            "text": name,
+            "MLM accuracy": _pct(r.get("mlm_acc")),
+            "masked tokens": _num(r.get("masked_tokens")),
+            "NSP accuracy": _pct(r.get("nsp_acc")) if r.get("nsp_acc") is not None else "–",
+        }
+        for name, r in {**domains, "all": unseen.get("overall") or {}}.items()
+        if r
+    ]
 
 
 def unseen_table(unseen: dict) -> list[str]:
@@ -166,8 +183,12 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         "## Held-out metrics",
         "",
         "Measured on instances made from documents kept out of training (2% of the documents"
-        + (f"; {ev.get('max_seq_length')} tokens, {ev.get('masked_lm_prob', 0.15):.0%} masked, as in the paper"
-           if ev else "") + ").",
+        + (
+            f"; {ev.get('max_seq_length')} tokens, {ev.get('masked_lm_prob', 0.15):.0%} masked, as in the paper"
+            if ev
+            else ""
+        )
+        + ").",
         "",
         "| metric | value |",
         "|---|---|",
@@ -182,7 +203,11 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
     if unseen.get("domains"):
         lines += ["", "## On English it has not seen", "", str(unseen.get("data", "")), ""] + unseen_table(unseen)
     lines += ["", "## Data and licences", ""] + _credits(card)
-    lines += ["", "Weights are stored in float16 (`model.safetensors`); bertlab and `transformers` load them as usual.", ""]
+    lines += [
+        "",
+        "Weights are stored in float16 (`model.safetensors`); bertlab and `transformers` load them as usual.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -213,9 +238,13 @@ def _credits(card: dict) -> list[str]:
         lines.append(f"- `default`: {card['corpus_credit']}")
     for src in card.get("corpus", []):
         if "gutenberg" in src:
-            lines.append("- Project Gutenberg books (public domain in the USA): Carroll, Barrie, Twain, Dickens, Wilde, "
-                         "Kipling, Stoker, Austen, Doyle, Melville, Joyce, Kafka (Wyllie translation).")
+            lines.append(
+                "- Project Gutenberg books (public domain in the USA): Carroll, Barrie, Twain, Dickens, Wilde, "
+                "Kipling, Stoker, Austen, Doyle, Melville, Joyce, Kafka (Wyllie translation)."
+            )
         if "wikitext" in src:
-            lines.append("- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "
-                         "CC BY-SA 3.0 / GFDL.")
+            lines.append(
+                "- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "
+                "CC BY-SA 3.0 / GFDL."
+            )
     return lines

@@ -82,7 +82,9 @@ class PretrainConfig:
     cache_dir: str = "~/.cache/bertlab/data"
     eval_instances: int = 2000  # held-out instances evaluated at each eval (fixed set)
     dropout: float | None = None  # dropout while pretraining (None: the config's 0.1); the saved config keeps 0.1
-    init_from: str | None = None  # a checkpoint folder whose weights (and vocab.txt) start the run: continued pretraining
+    init_from: str | None = (
+        None  # a checkpoint folder whose weights (and vocab.txt) start the run: continued pretraining
+    )
     # The paper's two-phase schedule: {"at": 0.9, "max_seq_length": 512, "max_predictions_per_seq": 77} switches
     # the data (any `data` fields) at that fraction of the budget, keeping the optimizer and LR schedule.
     phase2: dict = field(default_factory=dict)
@@ -201,11 +203,21 @@ def load_config_file(path: str | Path | None, overrides: list[str] | None = None
 class PretrainTask:
     """MLM (+NSP) or left-to-right LM on prepared instances."""
 
-    def __init__(self, cfg: PretrainConfig, tokenizer: BertTokenizer, model_config: BertConfig,
-                 train_stores: list[InstanceStore], eval_store: InstanceStore, micro_batch: int, card: dict):
+    def __init__(
+        self,
+        cfg: PretrainConfig,
+        tokenizer: BertTokenizer,
+        model_config: BertConfig,
+        train_stores: list[InstanceStore],
+        eval_store: InstanceStore,
+        micro_batch: int,
+        card: dict,
+    ):
         self.cfg, self.tokenizer, self.model_config = cfg, tokenizer, model_config
-        self.phases = [PretrainingBatches(store, data, tokenizer, micro_batch, cfg.train.seed)
-                       for store, data in zip(train_stores, cfg.phase_data(), strict=True)]
+        self.phases = [
+            PretrainingBatches(store, data, tokenizer, micro_batch, cfg.train.seed)
+            for store, data in zip(train_stores, cfg.phase_data(), strict=True)
+        ]
         self.phase = 0
         self.eval_data = cfg.heldout_data()
         self.eval_store = eval_store
@@ -225,8 +237,11 @@ class PretrainTask:
 
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(**batch)
-        stats = {"mlm_correct": float(out.mlm_correct), "mlm_count": float(out.mlm_count),
-                 "mlm_loss_sum": float(out.mlm_loss.detach()) * float(out.mlm_count)}
+        stats = {
+            "mlm_correct": float(out.mlm_correct),
+            "mlm_count": float(out.mlm_count),
+            "mlm_loss_sum": float(out.mlm_loss.detach()) * float(out.mlm_count),
+        }
         if out.nsp_correct is not None:
             stats["nsp_correct"] = float(out.nsp_correct)
             stats["nsp_count"] = float(batch["nsp_labels"].numel())
@@ -241,8 +256,9 @@ class PretrainTask:
             out["nsp_acc"] = sums["nsp_correct"] / sums["nsp_count"]
         return out
 
-    def evaluate(self, model: torch.nn.Module, device: torch.device,
-                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
+    def evaluate(
+        self, model: torch.nn.Module, device: torch.device, autocast: Callable[[], AbstractContextManager]
+    ) -> dict[str, float]:
         n = min(len(self.eval_store), self.cfg.eval_instances)
         sums: dict[str, float] = {}
         bs = 64
@@ -271,10 +287,15 @@ class PretrainTask:
         if parent:  # continued pretraining: totals over the whole lineage
             for k in ("steps", "tokens", "train_time_s"):
                 card[f"total_{k}"] = parent.get(f"total_{k}", parent.get(k, 0)) + card.get(k, 0)
-        save_checkpoint(directory, model, self.tokenizer, self.model_config,
-                        extra_config={"objective": self.cfg.data.objective},
-                        extra_files={"model_card.json": card},
-                        dtype=torch.float16 if extra.get("snapshot") else None)
+        save_checkpoint(
+            directory,
+            model,
+            self.tokenizer,
+            self.model_config,
+            extra_config={"objective": self.cfg.data.objective},
+            extra_files={"model_card.json": card},
+            dtype=torch.float16 if extra.get("snapshot") else None,
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -292,15 +313,18 @@ def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents: Sequence[Do
         tok = BertTokenizer.from_vocab(vocab, lowercase=cfg.lowercase)
     else:
         t0 = time.time()
-        tok = BertTokenizer.train(texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase)
+        tok = BertTokenizer.train(
+            texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase
+        )
         log.info("trained a %d-token WordPiece vocabulary in %.1fs", len(tok), time.time() - t0)
     run_dir.mkdir(parents=True, exist_ok=True)
     tok.save_vocab(kept)
     return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
 
 
-def prepare_data(cfg: PretrainConfig, corpus: Corpus,
-                 tokenizer: BertTokenizer) -> tuple[list[InstanceStore], InstanceStore, dict]:
+def prepare_data(
+    cfg: PretrainConfig, corpus: Corpus, tokenizer: BertTokenizer
+) -> tuple[list[InstanceStore], InstanceStore, dict]:
     """Train instance stores (one per data phase) and the held-out store (made like the last
     phase), built once and cached under a hash of their inputs. Every phase holds out the same
     documents (the split depends on the seed and `heldout_fraction` only)."""
@@ -318,8 +342,9 @@ def prepare_data(cfg: PretrainConfig, corpus: Corpus,
     return train, held, stats
 
 
-def _prepare_split(cfg: PretrainConfig, data: DataConfig, corpus: Corpus, tokenizer: BertTokenizer,
-                   split: str) -> tuple[InstanceStore, dict]:
+def _prepare_split(
+    cfg: PretrainConfig, data: DataConfig, corpus: Corpus, tokenizer: BertTokenizer, split: str
+) -> tuple[InstanceStore, dict]:
     """One split's instances made with `data`, from the cache when it has them; returns stats
     only when the instances were made now."""
     cache = Path(os.path.expanduser(cfg.cache_dir))
@@ -337,15 +362,34 @@ def _prepare_split(cfg: PretrainConfig, data: DataConfig, corpus: Corpus, tokeni
     t_tok = time.time() - t0
     n_tok = sum(len(s) for d in token_docs for s in d)
     dynamic = data.masking == "dynamic"
-    instances = create_instances(token_docs, tokenizer, data, cfg.train.seed + (split == "heldout"),
-                                 dupe_factor=1 if dynamic else dupe, mask=not dynamic or split == "heldout")
+    instances = create_instances(
+        token_docs,
+        tokenizer,
+        data,
+        cfg.train.seed + (split == "heldout"),
+        dupe_factor=1 if dynamic else dupe,
+        mask=not dynamic or split == "heldout",
+    )
     store = InstanceStore(pack(instances))
     store.save(path)
     elapsed = time.time() - t0
-    log.info("%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs (max_seq_length %d)",
-             split, len(docs), n_tok, n_tok / max(t_tok, 1e-9), len(store), elapsed, data.max_seq_length)
-    return store, {"documents": len(docs), "corpus_tokens": n_tok, "instances": len(store),
-                   "tokenize_tokens_per_s": n_tok / max(t_tok, 1e-9), "prepare_s": elapsed}
+    log.info(
+        "%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs (max_seq_length %d)",
+        split,
+        len(docs),
+        n_tok,
+        n_tok / max(t_tok, 1e-9),
+        len(store),
+        elapsed,
+        data.max_seq_length,
+    )
+    return store, {
+        "documents": len(docs),
+        "corpus_tokens": n_tok,
+        "instances": len(store),
+        "tokenize_tokens_per_s": n_tok / max(t_tok, 1e-9),
+        "prepare_s": elapsed,
+    }
 
 
 def initialize_from(model: BertForPreTraining, path: str) -> dict:
@@ -358,36 +402,79 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
 
     source, _, info = load_pretraining_model(path)
     theirs = source.state_dict()
-    mismatched = [f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}" for k, v in model.state_dict().items()
-                  if k in theirs and theirs[k].shape != v.shape]
+    mismatched = [
+        f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}"
+        for k, v in model.state_dict().items()
+        if k in theirs and theirs[k].shape != v.shape
+    ]
     missing = [k for k in model.state_dict() if k not in theirs]
     if mismatched or missing:
-        raise InputError(f"init_from={path}: the checkpoint does not fit this model's configuration "
-                         f"({'; '.join(mismatched[:3] or missing[:3])}); use the same size, vocabulary and objective")
+        raise InputError(
+            f"init_from={path}: the checkpoint does not fit this model's configuration "
+            f"({'; '.join(mismatched[:3] or missing[:3])}); use the same size, vocabulary and objective"
+        )
     model.load_state_dict(theirs)
     parent = info.get("card", {})
-    log.info("initialized from %s (%s steps, %s tokens before)", path, parent.get("total_steps", parent.get("steps")),
-             parent.get("total_tokens", parent.get("tokens")))
-    return {"init_from": str(path), "init_card": {k: parent.get(k) for k in (
-        "name", "steps", "tokens", "train_time_s", "total_steps", "total_tokens", "total_train_time_s", "metrics",
-        "command") if k in parent}}
+    log.info(
+        "initialized from %s (%s steps, %s tokens before)",
+        path,
+        parent.get("total_steps", parent.get("steps")),
+        parent.get("total_tokens", parent.get("tokens")),
+    )
+    return {
+        "init_from": str(path),
+        "init_card": {
+            k: parent.get(k)
+            for k in (
+                "name",
+                "steps",
+                "tokens",
+                "train_time_s",
+                "total_steps",
+                "total_tokens",
+                "total_train_time_s",
+                "metrics",
+                "command",
+            )
+            if k in parent
+        },
+    }
 
 
 # --------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------
-def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                    progress_bar: bool = True, stop_after_steps: int | None = None,
-                    command: str | None = None) -> TrainResult:
+def run_pretraining(
+    cfg: PretrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    dry_run: bool = False,
+    progress_bar: bool = True,
+    stop_after_steps: int | None = None,
+    command: str | None = None,
+) -> TrainResult:
     """Run (or resume) a pretraining run."""
     with failure_recorded(run_dir):
-        return _run_pretraining(cfg, run_dir, resume=resume, dry_run=dry_run, progress_bar=progress_bar,
-                                stop_after_steps=stop_after_steps, command=command)
+        return _run_pretraining(
+            cfg,
+            run_dir,
+            resume=resume,
+            dry_run=dry_run,
+            progress_bar=progress_bar,
+            stop_after_steps=stop_after_steps,
+            command=command,
+        )
 
 
-def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False, dry_run: bool = False,
-                     progress_bar: bool = True, stop_after_steps: int | None = None,
-                     command: str | None = None) -> TrainResult:
+def _run_pretraining(
+    cfg: PretrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    dry_run: bool = False,
+    progress_bar: bool = True,
+    stop_after_steps: int | None = None,
+    command: str | None = None,
+) -> TrainResult:
     run_dir = Path(run_dir)
     saved: dict = {}
     if resume:
@@ -399,8 +486,11 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
     elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if dry_run:
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0,
-                                                                  eval_every=0), eval_instances=64)
+        cfg = dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0, eval_every=0),
+            eval_instances=64,
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         update_status(run_dir, state="preparing", step=0, error=None)
@@ -418,10 +508,17 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
     if cfg.init_from:
         # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
         init_info = saved.get("init") or initialize_from(model, cfg.init_from)
-    write_run_config(run_dir, {
-        "kind": "pretrain", "config": cfg.to_dict(), "model_config": asdict(model_config),
-        "command": command or " ".join(sys.argv), "data_stats": data_stats, "init": init_info,
-    })
+    write_run_config(
+        run_dir,
+        {
+            "kind": "pretrain",
+            "config": cfg.to_dict(),
+            "model_config": asdict(model_config),
+            "command": command or " ".join(sys.argv),
+            "data_stats": data_stats,
+            "init": init_info,
+        },
+    )
     card = {
         "name": cfg.name,
         "objective": cfg.data.objective,
@@ -444,14 +541,19 @@ def _run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fa
         card.update(init_info)
     micro = cfg.train.batch_size // cfg.train.grad_accum
     task = PretrainTask(cfg, tokenizer, model_config, train_stores, eval_store, micro, card)
-    log.info("model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
-             cfg.size, model.num_parameters() / 1e6, len(train_store), time.time() - t0)
+    log.info(
+        "model: %s, %.1fM parameters; %d training instances; data ready in %.1fs",
+        cfg.size,
+        model.num_parameters() / 1e6,
+        len(train_store),
+        time.time() - t0,
+    )
     seed = cfg.train.seed + process_rank()  # each torchrun process draws its own dropout masks
     torch.manual_seed(seed)
     random.seed(seed)
-    return train(task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar,
-                 stop_after_steps=stop_after_steps)
-
+    return train(
+        task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar, stop_after_steps=stop_after_steps
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -472,17 +574,24 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("bertlab").setLevel(logging.INFO)
     if args.resume and not args.run_dir:
         raise InputError("--resume needs --run-dir")
-    cfg = load_config_file(args.config, args.overrides) if not args.resume else PretrainConfig(
-        train=TrainConfig(max_steps=1))
+    cfg = (
+        load_config_file(args.config, args.overrides)
+        if not args.resume
+        else PretrainConfig(train=TrainConfig(max_steps=1))
+    )
     run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = "bertlab pretrain " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab pretrain"
     from bertlab.cli import run_log
 
     with run_log(run_dir, first_line=command, create=not args.resume):
-        result = run_pretraining(cfg, run_dir, resume=args.resume, dry_run=args.dry_run,
-                                 progress_bar=not args.no_progress, command=command)
-    print(json.dumps({"state": result.state, "run_dir": str(run_dir), "step": result.progress.step,
-                      "eval": result.last_eval}))
+        result = run_pretraining(
+            cfg, run_dir, resume=args.resume, dry_run=args.dry_run, progress_bar=not args.no_progress, command=command
+        )
+    print(
+        json.dumps(
+            {"state": result.state, "run_dir": str(run_dir), "step": result.progress.step, "eval": result.last_eval}
+        )
+    )
     return 0 if result.state == "finished" else 3
 
 
@@ -507,8 +616,13 @@ def learning_curve(run_dir: str | Path) -> list[dict]:
     return curve
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metrics_note: str = "",
-               history: list[str] | None = None) -> Path:
+def export_run(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    fp16: bool = True,
+    metrics_note: str = "",
+    history: list[str] | None = None,
+) -> Path:
     """Copy a finished run's model into `out_dir` (optionally float16) with README.md model card.
 
     `history`: lines about the run's stops and resumes, kept in the card."""
@@ -525,10 +639,15 @@ def export_run(run_dir: str | Path, out_dir: str | Path, fp16: bool = True, metr
     out = Path(out_dir)
     if card.get("init_from") and Path(card["init_from"]).resolve() == out.resolve():
         card["init_from_replaced"] = True  # the card must not read as if the model started from itself
-    save_checkpoint(out, model, tokenizer, model.config, extra_config={"objective": card.get("objective")},
-                    extra_files={"model_card.json": card,
-                                 "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
-                    dtype=torch.float16 if fp16 else None)
+    save_checkpoint(
+        out,
+        model,
+        tokenizer,
+        model.config,
+        extra_config={"objective": card.get("objective")},
+        extra_files={"model_card.json": card, "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
+        dtype=torch.float16 if fp16 else None,
+    )
     from bertlab.history import build_history, has_history, history_for, save_history
 
     if has_history(run_dir):  # the run kept snapshots: its learning history travels with the model
@@ -555,4 +674,3 @@ def run_export(args: argparse.Namespace) -> int:
     size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
     print(f"wrote {out} ({size:.1f} MB)")
     return 0
-

@@ -240,9 +240,7 @@ class Masker:
         # see `DataConfig.random_token_prob`)
         specials = tokenizer.special_ids
         self.random_pool = [i for i in range(size) if i not in specials]
-        self.keep_share = (
-            config.keep_token_prob / (1.0 - config.mask_token_prob) if config.mask_token_prob < 1 else 0.0
-        )
+        self.keep_share = config.keep_token_prob / (1.0 - config.mask_token_prob) if config.mask_token_prob < 1 else 0.0
 
     def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int], list[int]]:
         """Returns (masked ids, positions, original ids at those positions, kinds)."""
@@ -280,7 +278,9 @@ class Masker:
         return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
 
 
-def tokenize_documents(documents: Sequence[Document], tokenizer: BertTokenizer, batch: int = 20000) -> list[list[list[int]]]:
+def tokenize_documents(
+    documents: Sequence[Document], tokenizer: BertTokenizer, batch: int = 20000
+) -> list[list[list[int]]]:
     """Every sentence to token ids, in big batches (parallel in Rust)."""
     flat = [s for d in documents for s in d]
     ids: list[list[int]] = []
@@ -346,7 +346,9 @@ def pack(instances: Sequence[Instance]) -> dict[str, np.ndarray]:
         "is_random_next": np.array([x.is_random_next for x in instances], dtype=bool),
         "doc_a": np.array([x.doc_a for x in instances], dtype=np.int32),
         "doc_b": np.array([x.doc_b for x in instances], dtype=np.int32),
-        "m_pos": np.fromiter((t for x in instances for t in x.masked_positions), dtype=np.int32, count=int(mlens.sum())),
+        "m_pos": np.fromiter(
+            (t for x in instances for t in x.masked_positions), dtype=np.int32, count=int(mlens.sum())
+        ),
         "m_lab": np.fromiter((t for x in instances for t in x.masked_labels), dtype=np.int32, count=int(mlens.sum())),
         "m_kind": np.fromiter((t for x in instances for t in x.mask_kinds), dtype=np.int8, count=int(mlens.sum())),
         "m_offsets": np.concatenate([[0], np.cumsum(mlens)]),
@@ -424,8 +426,11 @@ def collate(instances: Sequence[Instance], config: DataConfig, pad_id: int = 0) 
     """
     B, T = len(instances), max(len(x.input_ids) for x in instances)  # noqa: N806
     paired = config.objective in PAIRED
-    types = [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances] \
-        if paired else None
+    types = (
+        [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances]
+        if paired
+        else None
+    )
     batch: dict = pad_batch([x.input_ids for x in instances], pad_id, types)
     labels = np.full((B, T), -100, dtype=np.int64)
     for b, x in enumerate(instances):
@@ -508,8 +513,10 @@ def explain_instance(
         return doc_names[d] if doc_names and d < len(doc_names) else f"document {d}"
 
     if objective == "mlm":
-        reason = ("No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
-                  f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs.")
+        reason = (
+            "No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
+            f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs."
+        )
     elif objective != "mlm_nsp":
         reason = "No next-sentence task: the input is one stretch of contiguous text from " + name(inst.doc_a) + "."
     elif inst.is_random_next:
@@ -566,7 +573,7 @@ def explain_text(
     if not docs:
         raise InputError("the text is empty; type a few sentences (blank lines separate documents)")
     names_all = [f"your document {i + 1}" for i in range(len(docs))] + [
-        f"built-in document {chr(65 + i)} (\"{t[:30]}...\")" for i, t in enumerate(OTHER_DOCUMENTS)
+        f'built-in document {chr(65 + i)} ("{t[:30]}...")' for i, t in enumerate(OTHER_DOCUMENTS)
     ]
     token_docs, names = [], []
     n_user = 0

@@ -67,8 +67,11 @@ def runs_root() -> Path:
 def is_run_dir(path: str | Path) -> bool:
     """A visible folder holding one of the files every run has (job.json, status.json, run_config.json)."""
     path = Path(path)
-    return path.is_dir() and not path.name.startswith(".") and any(
-        (path / n).is_file() for n in (JOB_FILE, STATUS_FILE, RUN_CONFIG_FILE))
+    return (
+        path.is_dir()
+        and not path.name.startswith(".")
+        and any((path / n).is_file() for n in (JOB_FILE, STATUS_FILE, RUN_CONFIG_FILE))
+    )
 
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
@@ -131,8 +134,7 @@ def other_trainer(run_dir: str | Path) -> int | None:
         candidates += [(job.get("pid"), job.get("pid_start")), (job.get("child_pid"), job.get("child_start"))]
     ours = ancestors()
     for pid, start in candidates:
-        if (isinstance(pid, int) and pid not in ours
-                and pid_alive(pid, start if isinstance(start, int) else None)):
+        if isinstance(pid, int) and pid not in ours and pid_alive(pid, start if isinstance(start, int) else None):
             return pid
     return None
 
@@ -148,8 +150,10 @@ def failure_recorded(run_dir: str | Path) -> Iterator[None]:
     checkpoints and metrics."""
     other = other_trainer(run_dir)
     if other:
-        raise InputError(f"{run_dir} is being trained by another process (pid {other}); wait for it to end, "
-                         "or cancel it first (`bertlab jobs cancel` for a job)")
+        raise InputError(
+            f"{run_dir} is being trained by another process (pid {other}); wait for it to end, "
+            "or cancel it first (`bertlab jobs cancel` for a job)"
+        )
     try:
         yield
     except BaseException as exc:
@@ -212,8 +216,11 @@ def truncate_metrics(run_dir: str | Path, step: int) -> None:
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-            if line.strip() and _line_step(line) <= step]
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if line.strip() and _line_step(line) <= step
+    ]
     write_text_atomic(path, "".join(kept))
 
 

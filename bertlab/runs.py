@@ -67,11 +67,23 @@ class Job:
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id, "run_dir": str(self.run_dir), "kind": self.kind, "state": self.state,
-            "managed": self.managed, "alive": self.alive, "submitted": self.submitted, "step": self.step,
-            "total_steps": self.total_steps, "progress": self.progress, "eta_s": self.eta_s, "error": self.error,
-            "device": self.device, "num_gpus": self.num_gpus, "command": self.command,
-            "last_train": self.status.get("last_train"), "last_eval": self.status.get("last_eval"),
+            "id": self.id,
+            "run_dir": str(self.run_dir),
+            "kind": self.kind,
+            "state": self.state,
+            "managed": self.managed,
+            "alive": self.alive,
+            "submitted": self.submitted,
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "progress": self.progress,
+            "eta_s": self.eta_s,
+            "error": self.error,
+            "device": self.device,
+            "num_gpus": self.num_gpus,
+            "command": self.command,
+            "last_train": self.status.get("last_train"),
+            "last_eval": self.status.get("last_eval"),
         }
 
 
@@ -117,7 +129,9 @@ def read_job(run_dir: str | Path) -> Job:
     state = status.get("state") if status.get("state") in STATES else "queued"
     error = status.get("error") if isinstance(status.get("error"), str) else None
     if managed:
-        alive = pid_alive(job.get("pid"), job.get("pid_start")) or pid_alive(job.get("child_pid"), job.get("child_start"))
+        alive = pid_alive(job.get("pid"), job.get("pid_start")) or pid_alive(
+            job.get("child_pid"), job.get("child_start")
+        )
         phase = job.get("phase", "queued")
         if phase == "queued":
             state, alive = "queued", False
@@ -128,8 +142,10 @@ def read_job(run_dir: str | Path) -> Job:
                 state = "cancelled"
             else:
                 state = "failed"
-                error = error or (f"the job's process (pid {job.get('child_pid') or job.get('pid')}) is gone without "
-                                  f"finishing; last lines of its log:\n{error_from_log(run_dir)}")
+                error = error or (
+                    f"the job's process (pid {job.get('child_pid') or job.get('pid')}) is gone without "
+                    f"finishing; last lines of its log:\n{error_from_log(run_dir)}"
+                )
         elif state not in FINAL_STATES and state not in ACTIVE_STATES:
             state = "preparing"  # launched, the recipe has not written its own state yet
     else:
@@ -137,8 +153,10 @@ def read_job(run_dir: str | Path) -> Job:
         alive = pid_alive(pid, _int_or_none(status.get("pid_start")))  # the start time tells a reused pid apart
         if state in ACTIVE_STATES and pid and not alive:
             state = "failed"
-            error = error or (f"the process (pid {pid}) stopped without finishing (killed?); "
-                              f"last lines of its log:\n{error_from_log(run_dir)}")
+            error = error or (
+                f"the process (pid {pid}) stopped without finishing (killed?); "
+                f"last lines of its log:\n{error_from_log(run_dir)}"
+            )
     if problems and not alive and has_model(run_dir):
         state, error = "finished", None  # the trainer writes the final model last: the run ended well
     elif problems and not managed and not alive and state not in FINAL_STATES:
@@ -150,13 +168,23 @@ def read_job(run_dir: str | Path) -> Job:
     submitted = _number(job.get("submitted")) or _number(status.get("started")) or _mtime(run_dir)
     kind = job.get("kind") or run_config.get("kind")
     return Job(
-        id=run_dir.name, run_dir=run_dir, kind=kind if isinstance(kind, str) else None, state=state, managed=managed,
-        alive=alive, submitted=submitted, step=int(_number(status.get("step")) or 0),
-        total_steps=_int_or_none(status.get("total_steps")), progress=_number(status.get("progress")),
-        eta_s=_number(status.get("eta_s")), error=error,
+        id=run_dir.name,
+        run_dir=run_dir,
+        kind=kind if isinstance(kind, str) else None,
+        state=state,
+        managed=managed,
+        alive=alive,
+        submitted=submitted,
+        step=int(_number(status.get("step")) or 0),
+        total_steps=_int_or_none(status.get("total_steps")),
+        progress=_number(status.get("progress")),
+        eta_s=_number(status.get("eta_s")),
+        error=error,
         device=str(job.get("device") or status.get("device") or "") or None,
         num_gpus=int(_number(job.get("num_gpus")) or _number(status.get("world_size")) or 1),
-        command=str(job.get("command") or run_config.get("command") or ""), status=status, job=job,
+        command=str(job.get("command") or run_config.get("command") or ""),
+        status=status,
+        job=job,
     )
 
 

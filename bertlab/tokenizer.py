@@ -69,7 +69,9 @@ def _finish(tok: Tokenizer) -> None:
     vocab = tok.get_vocab()
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise CheckpointError(f"vocabulary lacks the special tokens {missing}; a BERT vocab.txt needs all of {SPECIAL_TOKENS}")
+        raise CheckpointError(
+            f"vocabulary lacks the special tokens {missing}; a BERT vocab.txt needs all of {SPECIAL_TOKENS}"
+        )
     tok.add_special_tokens(list(SPECIAL_TOKENS))
     cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
     tok.post_processor = processors.TemplateProcessing(
@@ -135,7 +137,9 @@ def read_tokenizer_json(path: str | Path) -> tuple[dict[str, int], bool | None]:
 def guess_lowercase(vocab: dict[str, int]) -> bool:
     """Uncased vocabularies hold no upper-case letters outside the special tokens."""
     # ASCII only: uncased vocabularies still hold a few non-ASCII capitals (e.g. Greek letters)
-    return not any("A" <= ch <= "Z" for tok in vocab if tok not in SPECIAL_TOKENS and not tok.startswith("[unused") for ch in tok)
+    return not any(
+        "A" <= ch <= "Z" for tok in vocab if tok not in SPECIAL_TOKENS and not tok.startswith("[unused") for ch in tok
+    )
 
 
 class BertTokenizer:
@@ -256,7 +260,16 @@ class BertTokenizer:
             encoding="utf-8",
         )
         (directory / "special_tokens_map.json").write_text(
-            json.dumps({"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}, indent=2),
+            json.dumps(
+                {
+                    "unk_token": "[UNK]",
+                    "sep_token": "[SEP]",
+                    "pad_token": "[PAD]",
+                    "cls_token": "[CLS]",
+                    "mask_token": "[MASK]",
+                },
+                indent=2,
+            ),
             encoding="utf-8",
         )
         self._tok.save(str(directory / "tokenizer.json"))
@@ -287,7 +300,9 @@ class BertTokenizer:
             special_mask=list(enc.special_tokens_mask),
         )
 
-    def encode(self, text: str, text_b: str | None = None, max_length: int | None = None, truncate: bool = True) -> Encoding:
+    def encode(
+        self, text: str, text_b: str | None = None, max_length: int | None = None, truncate: bool = True
+    ) -> Encoding:
         """Encode `text` (and `text_b`) as [CLS] A [SEP] (B [SEP]).
 
         Args:

@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 SCHEDULES = ("linear", "cosine", "constant")
 
 
-
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and budget (Devlin et al. 2018, appendix A.2 for the defaults)."""
@@ -109,14 +108,14 @@ class TrainTask(Protocol):
         """Training batches of epoch `epoch`, skipping the first `start` batches (for exact resume).
         Each batch is a dict of tensors for the model, with `num_tokens` (int) allowed."""
 
-    def batches_per_epoch(self, world: int) -> int:
-        ...
+    def batches_per_epoch(self, world: int) -> int: ...
 
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
 
-    def evaluate(self, model: torch.nn.Module, device: torch.device,
-                 autocast: Callable[[], AbstractContextManager]) -> dict[str, float]:
+    def evaluate(
+        self, model: torch.nn.Module, device: torch.device, autocast: Callable[[], AbstractContextManager]
+    ) -> dict[str, float]:
         """Held-out metrics; called on rank 0 only, model in eval mode."""
 
     def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
@@ -231,8 +230,6 @@ def autocast_context(device: torch.device, dtype: torch.dtype | None) -> Abstrac
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-
-
 # --------------------------------------------------------------------------------------
 # The trainer
 # --------------------------------------------------------------------------------------
@@ -250,8 +247,16 @@ class Trainer:
     `run()` is the whole story; each step it takes is a method below, in the order they happen.
     """
 
-    def __init__(self, task: TrainTask, model: torch.nn.Module, cfg: TrainConfig, run_dir: str | Path,
-                 extra_state: dict | None = None, progress_bar: bool = True, stop_after_steps: int | None = None):
+    def __init__(
+        self,
+        task: TrainTask,
+        model: torch.nn.Module,
+        cfg: TrainConfig,
+        run_dir: str | Path,
+        extra_state: dict | None = None,
+        progress_bar: bool = True,
+        stop_after_steps: int | None = None,
+    ):
         self.task, self.model, self.cfg = task, model, cfg
         self.run_dir = Path(run_dir)
         self.ckpt_dir = checkpoint_dir(self.run_dir)
@@ -270,7 +275,10 @@ class Trainer:
             self.resume()
         self.start()
         # log lines (eval, checkpoint saved) go above the progress bar instead of into its line
-        with GracefulStop() as self.stopper, (logging_above(self.bar) if self.bar is not None else contextlib.nullcontext()):
+        with (
+            GracefulStop() as self.stopper,
+            logging_above(self.bar) if self.bar is not None else contextlib.nullcontext(),
+        ):
             self.model.train()
             try:
                 return self.loop()
@@ -339,17 +347,31 @@ class Trainer:
         self.warmup = warmup_fraction(cfg)
         self.writer = MetricsWriter(self.run_dir) if info.is_main else None
         if info.is_main:
-            update_status(self.run_dir, state="running", pid=os.getpid(), pid_start=own_start_time(),
-                          step=self.progress.step, total_steps=cfg.max_steps or None, started=time.time(),
-                          device=str(self.device), world_size=info.world, error=None)
+            update_status(
+                self.run_dir,
+                state="running",
+                pid=os.getpid(),
+                pid_start=own_start_time(),
+                step=self.progress.step,
+                total_steps=cfg.max_steps or None,
+                started=time.time(),
+                device=str(self.device),
+                world_size=info.world,
+                error=None,
+            )
         self.per_epoch = self.task.batches_per_epoch(info.world)
         if self.per_epoch <= 0:
             raise InputError("the training data gives no batch; add data or lower the batch size")
         if self.progress_bar and info.is_main:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=cfg.max_steps or None, initial=self.progress.step, unit="step", dynamic_ncols=True,
-                            mininterval=1.0)
+            self.bar = tqdm(
+                total=cfg.max_steps or None,
+                initial=self.progress.step,
+                unit="step",
+                dynamic_ncols=True,
+                mininterval=1.0,
+            )
         self.sums: dict[str, float] = {}
         self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
         self.last_save_time = time.time()
@@ -415,8 +437,9 @@ class Trainer:
             self.window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip).item()
-                     if cfg.grad_clip > 0 else 0.0)
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip).item() if cfg.grad_clip > 0 else 0.0
+        )
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -504,8 +527,16 @@ class Trainer:
             with torch.no_grad():
                 metrics = self.task.evaluate(self.model, self.device, self.autocast)
             self.model.train()
-            self.writer.write({"split": "eval", "step": p.step, "time": time.time(), "tokens": p.tokens,
-                               "train_s": round(p.train_time_s, 1), **metrics})
+            self.writer.write(
+                {
+                    "split": "eval",
+                    "step": p.step,
+                    "time": time.time(),
+                    "tokens": p.tokens,
+                    "train_s": round(p.train_time_s, 1),
+                    **metrics,
+                }
+            )
             update_status(self.run_dir, last_eval=metrics)
             log.info("eval step %d: %s", p.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
         if self.info.world > 1:
@@ -517,7 +548,8 @@ class Trainer:
         and mark the run cancelled. Returns True when training must stop."""
         cfg, p, info = self.cfg, self.progress, self.info
         want_save = (cfg.save_every and p.step % cfg.save_every == 0) or (
-            cfg.save_every_s and time.time() - self.last_save_time > cfg.save_every_s)
+            cfg.save_every_s and time.time() - self.last_save_time > cfg.save_every_s
+        )
         stop_now = self.stopper.requested or (self.stop_after_steps is not None and p.step >= self.stop_after_steps)
         if info.world > 1:  # every rank stops at the same step
             stop_now = all_reduce_sum({"stop": float(stop_now)}, info, self.device)["stop"] > 0
@@ -532,8 +564,9 @@ class Trainer:
     def save(self, tag: str) -> None:
         """The training state into run_dir/checkpoint (atomically, rank 0); the other ranks wait."""
         if self.info.is_main:
-            save_training_state(self.ckpt_dir, self.task, self.model, self.optimizer, self.scaler, self.progress,
-                                self.extra_state)
+            save_training_state(
+                self.ckpt_dir, self.task, self.model, self.optimizer, self.scaler, self.progress, self.extra_state
+            )
             update_status(self.run_dir, checkpoint_step=self.progress.step)
             log.info("checkpoint saved at step %d (%s)", self.progress.step, tag)
         self.last_save_time = time.time()
@@ -543,10 +576,16 @@ class Trainer:
     def save_snapshot(self) -> None:
         """A small (fp16) copy of the model at this step, with the last evaluation in its card."""
         p = self.progress
-        card = {"steps": p.step, "tokens": p.tokens, "train_time_s": round(p.train_time_s, 1),
-                "metrics": {k: round(v, 4) for k, v in self.last_eval.items()}, "snapshot": True}
-        self.task.save_model(snapshot_dir(self.run_dir, p.step), self.model,
-                             {**self.extra_state, "card_updates": card, "snapshot": True})
+        card = {
+            "steps": p.step,
+            "tokens": p.tokens,
+            "train_time_s": round(p.train_time_s, 1),
+            "metrics": {k: round(v, 4) for k, v in self.last_eval.items()},
+            "snapshot": True,
+        }
+        self.task.save_model(
+            snapshot_dir(self.run_dir, p.step), self.model, {**self.extra_state, "card_updates": card, "snapshot": True}
+        )
 
     # --- the end ---------------------------------------------------------------------------
     def finish(self) -> TrainResult:
@@ -588,6 +627,7 @@ def train(
         stop_after_steps: stop (as if cancelled, after saving) once this many steps are done;
             used by tests to simulate a kill at a known point.
     """
-    trainer = Trainer(task, model, cfg, run_dir, extra_state=extra_state, progress_bar=progress_bar,
-                      stop_after_steps=stop_after_steps)
+    trainer = Trainer(
+        task, model, cfg, run_dir, extra_state=extra_state, progress_bar=progress_bar, stop_after_steps=stop_after_steps
+    )
     return trainer.run(resume=resume)

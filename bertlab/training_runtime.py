@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 # --------------------------------------------------------------------------------------
 # Distributed
 # --------------------------------------------------------------------------------------
@@ -142,7 +143,9 @@ def load_training_state(directory: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise InputError(f"{path}: cannot be read ({type(exc).__name__}: {exc}); the checkpoint may be corrupt") from exc
+        raise InputError(
+            f"{path}: cannot be read ({type(exc).__name__}: {exc}); the checkpoint may be corrupt"
+        ) from exc
 
 
 def complete_checkpoint(path: Path) -> bool:
@@ -166,8 +169,11 @@ def recover_saves(run_dir: Path) -> None:
     recover_dir(model_dir(run_dir), is_checkpoint_dir)
     snapshots = snapshot_root(run_dir)
     if snapshots.is_dir():
-        for name in {p.name.split(".tmp-")[0].split(".old-")[0][1:] for p in snapshots.glob(".*")
-                     if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)}:
+        for name in {
+            p.name.split(".tmp-")[0].split(".old-")[0][1:]
+            for p in snapshots.glob(".*")
+            if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name)
+        }:
             recover_dir(snapshots / name, is_checkpoint_dir)
 
 

@@ -58,7 +58,7 @@ with controls:
             value=FILL_MASK_EXAMPLES[0],
             key="fm_text",
             help=f"Up to {MAX_MASKS} [MASK]s per sentence: the joint fill reads the sentence again for every mask, "
-                 "so a cap keeps one request from tying up the machine. [mask] in lowercase works too.",
+            "so a cap keeps one request from tying up the machine. [mask] in lowercase works too.",
             height=90,
             on_change=_typed,
             persist_state="session",  # the sentence stays while the user visits other pages
@@ -98,7 +98,11 @@ with controls:
 if not masked.strip():
     st.warning(
         "The sentence is empty: "
-        + ("type a sentence, then click words to mask them." if mode == CLICK else "type a sentence with [MASK] where a word should go."),
+        + (
+            "type a sentence, then click words to mask them."
+            if mode == CLICK
+            else "type a sentence with [MASK] where a word should go."
+        ),
         icon=":material/edit_note:",
     )
     st.stop()

@@ -52,10 +52,16 @@ with explain:
         "track syntax. Switching heads off (**head mask**) shows which ones the answers rely on."
     )
 with controls:
-    text_a = st.text_area("Sentence A", value="The cat sat on the mat because it was warm.", key="att_a", height=70,
-                          persist_state="session")
-    text_b = st.text_input("Sentence B (optional)", value="It fell asleep in the sun.", key="att_b",
-                           persist_state="session")
+    text_a = st.text_area(
+        "Sentence A",
+        value="The cat sat on the mat because it was warm.",
+        key="att_a",
+        height=70,
+        persist_state="session",
+    )
+    text_b = st.text_input(
+        "Sentence B (optional)", value="It fell asleep in the sun.", key="att_b", persist_state="session"
+    )
 
 if not text_a.strip():
     st.warning("Sentence A is empty: type a sentence to see its attention.", icon=":material/edit_note:")

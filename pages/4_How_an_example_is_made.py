@@ -34,8 +34,13 @@ with explain:
         "the model cannot rely on seeing `[MASK]`, which never appears when it is fine-tuned."
     )
 with controls:
-    text = st.text_area("Your text (a blank line separates documents)", value=DEFAULT_TEXT, height=170, key="ex_text",
-                        persist_state="session")
+    text = st.text_area(
+        "Your text (a blank line separates documents)",
+        value=DEFAULT_TEXT,
+        height=170,
+        key="ex_text",
+        persist_state="session",
+    )
     c1, c2, c3 = st.columns(3)
     masked_lm_prob = c1.slider("Share chosen for the masked LM", 0.05, 0.5, 0.15, 0.01, key="ex_mlm")
     max_seq_length = c2.select_slider("Max sequence length", [16, 32, 64, 128, 256], value=64, key="ex_len")

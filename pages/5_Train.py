@@ -44,11 +44,17 @@ def _config_defaults(path: str, mtime: float) -> dict:
 
     cfg = load_config_file(REPO_ROOT / path)
     corpus = cfg.corpus[0] if len(cfg.corpus) == 1 else ", ".join(cfg.corpus)
-    return {"size": cfg.size, "corpus": corpus, "lr": cfg.train.learning_rate, "batch": cfg.train.batch_size,
-            "seq": cfg.data.max_seq_length, "steps": cfg.train.max_steps or 1000,
-            "mask": cfg.data.masked_lm_prob,
-            "minutes": max(1, int(cfg.train.max_time_s / 60)) if cfg.train.max_time_s else 10,
-            "budget": "Minutes" if cfg.train.max_time_s and not cfg.train.max_steps else "Steps"}
+    return {
+        "size": cfg.size,
+        "corpus": corpus,
+        "lr": cfg.train.learning_rate,
+        "batch": cfg.train.batch_size,
+        "seq": cfg.data.max_seq_length,
+        "steps": cfg.train.max_steps or 1000,
+        "mask": cfg.data.masked_lm_prob,
+        "minutes": max(1, int(cfg.train.max_time_s / 60)) if cfg.train.max_time_s else 10,
+        "budget": "Minutes" if cfg.train.max_time_s and not cfg.train.max_steps else "Steps",
+    }
 
 
 form, side = st.columns([3, 2], gap="large")
@@ -60,27 +66,51 @@ with side:
         "tab and watch it later on the **Jobs** page. One job runs per GPU (one at a time on a CPU); the rest wait in a queue."
     )
     if shared:
-        st.caption("This app is shared on the network, so corpus, data, model and config paths must lie in the "
-                   "data folders it was started with (BERTLAB_DATA_ROOTS; by default the project and ../shared/data).")
+        st.caption(
+            "This app is shared on the network, so corpus, data, model and config paths must lie in the "
+            "data folders it was started with (BERTLAB_DATA_ROOTS; by default the project and ../shared/data)."
+        )
 
 with form:
     kind = st.segmented_control("What to train", [PRETRAIN, FINETUNE], default=PRETRAIN, key="train_kind") or PRETRAIN
     if kind == PRETRAIN:
-        config = st.selectbox("Start from config", configs, index=configs.index("configs/tiny.yaml") if "configs/tiny.yaml" in configs else 0,
-                              key="train_config", help="A YAML file in configs/; the fields below override it.")
+        config = st.selectbox(
+            "Start from config",
+            configs,
+            index=configs.index("configs/tiny.yaml") if "configs/tiny.yaml" in configs else 0,
+            key="train_config",
+            help="A YAML file in configs/; the fields below override it.",
+        )
         d = _config_defaults(config, (REPO_ROOT / config).stat().st_mtime)
         k = config.replace("/", "_")  # per-config widget keys: picking another config resets the fields to its values
         c1, c2 = st.columns(2)
-        size = c1.selectbox("Model size", list(PRESETS), index=list(PRESETS).index(d["size"]), key=f"train_size_{k}",
-                            help="tiny L=2/H=128 · mini L=4/H=256 · small L=4/H=512 · medium L=8/H=512 · base L=12/H=768 · large L=24/H=1024")
-        corpus = c2.text_input("Corpus", value=d["corpus"], key=f"train_corpus_{k}",
-                               help="'default' (gensim's Wikipedia sample), a text file or folder, or several separated by commas.")
+        size = c1.selectbox(
+            "Model size",
+            list(PRESETS),
+            index=list(PRESETS).index(d["size"]),
+            key=f"train_size_{k}",
+            help="tiny L=2/H=128 · mini L=4/H=256 · small L=4/H=512 · medium L=8/H=512 · base L=12/H=768 · large L=24/H=1024",
+        )
+        corpus = c2.text_input(
+            "Corpus",
+            value=d["corpus"],
+            key=f"train_corpus_{k}",
+            help="'default' (gensim's Wikipedia sample), a text file or folder, or several separated by commas.",
+        )
     else:
         c1, c2 = st.columns(2)
-        task = c1.selectbox("Task", FINETUNE_TASKS, key="train_task",
-                            help="GLUE: sst2 cola mrpc rte qnli mnli stsb · tagging: upos ner · question answering: squad")
-        data = c2.text_input("Data folder", value=default_task_data(task), key=f"train_data_{task}",
-                             help="The folder with the task's train/dev files (or one file).")
+        task = c1.selectbox(
+            "Task",
+            FINETUNE_TASKS,
+            key="train_task",
+            help="GLUE: sst2 cola mrpc rte qnli mnli stsb · tagging: upos ner · question answering: squad",
+        )
+        data = c2.text_input(
+            "Data folder",
+            value=default_task_data(task),
+            key=f"train_data_{task}",
+            help="The folder with the task's train/dev files (or one file).",
+        )
         entries = [e for e in find_checkpoints() if e.exists]
         options = [e.path for e in entries]
         start = chosen_model()
@@ -89,40 +119,99 @@ with form:
         options.append(RANDOM)
         labels = {e.path: e.label for e in entries} | {RANDOM: "No pretraining: random weights (the paper's baseline)"}
         c3, c4 = st.columns(2)
-        model = c3.selectbox("Starting checkpoint", options, format_func=lambda p: labels.get(p, p), key="train_model",
-                             help="The pretrained model to fine-tune: the shipped default, a checkpoint, or a finished run.")
-        mode = c4.radio("Mode", ["finetune", "feature"], horizontal=True, key="train_mode",
-                        help="finetune: train every weight · feature: frozen encoder, train only the output layer (paper Table 7)")
+        model = c3.selectbox(
+            "Starting checkpoint",
+            options,
+            format_func=lambda p: labels.get(p, p),
+            key="train_model",
+            help="The pretrained model to fine-tune: the shipped default, a checkpoint, or a finished run.",
+        )
+        mode = c4.radio(
+            "Mode",
+            ["finetune", "feature"],
+            horizontal=True,
+            key="train_mode",
+            help="finetune: train every weight · feature: frozen encoder, train only the output layer (paper Table 7)",
+        )
         d = {"lr": 5e-5, "batch": 32, "seq": 128, "steps": 300, "minutes": 10, "budget": "Steps"}
         k = "ft"
 
     c1, c2 = st.columns(2)
-    budget = c1.radio("Budget", ["Steps", "Minutes"], index=0 if d["budget"] == "Steps" else 1, horizontal=True, key=f"train_budget_{k}")
+    budget = c1.radio(
+        "Budget",
+        ["Steps", "Minutes"],
+        index=0 if d["budget"] == "Steps" else 1,
+        horizontal=True,
+        key=f"train_budget_{k}",
+    )
     if budget == "Steps":
-        steps = c2.number_input("Optimizer steps", min_value=1, max_value=10_000_000, value=int(d["steps"]), step=50, key=f"train_steps_{k}")
+        steps = c2.number_input(
+            "Optimizer steps", min_value=1, max_value=10_000_000, value=int(d["steps"]), step=50, key=f"train_steps_{k}"
+        )
         minutes = 0
     else:
-        minutes = c2.number_input("Minutes of training", min_value=1, max_value=100_000, value=int(d["minutes"]), step=5, key=f"train_minutes_{k}")
+        minutes = c2.number_input(
+            "Minutes of training",
+            min_value=1,
+            max_value=100_000,
+            value=int(d["minutes"]),
+            step=5,
+            key=f"train_minutes_{k}",
+        )
         steps = 0
     c1, c2, c3 = st.columns(3)
-    lr = c1.number_input("Learning rate", min_value=1e-7, max_value=1.0, value=float(d["lr"]), format="%.1e", step=1e-5, key=f"train_lr_{k}")
-    batch = c2.number_input("Batch size", min_value=1, max_value=8192, value=int(d["batch"]), step=8, key=f"train_batch_{k}")
-    seq = c3.select_slider("Max sequence length", [32, 64, 128, 256, 384, 512], value=int(d["seq"]) if int(d["seq"]) in (32, 64, 128, 256, 384, 512) else 128,
-                           key=f"train_seq_{k}")
+    lr = c1.number_input(
+        "Learning rate",
+        min_value=1e-7,
+        max_value=1.0,
+        value=float(d["lr"]),
+        format="%.1e",
+        step=1e-5,
+        key=f"train_lr_{k}",
+    )
+    batch = c2.number_input(
+        "Batch size", min_value=1, max_value=8192, value=int(d["batch"]), step=8, key=f"train_batch_{k}"
+    )
+    seq = c3.select_slider(
+        "Max sequence length",
+        [32, 64, 128, 256, 384, 512],
+        value=int(d["seq"]) if int(d["seq"]) in (32, 64, 128, 256, 384, 512) else 128,
+        key=f"train_seq_{k}",
+    )
     if kind == PRETRAIN:
         c1, c2 = st.columns(2)
-        mask_share = c1.number_input("Share of tokens masked", min_value=0.05, max_value=0.8, value=float(d["mask"]), step=0.05,
-                                     format="%.2f", key=f"train_mask_{k}",
-                                     help="The paper masks 15%; 20-40% gives more signal per step. The cap on predictions "
-                                          "per sequence follows length x share.")
-        snapshots = c2.checkbox("Keep snapshots to watch it learn", value=True, key=f"train_snap_{k}",
-                                help="Small fp16 copies of the model at log-spaced steps (10, 20, 30, 50, 70, 100, ...), "
-                                     "shown on the Watch it learn page.")
+        mask_share = c1.number_input(
+            "Share of tokens masked",
+            min_value=0.05,
+            max_value=0.8,
+            value=float(d["mask"]),
+            step=0.05,
+            format="%.2f",
+            key=f"train_mask_{k}",
+            help="The paper masks 15%; 20-40% gives more signal per step. The cap on predictions "
+            "per sequence follows length x share.",
+        )
+        snapshots = c2.checkbox(
+            "Keep snapshots to watch it learn",
+            value=True,
+            key=f"train_snap_{k}",
+            help="Small fp16 copies of the model at log-spaced steps (10, 20, 30, 50, 70, 100, ...), "
+            "shown on the Watch it learn page.",
+        )
     c1, c2, c3 = st.columns(3)
-    device = c1.selectbox("Device", ["auto", "cuda", "cpu"], key="train_device", help="auto: a CUDA GPU when there is one, else the CPU")
+    device = c1.selectbox(
+        "Device", ["auto", "cuda", "cpu"], key="train_device", help="auto: a CUDA GPU when there is one, else the CPU"
+    )
     gpus_here = registry.gpus
-    num_gpus = c2.number_input("GPUs", min_value=1, max_value=max(1, gpus_here), value=1, key="train_gpus", disabled=gpus_here < 2,
-                               help=f"This machine has {gpus_here} GPU(s). Several GPUs run the job under torchrun (one process each).")
+    num_gpus = c2.number_input(
+        "GPUs",
+        min_value=1,
+        max_value=max(1, gpus_here),
+        value=1,
+        key="train_gpus",
+        disabled=gpus_here < 2,
+        help=f"This machine has {gpus_here} GPU(s). Several GPUs run the job under torchrun (one process each).",
+    )
     name = c3.text_input("Run name (optional)", key="train_name", placeholder="folder name prefix")
 
 # The spec the form describes, checked and estimated on every change.
@@ -135,13 +224,34 @@ try:
             if path and path != "default":
                 check_path_allowed(path, cwd=REPO_ROOT)
     if kind == PRETRAIN:
-        args = pretrain_args(config=config, size=size, corpus=corpus.strip(), max_steps=steps, max_time_s=minutes * 60,
-                             learning_rate=lr, batch_size=batch, max_seq_length=seq, masked_lm_prob=mask_share,
-                             snapshots=snapshots)
+        args = pretrain_args(
+            config=config,
+            size=size,
+            corpus=corpus.strip(),
+            max_steps=steps,
+            max_time_s=minutes * 60,
+            learning_rate=lr,
+            batch_size=batch,
+            max_seq_length=seq,
+            masked_lm_prob=mask_share,
+            snapshots=snapshots,
+        )
     else:
-        args = finetune_args(task, data.strip(), None if model == RANDOM else model, size="tiny" if model == RANDOM else None, mode=mode, max_steps=steps, max_time_s=minutes * 60,
-                             learning_rate=lr, batch_size=batch, max_seq_length=seq)
-    spec = JobSpec("pretrain" if kind == PRETRAIN else "finetune", args, device=device, num_gpus=int(num_gpus), name=name.strip())
+        args = finetune_args(
+            task,
+            data.strip(),
+            None if model == RANDOM else model,
+            size="tiny" if model == RANDOM else None,
+            mode=mode,
+            max_steps=steps,
+            max_time_s=minutes * 60,
+            learning_rate=lr,
+            batch_size=batch,
+            max_seq_length=seq,
+        )
+    spec = JobSpec(
+        "pretrain" if kind == PRETRAIN else "finetune", args, device=device, num_gpus=int(num_gpus), name=name.strip()
+    )
     est = estimate_spec(spec, cwd=REPO_ROOT, runs_dir=registry.root)
 except BertLabError as exc:
     problem = str(exc)
@@ -153,11 +263,20 @@ with form:
     if est is not None:
         m1, m2, m3 = st.columns(3)
         m1.metric("Parameters", format_count(est.parameters))
-        m2.metric("Memory", format_gb(est.total_gb), help="per process: weights + gradients + AdamW states + activations + overhead")
-        m3.metric("Time", format_duration(est.seconds) if est.seconds is not None else "?",
-                  help="training only, not data preparation; from " + est.throughput_source)
-        st.caption(f"**An estimate**, not a measurement: ~{format_count(est.tokens_per_s)} tokens/s on {est.device_name} "
-                   f"({est.throughput_source}).")
+        m2.metric(
+            "Memory",
+            format_gb(est.total_gb),
+            help="per process: weights + gradients + AdamW states + activations + overhead",
+        )
+        m3.metric(
+            "Time",
+            format_duration(est.seconds) if est.seconds is not None else "?",
+            help="training only, not data preparation; from " + est.throughput_source,
+        )
+        st.caption(
+            f"**An estimate**, not a measurement: ~{format_count(est.tokens_per_s)} tokens/s on {est.device_name} "
+            f"({est.throughput_source})."
+        )
         for note in est.notes:
             (st.warning if "needs" in note else st.caption)(note)
     else:
@@ -169,7 +288,9 @@ with side:
         st.dataframe(pd.DataFrame(estimate_rows(est), columns=["", "estimate"]), hide_index=True, width="stretch")
 
 with form:
-    if st.button("Launch", type="primary", disabled=problem is not None, key="train_launch", icon=":material/rocket_launch:"):
+    if st.button(
+        "Launch", type="primary", disabled=problem is not None, key="train_launch", icon=":material/rocket_launch:"
+    ):
         try:
             job = registry.submit(spec, cwd=REPO_ROOT)
         except BertLabError as exc:
@@ -181,4 +302,7 @@ with form:
     if spec is not None:
         with st.expander("The same job from a terminal"):
             gpus_flag = f"--gpus {spec.num_gpus} " if spec.num_gpus > 1 else ""
-            st.code(f"bertlab jobs submit {gpus_flag}--device {spec.device} {spec.kind} {shlex.join(spec.args)}", language="bash")
+            st.code(
+                f"bertlab jobs submit {gpus_flag}--device {spec.device} {spec.kind} {shlex.join(spec.args)}",
+                language="bash",
+            )

@@ -32,9 +32,11 @@ setup_page("Jobs", ":material/monitoring:")
 st.title("Jobs")
 
 registry = JobRegistry()
-st.caption(f"Runs folder: `{registry.root}` ("
-           + ("from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it")
-           + "); the `bertlab` command uses the same one.")
+st.caption(
+    f"Runs folder: `{registry.root}` ("
+    + ("from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it")
+    + "); the `bertlab` command uses the same one."
+)
 PICK = "jobs_pick"
 WAITING = ("queued", *ACTIVE_STATES)
 
@@ -73,8 +75,12 @@ def live() -> None:
     job = next((j for j in now if j.id == st.session_state.get(PICK)), None)
     with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
         st.dataframe(
-            pd.DataFrame(jobs_table(now)), hide_index=True, width="stretch",
-            column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")},
+            pd.DataFrame(jobs_table(now)),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")
+            },
         )
     if job is None:
         st.warning("This run is gone (deleted?). Pick another one.")
@@ -96,8 +102,14 @@ def live() -> None:
     elif job.state == "cancelled" and job.alive:
         st.info("Stopping: saving a checkpoint and exiting…")
     elif job.state == "cancelled":
-        st.info("Cancelled. " + ("Resume continues from its last checkpoint (step "
-                                 f"{job.status.get('checkpoint_step', '?')})." if job.has_checkpoint else "No checkpoint was saved; Resume starts it again."))
+        st.info(
+            "Cancelled. "
+            + (
+                f"Resume continues from its last checkpoint (step {job.status.get('checkpoint_step', '?')})."
+                if job.has_checkpoint
+                else "No checkpoint was saved; Resume starts it again."
+            )
+        )
     elif job.state == "queued":
         st.info("Waiting for a free device; it starts when the job ahead of it ends.")
     elif job.state == "preparing":
@@ -109,25 +121,43 @@ def live() -> None:
     elif job.state not in ("queued", "preparing"):
         st.caption("No metrics written yet.")
     if has_history(job.run_dir):
-        st.page_link("pages/7_Watch_it_learn.py", label="Watch it learn: its answers and heads at every snapshot",
-                     icon=":material/timeline:", query_params={"run": Path(job.run_dir).name})
+        st.page_link(
+            "pages/7_Watch_it_learn.py",
+            label="Watch it learn: its answers and heads at every snapshot",
+            icon=":material/timeline:",
+            query_params={"run": Path(job.run_dir).name},
+        )
 
     if (job.device or "").startswith("cuda") and job.state in ("running", "preparing"):
         stats = gpu_stats()
         if stats:
-            st.caption(" · ".join(f"GPU {g.index} ({g.name}): {g.utilization_pct:.0f}% busy, "
-                                  f"{g.memory_used_gb:.1f} / {g.memory_total_gb:.0f} GB" for g in stats))
+            st.caption(
+                " · ".join(
+                    f"GPU {g.index} ({g.name}): {g.utilization_pct:.0f}% busy, "
+                    f"{g.memory_used_gb:.1f} / {g.memory_total_gb:.0f} GB"
+                    for g in stats
+                )
+            )
 
     c1, c2, c3, _ = st.columns([1, 1, 1, 3])
     managed = job.managed
     try:
-        if c1.button("Cancel", key=f"cancel-{job.id}", disabled=not managed or job.state not in WAITING, icon=":material/stop:",
-                     help="Stop it: the trainer saves a checkpoint first, so Resume continues from there."):
+        if c1.button(
+            "Cancel",
+            key=f"cancel-{job.id}",
+            disabled=not managed or job.state not in WAITING,
+            icon=":material/stop:",
+            help="Stop it: the trainer saves a checkpoint first, so Resume continues from there.",
+        ):
             registry.cancel(job.id)
             st.rerun()
-        if c2.button("Resume", key=f"resume-{job.id}", disabled=job.alive or job.state not in ("cancelled", "failed"),
-                     icon=":material/play_arrow:",
-                     help="Queue it again, continuing from its last checkpoint."):
+        if c2.button(
+            "Resume",
+            key=f"resume-{job.id}",
+            disabled=job.alive or job.state not in ("cancelled", "failed"),
+            icon=":material/play_arrow:",
+            help="Queue it again, continuing from its last checkpoint.",
+        ):
             registry.resume(job.id)
             st.rerun()
         with c3.popover("Delete", icon=":material/delete:", disabled=job.alive or job.state in WAITING[1:]):
@@ -184,7 +214,12 @@ if job is not None and job.state == "finished" and job.has_model:
             cols = st.columns(min(3, len(result.masks)) or 1)
             for n, (m, col) in enumerate(zip(result.masks, cols * len(result.masks), strict=False)):
                 with col:
-                    show_figure(probability_bar(m.candidates, title=f"[MASK] #{n + 1}"), f"{job.id}-fill", key=f"try-fill-{job.id}-{n}", export=False)
+                    show_figure(
+                        probability_bar(m.candidates, title=f"[MASK] #{n + 1}"),
+                        f"{job.id}-fill",
+                        key=f"try-fill-{job.id}-{n}",
+                        export=False,
+                    )
             if len(result.masks) > 1:
                 st.caption(f"Joint fill: {result.joint_text}")
         except Exception as exc:  # wrong input (no [MASK]) is a BertLabError; anything else is shown plainly
@@ -196,20 +231,33 @@ if job is not None and job.state == "finished" and job.has_model:
             show_error(exc)
             st.stop()
         shape = fm.task_shape
-        st.caption(f"Task **{fm.task}** ({shape})" + (f" · labels: {', '.join(map(str, fm.labels))}" if fm.labels and shape != "qa" else ""))
+        st.caption(
+            f"Task **{fm.task}** ({shape})"
+            + (f" · labels: {', '.join(map(str, fm.labels))}" if fm.labels and shape != "qa" else "")
+        )
         key = f"try-{job.id}"
         if shape == "qa":
             question = st.text_input("Question", value="Where is the Eiffel Tower?", key=f"{key}-q")
-            context = st.text_area("Context", value="The Eiffel Tower is a wrought-iron tower in Paris, France. It was built in 1889.",
-                                   key=f"{key}-c", height=110)
+            context = st.text_area(
+                "Context",
+                value="The Eiffel Tower is a wrought-iron tower in Paris, France. It was built in 1889.",
+                key=f"{key}-c",
+                height=110,
+            )
             inputs = (question, context)
         elif shape in ("pair", "regression"):
             a = st.text_input("Sentence A", value="A man is playing a guitar.", key=f"{key}-a")
             b = st.text_input("Sentence B", value="A person plays an instrument.", key=f"{key}-b")
             inputs = (a, b)
         else:
-            inputs = (st.text_input("Sentence", value="A gripping, beautifully made film." if shape == "single"
-                                    else "Alice moved to Paris in May.", key=f"{key}-s"), None)
+            inputs = (
+                st.text_input(
+                    "Sentence",
+                    value="A gripping, beautifully made film." if shape == "single" else "Alice moved to Paris in May.",
+                    key=f"{key}-s",
+                ),
+                None,
+            )
         try:
             pred = fm.predict(*inputs)
         except Exception as exc:
@@ -217,14 +265,21 @@ if job is not None and job.state == "finished" and job.has_model:
         else:
             if shape in ("single", "pair"):
                 st.markdown(f"Prediction: **{label_text(fm.task, pred.label)}** ({pred.score:.0%})")
-                show_figure(probabilities_figure(pred.probabilities, pred.label, task=fm.task), f"{job.id}-prediction",
-                            key=f"{key}-bar", export=False)
+                show_figure(
+                    probabilities_figure(pred.probabilities, pred.label, task=fm.task),
+                    f"{job.id}-prediction",
+                    key=f"{key}-bar",
+                    export=False,
+                )
             elif shape == "regression":
                 st.metric("Predicted score", f"{pred.score:.2f}")
             elif shape == "tagging":
                 st.markdown(tags_html(pred.tokens or [], pred.tags or []), unsafe_allow_html=True)
             elif shape == "qa":
-                st.markdown(f"Answer: **{pred.answer or '(none)'}**" + (f" ({pred.score:.0%})" if pred.score is not None else ""))
+                st.markdown(
+                    f"Answer: **{pred.answer or '(none)'}**"
+                    + (f" ({pred.score:.0%})" if pred.score is not None else "")
+                )
                 st.markdown(answer_html(inputs[1], pred.answer_start, pred.answer_end), unsafe_allow_html=True)
             if getattr(pred, "truncated", False):
                 st.caption("The input was longer than the model reads; part of it was cut.")

@@ -29,8 +29,9 @@ def sources() -> dict[str, str]:
             out[f"{label} ({Path(path).name})"] = path
     root = runs_root()
     if root.is_dir():
-        runs = sorted((p for p in root.iterdir() if p.is_dir() and has_history(p)), key=lambda p: p.stat().st_mtime,
-                      reverse=True)
+        runs = sorted(
+            (p for p in root.iterdir() if p.is_dir() and has_history(p)), key=lambda p: p.stat().st_mtime, reverse=True
+        )
         for p in runs:
             out[f"Run {p.name}"] = str(p)
     return out
@@ -51,8 +52,10 @@ wanted = st.query_params.get("run")
 if wanted and not any(Path(p).name == wanted for p in found.values()):
     st.warning(f"Run `{wanted}` kept no snapshots (or is not under {runs_root()}); pick another source below.")
 if not found:
-    st.info("No model here has a learning history yet. Start a pretraining run on the **Train** page with "
-            "*Keep snapshots* on, then come back: every snapshot becomes a step on the slider.")
+    st.info(
+        "No model here has a learning history yet. Start a pretraining run on the **Train** page with "
+        "*Keep snapshots* on, then come back: every snapshot becomes a step on the slider."
+    )
     st.stop()
 
 labels = list(found)
@@ -105,17 +108,27 @@ c3.metric("NSP accuracy", f"{m['nsp_acc']:.1%}" if "nsp_acc" in m else "–")
 c4.metric("Input tokens seen", f"{snap.tokens:,}")
 
 if history.curve:
-    show_figure(learning_curve_figure(history.curve, marker_step=step, title="How it learned (held-out documents)"),
-                "learning-curve", key="wil_curve")
+    show_figure(
+        learning_curve_figure(history.curve, marker_step=step, title="How it learned (held-out documents)"),
+        "learning-curve",
+        key="wil_curve",
+    )
 
 st.subheader("What it fills in")
 st.dataframe(pd.DataFrame(fill_mask_table(history, step)), hide_index=True, width="stretch")
 if snap.nsp:
     pairs = history.probes.pairs
     st.markdown("**Does B follow A?** P(IsNext) at this step")
-    st.dataframe(pd.DataFrame([{"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": f"{p:.0%}"}
-                               for (a, b, real), p in zip(pairs, snap.nsp, strict=False)]),
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": f"{p:.0%}"}
+                for (a, b, real), p in zip(pairs, snap.nsp, strict=False)
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 st.subheader("Where it looks")
 sentences = list(history.probes.attention)
@@ -127,21 +140,32 @@ layer = a2.number_input("Layer", 1, L, 1, key="wil_layer")
 head = a3.number_input("Head", 1, A, 1, key="wil_head")
 g1, g2 = st.columns([2, 3])
 with g1:
-    show_figure(attention_heatmap(tokens, maps[layer - 1, head - 1], title=f"Head {head_label(layer - 1, head - 1)}"),
-                "attention-head", key="wil_head_fig")
+    show_figure(
+        attention_heatmap(tokens, maps[layer - 1, head - 1], title=f"Head {head_label(layer - 1, head - 1)}"),
+        "attention-head",
+        key="wil_head_fig",
+    )
 with g2:
     show_figure(head_grid(maps, tokens, title="Every head at this step"), "attention-heads", key="wil_grid")
 
 st.subheader("What kind of heads it has")
-stats = HeadStats({name: snap.stats_array(name) for name in HEAD_STATS if name in snap.head_stats},
-                  num_inputs=len(sentences))
-show_figure(stats_overview(stats, title="Clark et al.'s statistics per head (averaged over the probe sentences)"),
-            "head-statistics", key="wil_stats")
+stats = HeadStats(
+    {name: snap.stats_array(name) for name in HEAD_STATS if name in snap.head_stats}, num_inputs=len(sentences)
+)
+show_figure(
+    stats_overview(stats, title="Clark et al.'s statistics per head (averaged over the probe sentences)"),
+    "head-statistics",
+    key="wil_stats",
+)
 first = history.snapshots[0]
 if first.step != snap.step and "prev" in first.head_stats:
-    grew = {name: float(np.nanmax(snap.stats_array(name)) - np.nanmax(first.stats_array(name)))
-            for name in ("prev", "next", "sep", "cls")}
+    grew = {
+        name: float(np.nanmax(snap.stats_array(name)) - np.nanmax(first.stats_array(name)))
+        for name in ("prev", "next", "sep", "cls")
+    }
     name, delta = max(grew.items(), key=lambda kv: kv[1])
-    st.caption(f"Since step {first.step:,}, the strongest '{HEAD_STATS[name][0]}' head went from "
-               f"{np.nanmax(first.stats_array(name)):.0%} to {np.nanmax(snap.stats_array(name)):.0%} "
-               f"of its attention ({delta:+.0%}), the largest change among the positional and [SEP]/[CLS] statistics.")
+    st.caption(
+        f"Since step {first.step:,}, the strongest '{HEAD_STATS[name][0]}' head went from "
+        f"{np.nanmax(first.stats_array(name)):.0%} to {np.nanmax(snap.stats_array(name)):.0%} "
+        f"of its attention ({delta:+.0%}), the largest change among the positional and [SEP]/[CLS] statistics."
+    )

@@ -39,7 +39,9 @@ st.markdown(
     "the same comparison yourself."
 )
 TABLES = {t.key: t.title for t in ab.PAPER.values()}
-table = st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
+table = (
+    st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
+)
 paper = ab.PAPER[table]
 
 left, right = st.columns([3, 2], gap="large")
@@ -92,8 +94,9 @@ if rows:
     spec = results.results_spec(COMMITTED / f"{table}.json") if not record else record.get("spec", {})
     if spec:
         st.caption(results.describe_spec(spec))
-    notes = [ab.DATA_NOTES[t] for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)
-             if t in ab.DATA_NOTES]
+    notes = [
+        ab.DATA_NOTES[t] for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows) if t in ab.DATA_NOTES
+    ]
     for note in notes:
         st.caption(f"⚠ {note}.")
     st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True)
@@ -102,20 +105,32 @@ if rows:
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
     agree = agreement(table, rows)
     if agree["compared"]:
-        st.markdown(f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
-                    "with a paper column. " + agreement_text(table, rows) + " " + ab.WHY_DIFFERENT)
+        st.markdown(
+            f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
+            "with a paper column. " + agreement_text(table, rows) + " " + ab.WHY_DIFFERENT
+        )
     elif table == "table6":
         trend = results.size_trend(rows)
         if trend:
-            st.markdown("**Bigger is better?** Rank correlation of parameter count with each score "
-                        "(+1: always better when bigger; perplexity: −1 is better): "
-                        + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items()) + ". " + ab.WHY_DIFFERENT)
+            st.markdown(
+                "**Bigger is better?** Rank correlation of parameter count with each score "
+                "(+1: always better when bigger; perplexity: −1 is better): "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items())
+                + ". "
+                + ab.WHY_DIFFERENT
+            )
     with st.expander("Every verdict"):
         st.dataframe(pd.DataFrame(verdict_rows(results.verdicts(table, rows), table)), hide_index=True)
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
-    st.download_button("Results (CSV, one row per run and metric)", buf.getvalue(), file_name=f"{table}.csv",
-                       mime="text/csv", icon=":material/download:", on_click="ignore")
+    st.download_button(
+        "Results (CSV, one row per run and metric)",
+        buf.getvalue(),
+        file_name=f"{table}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
 elif sources:
     st.info("No finished runs in these results yet.")
 
@@ -130,7 +145,9 @@ def _progress(record: dict) -> None:
     st.dataframe(pd.DataFrame(ab.progress_matrix(record, runs)), hide_index=True)
     failed = [r for r in runs if r.state in ("failed", "missing")]
     for r in failed[:5]:
-        st.warning(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else "") + " — resume or delete it on the Jobs page.")
+        st.warning(
+            f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else "") + " — resume or delete it on the Jobs page."
+        )
     if done == len(runs):
         st.success("All runs finished.")
 
@@ -155,11 +172,17 @@ with st.form(f"abl_launch_{table}"):
         size, minutes, grid = "tiny", 0.0, ""
     else:
         model = ""
-        size = c2.selectbox("Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0,
-                            disabled=table == "table6")
+        size = c2.selectbox(
+            "Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0, disabled=table == "table6"
+        )
         minutes = c2.number_input("Pretraining minutes per variant", 1.0, 24 * 60.0, 10.0, step=1.0)
-        grid = c2.text_input("Grid: layers/hidden/heads, comma-separated",
-                             ", ".join(f"{a}/{b}/{c}" for a, b, c in ab.DEFAULT_GRID)) if table == "table6" else ""
+        grid = (
+            c2.text_input(
+                "Grid: layers/hidden/heads, comma-separated", ", ".join(f"{a}/{b}/{c}" for a, b, c in ab.DEFAULT_GRID)
+            )
+            if table == "table6"
+            else ""
+        )
     examples = c3.number_input("Train examples per run (0 = all)", 0, 10_000_000, 2000, step=500)
     epochs = c3.number_input("Epochs", 0.5, 20.0, 2.0, step=0.5)
     data = c3.text_input("Task data folder (holds glue/, ud_en_ewt/, wnut17/, squad/)", str(DATA_DEFAULT))
@@ -169,9 +192,18 @@ with st.form(f"abl_launch_{table}"):
 
 if launch or estimate_only:
     try:
-        spec = ab.SuiteSpec(table=table, tasks=tuple(tasks), seeds=int(seeds), size=size, budget_s=float(minutes) * 60,
-                            grid=ab.parse_grid(grid) if grid else (), model=model.strip(), data=data.strip(),
-                            max_train_examples=int(examples), epochs=float(epochs))
+        spec = ab.SuiteSpec(
+            table=table,
+            tasks=tuple(tasks),
+            seeds=int(seeds),
+            size=size,
+            budget_s=float(minutes) * 60,
+            grid=ab.parse_grid(grid) if grid else (),
+            model=model.strip(),
+            data=data.strip(),
+            max_train_examples=int(examples),
+            epochs=float(epochs),
+        )
         if not tasks:
             raise InputError("pick at least one task")
         if not Path(spec.data).expanduser().is_dir():
@@ -186,6 +218,8 @@ if launch or estimate_only:
         st.rerun()
     except BertLabError as exc:
         show_error(exc)
-st.caption("Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
-           f"`bertlab ablate run {table} --seeds 3 --budget-s 600`; `bertlab ablate estimate {table}` says how long "
-           f"it takes. Runs go to `{registry.root}`.")
+st.caption(
+    "Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
+    f"`bertlab ablate run {table} --seeds 3 --budget-s 600`; `bertlab ablate estimate {table}` says how long "
+    f"it takes. Runs go to `{registry.root}`."
+)

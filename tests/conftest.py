@@ -91,8 +91,10 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
 # Jobs: runs folders, a corpus, fake run folders
 # --------------------------------------------------------------------------------------
 REPO = Path(__file__).resolve().parent.parent
-CORPUS_WORDS = ("the a cat dog sat on mat ran to park house in big small red blue quick brown fox jumps over lazy "
-         "river tree bird sang sky sun day night").split()
+CORPUS_WORDS = (
+    "the a cat dog sat on mat ran to park house in big small red blue quick brown fox jumps over lazy "
+    "river tree bird sang sky sun day night"
+).split()
 
 
 def write_corpus(path: Path, documents: int = 30) -> Path:
@@ -100,8 +102,12 @@ def write_corpus(path: Path, documents: int = 30) -> Path:
     rng = random.Random(0)
     docs = []
     for _ in range(documents):
-        docs.append("\n".join(" ".join(rng.choice(CORPUS_WORDS) for _ in range(rng.randint(5, 12))).capitalize() + "."
-                              for _ in range(8)))
+        docs.append(
+            "\n".join(
+                " ".join(rng.choice(CORPUS_WORDS) for _ in range(rng.randint(5, 12))).capitalize() + "."
+                for _ in range(8)
+            )
+        )
     path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     return path
 
@@ -109,9 +115,16 @@ def write_corpus(path: Path, documents: int = 30) -> Path:
 def tiny_spec(corpus: Path, cache: Path, steps: int, name: str = "") -> JobSpec:
     """A one-layer H=32 pretraining: a few seconds of training on 2 cores, most of a job is start-up."""
     overrides = (
-        f"corpus={corpus}", "model_overrides={num_layers: 1, hidden_size: 32, num_heads: 2, intermediate_size: 64}",
-        "vocab_size=200", "data.dupe_factor=1", "train.eval_every=0", "train.log_every=1", "train.save_every=0",
-        "eval_instances=16", f"cache_dir={cache}", "train.num_threads=1",
+        f"corpus={corpus}",
+        "model_overrides={num_layers: 1, hidden_size: 32, num_heads: 2, intermediate_size: 64}",
+        "vocab_size=200",
+        "data.dupe_factor=1",
+        "train.eval_every=0",
+        "train.log_every=1",
+        "train.save_every=0",
+        "eval_instances=16",
+        f"cache_dir={cache}",
+        "train.num_threads=1",
     )
     args = pretrain_args("configs/tiny.yaml", max_steps=steps, batch_size=8, max_seq_length=32, overrides=overrides)
     return JobSpec("pretrain", args, device="cpu", name=name)
@@ -150,10 +163,23 @@ def runs(tmp_path, monkeypatch):
 def fake_launched_job(root: Path, name: str, pid: int, state: str = "running", log: str = "") -> Path:
     run_dir = root / name
     run_dir.mkdir(parents=True)
-    (run_dir / "job.json").write_text(json.dumps({
-        "kind": "pretrain", "args": [], "device": "cpu", "num_gpus": 1, "cwd": str(REPO), "command": "bertlab pretrain",
-        "submitted": time.time(), "phase": "launched", "pid": pid, "child_pid": pid, "attempts": 1,
-    }))
+    (run_dir / "job.json").write_text(
+        json.dumps(
+            {
+                "kind": "pretrain",
+                "args": [],
+                "device": "cpu",
+                "num_gpus": 1,
+                "cwd": str(REPO),
+                "command": "bertlab pretrain",
+                "submitted": time.time(),
+                "phase": "launched",
+                "pid": pid,
+                "child_pid": pid,
+                "attempts": 1,
+            }
+        )
+    )
     (run_dir / "status.json").write_text(json.dumps({"state": state, "step": 7, "pid": pid}))
     (run_dir / "log.txt").write_text(log)
     return run_dir

@@ -15,13 +15,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _rows(table, values: dict[str, list[float]], task="sst2", metric="accuracy"):
-    return [{"table": table, "variant": v, "task": task, "metric": metric, "value": x, "seed": s, "run": f"{v}{s}"}
-            for v, xs in values.items() for s, x in enumerate(xs)]
+    return [
+        {"table": table, "variant": v, "task": task, "metric": metric, "value": x, "seed": s, "run": f"{v}{s}"}
+        for v, xs in values.items()
+        for s, x in enumerate(xs)
+    ]
 
 
 def test_verdicts_compare_directions_with_the_paper():
-    rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87],
-                            "ltr_bilstm": [80, 82, 81]}, task="qnli")
+    rows = _rows(
+        "table5",
+        {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87], "ltr_bilstm": [80, 82, 81]},
+        task="qnli",
+    )
     by = {v.variant: v for v in results.verdicts("table5", rows)}
     assert by["mlm_nsp"].text == "baseline row" and by["mlm_nsp"].agrees is None
     assert by["no_nsp"].agrees is True and by["no_nsp"].paper_delta == pytest.approx(-3.5)

@@ -61,9 +61,17 @@ def test_table8_masks_and_trains_each_task_both_ways():
 def test_table7_probes_one_model_without_pretraining():
     runs = ab.plan(ab.SuiteSpec("table7", tasks=("upos",), seeds=2, model="/some/model"), "s")
     assert not [r for r in runs if r.column == "pretraining"]
-    features = {r.variant: r.spec.args[r.spec.args.index("--features") + 1] for r in runs if "--features" in r.spec.args}
-    assert features == {"embeddings": "layer:0", "second_to_last": "layer:-2", "last": "layer:-1", "wsum4": "wsum4",
-                        "cat4": "cat4", "mix": "mix"}
+    features = {
+        r.variant: r.spec.args[r.spec.args.index("--features") + 1] for r in runs if "--features" in r.spec.args
+    }
+    assert features == {
+        "embeddings": "layer:0",
+        "second_to_last": "layer:-2",
+        "last": "layer:-1",
+        "wsum4": "wsum4",
+        "cat4": "cat4",
+        "mix": "mix",
+    }
     assert all(r.spec.args[r.spec.args.index("--model") + 1] == "/some/model" for r in runs)
 
 
@@ -74,13 +82,16 @@ def test_table6_grid_varies_layers_width_and_heads():
     assert "num_layers: 4, hidden_size: 256, num_heads: 1, intermediate_size: 1024" in pre["L4-H256-A1"]
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"table": "table9"}, "unknown table"),
-    ({"table": "table5", "tasks": ("sst3",)}, "unknown task"),
-    ({"table": "table5", "seeds": 0}, "seeds"),
-    ({"table": "table5", "budget_s": 0}, "budget"),
-    ({"table": "table6", "grid": ((2, 100, 3),)}, "divide"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"table": "table9"}, "unknown table"),
+        ({"table": "table5", "tasks": ("sst3",)}, "unknown task"),
+        ({"table": "table5", "seeds": 0}, "seeds"),
+        ({"table": "table5", "budget_s": 0}, "budget"),
+        ({"table": "table6", "grid": ((2, 100, 3),)}, "divide"),
+    ],
+)
 def test_bad_suite_settings_are_refused(kwargs, message):
     with pytest.raises(InputError, match=message):
         ab.SuiteSpec(**kwargs)
@@ -97,7 +108,9 @@ def test_bad_grid_text_is_refused():
 def _end_job(run_dir, state: str) -> None:
     """Make a queued job look as the supervisor leaves it when its process has ended in `state`."""
     job = json.loads((run_dir / "job.json").read_text())
-    (run_dir / "job.json").write_text(json.dumps({**job, "phase": "ended", "returncode": 0 if state == "finished" else 1}))
+    (run_dir / "job.json").write_text(
+        json.dumps({**job, "phase": "ended", "returncode": 0 if state == "finished" else 1})
+    )
     (run_dir / "status.json").write_text(json.dumps({"state": state, "step": 3, "ended": time.time()}))
 
 
@@ -106,10 +119,17 @@ def test_a_job_waits_for_the_jobs_it_comes_after(tmp_path, monkeypatch, tiny_che
     registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
     launched = []
     monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: launched.append(job.id))
-    first = registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint))),
-                            start=False)
-    later = registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data), "--model",
-                                                 str(tmp_path / "not-yet" / "model")), after=(first.id,)), start=False)
+    first = registry.submit(
+        JobSpec("finetune", ("--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint))), start=False
+    )
+    later = registry.submit(
+        JobSpec(
+            "finetune",
+            ("--task", "sst2", "--data", str(data), "--model", str(tmp_path / "not-yet" / "model")),
+            after=(first.id,),
+        ),
+        start=False,
+    )
     assert waiting_for(read_job(later.run_dir)) == [first.id]
     registry.cpu_slots = 2
     assert registry.tick() == [first.id]  # the waiting one stays queued though a slot is free
@@ -130,14 +150,33 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     write_sst2(data / "glue" / "SST-2", n=40)
     corpus = _write_corpus(tmp_path / "corpus.txt")
     spec = ab.SuiteSpec(
-        "table5", tasks=("sst2",), seeds=2, budget_s=30, data=str(data), corpus=str(corpus), max_train_examples=16,
-        max_eval_examples=16, epochs=1, threads=1,
-        overrides=(f"vocab={vocab_file}", "train.max_time_s=0", "train.max_steps=3", "eval_instances=16",
-                   "eval_data={max_seq_length: 32, max_predictions_per_seq: 5}", "data.max_seq_length=32",
-                   "data.max_predictions_per_seq=7", "phase2={}", "train.eval_every=0", "train.save_every=0",
-                   "train.log_every=1", "data.heldout_fraction=0.1",
-                   "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64, "
-                   "max_position_embeddings: 64}"))
+        "table5",
+        tasks=("sst2",),
+        seeds=2,
+        budget_s=30,
+        data=str(data),
+        corpus=str(corpus),
+        max_train_examples=16,
+        max_eval_examples=16,
+        epochs=1,
+        threads=1,
+        overrides=(
+            f"vocab={vocab_file}",
+            "train.max_time_s=0",
+            "train.max_steps=3",
+            "eval_instances=16",
+            "eval_data={max_seq_length: 32, max_predictions_per_seq: 5}",
+            "data.max_seq_length=32",
+            "data.max_predictions_per_seq=7",
+            "phase2={}",
+            "train.eval_every=0",
+            "train.save_every=0",
+            "train.log_every=1",
+            "data.heldout_fraction=0.1",
+            "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64, "
+            "max_position_embeddings: 64}",
+        ),
+    )
     registry = JobRegistry(tmp_path / "runs", cpu_slots=2, gpus=0)
     suite_dir = ab.launch(spec, registry)
     record = ab.read_suite(suite_dir)

@@ -5,8 +5,11 @@ from bertlab.ablations_view import agreement, comparison_rows, paper_rows, resul
 
 
 def _rows(values):
-    return [{"table": "table5", "variant": v, "task": "qnli", "metric": "accuracy", "value": x, "seed": s,
-             "run": f"{v}{s}"} for v, xs in values.items() for s, x in enumerate(xs)]
+    return [
+        {"table": "table5", "variant": v, "task": "qnli", "metric": "accuracy", "value": x, "seed": s, "run": f"{v}{s}"}
+        for v, xs in values.items()
+        for s, x in enumerate(xs)
+    ]
 
 
 def test_paper_rows_are_the_printed_table():

@@ -338,12 +338,18 @@ def test_home_shows_the_learning_curve_and_unseen_english(app_env, tmp_path):
 
     ckpt = tmp_path / "curved"
     shutil.copytree(app_env, ckpt)
-    curve = [{"step": s, "tokens": 4096 * s, "train_s": s, "mlm_acc": s / 2000, "mlm_loss": 6.0, "nsp_acc": 0.6}
-             for s in (10, 100, 1000)]
-    unseen = {"data": "(web text)", "domains": {"ewt": {"mlm_acc": 0.21, "masked_tokens": 900, "nsp_acc": 0.7}},
-              "overall": {"mlm_acc": 0.21, "masked_tokens": 900, "nsp_acc": 0.7}}
-    (ckpt / "model_card.json").write_text(json.dumps({"name": "curved", "learning_curve": curve,
-                                                      "unseen_english": unseen}))
+    curve = [
+        {"step": s, "tokens": 4096 * s, "train_s": s, "mlm_acc": s / 2000, "mlm_loss": 6.0, "nsp_acc": 0.6}
+        for s in (10, 100, 1000)
+    ]
+    unseen = {
+        "data": "(web text)",
+        "domains": {"ewt": {"mlm_acc": 0.21, "masked_tokens": 900, "nsp_acc": 0.7}},
+        "overall": {"mlm_acc": 0.21, "masked_tokens": 900, "nsp_acc": 0.7},
+    }
+    (ckpt / "model_card.json").write_text(
+        json.dumps({"name": "curved", "learning_curve": curve, "unseen_english": unseen})
+    )
     at = open_page()
     at.session_state["bertlab_model"] = str(ckpt)
     at.run()

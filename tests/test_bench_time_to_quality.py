@@ -37,8 +37,12 @@ def test_score_matches_bertlab_own_masked_lm_numbers(tiny_checkpoint, tokenizer)
 
 
 def test_time_to_quality_interpolates_and_bounds_what_is_never_reached():
-    ours = [{"train_s": 10, "mlm_acc": 0.1}, {"train_s": 20, "mlm_acc": 0.3}, {"train_s": 40, "mlm_acc": 0.5},
-            {"train_s": 100, "mlm_acc": 0.5}]
+    ours = [
+        {"train_s": 10, "mlm_acc": 0.1},
+        {"train_s": 20, "mlm_acc": 0.3},
+        {"train_s": 40, "mlm_acc": 0.5},
+        {"train_s": 100, "mlm_acc": 0.5},
+    ]
     theirs = [{"train_s": 50, "mlm_acc": 0.1}, {"train_s": 100, "mlm_acc": 0.2}]
     assert time_to_reach(ours, 0.2) == pytest.approx(15.0)
     assert time_to_reach(ours, 0.05) == 10  # the first scored point: an upper bound

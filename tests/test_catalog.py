@@ -173,9 +173,19 @@ def test_model_card_from_the_pretrain_recipe():
 
 
 def test_model_card_of_continued_pretraining_shows_both_stages():
-    card = C.model_card(tiny_config(97), {"steps": 100, "tokens": 1000, "train_time_s": 60, "init_from": "ckpt/a",
-                                          "total_steps": 300, "total_tokens": 5000, "total_train_time_s": 5400,
-                                          "pretrain_dropout": 0.0})
+    card = C.model_card(
+        tiny_config(97),
+        {
+            "steps": 100,
+            "tokens": 1000,
+            "train_time_s": 60,
+            "init_from": "ckpt/a",
+            "total_steps": 300,
+            "total_tokens": 5000,
+            "total_train_time_s": 5400,
+            "pretrain_dropout": 0.0,
+        },
+    )
     training = dict(card.training)
     assert training["Continued from"] == "ckpt/a" and training["Steps"] == "100"
     assert training["Steps, all stages"] == "300" and training["Input tokens, all stages"] == "5,000"

@@ -24,7 +24,9 @@ TEXTS = ["the cat sat on the [MASK].", "paris is the [MASK] of [MASK].", "[MASK]
 
 
 def _hf_config(vocab_size: int) -> "transformers.BertConfig":
-    return transformers.BertConfig(**{k: v for k, v in tiny_config(vocab_size).to_hf_dict().items() if k not in ("architectures", "bertlab")})
+    return transformers.BertConfig(
+        **{k: v for k, v in tiny_config(vocab_size).to_hf_dict().items() if k not in ("architectures", "bertlab")}
+    )
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -76,7 +78,13 @@ def _assert_same_answers(lm: LoadedModel, reference, texts, k=3):
 def test_roundtrip(tmp_path, tokenizer):
     torch.manual_seed(1)
     model = BertForPreTraining(tiny_config(len(tokenizer))).eval()
-    d = save_checkpoint(tmp_path / "ckpt", model, tokenizer, extra_config={"note": "hi"}, extra_files={"model_card.json": {"metrics": {"mlm_acc": 0.5}}})
+    d = save_checkpoint(
+        tmp_path / "ckpt",
+        model,
+        tokenizer,
+        extra_config={"note": "hi"},
+        extra_files={"model_card.json": {"metrics": {"mlm_acc": 0.5}}},
+    )
     assert checkpoint.is_checkpoint_dir(d)
     loaded, tok, info = load_pretraining_model(d)
     assert loaded.config == model.config and not loaded.training
@@ -96,7 +104,9 @@ def test_roundtrip_no_nsp_and_half_precision(tmp_path, tokenizer):
     loaded, _, _ = load_pretraining_model(d)
     assert loaded.cls.seq_relationship is None
     assert loaded.bert.embeddings.word_embeddings.weight.dtype == torch.float32
-    assert_close(loaded.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight.half().float())
+    assert_close(
+        loaded.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight.half().float()
+    )
     with pytest.raises(InputError, match="next-sentence"):
         LoadedModel(*load_pretraining_model(d)).next_sentence("a", "b")
 
@@ -154,7 +164,9 @@ def test_masked_lm_checkpoint_loads_without_nsp(tmp_path, tokenizer, vocab_file)
 
 # --- our checkpoints in transformers ------------------------------------------------------------
 def test_ours_opens_in_transformers_with_same_logits(tiny_checkpoint, tokenizer):
-    hf, loading = transformers.BertForPreTraining.from_pretrained(tiny_checkpoint, output_loading_info=True, attn_implementation="eager")
+    hf, loading = transformers.BertForPreTraining.from_pretrained(
+        tiny_checkpoint, output_loading_info=True, attn_implementation="eager"
+    )
     hf.eval()
     assert not [k for k in loading["missing_keys"] if "decoder" not in k]
     assert not loading["unexpected_keys"] and not loading["mismatched_keys"]

@@ -52,7 +52,9 @@ def _assert_fill_mask_json(item: dict, text: str, masks: int, top_k: int) -> Non
 
 def test_fill_mask_json_one_text_is_a_list_of_one(capsys, tiny_checkpoint):
     text = "the [MASK] sat on the [MASK]."
-    code, out, err = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--device", "cpu", text, "--top-k", "3", "--json")
+    code, out, err = _run(
+        capsys, "fill-mask", "--model", str(tiny_checkpoint), "--device", "cpu", text, "--top-k", "3", "--json"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert isinstance(data, list) and len(data) == 1
@@ -70,7 +72,9 @@ def test_fill_mask_json_several_texts_has_the_same_shape(capsys, tiny_checkpoint
 
 
 def test_fill_mask_text_output(capsys, tiny_checkpoint):
-    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "The [MASK] sat on the [MASK].", "--top-k", "2")
+    code, out, _ = _run(
+        capsys, "fill-mask", "--model", str(tiny_checkpoint), "The [MASK] sat on the [MASK].", "--top-k", "2"
+    )
     assert code == 0
     assert "[MASK] #1:" in out and "[MASK] #2:" in out and "joint fill: The " in out
     assert out.count("%") == 4
@@ -171,8 +175,13 @@ def test_invalid_utf8_on_the_command_line_is_one_line_and_exit_2(capsys, tiny_ch
     # as a shell passes it: the raw bytes, in a real process
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     for argv in ([b"fill-mask", b"\xff [MASK]"], [b"nsp", b"\xff", b"b"]):
-        done = subprocess.run([sys.executable, "-m", "bertlab", *argv, b"--model", str(tiny_checkpoint).encode()],
-                              capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "bertlab", *argv, b"--model", str(tiny_checkpoint).encode()],
+            capture_output=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
         err = done.stderr.decode()
         assert done.returncode == 2 and done.stdout == b"" and len(err.strip().splitlines()) == 1, err
         assert "is not valid UTF-8 (byte 0xff at character 0)" in err and "Traceback" not in err
@@ -200,8 +209,10 @@ def _bad_checkpoint(tiny_checkpoint: Path, folder: Path, fault: str) -> Path:
     return d
 
 
-@pytest.mark.parametrize("fault", ["vocab_size 10**12", "non-UTF-8 vocab.txt", "truncated weights",
-                                   "config.json cut short", "pickle that runs code"])
+@pytest.mark.parametrize(
+    "fault",
+    ["vocab_size 10**12", "non-UTF-8 vocab.txt", "truncated weights", "config.json cut short", "pickle that runs code"],
+)
 def test_a_bad_checkpoint_is_one_line_and_exit_2(capsys, tiny_checkpoint, tmp_path, fault):
     """(#14) each bad checkpoint file: one line on stderr naming the file, exit status 2."""
     d = _bad_checkpoint(tiny_checkpoint, tmp_path / "bad", fault)
@@ -230,7 +241,9 @@ def test_nsp_without_head(capsys, tmp_path, tokenizer):
     from bertlab.checkpoint import save_checkpoint
     from bertlab.model import BertForPreTraining
 
-    d = save_checkpoint(tmp_path / "no-nsp", BertForPreTraining(tiny_config(len(tokenizer), use_nsp_head=False)), tokenizer)
+    d = save_checkpoint(
+        tmp_path / "no-nsp", BertForPreTraining(tiny_config(len(tokenizer), use_nsp_head=False)), tokenizer
+    )
     code, out, err = _run(capsys, "nsp", "--model", str(d), "a cat", "a dog")
     _assert_one_line_error(code, out, err, "next-sentence")
 
@@ -239,15 +252,34 @@ def test_nsp_without_head(capsys, tmp_path, tokenizer):
 def test_python_m_bertlab_subprocess(tiny_checkpoint, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     ok = subprocess.run(
-        [sys.executable, "-m", "bertlab", "fill-mask", "--model", str(tiny_checkpoint), "the cat [MASK].", "--top-k", "3", "--json"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "bertlab",
+            "fill-mask",
+            "--model",
+            str(tiny_checkpoint),
+            "the cat [MASK].",
+            "--top-k",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)
     assert len(data) == 1 and len(data[0]["masks"][0]["candidates"]) == 3
     bad = subprocess.run(
         [sys.executable, "-m", "bertlab", "fill-mask", "--model", str(tmp_path / "missing"), "the cat [MASK]."],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert "Traceback" not in bad.stderr
@@ -261,8 +293,13 @@ def test_a_reader_that_leaves_early_is_no_error(tmp_path):
         (runs / f"run-{n}").mkdir(parents=True)
         (runs / f"run-{n}" / "status.json").write_text('{"state": "failed", "step": 1}')
     env = {**os.environ, "PYTHONPATH": str(REPO), "BERTLAB_RUNS": str(runs)}
-    proc = subprocess.Popen([sys.executable, "-m", "bertlab", "jobs", "list"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertlab", "jobs", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
     proc.stdout.close()  # the reader is gone before the command writes
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (0, 141)
@@ -295,13 +332,21 @@ def test_test_sh_says_when_no_test_matches_a_marker(tmp_path, pytest_status, exp
     stand-ins here, so nothing is installed."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nif [ "$2" = pytest ]; then echo "pytest $*"; exit {pytest_status}; fi\nexit 0\n')
+    (bin_dir / "python3").write_text(
+        f'#!/bin/sh\nif [ "$2" = pytest ]; then echo "pytest $*"; exit {pytest_status}; fi\nexit 0\n'
+    )
     (bin_dir / "chromium").write_text("#!/bin/sh\nexit 0\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "test.sh"), "-m", "slow"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "test.sh"), "-m", "slow"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == expected, done.stdout + done.stderr
     assert "-m slow" in done.stdout
     assert ("no test matched: -m slow" in done.stdout) == (pytest_status == 5)
@@ -326,7 +371,9 @@ def test_help_and_jobs_list_do_not_import_torch(tmp_path):
     """)
     (tmp_path / "runs").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "BERTLAB_RUNS": str(tmp_path / "runs")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "fill-mask" in done.stdout and "jobs" in done.stdout and "no jobs in" in done.stdout
 
@@ -395,15 +442,25 @@ def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     with open(run_dir / "log.txt", "ab") as log_file:
-        subprocess.run([sys.executable, "-c", script, str(run_dir)], stderr=log_file, check=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+        subprocess.run(
+            [sys.executable, "-c", script, str(run_dir)],
+            stderr=log_file,
+            check=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     assert (run_dir / "log.txt").read_text().splitlines() == ["one line"]
 
 
 def test_jobs_list_has_a_column_header(capsys, tmp_path, monkeypatch):
     runs = tmp_path / "runs"
-    for name, status in (("b", {"state": "failed", "step": 1}),
-                         ("pretrain-a-run-name-longer-than-forty-characters-20261124", {"state": "finished", "step": 3, "total_steps": 3})):
+    for name, status in (
+        ("b", {"state": "failed", "step": 1}),
+        (
+            "pretrain-a-run-name-longer-than-forty-characters-20261124",
+            {"state": "finished", "step": 3, "total_steps": 3},
+        ),
+    ):
         (runs / name).mkdir(parents=True)
         (runs / name / "status.json").write_text(json.dumps(status))
     monkeypatch.setenv("BERTLAB_RUNS", str(runs))

@@ -82,4 +82,8 @@ def test_default_corpus_ships_with_gensim():
 
 def test_split_sentences_in_all_lowercase_text():
     assert split_sentences("they were happy. the history is long! is it? yes") == [
-        "they were happy.", "the history is long!", "is it?", "yes"]
+        "they were happy.",
+        "the history is long!",
+        "is it?",
+        "yes",
+    ]

@@ -5,8 +5,9 @@ import pytest
 from bertlab.errors import BertLabError, CheckpointError, DataError, InputError
 
 
-@pytest.mark.parametrize("cls, builtin", [(InputError, ValueError), (DataError, ValueError),
-                                          (CheckpointError, OSError)])
+@pytest.mark.parametrize(
+    "cls, builtin", [(InputError, ValueError), (DataError, ValueError), (CheckpointError, OSError)]
+)
 def test_every_error_is_a_bertlab_error_and_its_builtin(cls, builtin):
     err = cls("what was wrong; how to fix it")
     assert isinstance(err, BertLabError) and isinstance(err, builtin)

@@ -49,10 +49,19 @@ def test_estimate_uses_measured_throughput_of_an_earlier_run(runs):
     cfg = preset("tiny", vocab_size=1000)
     run = runs / "earlier"
     run.mkdir(parents=True)
-    (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "model_config": {
-        "num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}, "config": {"data": {"max_seq_length": 128}}}))
+    (run / "run_config.json").write_text(
+        json.dumps(
+            {
+                "kind": "pretrain",
+                "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512},
+                "config": {"data": {"max_seq_length": 128}},
+            }
+        )
+    )
     (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 10.0}) + "\n" for s in range(5)))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"split": "train", "step": s, "seq_per_s": 10.0}) + "\n" for s in range(5))
+    )
     est = estimate(cfg, batch_size=32, seq_length=128, max_steps=100, device="cpu", runs_dir=runs)
     assert est.throughput_source == "measured in run earlier" and est.tokens_per_s == 1280.0
     assert est.seconds == pytest.approx(100 * 32 / 10.0)  # 3.2 s a step at 10 sequences/s
@@ -62,11 +71,19 @@ def test_estimate_reads_finetuning_runs_too(runs):
     """A fine-tuning run_config has `data` as a path and max_seq_length at the top."""
     run = runs / "finetuned"
     run.mkdir(parents=True)
-    (run / "run_config.json").write_text(json.dumps({"kind": "finetune", "config": {"data": "/d", "max_seq_length": 64},
-                                                     "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2,
-                                                                      "intermediate_size": 512}}))
+    (run / "run_config.json").write_text(
+        json.dumps(
+            {
+                "kind": "finetune",
+                "config": {"data": "/d", "max_seq_length": 64},
+                "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512},
+            }
+        )
+    )
     (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4)))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4))
+    )
     est = estimate(preset("tiny"), batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs)
     assert est.throughput_source == "measured in run finetuned" and est.tokens_per_s == 20.0 * 64
 
@@ -75,8 +92,17 @@ def test_estimate_of_a_spec(runs, job_data):
     corpus, cache = job_data
     est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
     assert est.steps == 40 and est.tokens_per_step == 8 * 32 and est.device == "cpu"
-    assert est.parameters == count_parameters(preset("tiny", vocab_size=200, num_layers=1, hidden_size=32, num_heads=2,
-                                                     intermediate_size=64, max_position_embeddings=512))
+    assert est.parameters == count_parameters(
+        preset(
+            "tiny",
+            vocab_size=200,
+            num_layers=1,
+            hidden_size=32,
+            num_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=512,
+        )
+    )
 
 
 def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path):
@@ -97,5 +123,7 @@ def test_count_parameters_of_a_classifier_is_the_real_model():
     from bertlab.finetune.models import HeadConfig, build_task_model
 
     cfg = preset("tiny", vocab_size=300)
-    assert count_parameters(cfg, pretraining_heads=False, num_labels=3) == build_task_model(
-        cfg, HeadConfig(shape="single", num_labels=3)).num_parameters()
+    assert (
+        count_parameters(cfg, pretraining_heads=False, num_labels=3)
+        == build_task_model(cfg, HeadConfig(shape="single", num_labels=3)).num_parameters()
+    )

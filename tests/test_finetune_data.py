@@ -47,8 +47,11 @@ def test_cola_has_no_header_and_four_columns(tmp_path):
 
 
 def test_mrpc_bom_header(tmp_path):
-    p = write(tmp_path / "train.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tHe ran.\tHe was running.\n",
-              bom=True)
+    p = write(
+        tmp_path / "train.tsv",
+        "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tHe ran.\tHe was running.\n",
+        bom=True,
+    )
     ex = read_glue(get_task("mrpc"), p)
     assert (ex[0].text_a, ex[0].text_b, ex[0].label) == ("He ran.", "He was running.", "1")
 
@@ -58,8 +61,20 @@ def test_pair_tasks_read_by_header(tmp_path):
     assert read_glue(get_task("rte"), rte)[0].label == "entailment"
     qnli = write(tmp_path / "qnli.tsv", "index\tquestion\tsentence\tlabel\n0\tWho?\tAnn did.\tnot_entailment\n")
     assert read_glue(get_task("qnli"), qnli)[0].text_a == "Who?"
-    header = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
-              "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"]
+    header = [
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "sentence1_binary_parse",
+        "sentence2_binary_parse",
+        "sentence1_parse",
+        "sentence2_parse",
+        "sentence1",
+        "sentence2",
+        "label1",
+        "gold_label",
+    ]
     row = ["0", "1", "1n", "gov", "(", "(", "(", "(", "A cat sat.", "A cat is sitting.", "entailment", "entailment"]
     mnli = write(tmp_path / "mnli.tsv", "\t".join(header) + "\n" + "\t".join(row) + "\n")
     e = read_glue(get_task("mnli"), mnli)[0]
@@ -127,10 +142,24 @@ def test_conllu_malformed(tmp_path):
 
 # --- SQuAD ---------------------------------------------------------------------------------
 def squad_json(articles):
-    return {"version": "1.1", "data": [
-        {"title": t, "paragraphs": [{"context": c, "qas": [
-            {"id": f"{t}-{i}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
-            for i, (q, a) in enumerate(qas)]}]} for t, c, qas in articles]}
+    return {
+        "version": "1.1",
+        "data": [
+            {
+                "title": t,
+                "paragraphs": [
+                    {
+                        "context": c,
+                        "qas": [
+                            {"id": f"{t}-{i}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
+                            for i, (q, a) in enumerate(qas)
+                        ],
+                    }
+                ],
+            }
+            for t, c, qas in articles
+        ],
+    }
 
 
 def test_squad_reads_answers(tmp_path):

@@ -91,8 +91,9 @@ def test_qa_decode_respects_order_and_max_length(tokenizer):
 
 
 def test_collate_pads_and_counts_real_tokens(tokenizer):
-    feats = encode_sequences([SequenceExample("the cat sat", None, "1"), SequenceExample("the", None, "0")],
-                             tokenizer, 16, {"0": 0, "1": 1})
+    feats = encode_sequences(
+        [SequenceExample("the cat sat", None, "1"), SequenceExample("the", None, "0")], tokenizer, 16, {"0": 0, "1": 1}
+    )
     batch = collate(feats, tokenizer.pad_id, "single")
     lengths = [len(f.input_ids) for f in feats]
     assert batch["input_ids"].shape == (2, max(lengths)) and batch["num_tokens"] == sum(lengths)

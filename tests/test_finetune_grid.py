@@ -20,13 +20,16 @@ def test_the_grid_is_the_papers():
 
 
 def test_grid_args_replace_the_users_own_settings():
-    plan = grid_args(["--task", "sst2", "--data", "D", "--lr", "1e-3", "--batch-size=8", "--seed", "7", "--epochs", "9"])
+    plan = grid_args(
+        ["--task", "sst2", "--data", "D", "--lr", "1e-3", "--batch-size=8", "--seed", "7", "--epochs", "9"]
+    )
     first, args = plan[0]
     assert args[:4] == ("--task", "sst2", "--data", "D")
     assert "1e-3" not in args and "--batch-size=8" not in args and "7" not in args and "9" not in args
     assert args[4:] == ("--batch-size", "16", "--lr", "5e-05", "--epochs", "2", "--seed", "0")
     assert {(s.batch_size, s.lr, s.epochs) for s, _ in plan} == {
-        (b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)}
+        (b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)
+    }
 
 
 def test_submit_grid_queues_one_job_per_setting_and_picks_the_best(tmp_path, monkeypatch, tiny_checkpoint):
@@ -42,7 +45,9 @@ def test_submit_grid_queues_one_job_per_setting_and_picks_the_best(tmp_path, mon
         run = registry.root / r["job"]
         job = json.loads((run / "job.json").read_text())
         (run / "job.json").write_text(json.dumps({**job, "phase": "ended", "returncode": 0}))
-        (run / "status.json").write_text(json.dumps({"state": "finished", "last_eval": {"eval_loss": 0.1, "accuracy": score}}))
+        (run / "status.json").write_text(
+            json.dumps({"state": "finished", "last_eval": {"eval_loss": 0.1, "accuracy": score}})
+        )
     rows = grid_rows(record, registry)
     best = [r for r in rows if r["best"]]
     assert len(best) == 1 and best[0]["score"] == 0.8 and best[0]["metric"] == "accuracy"
@@ -58,8 +63,27 @@ def test_cli_grid_paper_submits_jobs_and_grid_status_shows_the_best(tmp_path, mo
     monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
     write_sst2(tmp_path / "sst")  # relative --data: the jobs read it from the folder the grid was queued in
     monkeypatch.chdir(tmp_path)
-    code = main(["finetune", "--task", "sst2", "--data", "sst", "--model", str(tiny_checkpoint), "--grid", "paper",
-                 "--restarts", "2", "--lr", "1e-3", "--max-seq-length", "32", "--device", "cpu"])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            "sst",
+            "--model",
+            str(tiny_checkpoint),
+            "--grid",
+            "paper",
+            "--restarts",
+            "2",
+            "--lr",
+            "1e-3",
+            "--max-seq-length",
+            "32",
+            "--device",
+            "cpu",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[0] == f"starting from {tiny_checkpoint}"
@@ -83,7 +107,9 @@ def test_cli_grid_paper_submits_jobs_and_grid_status_shows_the_best(tmp_path, mo
         run = registry.root / r["job"]
         job = json.loads((run / "job.json").read_text())
         (run / "job.json").write_text(json.dumps({**job, "phase": "ended", "returncode": 0}))
-        (run / "status.json").write_text(json.dumps({"state": "finished", "last_eval": {"eval_loss": 0.1, "accuracy": score}}))
+        (run / "status.json").write_text(
+            json.dumps({"state": "finished", "last_eval": {"eval_loss": 0.1, "accuracy": score}})
+        )
     main(["finetune", "--grid-status", str(folder)])
     out = capsys.readouterr().out
     best = [line for line in out.splitlines() if line.startswith("*")]

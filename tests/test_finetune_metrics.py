@@ -74,8 +74,9 @@ def test_squad_normalisation_and_scores():
     # pred tokens [denver, broncos, team], gold [denver, broncos]: p = 2/3, r = 1
     assert m.squad_f1("Denver Broncos team", "Denver Broncos") == pytest.approx(0.8)
     assert m.squad_f1("Carolina", "Denver") == 0.0
-    scores = m.squad_scores(["Denver Broncos", "Panthers team"],
-                            [["Denver Broncos", "Broncos"], ["Carolina Panthers", "the Panthers"]])
+    scores = m.squad_scores(
+        ["Denver Broncos", "Panthers team"], [["Denver Broncos", "Broncos"], ["Carolina Panthers", "the Panthers"]]
+    )
     # q1: EM 1, F1 1; q2: EM 0, F1 = max(0.5, 2/3) = 2/3
     assert scores["exact_match"] == pytest.approx(0.5)
     assert scores["f1"] == pytest.approx((1 + 2 / 3) / 2)

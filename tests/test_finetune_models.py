@@ -9,8 +9,9 @@ from bertlab.errors import InputError
 from bertlab.finetune.models import HeadConfig, build_task_model
 
 
-@pytest.mark.parametrize("features,size", [("last", 32), ("layer:1", 32), ("layer:-1", 32), ("sum4", 32),
-                                           ("cat4", 64), ("mix", 32)])
+@pytest.mark.parametrize(
+    "features,size", [("last", 32), ("layer:1", 32), ("layer:-1", 32), ("sum4", 32), ("cat4", 64), ("mix", 32)]
+)
 def test_feature_choices_shapes(tokenizer, features, size):
     cfg = tiny_config(len(tokenizer))  # 2 layers, hidden 32: "the last four" are both layers
     model = build_task_model(cfg, HeadConfig("tagging", 3, mode="feature", features=features))

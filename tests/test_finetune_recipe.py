@@ -29,8 +29,18 @@ def sentiment_rows(n=48, seed=0):
         label = i % 2
         adj = "big" if label else "small"
         noun, place = rng.choice(NOUNS), rng.choice(PLACES)
-        rows.append((rng.choice([f"the {adj} {noun} sat on the {place}", f"a {noun} was {adj}",
-                                 f"the {noun} ran to the {adj} {place}"]), str(label)))
+        rows.append(
+            (
+                rng.choice(
+                    [
+                        f"the {adj} {noun} sat on the {place}",
+                        f"a {noun} was {adj}",
+                        f"the {noun} ran to the {adj} {place}",
+                    ]
+                ),
+                str(label),
+            )
+        )
     return rows
 
 
@@ -78,8 +88,15 @@ def tag_sentences(n=32):
     rng = random.Random(3)
     out = []
     for _ in range(n):
-        words = ["the", rng.choice(["big", "small"]), rng.choice(NOUNS), rng.choice(["sat", "ran"]),
-                 rng.choice(["on", "to"]), "the", rng.choice(PLACES)]
+        words = [
+            "the",
+            rng.choice(["big", "small"]),
+            rng.choice(NOUNS),
+            rng.choice(["sat", "ran"]),
+            rng.choice(["on", "to"]),
+            "the",
+            rng.choice(PLACES),
+        ]
         out.append(words)
     return out
 
@@ -114,17 +131,42 @@ def write_squad(path, n=24):
         noun, place = rng.choice(NOUNS), rng.choice(PLACES)
         context = f"the {noun} sat on the {place}. it was a big day."
         answer = f"the {place}"
-        articles.append({"title": f"T{i}", "paragraphs": [{"context": context, "qas": [
-            {"id": str(i), "question": f"where did the {noun} sit?",
-             "answers": [{"text": answer, "answer_start": context.index(answer)}]}]}]})
+        articles.append(
+            {
+                "title": f"T{i}",
+                "paragraphs": [
+                    {
+                        "context": context,
+                        "qas": [
+                            {
+                                "id": str(i),
+                                "question": f"where did the {noun} sit?",
+                                "answers": [{"text": answer, "answer_start": context.index(answer)}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"version": "1.1", "data": articles}))
     return path
 
 
 def fast_train(**kw):
-    base = dict(learning_rate=2e-3, warmup=0.1, batch_size=8, max_steps=40, log_every=5, eval_every=0,
-                save_every=0, save_every_s=0, device="cpu", seed=0, num_threads=1)
+    base = dict(
+        learning_rate=2e-3,
+        warmup=0.1,
+        batch_size=8,
+        max_steps=40,
+        log_every=5,
+        eval_every=0,
+        save_every=0,
+        save_every_s=0,
+        device="cpu",
+        seed=0,
+        num_threads=1,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -141,8 +183,9 @@ def finetune(tmp_path, name, task, data, model, **kw):
 @pytest.fixture(scope="module")
 def sst2_run(tmp_path_factory, tiny_checkpoint):
     tmp = tmp_path_factory.mktemp("sst2")
-    result, losses = finetune(tmp, "run", "sst2", write_sst2(tmp / "data"), tiny_checkpoint,
-                              train=fast_train(max_steps=60))
+    result, losses = finetune(
+        tmp, "run", "sst2", write_sst2(tmp / "data"), tiny_checkpoint, train=fast_train(max_steps=60)
+    )
     return tmp / "run", result, losses
 
 
@@ -152,18 +195,23 @@ def test_sentiment_toy_is_learnt(sst2_run):
     assert losses[-1] < losses[0]
     assert result.last_eval["accuracy"] >= 0.9  # dev = train here: the toy rule is learnt
     card = json.loads((run_dir / "model" / "model_card.json").read_text())
-    assert card["task"] == "sst2" and card["metrics"]["accuracy"] == pytest.approx(result.last_eval["accuracy"], abs=1e-4)
+    assert card["task"] == "sst2" and card["metrics"]["accuracy"] == pytest.approx(
+        result.last_eval["accuracy"], abs=1e-4
+    )
     assert card["train_time_s"] >= 0 and card["base_model"].endswith("tiny")
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "finished"
 
 
-@pytest.mark.parametrize("task,writer,metric,least", [
-    ("rte", write_rte, "accuracy", None),
-    ("stsb", write_stsb, "pearson", None),
-    ("upos", write_upos, "accuracy", 0.9),
-    ("ner", write_ner, "f1", None),
-])
+@pytest.mark.parametrize(
+    "task,writer,metric,least",
+    [
+        ("rte", write_rte, "accuracy", None),
+        ("stsb", write_stsb, "pearson", None),
+        ("upos", write_upos, "accuracy", 0.9),
+        ("ner", write_ner, "f1", None),
+    ],
+)
 def test_each_task_trains(tmp_path, tiny_checkpoint, task, writer, metric, least):
     result, losses = finetune(tmp_path, "run", task, writer(tmp_path / "data"), tiny_checkpoint)
     assert losses[-1] < losses[0], losses
@@ -174,8 +222,9 @@ def test_each_task_trains(tmp_path, tiny_checkpoint, task, writer, metric, least
 
 def test_squad_trains_on_a_demo_split(tmp_path, tiny_checkpoint):
     data = write_squad(tmp_path / "squad" / "dev-v1.1.json")
-    result, losses = finetune(tmp_path, "run", "squad", data, tiny_checkpoint, split_dev=0.75,
-                              max_seq_length=32, doc_stride=8)
+    result, losses = finetune(
+        tmp_path, "run", "squad", data, tiny_checkpoint, split_dev=0.75, max_seq_length=32, doc_stride=8
+    )
     assert losses[-1] < losses[0], losses
     assert set(result.last_eval) == {"f1", "exact_match"}
     card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
@@ -183,11 +232,21 @@ def test_squad_trains_on_a_demo_split(tmp_path, tiny_checkpoint):
 
 
 def test_random_init_trains_its_own_vocabulary(tmp_path):
-    result, losses = finetune(tmp_path, "run", "sst2", write_sst2(tmp_path / "data", 16), None,
-                              size="tiny", vocab_size=200, train=fast_train(max_steps=3))
+    result, losses = finetune(
+        tmp_path,
+        "run",
+        "sst2",
+        write_sst2(tmp_path / "data", 16),
+        None,
+        size="tiny",
+        vocab_size=200,
+        train=fast_train(max_steps=3),
+    )
     assert result.state == "finished"
     assert (tmp_path / "run" / "vocab.txt").is_file()
-    assert json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())["base_model"] == "random init (tiny)"
+    assert (
+        json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())["base_model"] == "random init (tiny)"
+    )
 
 
 # --- prediction ----------------------------------------------------------------------------------
@@ -227,13 +286,22 @@ def test_pair_tagging_and_qa_predictions(tmp_path, tiny_checkpoint):
     assert len(p.tags) == len(p.tokens) and p.tags[0] == "DET" and p.tags[3] == "VERB"
 
     data = write_squad(tmp_path / "squad" / "dev-v1.1.json")
-    finetune(tmp_path, "squad", "squad", data, tiny_checkpoint, split_dev=0.75, max_seq_length=32, doc_stride=8,
-             train=fast_train(max_steps=2))
+    finetune(
+        tmp_path,
+        "squad",
+        "squad",
+        data,
+        tiny_checkpoint,
+        split_dev=0.75,
+        max_seq_length=32,
+        doc_stride=8,
+        train=fast_train(max_steps=2),
+    )
     qa = load_finetuned(tmp_path / "squad" / "model", device="cpu")
     assert qa.task_shape == "qa" and qa.labels == []
     context = "the dog sat on the rug. it was a big day. " * 4  # several windows at 32 tokens
     p = qa.predict("where did the dog sit?", context)
-    assert p.answer == context[p.answer_start:p.answer_end]
+    assert p.answer == context[p.answer_start : p.answer_end]
     assert p.windows > 1 and not p.truncated and 0 <= p.score <= 1
     with pytest.raises(InputError, match="context"):
         qa.predict("where?")
@@ -276,8 +344,17 @@ def test_resume_matches_uninterrupted(tmp_path, tiny_checkpoint):
 def test_feature_mode_freezes_the_encoder_and_learns_the_mix(tmp_path, tiny_checkpoint):
     from bertlab.checkpoint import read_weights
 
-    result, losses = finetune(tmp_path, "run", "ner", write_ner(tmp_path / "data"), tiny_checkpoint,
-                              mode="feature", features="mix", lstm_hidden=16, train=fast_train(learning_rate=1e-2))
+    result, losses = finetune(
+        tmp_path,
+        "run",
+        "ner",
+        write_ner(tmp_path / "data"),
+        tiny_checkpoint,
+        mode="feature",
+        features="mix",
+        lstm_hidden=16,
+        train=fast_train(learning_rate=1e-2),
+    )
     assert losses[-1] < losses[0]
     trained = read_weights(tmp_path / "run" / "model")
     original = read_weights(tiny_checkpoint)
@@ -290,8 +367,16 @@ def test_feature_mode_freezes_the_encoder_and_learns_the_mix(tmp_path, tiny_chec
 
 
 def test_finetune_with_bilstm_trains_and_reloads(tmp_path, tiny_checkpoint):
-    result, losses = finetune(tmp_path, "run", "sst2", write_sst2(tmp_path / "data"), tiny_checkpoint, bilstm=True,
-                              lstm_hidden=16, lstm_layers=1)
+    result, losses = finetune(
+        tmp_path,
+        "run",
+        "sst2",
+        write_sst2(tmp_path / "data"),
+        tiny_checkpoint,
+        bilstm=True,
+        lstm_hidden=16,
+        lstm_layers=1,
+    )
     assert losses[-1] < losses[0]
     m = load_finetuned(tmp_path / "run" / "model", device="cpu")
     assert m.model.lstm is not None
@@ -301,12 +386,15 @@ def test_finetune_with_bilstm_trains_and_reloads(tmp_path, tiny_checkpoint):
 
 
 # --- transformers parity ----------------------------------------------------------------------------
-@pytest.mark.parametrize("shape,labels,auto", [
-    ("single", ("negative", "positive"), "AutoModelForSequenceClassification"),
-    ("regression", ("score",), "AutoModelForSequenceClassification"),
-    ("tagging", ("O", "B-person", "I-person"), "AutoModelForTokenClassification"),
-    ("qa", (), "AutoModelForQuestionAnswering"),
-])
+@pytest.mark.parametrize(
+    "shape,labels,auto",
+    [
+        ("single", ("negative", "positive"), "AutoModelForSequenceClassification"),
+        ("regression", ("score",), "AutoModelForSequenceClassification"),
+        ("tagging", ("O", "B-person", "I-person"), "AutoModelForTokenClassification"),
+        ("qa", (), "AutoModelForQuestionAnswering"),
+    ],
+)
 def test_saved_heads_open_in_transformers_with_equal_logits(tmp_path, tokenizer, shape, labels, auto):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -334,9 +422,16 @@ def test_saved_heads_open_in_transformers_with_equal_logits(tmp_path, tokenizer,
 
 def test_a_transformers_finetuned_model_loads_for_prediction(tmp_path, tokenizer):
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=64,
-                                  id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    cfg = transformers.BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        id2label={0: "neg", 1: "pos"},
+        label2id={"neg": 0, "pos": 1},
+    )
     torch.manual_seed(0)
     hf = transformers.BertForSequenceClassification(cfg).eval()
     hf.save_pretrained(tmp_path / "hf")
@@ -355,8 +450,23 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     from bertlab.cli import main
 
     data = write_sst2(tmp_path / "data", 16)
-    code = main(["finetune", "--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint), "--dry-run",
-                 "--run-dir", str(tmp_path / "run"), "--device", "cpu", "--no-progress"])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            str(data),
+            "--model",
+            str(tiny_checkpoint),
+            "--dry-run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.splitlines()[0] == f"starting from {tiny_checkpoint}"  # the first line says which model
@@ -367,8 +477,24 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     assert len(log_lines) > 1 and "bertlab finetune" in log_lines[0], log_lines
 
     (data / "train.tsv").unlink()
-    code = main(["finetune", "--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint),
-                 "--run-dir", str(tmp_path / "run2"), "--device", "cpu", "--no-progress", "--max-steps", "1"])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            str(data),
+            "--model",
+            str(tiny_checkpoint),
+            "--run-dir",
+            str(tmp_path / "run2"),
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--max-steps",
+            "1",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 2 and "train file not found" in err and "--split-dev" in err
     assert "Traceback" not in err
@@ -394,8 +520,9 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
 
 
 def test_a_finetuning_run_that_fails_while_preparing_is_marked_failed(tmp_path):
-    cfg = FinetuneConfig(task="sst2", data=str(tmp_path / "no-such-folder"),
-                         train=TrainConfig(max_steps=1, eval_every=0, save_every=0))
+    cfg = FinetuneConfig(
+        task="sst2", data=str(tmp_path / "no-such-folder"), train=TrainConfig(max_steps=1, eval_every=0, save_every=0)
+    )
     with pytest.raises(BertLabError):
         run_finetuning(cfg, tmp_path / "run", progress_bar=False)
     status = json.loads((tmp_path / "run" / "status.json").read_text())

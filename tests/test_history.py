@@ -36,10 +36,20 @@ def make_run(root: Path, tokenizer, steps=STEPS) -> Path:
     for i, step in enumerate(steps):
         torch.manual_seed(i)
         model = BertForPreTraining(tiny_config(len(tokenizer)))
-        card = {"steps": step, "tokens": 1000 * step, "train_time_s": 2.0 * step, "snapshot": True,
-                "metrics": {"mlm_acc": 0.01 * (i + 1), "mlm_loss": 6.0 - i, "nsp_acc": 0.5 + 0.1 * i}}
-        save_checkpoint(run / "snapshots" / f"step-{step:07d}", model, tokenizer, dtype=torch.float16,
-                        extra_files={"model_card.json": card})
+        card = {
+            "steps": step,
+            "tokens": 1000 * step,
+            "train_time_s": 2.0 * step,
+            "snapshot": True,
+            "metrics": {"mlm_acc": 0.01 * (i + 1), "mlm_loss": 6.0 - i, "nsp_acc": 0.5 + 0.1 * i},
+        }
+        save_checkpoint(
+            run / "snapshots" / f"step-{step:07d}",
+            model,
+            tokenizer,
+            dtype=torch.float16,
+            extra_files={"model_card.json": card},
+        )
         lines.append({"split": "train", "step": step, "tokens": 1000 * step, "loss": 7.0 - i, "time": 0.0})
         lines.append({"split": "eval", "step": step, "tokens": 1000 * step, "train_s": 2.0 * step, **card["metrics"]})
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -70,7 +80,11 @@ def test_history_probes_every_snapshot_and_round_trips(tmp_path, tokenizer):
     assert again is not None and again.steps == history.steps
     assert again.at(30).fill_mask == history.at(30).fill_mask
     rows = fill_mask_table(again, 10)
-    assert rows[0]["sentence"] == history.probes.fill_mask[0] and set(rows[0]) == {"sentence", "step 10", "final (step 30)"}
+    assert rows[0]["sentence"] == history.probes.fill_mask[0] and set(rows[0]) == {
+        "sentence",
+        "step 10",
+        "final (step 30)",
+    }
 
     # a new snapshot (the run goes on) makes the saved history out of date
     make_run(tmp_path / "more", tokenizer, steps=(50,))
@@ -192,10 +206,10 @@ def test_shipped_history_shows_predicted_pieces_as_pieces():
         j = tokens.index("[MASK]") - 1
         while tokens[j].startswith("##"):
             j -= 1
-        left = tok.decode(tok.convert_tokens_to_ids(tokens[j:tokens.index("[MASK]")]))
+        left = tok.decode(tok.convert_tokens_to_ids(tokens[j : tokens.index("[MASK]")]))
         for snap in history.snapshots:
             for word, _ in snap.fill_mask[i]:
-                rest = word[len(left):]
+                rest = word[len(left) :]
                 assert not (word.startswith(left) and rest and "##" + rest in tok.vocab and word not in tok.vocab), word
                 pieces += " + ##" in word
     assert pieces > 0  # the early snapshots did propose pieces

@@ -111,7 +111,12 @@ def test_batch_equals_one_by_one(lm):
         assert b.joint_text == one.joint_text and b.joint_order == one.joint_order
         for mb, mo in zip(b.masks, one.masks, strict=True):
             assert [c.token for c in mb.candidates] == [c.token for c in mo.candidates]
-            assert_close(torch.tensor([c.score for c in mb.candidates]), torch.tensor([c.score for c in mo.candidates]), atol=1e-5, rtol=1e-4)
+            assert_close(
+                torch.tensor([c.score for c in mb.candidates]),
+                torch.tensor([c.score for c in mo.candidates]),
+                atol=1e-5,
+                rtol=1e-4,
+            )
 
 
 @pytest.mark.parametrize(
@@ -240,7 +245,9 @@ def test_fill_text_from_offsets(tokenizer):
     # "play [MASK]": the mask stands as its own word, so a ## answer is a piece, not "played"
     assert fill_text(text, enc, pos, ["##ed", "park"]) == "He play + ##ed in the park."
     enc = tokenizer.encode("He play[MASK] in the park.")
-    assert fill_text("He play[MASK] in the park.", enc, [enc.tokens.index("[MASK]")], ["##ed"]) == "He played in the park."
+    assert (
+        fill_text("He play[MASK] in the park.", enc, [enc.tokens.index("[MASK]")], ["##ed"]) == "He played in the park."
+    )
     enc = tokenizer.encode("the cat[MASK].")
     pos = [enc.tokens.index("[MASK]")]
     assert fill_text("the cat[MASK].", enc, pos, ["##s"]) == "the cats."
@@ -306,7 +313,11 @@ def test_head_mask_switches_heads_off(lm):
     np.testing.assert_allclose(masked.attentions[1, 0].sum(-1), 1.0, atol=1e-5)
     before = lm.fill_mask(text, top_k=3)
     after = lm.fill_mask(text, top_k=3, head_mask=off)
-    diff = max(abs(a.score - b.score) for ma, mb in zip(before.masks, after.masks, strict=True) for a, b in zip(ma.candidates, mb.candidates, strict=True))
+    diff = max(
+        abs(a.score - b.score)
+        for ma, mb in zip(before.masks, after.masks, strict=True)
+        for a, b in zip(ma.candidates, mb.candidates, strict=True)
+    )
     assert diff > 1e-4
     assert lm.fill_mask(text, top_k=3, head_mask=torch.ones(L, A)).masks == before.masks
     nsp_before = lm.next_sentence("the cat", "the dog").is_next_prob
@@ -321,7 +332,12 @@ def test_layer_predictions(lm):
     assert all(len(g.candidates) == 3 for g in guesses)
     fill = lm.fill_mask(text, top_k=3, joint=False).masks[0]
     assert [c.token_id for c in guesses[-1].candidates] == [c.token_id for c in fill.candidates]
-    assert_close(torch.tensor([c.score for c in guesses[-1].candidates]), torch.tensor([c.score for c in fill.candidates]), atol=1e-5, rtol=1e-4)
+    assert_close(
+        torch.tensor([c.score for c in guesses[-1].candidates]),
+        torch.tensor([c.score for c in fill.candidates]),
+        atol=1e-5,
+        rtol=1e-4,
+    )
     second = lm.fill_mask(text, top_k=3).masks[1]
     at_second = lm.layer_predictions(text, position=second.position, top_k=3)[-1]
     assert [c.token_id for c in at_second.candidates] == [c.token_id for c in second.candidates]

@@ -200,5 +200,3 @@ def test_trainer_records_its_pid_and_start_time(tmp_path):
     assert own_start_time() == process_start_time(os.getpid())
     status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=own_start_time())
     assert pid_alive(status["pid"], status["pid_start"])
-
-

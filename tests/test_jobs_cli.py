@@ -11,7 +11,22 @@ def test_cli_submit_list_show_and_cancel_a_queued_job(runs, capsys, monkeypatch)
     from bertlab.cli import main
 
     monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # keep the job queued: no process in this test
-    assert main(["jobs", "submit", "--json", "--name", "cli", "pretrain", "--config", "configs/tiny.yaml", "train.max_steps=5"]) == 0
+    assert (
+        main(
+            [
+                "jobs",
+                "submit",
+                "--json",
+                "--name",
+                "cli",
+                "pretrain",
+                "--config",
+                "configs/tiny.yaml",
+                "train.max_steps=5",
+            ]
+        )
+        == 0
+    )
     submitted = json.loads(capsys.readouterr().out)
     assert submitted["state"] == "queued" and submitted["id"].startswith("cli-")
     assert main(["jobs", "list", "--json"]) == 0

@@ -19,8 +19,12 @@ def test_numbers_read_short():
 
 
 def test_metric_lines_are_split_one_per_step_and_drawn():
-    lines = [{"split": "train", "step": 1, "loss": 3.0}, {"split": "train", "step": 1, "loss": 2.5},
-             {"split": "eval", "step": 1, "mlm_acc": 0.1}, {"split": "train", "step": 2, "loss": math.nan}]
+    lines = [
+        {"split": "train", "step": 1, "loss": 3.0},
+        {"split": "train", "step": 1, "loss": 2.5},
+        {"split": "eval", "step": 1, "mlm_acc": 0.1},
+        {"split": "train", "step": 2, "loss": math.nan},
+    ]
     train, evals = split_metrics(lines)
     assert [m["loss"] for m in train][0] == 2.5 and len(train) == 2 and len(evals) == 1
     assert curves_figure(lines) is not None

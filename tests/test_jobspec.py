@@ -36,15 +36,41 @@ def test_multi_gpu_command_uses_torchrun():
     cmd = build_command(spec, "/runs/x", resume=True, python="/venv/bin/python")
     launcher = cmd[: cmd.index("--standalone")]
     assert launcher in (["/venv/bin/torchrun"], ["/venv/bin/python", "-m", "torch.distributed.run"])
-    assert cmd[cmd.index("--standalone"):cmd.index("pretrain") + 1] == ["--standalone", "--nproc_per_node", "4", "-m", "bertlab", "pretrain"]
+    assert cmd[cmd.index("--standalone") : cmd.index("pretrain") + 1] == [
+        "--standalone",
+        "--nproc_per_node",
+        "4",
+        "-m",
+        "bertlab",
+        "pretrain",
+    ]
     assert cmd[-5:] == ["train.device=cuda", "--run-dir", "/runs/x", "--resume", "--no-progress"]
     single = build_command(JobSpec("finetune", ("--task", "sst2"), device="cpu"), "/r", python="py")
-    assert single == ["py", "-m", "bertlab", "finetune", "--task", "sst2", "--device", "cpu", "--run-dir", "/r", "--no-progress"]
+    assert single == [
+        "py",
+        "-m",
+        "bertlab",
+        "finetune",
+        "--task",
+        "sst2",
+        "--device",
+        "cpu",
+        "--run-dir",
+        "/r",
+        "--no-progress",
+    ]
 
 
 def test_form_fields_become_recipe_arguments():
-    args = pretrain_args("configs/tiny.yaml", size="mini", corpus="default, /data/a.txt", max_time_s=600,
-                         learning_rate=1e-4, batch_size=16, max_seq_length=64)
+    args = pretrain_args(
+        "configs/tiny.yaml",
+        size="mini",
+        corpus="default, /data/a.txt",
+        max_time_s=600,
+        learning_rate=1e-4,
+        batch_size=16,
+        max_seq_length=64,
+    )
     assert args[:2] == ("--config", "configs/tiny.yaml")
     assert "corpus=[default, /data/a.txt]" in args
     assert {"train.max_steps=0", "train.max_time_s=600.0", "train.max_tokens=0", "train.batch_size=16"} <= set(args)
@@ -54,7 +80,20 @@ def test_form_fields_become_recipe_arguments():
     with pytest.raises(JobError, match="masked share"):
         pretrain_args(None, max_steps=1, masked_lm_prob=1.5)
     ft = finetune_args("mrpc", "/d", "/m", mode="feature", max_steps=100, learning_rate=2e-5)
-    assert ft == ("--task", "mrpc", "--data", "/d", "--mode", "feature", "--model", "/m", "--max-steps", "100", "--lr", "2e-05")
+    assert ft == (
+        "--task",
+        "mrpc",
+        "--data",
+        "/d",
+        "--mode",
+        "feature",
+        "--model",
+        "/m",
+        "--max-steps",
+        "100",
+        "--lr",
+        "2e-05",
+    )
     with pytest.raises(JobError, match="unknown task"):
         finetune_args("imdb", "/d")
 
@@ -69,8 +108,13 @@ def test_check_path_allowed_keeps_a_shared_app_inside_the_data_roots(tmp_path, m
     (root / "link").symlink_to(tmp_path / "secret.txt")
     check_path_allowed(str(root / "books"), [root])
     check_path_allowed("books", [root], cwd=root)
-    for outside in (str(tmp_path / "secret.txt"), str(root / ".." / "secret.txt"), "../secret.txt", "/etc/passwd",
-                    str(root / "link")):
+    for outside in (
+        str(tmp_path / "secret.txt"),
+        str(root / ".." / "secret.txt"),
+        "../secret.txt",
+        "/etc/passwd",
+        str(root / "link"),
+    ):
         with pytest.raises(JobError, match="outside the data folders"):
             check_path_allowed(outside, [root], cwd=root)
     monkeypatch.setenv("BERTLAB_DATA_ROOTS", os.pathsep.join([str(root), str(tmp_path / "more")]))

@@ -122,7 +122,9 @@ transformers = pytest.importorskip("transformers")
 
 
 def _hf_model(config: BertConfig):
-    hf_cfg = transformers.BertConfig(**{k: v for k, v in config.to_hf_dict().items() if k not in ("architectures", "bertlab")})
+    hf_cfg = transformers.BertConfig(
+        **{k: v for k, v in config.to_hf_dict().items() if k not in ("architectures", "bertlab")}
+    )
     return transformers.BertForPreTraining(hf_cfg).eval()
 
 
@@ -131,7 +133,9 @@ def _assert_parity(ours, theirs, vocab):
     with torch.no_grad():
         a = ours(ids, types, mask, output_attentions=True, output_hidden_states=True)
         a_fast = ours(ids, types, mask)
-        b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+        b = theirs(
+            input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True, output_hidden_states=True
+        )
     keep = mask.bool()
     assert_close(a.mlm_logits[keep], b.prediction_logits[keep], atol=1e-5, rtol=1e-5)
     assert_close(a_fast.mlm_logits[keep], b.prediction_logits[keep], atol=1e-5, rtol=1e-5)

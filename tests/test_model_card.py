@@ -8,15 +8,34 @@ from bertlab.model_card import model_card_markdown, recipe_deviations
 
 REPO = Path(__file__).resolve().parent.parent
 
-PAPER_TRAIN = {"learning_rate": 1e-4, "adam_betas": [0.9, 0.999], "schedule": "linear", "batch_size": 256,
-               "weight_decay": 0.01, "warmup": 0.01}
-PAPER_DATA = {"max_seq_length": 128, "masked_lm_prob": 0.15, "masking": "static", "mask_token_prob": 0.8,
-              "random_token_prob": 0.1, "dupe_factor": 10}
+PAPER_TRAIN = {
+    "learning_rate": 1e-4,
+    "adam_betas": [0.9, 0.999],
+    "schedule": "linear",
+    "batch_size": 256,
+    "weight_decay": 0.01,
+    "warmup": 0.01,
+}
+PAPER_DATA = {
+    "max_seq_length": 128,
+    "masked_lm_prob": 0.15,
+    "masking": "static",
+    "mask_token_prob": 0.8,
+    "random_token_prob": 0.1,
+    "dupe_factor": 10,
+}
 
 
 def _card(**kw) -> dict:
-    card = {"name": "m", "size": "mini", "objective": "mlm_nsp", "train_config": dict(PAPER_TRAIN),
-            "data_config": dict(PAPER_DATA), "pretrain_dropout": 0.1, "metrics": {"mlm_acc": 0.4}}
+    card = {
+        "name": "m",
+        "size": "mini",
+        "objective": "mlm_nsp",
+        "train_config": dict(PAPER_TRAIN),
+        "data_config": dict(PAPER_DATA),
+        "pretrain_dropout": 0.1,
+        "metrics": {"mlm_acc": 0.4},
+    }
     card.update(kw)
     return card
 
@@ -30,8 +49,16 @@ def test_each_deviation_is_named():
     card["train_config"].update(learning_rate=1.5e-3, adam_betas=[0.9, 0.98], batch_size=32, warmup=0.05)
     card["data_config"].update(max_seq_length=64, masked_lm_prob=0.2, masking="dynamic")
     text = "\n".join(recipe_deviations(card))
-    for fragment in ("0.0015", "0.9, 0.98", "batch 32", "5% of the budget", "20% of tokens",
-                     "dynamic masking", "64 tokens for the first 75%", "dropout 0.0"):
+    for fragment in (
+        "0.0015",
+        "0.9, 0.98",
+        "batch 32",
+        "5% of the budget",
+        "20% of tokens",
+        "dynamic masking",
+        "64 tokens for the first 75%",
+        "dropout 0.0",
+    ):
         assert fragment in text, fragment
     assert "departs from the paper" in model_card_markdown(card)
 
@@ -44,10 +71,22 @@ def test_objective_is_described_as_it_was():
 
 
 def test_learning_curve_and_unseen_english_tables():
-    curve = [{"step": s, "tokens": 1000 * s, "train_s": 6.0 * s, "mlm_acc": s / 1000, "mlm_loss": 7 - s / 100,
-              "nsp_acc": 0.5} for s in range(10, 410, 10)]
-    unseen = {"data": "web text", "domains": {"ewt": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8}},
-              "overall": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8}}
+    curve = [
+        {
+            "step": s,
+            "tokens": 1000 * s,
+            "train_s": 6.0 * s,
+            "mlm_acc": s / 1000,
+            "mlm_loss": 7 - s / 100,
+            "nsp_acc": 0.5,
+        }
+        for s in range(10, 410, 10)
+    ]
+    unseen = {
+        "data": "web text",
+        "domains": {"ewt": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8}},
+        "overall": {"mlm_acc": 0.3, "masked_tokens": 1200, "nsp_acc": 0.8},
+    }
     text = model_card_markdown(_card(learning_curve=curve, unseen_english=unseen))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "tokens |" not in line]
     assert "| 400 | 400,000 | 40 min | 40.0% |" in text and "| 10 | 10,000 |" in text
@@ -61,8 +100,11 @@ def test_one_step_is_singular():
 
 
 def test_a_model_exported_over_its_parent_does_not_read_as_started_from_itself():
-    lineage = {"init_from": "checkpoints/m", "init_card": {"steps": 6, "command": "bertlab pretrain ..."},
-               "total_steps": 10}
+    lineage = {
+        "init_from": "checkpoints/m",
+        "init_card": {"steps": 6, "command": "bertlab pretrain ..."},
+        "total_steps": 10,
+    }
     text = model_card_markdown(_card(**lineage))
     assert "continued pretraining from `checkpoints/m`, which" in text
     replaced = model_card_markdown(_card(**lineage, init_from_replaced=True))
@@ -78,7 +120,18 @@ def test_the_shipped_card_speaks_to_its_users():
     readme = (folder / "README.md").read_text()
     for text in (readme, json.dumps(card)):
         low = text.lower()
-        for word in (" aim ", " aim:", "our aim", " we ", " we'", " our ", " the team", "we had", " 1 threads", " 1 steps"):
+        for word in (
+            " aim ",
+            " aim:",
+            "our aim",
+            " we ",
+            " we'",
+            " our ",
+            " the team",
+            "we had",
+            " 1 threads",
+            " 1 steps",
+        ):
             assert word not in low, word
     init = card.get("init_from")
     assert not init or card.get("init_from_replaced") or (REPO / init).resolve() != folder.resolve()

@@ -52,27 +52,65 @@ def plotly_charts(at: AppTest) -> list:
     return at.get("plotly_chart")
 
 
-def fake_run(runs: Path, name: str, state: str, kind: str = "pretrain", steps: int = 20, error: str | None = None,
-             model: Path | None = None, submitted: float | None = None) -> Path:
+def fake_run(
+    runs: Path,
+    name: str,
+    state: str,
+    kind: str = "pretrain",
+    steps: int = 20,
+    error: str | None = None,
+    model: Path | None = None,
+    submitted: float | None = None,
+) -> Path:
     """A run folder as the trainer leaves it (status, metrics), launched by the registry (job.json)."""
     run = runs / name
     run.mkdir()
-    (run / "job.json").write_text(json.dumps({
-        "kind": kind, "args": ["--config", "configs/tiny.yaml"], "device": "cpu", "num_gpus": 1, "cwd": str(REPO),
-        "command": f"bertlab {kind} --config configs/tiny.yaml", "submitted": submitted or time.time(),
-        "phase": "ended", "attempts": 1,
-    }))
+    (run / "job.json").write_text(
+        json.dumps(
+            {
+                "kind": kind,
+                "args": ["--config", "configs/tiny.yaml"],
+                "device": "cpu",
+                "num_gpus": 1,
+                "cwd": str(REPO),
+                "command": f"bertlab {kind} --config configs/tiny.yaml",
+                "submitted": submitted or time.time(),
+                "phase": "ended",
+                "attempts": 1,
+            }
+        )
+    )
     lines = []
     for s in range(1, steps + 1):
-        lines.append({"split": "train", "step": s, "loss": 6 - s * 0.1, "lr": 1e-4 * min(1, s / 5), "mlm_acc": s / 100,
-                      "nsp_acc": 0.5 + s / 100, "tokens_per_s": 1500.0, "eta_s": steps - s})
+        lines.append(
+            {
+                "split": "train",
+                "step": s,
+                "loss": 6 - s * 0.1,
+                "lr": 1e-4 * min(1, s / 5),
+                "mlm_acc": s / 100,
+                "nsp_acc": 0.5 + s / 100,
+                "tokens_per_s": 1500.0,
+                "eta_s": steps - s,
+            }
+        )
         if s % 10 == 0:
             lines.append({"split": "eval", "step": s, "mlm_loss": 5.5 - s * 0.05, "mlm_acc": s / 90})
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
-    (run / "status.json").write_text(json.dumps({
-        "state": state, "step": steps, "total_steps": steps, "progress": 1.0, "started": time.time() - 60,
-        "ended": time.time(), "last_train": lines[-2] if steps >= 10 else lines[-1], "error": error,
-    }))
+    (run / "status.json").write_text(
+        json.dumps(
+            {
+                "state": state,
+                "step": steps,
+                "total_steps": steps,
+                "progress": 1.0,
+                "started": time.time() - 60,
+                "ended": time.time(),
+                "last_train": lines[-2] if steps >= 10 else lines[-1],
+                "error": error,
+            }
+        )
+    )
     (run / "log.txt").write_text("model: tiny\ncheckpoint saved at step 20 (final)\n")
     if model is not None:
         shutil.copytree(model, run / "model")
@@ -201,8 +239,13 @@ def finetuned_run(tmp_path_factory, tiny_checkpoint):
     rows = ["the cat sat on the mat\t1", "the dog ran to the park\t0", "a big red bird sang\t1", "the lazy fox\t0"] * 2
     for name in ("train.tsv", "dev.tsv"):
         (d / name).write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
-    cfg = finetune.FinetuneConfig(task="sst2", data=str(d), model=str(tiny_checkpoint), max_seq_length=32,
-                                  train=TrainConfig(max_steps=2, batch_size=4, eval_every=0, save_every=0, log_every=1))
+    cfg = finetune.FinetuneConfig(
+        task="sst2",
+        data=str(d),
+        model=str(tiny_checkpoint),
+        max_seq_length=32,
+        train=TrainConfig(max_steps=2, batch_size=4, eval_every=0, save_every=0, log_every=1),
+    )
     run = d / "finetune-sst2-run"
     result = finetune.run_finetuning(cfg, run, progress_bar=False)
     assert result.state == "finished"
@@ -212,8 +255,18 @@ def finetuned_run(tmp_path_factory, tiny_checkpoint):
 def test_try_it_on_a_finetuned_run(app_env, finetuned_run):
     run = app_env / "finetune-sst2-run"
     shutil.copytree(finetuned_run, run)
-    (run / "job.json").write_text(json.dumps({"kind": "finetune", "args": [], "device": "cpu", "phase": "ended",
-                                              "submitted": time.time(), "command": "bertlab finetune --task sst2"}))
+    (run / "job.json").write_text(
+        json.dumps(
+            {
+                "kind": "finetune",
+                "args": [],
+                "device": "cpu",
+                "phase": "ended",
+                "submitted": time.time(),
+                "command": "bertlab finetune --task sst2",
+            }
+        )
+    )
     at = open_page(JOBS)
     assert not at.error, [e.value for e in at.error]
     assert any("Task **sst2**" in c.value for c in at.caption)

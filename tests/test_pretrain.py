@@ -168,8 +168,11 @@ def test_two_phase_resume_across_the_length_change_is_exact(tmp_path, vocab_file
 
 def test_eval_data_fixes_the_heldout_instances(tmp_path, vocab_file):
     cfg = _config(tmp_path, vocab_file, max_steps=2)
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, masked_lm_prob=0.4, max_predictions_per_seq=13),
-                              eval_data={"masked_lm_prob": 0.15, "max_predictions_per_seq": 5})
+    cfg = dataclasses.replace(
+        cfg,
+        data=dataclasses.replace(cfg.data, masked_lm_prob=0.4, max_predictions_per_seq=13),
+        eval_data={"masked_lm_prob": 0.15, "max_predictions_per_seq": 5},
+    )
     run_pretraining(cfg, tmp_path / "run", progress_bar=False)
     card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
     assert card["eval_data"]["masked_lm_prob"] == 0.15 and card["data_config"]["masked_lm_prob"] == 0.4
@@ -191,8 +194,10 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
         assert card["snapshot"] is True and card["steps"] == int(name[5:]) and "mlm_acc" in card["metrics"]
         lm = load_model(tmp_path / "run" / "snapshots" / name, device="cpu")
         assert lm.fill_mask("the cat [MASK] on the mat .").masks[0].candidates
-    assert read_weights(tmp_path / "run" / "snapshots" / "step-0000010")["bert.embeddings.word_embeddings.weight"].dtype \
+    assert (
+        read_weights(tmp_path / "run" / "snapshots" / "step-0000010")["bert.embeddings.word_embeddings.weight"].dtype
         == torch.float16
+    )
     evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
     assert {10, 20, 25} <= evals  # every snapshot has its held-out score
     # the exported model carries its learning history and its card the held-out curve
@@ -265,8 +270,9 @@ def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, voca
         assert (sorted(p.name for p in run.iterdir()), (run / "status.json").read_text()) == before
         # a job still preparing: status.json names the supervisor, job.json says it was launched
         (run / "status.json").write_text(json.dumps({"state": "preparing", "pid": 1, "pid_start": 1}))
-        (run / "job.json").write_text(json.dumps({"phase": "launched", "pid": other.pid,
-                                                  "pid_start": process_start_time(other.pid)}))
+        (run / "job.json").write_text(
+            json.dumps({"phase": "launched", "pid": other.pid, "pid_start": process_start_time(other.pid)})
+        )
         with pytest.raises(InputError, match="being trained by another process"):
             run_pretraining(cfg, run, resume=True, progress_bar=False)
     finally:
@@ -308,8 +314,9 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     from bertlab.checkpoint import load_pretraining_model
     from bertlab.pretrain import initialize_from
 
-    cfg = dataclasses.replace(_config(tmp_path, vocab_file, max_steps=4), vocab=None,
-                              init_from=str(tmp_path / "one" / "model"), dropout=0.0)
+    cfg = dataclasses.replace(
+        _config(tmp_path, vocab_file, max_steps=4), vocab=None, init_from=str(tmp_path / "one" / "model"), dropout=0.0
+    )
     parent, tok, _ = load_pretraining_model(tmp_path / "one" / "model")
     from bertlab.model import BertForPreTraining
 
@@ -318,10 +325,14 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     assert info["init_card"]["steps"] == 6
     for k, v in parent.state_dict().items():
         assert torch.equal(fresh.state_dict()[k], v), k
-    stopped = run_pretraining(cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1, command="bertlab pretrain A")
+    stopped = run_pretraining(
+        cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1, command="bertlab pretrain A"
+    )
     assert stopped.state == "cancelled"
     assert (tmp_path / "two" / "vocab.txt").read_text() == (tmp_path / "one" / "model" / "vocab.txt").read_text()
-    resumed = run_pretraining(cfg, tmp_path / "two", resume=True, progress_bar=False, command="bertlab pretrain --resume")
+    resumed = run_pretraining(
+        cfg, tmp_path / "two", resume=True, progress_bar=False, command="bertlab pretrain --resume"
+    )
     assert resumed.state == "finished" and resumed.progress.step == 4
     card = json.loads((tmp_path / "two" / "model" / "model_card.json").read_text())
     assert card["command"] == "bertlab pretrain A"  # the command that started the run, not the resume
@@ -345,20 +356,25 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     with pytest.raises(InputError, match="no finished model"):
         export_run(tmp_path / "three", tmp_path / "x")
 
-    other = dataclasses.replace(cfg, model_overrides={**cfg.model_overrides, "hidden_size": 16, "intermediate_size": 32})
+    other = dataclasses.replace(
+        cfg, model_overrides={**cfg.model_overrides, "hidden_size": 16, "intermediate_size": 32}
+    )
     with pytest.raises(InputError, match="does not fit"):
         run_pretraining(other, tmp_path / "three", progress_bar=False)
     with pytest.raises(InputError, match="dropout"):
         load_config_file(None, ["dropout=1.5"])
     with pytest.raises(InputError, match="not found"):
-        run_pretraining(dataclasses.replace(cfg, init_from=str(tmp_path / "nowhere")), tmp_path / "four",
-                        progress_bar=False)
+        run_pretraining(
+            dataclasses.replace(cfg, init_from=str(tmp_path / "nowhere")), tmp_path / "four", progress_bar=False
+        )
     # exported over the model it started from: the card must not read as if it started from itself
     over = export_run(tmp_path / "two", tmp_path / "one" / "model")
     card = json.loads((over / "model_card.json").read_text())
     assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_from_replaced"] is True
     readme = (over / "README.md").read_text()
-    assert f"from the earlier model in `{tmp_path / 'one' / 'model'}` (this model has since replaced it there)" in readme
+    assert (
+        f"from the earlier model in `{tmp_path / 'one' / 'model'}` (this model has since replaced it there)" in readme
+    )
 
 
 def test_config_errors():
@@ -382,10 +398,27 @@ def _cli_env():
 def test_dry_run_through_cli(tmp_path, vocab_file):
     corpus = _write_corpus(tmp_path / "corpus.txt")
     proc = subprocess.run(
-        [sys.executable, "-m", "bertlab", "pretrain", "--config", str(REPO / "configs" / "tiny.yaml"), "--dry-run",
-         "--run-dir", str(tmp_path / "run"), "--no-progress", f"corpus=[{corpus}]", f"vocab={vocab_file}",
-         f"cache_dir={tmp_path / 'cache'}", "data.max_seq_length=32"],
-        capture_output=True, text=True, timeout=300, env=_cli_env(), cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "bertlab",
+            "pretrain",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            "--dry-run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--no-progress",
+            f"corpus=[{corpus}]",
+            f"vocab={vocab_file}",
+            f"cache_dir={tmp_path / 'cache'}",
+            "data.max_seq_length=32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_cli_env(),
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["step"] == 1
@@ -398,11 +431,31 @@ def test_two_process_gloo_run(tmp_path, vocab_file):
     """The same code under torchrun: two CPU processes with the gloo backend."""
     corpus = _write_corpus(tmp_path / "corpus.txt")
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(29500 + os.getpid() % 1000),
-        "-m", "bertlab", "pretrain", "--config", str(REPO / "configs" / "tiny.yaml"), "--run-dir", str(tmp_path / "run"),
-        "--no-progress", f"corpus=[{corpus}]", f"vocab={vocab_file}", f"cache_dir={tmp_path / 'cache'}",
-        "size=tiny", "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64}",
-        "data.max_seq_length=32", "train.batch_size=8", "train.max_steps=4", "train.log_every=2", "train.eval_every=0",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(29500 + os.getpid() % 1000),
+        "-m",
+        "bertlab",
+        "pretrain",
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--no-progress",
+        f"corpus=[{corpus}]",
+        f"vocab={vocab_file}",
+        f"cache_dir={tmp_path / 'cache'}",
+        "size=tiny",
+        "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64}",
+        "data.max_seq_length=32",
+        "train.batch_size=8",
+        "train.max_steps=4",
+        "train.log_every=2",
+        "train.eval_every=0",
         "eval_instances=32",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=_cli_env(), cwd=REPO)
@@ -420,7 +473,11 @@ DEFAULT = REPO / "checkpoints" / "bertlab-mini"
 def test_default_model_answers_in_cli():
     proc = subprocess.run(
         [sys.executable, "-m", "bertlab", "fill-mask", "The capital of France is [MASK].", "--json", "--top-k", "5"],
-        capture_output=True, text=True, timeout=120, env=_cli_env(), cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_cli_env(),
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr
     answers = json.loads(proc.stdout)
@@ -428,8 +485,14 @@ def test_default_model_answers_in_cli():
     candidates = answers[0]["masks"][0]["candidates"]
     assert len(candidates) == 5 and all(0 <= a["score"] <= 1 for a in candidates)
     assert answers[0]["joint_text"].startswith("The capital of France is ")
-    info = subprocess.run([sys.executable, "-m", "bertlab", "info", "--json"], capture_output=True, text=True,
-                          timeout=120, env=_cli_env(), cwd=REPO)
+    info = subprocess.run(
+        [sys.executable, "-m", "bertlab", "info", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_cli_env(),
+        cwd=REPO,
+    )
     data = json.loads(info.stdout)
     assert data["config"]["num_layers"] == 4 and data["has_nsp_head"]
     card = data["card"]

@@ -72,7 +72,9 @@ def test_masking_rate_changes_the_chosen_share(tokenizer, rate):
 
 def test_masking_mix_is_a_config_change(tokenizer):
     docs = _token_docs(tokenizer)
-    cfg = DataConfig(max_seq_length=64, dupe_factor=2, max_predictions_per_seq=64, mask_token_prob=0.4, random_token_prob=0.3)
+    cfg = DataConfig(
+        max_seq_length=64, dupe_factor=2, max_predictions_per_seq=64, mask_token_prob=0.4, random_token_prob=0.3
+    )
     _, p_mask, p_rand, p_keep = _stats(create_instances(docs, tokenizer, cfg, seed=2), tokenizer)
     assert (p_mask, p_rand, p_keep) == pytest.approx((0.4, 0.3, 0.3), abs=0.03)
     with pytest.raises(InputError):
@@ -148,7 +150,9 @@ def test_deterministic_and_cache_key(tokenizer):
     assert not np.array_equal(a["ids"], c["ids"])
     k1 = data_cache_key("fp", tokenizer, cfg, 7, "train")
     assert k1 == data_cache_key("fp", tokenizer, cfg, 7, "train")
-    assert k1 != data_cache_key("fp", tokenizer, DataConfig(max_seq_length=48, dupe_factor=1, masked_lm_prob=0.2), 7, "train")
+    assert k1 != data_cache_key(
+        "fp", tokenizer, DataConfig(max_seq_length=48, dupe_factor=1, masked_lm_prob=0.2), 7, "train"
+    )
     assert k1 != data_cache_key("fp2", tokenizer, cfg, 7, "train")
 
 
@@ -220,11 +224,15 @@ def test_max_predictions_follow_the_sequence_length():
     assert max_predictions_for(64, 0.2) == 13 and max_predictions_for(8, 0.01) == 1
     for seq, prob in ((512, 0.15), (128, 0.2), (256, 0.5)):  # the Train page's jobs use the same rule
         assert f"data.max_predictions_per_seq={max_predictions_for(seq, prob)}" in pretrain_args(
-            None, max_steps=1, max_seq_length=seq, masked_lm_prob=prob)
+            None, max_steps=1, max_seq_length=seq, masked_lm_prob=prob
+        )
 
 
 def test_masker_never_uses_specials_as_random(tokenizer):
-    masker = Masker(tokenizer, DataConfig(mask_token_prob=0.0, random_token_prob=1.0, max_predictions_per_seq=100, masked_lm_prob=0.5))
+    masker = Masker(
+        tokenizer,
+        DataConfig(mask_token_prob=0.0, random_token_prob=1.0, max_predictions_per_seq=100, masked_lm_prob=0.5),
+    )
     ids = [tokenizer.cls_id] + [tokenizer.vocab["cat"]] * 50 + [tokenizer.sep_id]
     out, pos, labels, kinds = masker(ids, random.Random(0))
     assert all(k == KIND_RANDOM for k in kinds)

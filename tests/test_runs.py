@@ -50,13 +50,16 @@ def test_run_started_outside_the_registry_is_listed_read_only(runs):
     assert not run_dir.exists()
 
 
-@pytest.mark.parametrize("status, job_extra", [
-    ("[1, 2]", {}),
-    ('"hello"', {}),
-    ('{"state": "running", "step": "abc", "progress": "x", "eta_s": [1]}', {}),
-    ('{"state": "finished", "step": 3', {}),  # truncated
-    ('{"state": ["odd"]}', {"submitted": "yesterday", "num_gpus": "two"}),
-])
+@pytest.mark.parametrize(
+    "status, job_extra",
+    [
+        ("[1, 2]", {}),
+        ('"hello"', {}),
+        ('{"state": "running", "step": "abc", "progress": "x", "eta_s": [1]}', {}),
+        ('{"state": "finished", "step": 3', {}),  # truncated
+        ('{"state": ["odd"]}', {"submitted": "yesterday", "num_gpus": "two"}),
+    ],
+)
 def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, capsys, monkeypatch):
     good = fake_launched_job(runs, "good", dead_pid())
     bad = fake_launched_job(runs, "bad", dead_pid())
@@ -89,8 +92,22 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, c
 
     monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process in this test
     capsys.readouterr()
-    assert main(["jobs", "submit", "--json", "--name", "next", "pretrain", "--config", "configs/tiny.yaml",
-                 "train.max_steps=5"]) == 0
+    assert (
+        main(
+            [
+                "jobs",
+                "submit",
+                "--json",
+                "--name",
+                "next",
+                "pretrain",
+                "--config",
+                "configs/tiny.yaml",
+                "train.max_steps=5",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["state"] == "queued"
     assert main(["jobs", "list"]) == 0
     listed = capsys.readouterr().out
@@ -103,11 +120,15 @@ def test_plain_run_whose_pid_was_reused_reads_as_failed(runs):
     run_dir = runs / "killed-by-hand"
     run_dir.mkdir(parents=True)
     start = process_start_time(os.getpid())
-    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start - 1}))
+    (run_dir / "status.json").write_text(
+        json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start - 1})
+    )
     job = JobRegistry(runs).get("killed-by-hand")
     assert job.state == "failed" and not job.alive
     assert "stopped without finishing (killed?)" in job.error
-    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start}))
+    (run_dir / "status.json").write_text(
+        json.dumps({"state": "running", "step": 3, "pid": os.getpid(), "pid_start": start})
+    )
     assert JobRegistry(runs).get("killed-by-hand").state == "running"
 
 

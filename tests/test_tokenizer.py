@@ -40,7 +40,13 @@ def cased(cased_vocab_file) -> BertTokenizer:
 def test_loads_vocab_with_specials_at_bert_ids(tokenizer, vocab_file):
     lines = vocab_file.read_text(encoding="utf-8").splitlines()
     assert len(tokenizer) == len(lines)
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert tokenizer.convert_tokens_to_ids(["cat", "nonsense-token"]) == [lines.index("cat"), tokenizer.unk_id]
     assert tokenizer.convert_ids_to_tokens([lines.index("dog")]) == ["dog"]
 
@@ -164,7 +170,11 @@ def test_max_length_without_room_raises(tokenizer):
 def test_offsets_map_pieces_back_to_text(tokenizer):
     text = "The Cats  played, Café!"
     enc = tokenizer.encode(text)
-    pieces = [(t, text[s:e]) for t, (s, e), special in zip(enc.tokens, enc.offsets, enc.special_mask, strict=True) if not special]
+    pieces = [
+        (t, text[s:e])
+        for t, (s, e), special in zip(enc.tokens, enc.offsets, enc.special_mask, strict=True)
+        if not special
+    ]
     assert pieces[0] == ("the", "The")
     assert ("cat", "Cat") in pieces and ("##s", "s") in pieces
     assert ("played", "played") in pieces and (",", ",") in pieces

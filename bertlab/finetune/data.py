@@ -248,31 +248,43 @@ def read_squad(path: str | Path) -> list[QAExample]:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 ({exc})") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
-        raise DataError(f"{path}: expected a SQuAD object {{\"data\": [...], \"version\": ...}} at the top level")
+        raise DataError(f'{path}: expected a SQuAD object {{"data": [...], "version": ...}} at the top level')
     examples = []
     misaligned = 0
     for a, article in enumerate(raw["data"]):
         where = f"{path}: data[{a}]"
         if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
-            raise DataError(f"{where}: an article needs a list of \"paragraphs\"")
+            raise DataError(f'{where}: an article needs a list of "paragraphs"')
         title = str(article.get("title", a))
         for p, para in enumerate(article["paragraphs"]):
             pwhere = f"{where}.paragraphs[{p}]"
-            if not isinstance(para, dict) or not isinstance(para.get("context"), str) or not isinstance(para.get("qas"), list):
-                raise DataError(f"{pwhere}: a paragraph needs a \"context\" string and a \"qas\" list")
+            if (
+                not isinstance(para, dict)
+                or not isinstance(para.get("context"), str)
+                or not isinstance(para.get("qas"), list)
+            ):
+                raise DataError(f'{pwhere}: a paragraph needs a "context" string and a "qas" list')
             context = para["context"]
             for q, qa in enumerate(para["qas"]):
                 qwhere = f"{pwhere}.qas[{q}]"
                 if not isinstance(qa, dict) or not isinstance(qa.get("question"), str) or "id" not in qa:
-                    raise DataError(f"{qwhere}: a question needs \"id\" and \"question\"")
+                    raise DataError(f'{qwhere}: a question needs "id" and "question"')
                 answers = []
                 for n, ans in enumerate(qa.get("answers", [])):
-                    if not isinstance(ans, dict) or not isinstance(ans.get("text"), str) or not isinstance(ans.get("answer_start"), int):
-                        raise DataError(f"{qwhere}.answers[{n}] (id {qa['id']}): needs \"text\" and an integer \"answer_start\"")
+                    if (
+                        not isinstance(ans, dict)
+                        or not isinstance(ans.get("text"), str)
+                        or not isinstance(ans.get("answer_start"), int)
+                    ):
+                        raise DataError(
+                            f'{qwhere}.answers[{n}] (id {qa["id"]}): needs "text" and an integer "answer_start"'
+                        )
                     start = ans["answer_start"]
                     if not 0 <= start <= len(context):
-                        raise DataError(f"{qwhere}.answers[{n}] (id {qa['id']}): answer_start {start} is outside the context")
-                    misaligned += context[start:start + len(ans["text"])] != ans["text"]
+                        raise DataError(
+                            f"{qwhere}.answers[{n}] (id {qa['id']}): answer_start {start} is outside the context"
+                        )
+                    misaligned += context[start : start + len(ans["text"])] != ans["text"]
                     answers.append((ans["text"], start))
                 examples.append(QAExample(str(qa["id"]), qa["question"], context, answers, title))
     if misaligned:
@@ -392,8 +404,9 @@ def load_hf(spec: TaskSpec, name: str = "", split_dev: float = 0.0, seed: int = 
     try:
         import datasets
     except ImportError as exc:
-        raise DataError("hf: data needs the `datasets` package (pip install datasets); "
-                        "or give a local folder with the task's files") from exc
+        raise DataError(
+            "hf: data needs the `datasets` package (pip install datasets); or give a local folder with the task's files"
+        ) from exc
     if name:
         path, _, config = name.partition(":")
         config = config or None
@@ -410,7 +423,9 @@ def load_hf(spec: TaskSpec, name: str = "", split_dev: float = 0.0, seed: int = 
             "Give a local folder with the task's files instead."
         ) from exc
     dev_split = spec.hf_dev_split if spec.hf_dev_split in ds else "validation"
-    converted = {split: _from_hf(spec, ds[split], f"hf:{path}/{split}") for split in ("train", dev_split) if split in ds}
+    converted = {
+        split: _from_hf(spec, ds[split], f"hf:{path}/{split}") for split in ("train", dev_split) if split in ds
+    }
     if dev_split not in converted:
         raise DataError(f"hf:{path}: has no {dev_split} split (splits: {list(ds)})")
     if split_dev:
@@ -432,8 +447,15 @@ def _from_hf(spec: TaskSpec, dataset, source: str) -> list[Example]:
     if spec.shape == "qa":
         for row in dataset:
             ans = row["answers"]
-            out.append(QAExample(str(row["id"]), row["question"], row["context"],
-                                 list(zip(ans["text"], ans["answer_start"], strict=False)), row.get("title", "")))
+            out.append(
+                QAExample(
+                    str(row["id"]),
+                    row["question"],
+                    row["context"],
+                    list(zip(ans["text"], ans["answer_start"], strict=False)),
+                    row.get("title", ""),
+                )
+            )
         return out
     if spec.shape == "tagging":
         column = "upos" if "upos" in dataset.column_names else "ner_tags"
@@ -443,8 +465,13 @@ def _from_hf(spec: TaskSpec, dataset, source: str) -> list[Example]:
             out.append(TaggingExample(list(row["tokens"]), tags, f"{source}[{i}]"))
         return out
     columns = dataset.column_names
-    pairs = [("sentence1", "sentence2"), ("question", "sentence"), ("question1", "question2"),
-             ("premise", "hypothesis"), ("sentence", None)]
+    pairs = [
+        ("sentence1", "sentence2"),
+        ("question", "sentence"),
+        ("question1", "question2"),
+        ("premise", "hypothesis"),
+        ("sentence", None),
+    ]
     a_col, b_col = next(((a, b) for a, b in pairs if a in columns and (b is None or b in columns)), (None, None))
     if a_col is None:
         raise DataError(f"{source}: no sentence columns among {columns}")

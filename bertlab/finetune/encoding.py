@@ -50,8 +50,9 @@ class Feature:
 # --------------------------------------------------------------------------------------
 # Sentences and pairs
 # --------------------------------------------------------------------------------------
-def encode_sequences(examples: Sequence[SequenceExample], tokenizer: BertTokenizer, max_length: int,
-                     label_to_id: dict[str, int] | None) -> list[Feature]:
+def encode_sequences(
+    examples: Sequence[SequenceExample], tokenizer: BertTokenizer, max_length: int, label_to_id: dict[str, int] | None
+) -> list[Feature]:
     """label_to_id None means regression (labels are floats)."""
     if not examples:
         return []
@@ -70,8 +71,9 @@ def encode_sequences(examples: Sequence[SequenceExample], tokenizer: BertTokeniz
 # --------------------------------------------------------------------------------------
 # Tagging
 # --------------------------------------------------------------------------------------
-def encode_tagging(examples: Sequence[TaggingExample], tokenizer: BertTokenizer, max_length: int,
-                   label_to_id: dict[str, int] | None) -> list[Feature]:
+def encode_tagging(
+    examples: Sequence[TaggingExample], tokenizer: BertTokenizer, max_length: int, label_to_id: dict[str, int] | None
+) -> list[Feature]:
     """Label the first WordPiece of each word; chunk sentences that do not fit."""
     room = max_length - 2
     if room < 1:
@@ -92,23 +94,38 @@ def encode_tagging(examples: Sequence[TaggingExample], tokenizer: BertTokenizer,
             while end < len(word_pieces) and len(ids) - 1 + len(word_pieces[end]) <= room:
                 starts.append(len(ids))
                 tag = ex.tags[end] if ex.tags else None
-                labels.extend([label_to_id[tag] if (tag is not None and label_to_id) else IGNORE]
-                              + [IGNORE] * (len(word_pieces[end]) - 1))
+                labels.extend(
+                    [label_to_id[tag] if (tag is not None and label_to_id) else IGNORE]
+                    + [IGNORE] * (len(word_pieces[end]) - 1)
+                )
                 ids.extend(word_pieces[end])
                 end += 1
             ids.append(tokenizer.sep_id)
             labels.append(IGNORE)
             type_ids = [0] * len(ids)
-            out.append(Feature(ids, type_ids, i, token_labels=labels, word_starts=starts, word_offset=start,
-                               truncated=start > 0 or end < len(word_pieces)))
+            out.append(
+                Feature(
+                    ids,
+                    type_ids,
+                    i,
+                    token_labels=labels,
+                    word_starts=starts,
+                    word_offset=start,
+                    truncated=start > 0 or end < len(word_pieces),
+                )
+            )
             if end == start:
                 break
             start = end
     return out
 
 
-def decode_tagging(examples: Sequence[TaggingExample], features: Sequence[Feature], logits: Sequence[torch.Tensor],
-                   labels: Sequence[str]) -> list[list[str]]:
+def decode_tagging(
+    examples: Sequence[TaggingExample],
+    features: Sequence[Feature],
+    logits: Sequence[torch.Tensor],
+    labels: Sequence[str],
+) -> list[list[str]]:
     """Per-word tags of each example from per-feature logits (T_i, C)."""
     tags = [[labels[0]] * len(ex.words) for ex in examples]
     for f, lg in zip(features, logits, strict=False):
@@ -130,8 +147,14 @@ def _char_to_tokens(offsets: list[tuple[int, int]], start: int, end: int) -> tup
     return first, last
 
 
-def encode_qa(examples: Sequence[QAExample], tokenizer: BertTokenizer, max_length: int, doc_stride: int,
-              max_query_length: int, with_answers: bool) -> list[Feature]:
+def encode_qa(
+    examples: Sequence[QAExample],
+    tokenizer: BertTokenizer,
+    max_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    with_answers: bool,
+) -> list[Feature]:
     """Windows of each context beside its question; answer positions from the first gold answer."""
     questions = tokenizer.tokenize_batch([e.question for e in examples]) if examples else []
     unique = list(dict.fromkeys(e.context for e in examples))
@@ -159,7 +182,7 @@ def encode_qa(examples: Sequence[QAExample], tokenizer: BertTokenizer, max_lengt
             answer_tokens = _char_to_tokens(ctx_offsets, char_start, char_start + len(text))
         prefix = [tokenizer.cls_id] + q + [tokenizer.sep_id]
         for start, length in windows:
-            ids = prefix + ctx_ids[start:start + length] + [tokenizer.sep_id]
+            ids = prefix + ctx_ids[start : start + length] + [tokenizer.sep_id]
             type_ids = [0] * len(prefix) + [1] * (length + 1)
             token_to_char: list[tuple[int, int] | None] = [None] * len(prefix)
             max_context = [False] * len(prefix)
@@ -173,9 +196,18 @@ def encode_qa(examples: Sequence[QAExample], tokenizer: BertTokenizer, max_lengt
                 a, b = answer_tokens
                 if start <= a and b < start + length:
                     s_pos, e_pos = len(prefix) + a - start, len(prefix) + b - start
-            out.append(Feature(ids, type_ids, i, start_position=s_pos, end_position=e_pos,
-                               token_to_char=token_to_char, max_context=max_context,
-                               truncated=len(windows) > 1))
+            out.append(
+                Feature(
+                    ids,
+                    type_ids,
+                    i,
+                    start_position=s_pos,
+                    end_position=e_pos,
+                    token_to_char=token_to_char,
+                    max_context=max_context,
+                    truncated=len(windows) > 1,
+                )
+            )
     return out
 
 
@@ -202,8 +234,14 @@ class SpanAnswer:
     score: float  # probability of this span among the n-best candidates
 
 
-def decode_qa(examples: Sequence[QAExample], features: Sequence[Feature], start_logits: Sequence[torch.Tensor],
-              end_logits: Sequence[torch.Tensor], n_best: int = 20, max_answer_length: int = 30) -> list[SpanAnswer]:
+def decode_qa(
+    examples: Sequence[QAExample],
+    features: Sequence[Feature],
+    start_logits: Sequence[torch.Tensor],
+    end_logits: Sequence[torch.Tensor],
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> list[SpanAnswer]:
     """Best start <= end span of each example over all its windows."""
     candidates: list[list[tuple[float, int, int]]] = [[] for _ in examples]
     for f, sl, el in zip(features, start_logits, end_logits, strict=False):
@@ -217,8 +255,7 @@ def decode_qa(examples: Sequence[QAExample], features: Sequence[Feature], start_
             for e in ends:
                 if e >= len(f.token_to_char) or f.token_to_char[e] is None or e < s or e - s + 1 > max_answer_length:
                     continue
-                candidates[f.example_index].append(
-                    (float(sl[s] + el[e]), f.token_to_char[s][0], f.token_to_char[e][1]))
+                candidates[f.example_index].append((float(sl[s] + el[e]), f.token_to_char[s][0], f.token_to_char[e][1]))
     answers = []
     for ex, cands in zip(examples, candidates, strict=False):
         if not cands:
@@ -245,7 +282,7 @@ def collate(features: Sequence[Feature], pad_id: int, shape: str) -> dict:
         if features[0].token_labels is not None:
             labels = torch.full((B, T), IGNORE, dtype=torch.long)
             for b, f in enumerate(features):
-                labels[b, :len(f.token_labels)] = torch.tensor(f.token_labels)
+                labels[b, : len(f.token_labels)] = torch.tensor(f.token_labels)
             batch["labels"] = labels
     elif shape == "qa":
         batch["start_positions"] = torch.tensor([f.start_position for f in features], dtype=torch.long)

@@ -17,9 +17,15 @@ from bertlab.finetune.tasks import TaskSpec
 
 
 @torch.no_grad()
-def run_model(model: torch.nn.Module, features: Sequence[Feature], shape: str, pad_id: int,
-              device: torch.device | str = "cpu", batch_size: int = 64,
-              autocast: Callable[[], contextlib.AbstractContextManager] | None = None) -> list:
+def run_model(
+    model: torch.nn.Module,
+    features: Sequence[Feature],
+    shape: str,
+    pad_id: int,
+    device: torch.device | str = "cpu",
+    batch_size: int = 64,
+    autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> list:
     """Model outputs per feature, on the CPU in float32, padding removed:
     (C,) logits for sequence tasks, (T_i, C) for tagging, ((T_i,), (T_i,)) start/end for QA."""
     was_training = model.training
@@ -28,7 +34,7 @@ def run_model(model: torch.nn.Module, features: Sequence[Feature], shape: str, p
     order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
     by_index: dict[int, object] = {}
     for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
+        idx = order[s : s + batch_size]
         batch = collate([features[i] for i in idx], pad_id, shape)
         inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
         with autocast() if autocast is not None else contextlib.nullcontext():
@@ -47,11 +53,20 @@ def run_model(model: torch.nn.Module, features: Sequence[Feature], shape: str, p
     return outputs
 
 
-def decode(spec_shape: str, examples: Sequence[Example], features: Sequence[Feature], outputs: list,
-           labels: Sequence[str], n_best: int = 20, max_answer_length: int = 30) -> list:
+def decode(
+    spec_shape: str,
+    examples: Sequence[Example],
+    features: Sequence[Feature],
+    outputs: list,
+    labels: Sequence[str],
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> list:
     """Task answers per example: a label (str), a score (float), a tag list, or a SpanAnswer."""
     if spec_shape == "qa":
-        return decode_qa(examples, features, [o[0] for o in outputs], [o[1] for o in outputs], n_best, max_answer_length)
+        return decode_qa(
+            examples, features, [o[0] for o in outputs], [o[1] for o in outputs], n_best, max_answer_length
+        )
     if spec_shape == "tagging":
         return decode_tagging(examples, features, outputs, labels)
     if spec_shape == "regression":
@@ -62,8 +77,9 @@ def decode(spec_shape: str, examples: Sequence[Example], features: Sequence[Feat
 def score(spec: TaskSpec, examples: Sequence[Example], answers: list) -> dict[str, float]:
     """The task's official metrics (fractions in [0, 1]), main metric first."""
     if spec.shape == "qa":
-        result = metrics.squad_scores([a.text if isinstance(a, SpanAnswer) else a for a in answers],
-                                      [e.answer_texts for e in examples])
+        result = metrics.squad_scores(
+            [a.text if isinstance(a, SpanAnswer) else a for a in answers], [e.answer_texts for e in examples]
+        )
     elif spec.shape == "tagging":
         golds = [e.tags for e in examples]
         if spec.name == "upos":

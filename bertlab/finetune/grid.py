@@ -47,8 +47,10 @@ class Setting:
 def settings(restarts: int = 1) -> list[Setting]:
     if not 1 <= restarts <= 10:
         raise InputError(f"restarts must be between 1 and 10, not {restarts}")
-    return [Setting(b, lr, e, s) for (b, lr, e), s in itertools.product(
-        itertools.product(*PAPER_GRID.values()), range(restarts))]
+    return [
+        Setting(b, lr, e, s)
+        for (b, lr, e), s in itertools.product(itertools.product(*PAPER_GRID.values()), range(restarts))
+    ]
 
 
 def grid_args(base_args: list[str] | tuple[str, ...], restarts: int = 1) -> list[tuple[Setting, tuple[str, ...]]]:
@@ -65,12 +67,33 @@ def grid_args(base_args: list[str] | tuple[str, ...], restarts: int = 1) -> list
             skip = "=" not in a
             continue
         base.append(a)
-    return [(s, (*base, "--batch-size", str(s.batch_size), "--lr", f"{s.lr:g}", "--epochs", str(s.epochs),
-                 "--seed", str(s.seed))) for s in settings(restarts)]
+    return [
+        (
+            s,
+            (
+                *base,
+                "--batch-size",
+                str(s.batch_size),
+                "--lr",
+                f"{s.lr:g}",
+                "--epochs",
+                str(s.epochs),
+                "--seed",
+                str(s.seed),
+            ),
+        )
+        for s in settings(restarts)
+    ]
 
 
-def submit_grid(base_args: list[str] | tuple[str, ...], registry: JobRegistry | None = None, restarts: int = 1,
-                cwd: str | Path | None = None, device: str = "auto", name: str = "") -> Path:
+def submit_grid(
+    base_args: list[str] | tuple[str, ...],
+    registry: JobRegistry | None = None,
+    restarts: int = 1,
+    cwd: str | Path | None = None,
+    device: str = "auto",
+    name: str = "",
+) -> Path:
     """Queue one fine-tuning job per setting; returns the grid's folder (its grid.json lists the jobs)."""
     registry = registry or JobRegistry()
     plan = grid_args(base_args, restarts)
@@ -80,8 +103,13 @@ def submit_grid(base_args: list[str] | tuple[str, ...], registry: JobRegistry | 
     record = {"id": grid_id, "base_args": list(base_args), "restarts": restarts, "created": time.time(), "runs": []}
     try:
         for s, args in plan:
-            job = registry.submit(JobSpec("finetune", args, device, name=f"{name or 'grid'}-b{s.batch_size}-"
-                                          f"lr{s.lr:g}-e{s.epochs}-s{s.seed}"), cwd=cwd, start=False)
+            job = registry.submit(
+                JobSpec(
+                    "finetune", args, device, name=f"{name or 'grid'}-b{s.batch_size}-lr{s.lr:g}-e{s.epochs}-s{s.seed}"
+                ),
+                cwd=cwd,
+                start=False,
+            )
             record["runs"].append({**s.__dict__, "job": job.id})
     finally:
         (folder / GRID_FILE).write_text(json.dumps(record, indent=1))
@@ -110,9 +138,19 @@ def grid_rows(record: dict, registry: JobRegistry | None = None) -> list[dict]:
         scores = job.status.get("last_eval") if job is not None and job.state == "finished" else None
         scores = scores if isinstance(scores, dict) else {}
         main = next((k for k in scores if not k.endswith("loss")), None)
-        rows.append({"batch_size": r.get("batch_size"), "lr": r.get("lr"), "epochs": r.get("epochs"),
-                     "seed": r.get("seed"), "state": job.state if job else "missing", "job": r.get("job"),
-                     "metric": main, "score": scores.get(main) if main else None, "best": False})
+        rows.append(
+            {
+                "batch_size": r.get("batch_size"),
+                "lr": r.get("lr"),
+                "epochs": r.get("epochs"),
+                "seed": r.get("seed"),
+                "state": job.state if job else "missing",
+                "job": r.get("job"),
+                "metric": main,
+                "score": scores.get(main) if main else None,
+                "best": False,
+            }
+        )
     done = [row for row in rows if isinstance(row["score"], (int, float))]
     if done:
         max(done, key=lambda row: row["score"])["best"] = True
@@ -128,13 +166,17 @@ def grid_status(folder: str | Path, registry: JobRegistry | None = None) -> str:
     registry = registry or JobRegistry(folder.resolve().parent.parent, gpus=0)
     rows = grid_rows(record, registry)
     metric = next((r["metric"] for r in rows if r["metric"]), "dev score")
-    lines = [f"grid {record.get('id', folder.name)}: {len(rows)} runs (the paper's grid, "
-             f"{record.get('restarts', 1)} restart(s) per setting) in {registry.root}",
-             f"  {'batch':>5} {'lr':>7} {'epochs':>6} {'seed':>4}  {'state':<9} {metric:>10}  job"]
+    lines = [
+        f"grid {record.get('id', folder.name)}: {len(rows)} runs (the paper's grid, "
+        f"{record.get('restarts', 1)} restart(s) per setting) in {registry.root}",
+        f"  {'batch':>5} {'lr':>7} {'epochs':>6} {'seed':>4}  {'state':<9} {metric:>10}  job",
+    ]
     for r in rows:
         score = f"{r['score']:.4f}" if isinstance(r["score"], (int, float)) else "-"
-        lines.append(f"{'*' if r['best'] else ' '} {r['batch_size']!s:>5} {r['lr']:>7g} {r['epochs']!s:>6} "
-                     f"{r['seed']!s:>4}  {r['state']:<9} {score:>10}  {r['job']}")
+        lines.append(
+            f"{'*' if r['best'] else ' '} {r['batch_size']!s:>5} {r['lr']:>7g} {r['epochs']!s:>6} "
+            f"{r['seed']!s:>4}  {r['state']:<9} {score:>10}  {r['job']}"
+        )
     best = next((r for r in rows if r["best"]), None)
     counts = {}
     for r in rows:
@@ -143,7 +185,9 @@ def grid_status(folder: str | Path, registry: JobRegistry | None = None) -> str:
     if best is None:
         lines.append(f"no setting has finished yet ({done})")
     else:
-        lines.append(f"best on dev so far ({done}): batch {best['batch_size']}, lr {best['lr']:g}, "
-                     f"{best['epochs']} epochs, seed {best['seed']}: {best['metric']} {best['score']:.4f} "
-                     f"(job {best['job']}; its model is in {registry.root / str(best['job'])})")
+        lines.append(
+            f"best on dev so far ({done}): batch {best['batch_size']}, lr {best['lr']:g}, "
+            f"{best['epochs']} epochs, seed {best['seed']}: {best['metric']} {best['score']:.4f} "
+            f"(job {best['job']}; its model is in {registry.root / str(best['job'])})"
+        )
     return "\n".join(lines)

@@ -34,9 +34,11 @@ from bertlab.model import BertModel, EncoderOutput, init_weights
 log = logging.getLogger(__name__)
 
 MODES = ("finetune", "feature")
-FEATURES_HELP = ("last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 (unweighted sum of the last four) | "
-                 "wsum4 (learned weighted sum of the last four) | cat4 (concatenation of the last four) | "
-                 "mix (learned weighted sum of the embeddings and every layer)")
+FEATURES_HELP = (
+    "last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 (unweighted sum of the last four) | "
+    "wsum4 (learned weighted sum of the last four) | cat4 (concatenation of the last four) | "
+    "mix (learned weighted sum of the embeddings and every layer)"
+)
 ARCHITECTURES = {
     "single": "BertForSequenceClassification",
     "pair": "BertForSequenceClassification",
@@ -133,10 +135,10 @@ class LayerFeatures(nn.Module):
         if self.spec.startswith("layer:"):
             return states[self.index]
         if self.spec == "sum4":
-            return torch.stack(states[-self.last_k:]).sum(0)
+            return torch.stack(states[-self.last_k :]).sum(0)
         if self.spec == "cat4":
-            return torch.cat(states[-self.last_k:], dim=-1)  # (B, T, k*H)
-        mixed = states if self.spec == "mix" else states[-self.last_k:]
+            return torch.cat(states[-self.last_k :], dim=-1)  # (B, T, k*H)
+        mixed = states if self.spec == "mix" else states[-self.last_k :]
         w = self.weights.softmax(0).to(states[0].dtype)
         return self.gamma * (w[:, None, None, None] * torch.stack(mixed)).sum(0)  # (B, T, H)
 
@@ -154,8 +156,14 @@ class _BertTaskModel(nn.Module):
         self.lstm = None
         if head.use_bilstm:
             hidden = head.lstm_hidden or config.hidden_size
-            self.lstm = nn.LSTM(size, hidden, num_layers=head.lstm_layers, bidirectional=True, batch_first=True,
-                                dropout=config.hidden_dropout if head.lstm_layers > 1 else 0.0)
+            self.lstm = nn.LSTM(
+                size,
+                hidden,
+                num_layers=head.lstm_layers,
+                bidirectional=True,
+                batch_first=True,
+                dropout=config.hidden_dropout if head.lstm_layers > 1 else 0.0,
+            )
             size = 2 * hidden
         self.task_input_size = size
         p = head.classifier_dropout if head.classifier_dropout is not None else config.hidden_dropout
@@ -176,7 +184,7 @@ class _BertTaskModel(nn.Module):
         if not uses_pooler:
             self.bert.pooler.requires_grad_(False)
         if self.head_config.features.startswith("layer:"):
-            for layer in self.bert.encoder.layer[self.layer_features.index:]:
+            for layer in self.bert.encoder.layer[self.layer_features.index :]:
                 layer.requires_grad_(False)
 
     def train(self, mode: bool = True) -> _BertTaskModel:
@@ -185,21 +193,34 @@ class _BertTaskModel(nn.Module):
             self.bert.eval()  # a frozen encoder gives the same features every time: no dropout
         return self
 
-    def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-               attention_mask: torch.Tensor | None = None, cls_only: bool = False) -> tuple[EncoderOutput, torch.Tensor]:
+    def encode(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cls_only: bool = False,
+    ) -> tuple[EncoderOutput, torch.Tensor]:
         """Encoder output and the task features (B, T, F) (after the BiLSTM when there is one).
 
         cls_only: the caller reads only [CLS] from the last layer, so that layer runs only there
         (features (B, 1, F)); ignored where other positions are needed (BiLSTM, earlier layers)."""
         grad = torch.enable_grad() if not self.frozen else torch.no_grad()
         positions = None
-        if (cls_only and self.lstm is None and not self.layer_features.needs_all_layers
-                and self.config.attention_direction == "bidirectional"):
+        if (
+            cls_only
+            and self.lstm is None
+            and not self.layer_features.needs_all_layers
+            and self.config.attention_direction == "bidirectional"
+        ):
             positions = torch.zeros(input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
         with grad:
-            enc = self.bert(input_ids, token_type_ids, attention_mask,
-                            output_hidden_states=self.layer_features.needs_all_layers,
-                            last_layer_positions=positions)
+            enc = self.bert(
+                input_ids,
+                token_type_ids,
+                attention_mask,
+                output_hidden_states=self.layer_features.needs_all_layers,
+                last_layer_positions=positions,
+            )
         feats = self.layer_features(enc)
         if self.lstm is not None:
             feats = self._run_lstm(feats, attention_mask)
@@ -216,8 +237,9 @@ class _BertTaskModel(nn.Module):
         B, T, _ = x.shape
         lengths = attention_mask.sum(1) if attention_mask is not None else torch.full((B,), T, device=x.device)
         # packing keeps padding out of the backward direction's state
-        packed = nn.utils.rnn.pack_padded_sequence(x.float(), lengths.cpu().clamp(min=1), batch_first=True,
-                                                   enforce_sorted=False)
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x.float(), lengths.cpu().clamp(min=1), batch_first=True, enforce_sorted=False
+        )
         out, _ = self.lstm(packed)
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)  # (B, T, 2h)
         return out.to(x.dtype)
@@ -239,8 +261,13 @@ class BertForSequenceClassification(_BertTaskModel):
         self.classifier = nn.Linear(size, head.num_labels)
         self._finish_init(uses_pooler=head.features == "last" and head.mode == "finetune" and not head.use_bilstm)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> TaskOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TaskOutput:
         """labels: (B,) long class ids, or (B,) float targets for regression."""
         enc, feats = self.encode(input_ids, token_type_ids, attention_mask, cls_only=True)
         h = self.head_config
@@ -282,8 +309,13 @@ class BertForTokenClassification(_BertTaskModel):
         self.classifier = nn.Linear(self.task_input_size, head.num_labels)
         self._finish_init()
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> TaskOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TaskOutput:
         """labels: (B, T) long, -100 where no label."""
         _, feats = self.encode(input_ids, token_type_ids, attention_mask)
         logits = self.classifier(self.dropout(feats))  # (B, T, C)
@@ -301,9 +333,14 @@ class BertForQuestionAnswering(_BertTaskModel):
         self.qa_outputs = nn.Linear(self.task_input_size, 2)
         self._finish_init()
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
-                end_positions: torch.Tensor | None = None) -> TaskOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> TaskOutput:
         """start_positions / end_positions: (B,) token indices of the answer (0 = [CLS] when the
         answer is not in this window)."""
         _, feats = self.encode(input_ids, token_type_ids, attention_mask)
@@ -313,13 +350,16 @@ class BertForQuestionAnswering(_BertTaskModel):
         if start_positions is not None and end_positions is not None:
             T = start_logits.shape[1]
             s, e = start_positions.clamp(0, T), end_positions.clamp(0, T)
-            loss = (F.cross_entropy(start_logits.float(), s, ignore_index=T)
-                    + F.cross_entropy(end_logits.float(), e, ignore_index=T)) / 2
+            loss = (
+                F.cross_entropy(start_logits.float(), s, ignore_index=T)
+                + F.cross_entropy(end_logits.float(), e, ignore_index=T)
+            ) / 2
         return TaskOutput(logits=logits, loss=loss, start_logits=start_logits, end_logits=end_logits)
 
 
 def build_task_model(config: BertConfig, head: HeadConfig) -> _BertTaskModel:
     """The model class for `head.shape`, randomly initialised (load weights afterwards)."""
     cls = {"tagging": BertForTokenClassification, "qa": BertForQuestionAnswering}.get(
-        head.shape, BertForSequenceClassification)
+        head.shape, BertForSequenceClassification
+    )
     return cls(config, head)

@@ -105,13 +105,21 @@ def hf_task_keys(setup: TaskSetup) -> dict:
     return keys
 
 
-def save_finetuned(directory: str | Path, model: torch.nn.Module, tokenizer: BertTokenizer, setup: TaskSetup,
-                   card: dict | None = None) -> Path:
+def save_finetuned(
+    directory: str | Path, model: torch.nn.Module, tokenizer: BertTokenizer, setup: TaskSetup, card: dict | None = None
+) -> Path:
     """Write the model, its tokenizer, config.json (task keys included) and model_card.json, atomically."""
     config = _HFTaskConfig(model.config, hf_task_keys(setup))
     extra_files = {"model_card.json": card} if card is not None else None
-    return save_checkpoint(directory, model, tokenizer, config, architecture=ARCHITECTURES[setup.shape],
-                           extra_config={"finetune": setup.to_dict()}, extra_files=extra_files)
+    return save_checkpoint(
+        directory,
+        model,
+        tokenizer,
+        config,
+        architecture=ARCHITECTURES[setup.shape],
+        extra_config={"finetune": setup.to_dict()},
+        extra_files=extra_files,
+    )
 
 
 def _setup_from_raw(raw: dict, path: Path) -> TaskSetup:
@@ -188,8 +196,15 @@ class Prediction:
 class FinetunedModel:
     """A fine-tuned model ready to predict; load with `load_finetuned`. Never trained further."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: BertTokenizer, setup: TaskSetup, card: dict,
-                 path: str, device: torch.device):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: BertTokenizer,
+        setup: TaskSetup,
+        card: dict,
+        path: str,
+        device: torch.device,
+    ):
         self.model, self.tokenizer, self.setup, self.card = model, tokenizer, setup, card
         self.path, self.device = path, device
 
@@ -226,8 +241,14 @@ class FinetunedModel:
             out = run_model(self.model, feats, shape, self.tokenizer.pad_id, self.device)
             ans = decode(shape, [ex], feats, out, s.labels, s.n_best, s.max_answer_length)[0]
             question_cut = len(self.tokenizer.tokenize(question)) > s.max_query_length
-            return Prediction(score=ans.score, answer=ans.text, answer_start=ans.start, answer_end=ans.end,
-                              truncated=question_cut, windows=len(feats))
+            return Prediction(
+                score=ans.score,
+                answer=ans.text,
+                answer_start=ans.start,
+                answer_end=ans.end,
+                truncated=question_cut,
+                windows=len(feats),
+            )
         text = self._check(text, "text")
         if shape == "tagging":
             if text_b is not None:
@@ -251,8 +272,12 @@ class FinetunedModel:
             return Prediction(score=float(out[0]), truncated=feats[0].truncated)
         probs = out.softmax(-1).tolist()
         best = max(range(len(probs)), key=probs.__getitem__)
-        return Prediction(label=s.labels[best], score=probs[best], probabilities=dict(zip(s.labels, probs, strict=False)),
-                          truncated=feats[0].truncated)
+        return Prediction(
+            label=s.labels[best],
+            score=probs[best],
+            probabilities=dict(zip(s.labels, probs, strict=False)),
+            truncated=feats[0].truncated,
+        )
 
     def words(self, text: str) -> list[str]:
         """Split text into words as BERT's basic tokenizer does (whitespace and punctuation)."""

@@ -136,9 +136,13 @@ def model_picker() -> str:
     # fine-tuned runs have a task head and no masked-LM head: no page here can load them (the Jobs page tries them)
     entries = find_checkpoints(include_finetuned=False)
     known = {e.path for e in entries}
-    entries += [CheckpointEntry(f"{repo_id} (Hub, cached)", str(path), HUB, True, "Google's release, from the "
-                                "local Hugging Face cache") for repo_id, path in cached_models().items()
-                if str(path) not in known]
+    entries += [
+        CheckpointEntry(
+            f"{repo_id} (Hub, cached)", str(path), HUB, True, "Google's release, from the local Hugging Face cache"
+        )
+        for repo_id, path in cached_models().items()
+        if str(path) not in known
+    ]
     by_path = {e.path: e for e in entries}
     current = chosen_model()
     # Seed the widgets from the session's choice on every run: widget state does not follow
@@ -202,12 +206,19 @@ def _google_berts() -> None:
     with st.expander("Google's BERTs", icon=":material/cloud_download:"):
         if not _online():
             cached = cached_models()
-            st.caption("Offline: Google's checkpoints cannot be downloaded now. "
-                       + (f"Cached here and listed above: {', '.join(cached)}." if cached else "None is cached here."))
+            st.caption(
+                "Offline: Google's checkpoints cannot be downloaded now. "
+                + (f"Cached here and listed above: {', '.join(cached)}." if cached else "None is cached here.")
+            )
             return
-        choice = st.selectbox("Checkpoint", GOOGLE_BERTS, format_func=lambda m: m.label, key="bertlab_hub_pick",
-                              help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019). The download "
-                              "lands in the usual Hugging Face cache and is listed above from then on.")
+        choice = st.selectbox(
+            "Checkpoint",
+            GOOGLE_BERTS,
+            format_func=lambda m: m.label,
+            key="bertlab_hub_pick",
+            help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019). The download "
+            "lands in the usual Hugging Face cache and is listed above from then on.",
+        )
         if st.button("Download and use", key="bertlab_hub_go", icon=":material/download:"):
             bar = st.progress(0.0, text=f"Fetching {choice.repo_id}...")
             try:
@@ -249,8 +260,10 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
         try:
             check_path_allowed(choice.strip(), roots=[*data_roots(), runs_root(), shipped_model_path()], cwd=Path.cwd())
         except BertLabError:
-            return None, (f"**{choice}** is outside the folders this shared app may read (BERTLAB_DATA_ROOTS). "
-                          "Pick another model in the sidebar.")
+            return None, (
+                f"**{choice}** is outside the folders this shared app may read (BERTLAB_DATA_ROOTS). "
+                "Pick another model in the sidebar."
+            )
     try:
         cleaned = check_choice(choice)
         return _load(cleaned, _stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
