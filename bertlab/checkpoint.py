@@ -225,7 +225,7 @@ def load_state(
     own = model.state_dict()
     for k in TIED_KEYS:
         own.pop(k, None)
-    _raise_on_shape_mismatch(state, own, source, "model")
+    _raise_on_shape_mismatch(state, {k: tuple(t.shape) for k, t in own.items()}, source, "model")
     missing = [k for k in own if k not in state]
     missing_core = [k for k in missing if k.startswith(required_prefixes) and not k.startswith(optional_prefixes)]
     if missing_core:
@@ -240,19 +240,55 @@ def load_state(
     return missing
 
 
+def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The shape config.json implies for each BertForPreTraining weight (HF names), by arithmetic.
+
+    Plain arithmetic, not a model built on the meta device: that costs ~2 s the first time in a
+    process (torch warms its meta kernels), on every `bertlab fill-mask`. A test holds this table
+    equal to a real model's state_dict for several configs."""
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+
+    def linear(name: str, out_features: int, in_features: int) -> dict[str, tuple[int, ...]]:
+        return {f"{name}.weight": (out_features, in_features), f"{name}.bias": (out_features,)}
+
+    def layer_norm(name: str) -> dict[str, tuple[int, ...]]:
+        return {f"{name}.weight": (h,), f"{name}.bias": (h,)}
+
+    shapes = {
+        "bert.embeddings.word_embeddings.weight": (v, h),
+        "bert.embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
+        "bert.embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
+        **layer_norm("bert.embeddings.LayerNorm"),
+        **linear("bert.pooler.dense", h, h),
+        "cls.predictions.bias": (v,),
+        "cls.predictions.decoder.weight": (v, h),  # tied to the word embeddings
+        **linear("cls.predictions.transform.dense", h, h),
+        **layer_norm("cls.predictions.transform.LayerNorm"),
+    }
+    if config.use_nsp_head:
+        shapes.update(linear("cls.seq_relationship", 2, h))
+    for n in range(config.num_layers):
+        p = f"bert.encoder.layer.{n}."
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            shapes.update(linear(p + name, h, h))
+        shapes.update(linear(p + "intermediate.dense", i, h))
+        shapes.update(linear(p + "output.dense", h, i))
+        shapes.update(layer_norm(p + "attention.output.LayerNorm"))
+        shapes.update(layer_norm(p + "output.LayerNorm"))
+    return shapes
+
+
 def check_shapes(config: BertConfig, state: dict[str, torch.Tensor], source: str) -> None:
     """Compare config.json with the weights' shapes before any real model is allocated, so a
     config that disagrees (vocab_size: 10**12) is a one-line error, not an out-of-memory crash."""
-    with torch.device("meta"):  # shapes only: no memory is allocated
-        own = BertForPreTraining(config).state_dict()
-    _raise_on_shape_mismatch(state, own, source, "config")
+    _raise_on_shape_mismatch(state, expected_shapes(config), source, "config")
 
 
-def _raise_on_shape_mismatch(state: dict, own: dict, source: str, what: str) -> None:
+def _raise_on_shape_mismatch(state: dict, own: dict[str, tuple[int, ...]], source: str, what: str) -> None:
     mismatched = [
-        f"{k}: checkpoint {tuple(v.shape)} vs {what} {tuple(own[k].shape)}"
+        f"{k}: checkpoint {tuple(v.shape)} vs {what} {tuple(own[k])}"
         for k, v in state.items()
-        if k in own and tuple(v.shape) != tuple(own[k].shape)
+        if k in own and tuple(v.shape) != tuple(own[k])
     ]
     if mismatched:
         raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))

@@ -387,7 +387,19 @@ def test_huge_vocab_size_in_config_is_refused_before_allocating(tmp_path, tiny_c
     monkeypatch.setattr(BertForPreTraining, "__init__", watch)
     with pytest.raises(CheckpointError, match=r"model.safetensors: weights do not match config.json.*word_embeddings"):
         load_model(d, device="cpu")
-    assert "cpu" not in allocated  # only the shape-only (meta) model was built
+    assert allocated == []  # refused from config.json's arithmetic: no model was built at all
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"use_nsp_head": False}, {"attention_direction": "left_to_right"}, {"num_layers": 3, "intermediate_size": 24}],
+)
+def test_expected_shapes_are_the_models_own(changes):
+    # check_shapes works out shapes by arithmetic (a meta-device model cost ~2 s per fill-mask);
+    # the arithmetic must name every weight the real model has, with its shape
+    config = tiny_config(50, **changes)
+    own = {k: tuple(t.shape) for k, t in BertForPreTraining(config).state_dict().items()}
+    assert checkpoint.expected_shapes(config) == own
 
 
 def test_refused_pickle_says_not_safe_and_how_to_convert(tmp_path, tiny_checkpoint):
