@@ -3,7 +3,8 @@
 A reader never sees half a file: a file is written beside its target under a hidden name and
 renamed over it (`os.replace`), and a directory is filled as a hidden temporary copy and swapped
 in with two renames. A save killed between those renames leaves the directory only as a hidden
-copy; `recover_dir` puts it back.
+copy; `recover_dir` puts it back. Contents are fsynced before a rename and the folder holding the
+renamed entry after it, so a power cut leaves the old version or the new one, not an empty file.
 
 Standard library only (no torch): the jobs CLI, the supervisor and the run folders use it, and so
 does bertlab.checkpoint.
@@ -35,12 +36,31 @@ def read_json(path: str | Path, default: Any = None) -> Any:
         return default
 
 
+def fsync_dir(path: str | Path) -> None:
+    """Flush a folder's entries (the names a rename changed) to disk; a no-op where the platform
+    cannot open a folder for that."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a folder; the rename itself still happened
+    finally:
+        os.close(fd)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old content or the new, never a part."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: str | Path, data: Any, indent: int = 2) -> None:
@@ -82,10 +102,13 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for f in tmp.rglob("*"):  # flush file contents before the rename makes them visible
+    for f in tmp.rglob("*"):  # flush file contents and subfolder entries before the rename makes them visible
         if f.is_file():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
+        elif f.is_dir():
+            fsync_dir(f)
+    fsync_dir(tmp)
     old = None
     if target.exists():
         old = target.with_name(f".{target.name}.old-{os.getpid()}")
@@ -93,6 +116,7 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         os.replace(target, old)
     os.replace(tmp, target)
+    fsync_dir(target.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -119,6 +143,7 @@ def recover_dir(target: str | Path, is_complete: Callable[[Path], bool]) -> Path
         for copy in leftover_copies(target):
             if is_complete(copy):
                 os.replace(copy, target)
+                fsync_dir(target.parent)
                 recovered = copy
                 break
     for copy in leftover_copies(target):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import WordPieceTrainer
 
+from bertlab.atomic import write_text_atomic
 from bertlab.errors import CheckpointError, InputError
 
 log = logging.getLogger(__name__)
@@ -275,15 +275,9 @@ class BertTokenizer:
         self._tok.save(str(directory / "tokenizer.json"))
 
     def save_vocab(self, path: str | Path) -> None:
-        """Write vocab.txt atomically (a temp file, then os.replace), so a kill never leaves half a vocabulary."""
+        """Write vocab.txt atomically (a temp file, fsynced, then renamed), so a kill never leaves half a vocabulary."""
         ordered = sorted(self.vocab, key=self.vocab.get)
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("".join(t + "\n" for t in ordered))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(t + "\n" for t in ordered))
 
     # --- encoding -----------------------------------------------------------------------
     def __len__(self) -> int:

@@ -82,3 +82,32 @@ def test_lock_is_reentrant_across_calls(tmp_path):
     with locked(tmp_path / "sub" / ".lock"):
         assert (tmp_path / "sub" / ".lock").exists()
     assert json.dumps(str(tmp_path))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names an fd's file through /proc")
+def test_renames_are_made_durable(tmp_path, monkeypatch):
+    # (#14) a power cut after a rename must find the new contents and the new name on disk:
+    # contents are fsynced before each rename, the folder holding the renamed entry after it
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))
+    )
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(b))), real_replace(a, b)))
+
+    write_text_atomic(tmp_path / "t.txt", "new")
+    assert events[-1] == ("fsync", str(tmp_path)) and events[-2] == ("replace", str(tmp_path / "t.txt"))
+    assert events[0][0] == "fsync" and events[0][1].endswith(".tmp")  # the contents, before the rename
+
+    events.clear()
+    with atomic_dir(tmp_path / "ckpt") as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "w.bin").write_bytes(b"123")
+    synced_before = [p for kind, p in events[: events.index(("replace", str(tmp_path / "ckpt")))] if kind == "fsync"]
+    assert any(p.endswith("w.bin") for p in synced_before) and any(p.endswith("sub") for p in synced_before)
+    assert events[-1] == ("fsync", str(tmp_path))
+
+    events.clear()
+    (tmp_path / ".gone.old-1").mkdir()
+    recover_dir(tmp_path / "gone", lambda p: True)
+    assert events == [("replace", str(tmp_path / "gone")), ("fsync", str(tmp_path))]
