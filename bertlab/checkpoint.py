@@ -113,8 +113,14 @@ def resolve(path_or_id: str | Path) -> Path:
             raise CheckpointError(f"{p}: not a checkpoint folder (no config.json)")
         return p
     text = str(path_or_id)
-    if text.startswith((".", "/", "~")) or text.count("/") > 1 or not HUB_ID.match(text):
-        raise CheckpointError(f"{text}: no such checkpoint folder")
+    parent = p.parent
+    if (
+        text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or not HUB_ID.match(text)
+        or (parent != Path(".") and parent.is_dir())  # checkpoints/typo: a path, not a Hub owner/name
+    ):
+        raise CheckpointError(f"{text}: no such checkpoint folder" + _siblings_hint(parent))
     from bertlab import hub  # torch-free; imports only bertlab.config and bertlab.errors
 
     cached = hub.cached_snapshot(text)
@@ -128,6 +134,15 @@ def resolve(path_or_id: str | Path) -> Path:
             "HF_HUB_OFFLINE to download it."
         )
     return hub.download(text)
+
+
+def _siblings_hint(parent: Path) -> str:
+    """' (checkpoints/ holds: a, b)' naming the checkpoint folders beside a mistyped one, or ''."""
+    try:
+        found = sorted(d.name for d in parent.iterdir() if (d / "config.json").is_file())
+    except OSError:
+        return ""
+    return f" ({parent}/ holds: {', '.join(found[:8])})" if found else ""
 
 
 def _env_true(name: str) -> bool:

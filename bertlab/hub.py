@@ -17,6 +17,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
@@ -177,6 +178,12 @@ def download(repo_id: str, progress: Callable[[float, str], None] | None = None)
         from tqdm.auto import tqdm
     except ImportError as exc:  # pragma: no cover - ships with transformers
         raise CheckpointError("downloading needs huggingface_hub (pip install huggingface_hub)") from exc
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    if not is_online(host):  # offline, the Hub client retries for ~40 s before it gives up
+        raise CheckpointError(
+            f"{repo_id}: not a local folder, and the Hugging Face Hub ({host}) cannot be reached. "
+            "Give a local checkpoint folder, or connect to download it."
+        )
     try:
         files = set(HfApi().list_repo_files(repo_id))
     except Exception as exc:  # network errors, unknown repo

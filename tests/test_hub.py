@@ -132,6 +132,7 @@ def fake_hub(tmp_path, tiny_checkpoint, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "HfApi", Api)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake.hf_hub_download)
+    monkeypatch.setattr(hub, "is_online", lambda host="huggingface.co", timeout_s=1.5: True)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
@@ -184,3 +185,32 @@ def test_resolve_reads_an_offline_cache_without_the_network(tmp_path, tiny_check
     assert hub.cached_snapshot("google/bert_uncased_L-2_H-128_A-2") == snap
     with pytest.raises(CheckpointError, match="HF_HUB_OFFLINE"):
         resolve("google/bert_uncased_L-4_H-128_A-2")
+
+
+def test_a_mistyped_local_path_is_not_sent_to_the_hub(tmp_path, tiny_checkpoint, monkeypatch):
+    # (#14) 'checkpoints/typo' looks like a Hub owner/name; offline it spent ~40 s in the Hub
+    # client's retries before failing. A path under an existing folder is a folder name.
+    from bertlab.checkpoint import resolve
+    from bertlab.errors import CheckpointError
+
+    shutil.copytree(tiny_checkpoint, tmp_path / "checkpoints" / "bertlab-mini")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hub, "download", lambda *a, **kw: pytest.fail("sent to the Hub"))
+    with pytest.raises(
+        CheckpointError, match=r"checkpoints/bertlab-mnii: no such checkpoint folder .*holds: bertlab-mini"
+    ):
+        resolve("checkpoints/bertlab-mnii")
+
+
+def test_download_offline_fails_at_once_with_a_plain_message(monkeypatch):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    from bertlab.errors import CheckpointError
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    asked = []
+    monkeypatch.setattr(hub, "is_online", lambda host="huggingface.co", timeout_s=1.5: asked.append(host) or False)
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda: pytest.fail("the Hub client was used offline"))
+    with pytest.raises(CheckpointError, match="cannot be reached. Give a local checkpoint folder"):
+        hub.download("someone/some-bert")
+    assert asked == ["huggingface.co"]
