@@ -21,6 +21,7 @@ from bertlab.runfolder import (
     ACTIVE_STATES,
     FINAL_STATES,
     JOB_FILE,
+    LOG_FILE,
     RUN_CONFIG_FILE,
     STATES,
     STATUS_FILE,
@@ -166,7 +167,7 @@ def read_job(run_dir: str | Path) -> Job:
     if state == "failed" and not error:
         error = error_from_log(run_dir)
     submitted = _number(job.get("submitted")) or _number(status.get("started")) or _mtime(run_dir)
-    kind = job.get("kind") or run_config.get("kind")
+    kind = job.get("kind") or run_config.get("kind") or _kind_from_log(run_dir)
     return Job(
         id=run_dir.name,
         run_dir=run_dir,
@@ -186,6 +187,21 @@ def read_job(run_dir: str | Path) -> Job:
         status=status,
         job=job,
     )
+
+
+_COMMAND = re.compile(r"\bbertlab (pretrain|finetune)\b")
+
+
+def _kind_from_log(run_dir: Path) -> str | None:
+    """pretrain | finetune from the command at the top of log.txt, for a run that stopped before
+    writing run_config.json (a command-line run whose data was missing); None when not there."""
+    try:
+        with open(run_dir / LOG_FILE, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _COMMAND.search(head)
+    return found.group(1) if found else None
 
 
 def _json_object(path: Path, problems: list[str]) -> dict:

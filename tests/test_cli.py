@@ -472,3 +472,21 @@ def test_jobs_list_has_a_column_header(capsys, tmp_path, monkeypatch):
     for column in ("KIND", "STATE", "PROGRESS"):  # each row's cells start under their header, long ids included
         start = header.index(column)
         assert all(row[start - 1] == " " and row[start] != " " for row in rows), out
+
+
+def test_a_run_that_failed_before_its_config_lists_its_kind(capsys, tmp_path, monkeypatch):
+    # (#13) a command-line run stopped by missing data has only status.json and log.txt: the jobs
+    # list showed its kind as '?'; the command at the top of log.txt names it
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    code, _, err = _run(
+        capsys,
+        "pretrain",
+        "--config",
+        str(REPO / "configs" / "default-model.yaml"),
+        "name=early",
+        "corpus=[/nonexistent/x]",
+    )
+    assert code == 2 and "/nonexistent/x" in err
+    code, out, _ = _run(capsys, "jobs", "list")
+    row = next(line for line in out.splitlines() if line.startswith("early-"))
+    assert row.split()[1:3] == ["pretrain", "failed"], row
