@@ -51,11 +51,11 @@ from bertlab.runfolder import (
     CHECKPOINT_DIR,
     VOCAB_FILE,
     failure_recorded,
+    mark_preparing,
     model_dir,
     read_metrics,
     read_run_config,
     runs_root,
-    update_status,
     write_run_config,
 )
 from bertlab.tokenizer import BertTokenizer
@@ -492,8 +492,7 @@ def _run_pretraining(
             eval_instances=64,
         )
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        update_status(run_dir, state="preparing", step=0, error=None)
+    mark_preparing(run_dir, resume)
     t0 = time.time()
     corpus = load_corpus(cfg.corpus, cfg.corpus_format)
     tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)

@@ -33,7 +33,7 @@ from typing import Any
 
 from bertlab.atomic import locked, read_json, update_json, write_json_atomic, write_text_atomic
 from bertlab.errors import InputError
-from bertlab.hardware import ancestors, pid_alive
+from bertlab.hardware import ancestors, own_start_time, pid_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,6 +110,16 @@ def read_status(run_dir: str | Path) -> dict:
 def update_status(run_dir: str | Path, **fields: Any) -> dict:
     """Merge `fields` into status.json with an 'updated' time stamp; returns the new status."""
     return update_json(Path(run_dir) / STATUS_FILE, **fields, updated=time.time())
+
+
+def mark_preparing(run_dir: str | Path, resume: bool) -> None:
+    """This process now prepares the run (corpus, tokenizer, data): status.json says so with its
+    pid, so a second trainer started on the folder meanwhile is refused (`failure_recorded`). A
+    fresh run starts at step 0; a resumed one keeps its step."""
+    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 speaks for the run
+        return
+    fields: dict[str, Any] = {} if resume else {"step": 0}
+    update_status(run_dir, state="preparing", pid=os.getpid(), pid_start=own_start_time(), error=None, **fields)
 
 
 def other_trainer(run_dir: str | Path) -> int | None:

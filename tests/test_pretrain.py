@@ -286,6 +286,52 @@ def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, voca
     assert "another process" not in str(gone.value) and "checkpoint" in str(gone.value)
 
 
+def test_a_run_being_prepared_names_its_process(tmp_path, vocab_file, monkeypatch):
+    """(#14) while a run reads its corpus and builds its data (minutes on a big corpus), status.json
+    named no process, so a second `--resume` typed meanwhile was not refused."""
+    import bertlab.pretrain as pretrain
+    from bertlab.hardware import own_start_time
+    from bertlab.runfolder import other_trainer
+
+    seen = []
+
+    def corpus_that_stops(*args, **kwargs):
+        seen.append(json.loads((tmp_path / "run" / "status.json").read_text()))
+        raise KeyboardInterrupt  # stands in for a long preparation that is cut short
+
+    monkeypatch.setattr(pretrain, "load_corpus", corpus_that_stops)
+    cfg = _config(tmp_path, vocab_file, max_steps=2)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run_config.json").write_text(json.dumps({"kind": "pretrain", "config": cfg.to_dict()}))
+    (tmp_path / "run" / "status.json").write_text(json.dumps({"state": "stopped", "step": 7}))
+    for resume in (False, True):
+        with pytest.raises(KeyboardInterrupt):
+            run_pretraining(cfg, tmp_path / "run", resume=resume, progress_bar=False)
+        assert seen[-1]["state"] == "preparing" and seen[-1]["pid"] == os.getpid()
+        assert seen[-1]["pid_start"] == own_start_time()
+    assert seen[0]["step"] == 0
+    assert other_trainer(tmp_path / "run") is None  # its own folder, for this process
+    # a first `--resume` still preparing in another process: a second one is refused
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from bertlab.runfolder import mark_preparing; "
+            "mark_preparing(sys.argv[1], resume=True); print('ready', flush=True); time.sleep(60)",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout.readline().strip() == "ready"
+        with pytest.raises(InputError, match=f"being trained by another process \\(pid {first.pid}\\)"):
+            run_pretraining(cfg, tmp_path / "run", resume=True, progress_bar=False)
+    finally:
+        first.kill()
+        first.wait()
+
+
 def test_ablation_objectives_train(tmp_path, vocab_file):
     for objective in ("mlm", "ltr"):
         d = tmp_path / objective

@@ -41,9 +41,9 @@ from bertlab.runfolder import (
     CHECKPOINT_DIR,
     VOCAB_FILE,
     failure_recorded,
+    mark_preparing,
     read_run_config,
     runs_root,
-    update_status,
     write_run_config,
 )
 from bertlab.tokenizer import BertTokenizer
@@ -349,8 +349,7 @@ def _run_finetuning(
         )
     spec = cfg.spec
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        update_status(run_dir, state="preparing", step=0, error=None)
+    mark_preparing(run_dir, resume)
     t0 = time.time()
     # the split does not follow the training seed: runs with different seeds train and score on the same examples
     data = load_task_data(spec, cfg.data, cfg.train_file, cfg.dev_file, cfg.split_dev, SPLIT_SEED)
