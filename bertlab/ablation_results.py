@@ -172,13 +172,14 @@ def main_metric(table: str, task: str) -> str:
     """The metric a column is compared on: the paper's for its column, else the task's official one."""
     paper = PAPER[table]
     col = PAPER_COLUMN.get(table, {}).get(task)
-    if col in paper.columns:
-        return paper.metrics[paper.columns.index(col)]
     if task == "pretraining":
-        return "mlm_acc"
+        return paper.metrics[paper.columns.index(col)] if col in paper.columns else "mlm_acc"
     from bertlab.finetune.tasks import get_task  # torch-free
 
-    return get_task(task.removesuffix("-feature")).main_metric
+    spec = get_task(task.removesuffix("-feature"))
+    if col in paper.columns and paper.metrics[paper.columns.index(col)] in spec.metrics:
+        return paper.metrics[paper.columns.index(col)]
+    return spec.main_metric  # a task that stands in for the paper's column (UPOS for NER) keeps its own metric
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,18 @@ def test_verdicts_compare_directions_with_the_paper():
     assert by["no_nsp"].ours == pytest.approx(71) and by["no_nsp"].ours_std == pytest.approx(1)
 
 
+def test_upos_stands_in_for_tables_8_ner_column_on_its_own_metric():
+    """A Table 8 suite run on UPOS (token tagging, like NER) is read against the paper's NER columns,
+    compared on its own accuracy (the paper's column is F1, which UPOS does not report)."""
+    rows = _rows("table8", {"mask80_same10_rnd10": [60, 61, 62], "mask100": [40, 41, 42]}, task="upos")
+    rows += _rows("table8", {"mask80_same10_rnd10": [66, 66, 66], "mask100": [45, 45, 45]}, task="upos-feature")
+    by = {(v.variant, v.task): v for v in results.verdicts("table8", rows)}
+    assert results.main_metric("table8", "upos") == "accuracy" and results.main_metric("table8", "ner") == "f1"
+    assert by["mask100", "upos"].paper == pytest.approx(94.9) and by["mask100", "upos"].agrees is True
+    assert by["mask100", "upos-feature"].paper_delta == pytest.approx(-0.9)
+    assert by["mask100", "upos-feature"].ours_delta == pytest.approx(-21)
+
+
 def test_results_file_round_trip_and_bad_files(tmp_path):
     rows = _rows("table8", {"mask80_same10_rnd10": [50.0], "mask100": [49.5]}, task="upos")
     path = tmp_path / "table8.csv"
