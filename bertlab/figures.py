@@ -551,7 +551,8 @@ def bertviz_html(inspection: Inspection, view: str = "head") -> str:
 # --------------------------------------------------------------------------------------
 def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None, title: str = "") -> go.Figure:
     """Held-out masked-LM and NSP accuracy against input tokens seen (log axis), with a vertical
-    line at `marker_step` (the snapshot being looked at)."""
+    line at `marker_step` (the snapshot being looked at) and a dotted one where each later
+    pretraining stage (a run continued from the model so far) begins."""
     pts = [c for c in curve if c.get("tokens")]
     if not pts:
         raise InputError("no held-out evaluations to draw")
@@ -584,6 +585,14 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
                 hovertemplate=hover,
             )
         )
+    for prev, c in zip(pts, pts[1:], strict=False):  # where a continued run (a new stage) took over
+        if c.get("stage", 1) != prev.get("stage", 1):
+            fig.add_vline(
+                x=c["tokens"],
+                line=dict(color=GREY, dash="dot"),
+                annotation_text=f"stage {c['stage']}",
+                annotation_position="bottom right",
+            )
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
         fig.add_vline(

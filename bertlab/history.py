@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -215,6 +215,53 @@ def build_history(
         if progress is not None:
             progress(i + 1, len(snaps))
     return LearningHistory(probes, curve, train_curve, out, source=str(run_dir))
+
+
+# --------------------------------------------------------------------------------------
+# Stages: a run continued from a model (init_from) carries that model's history on
+# --------------------------------------------------------------------------------------
+def continue_points(earlier: Sequence[dict], later: Sequence[dict], offset: dict) -> list[dict]:
+    """Curve points of two pretraining stages as one curve: `later`'s step, tokens and train_s are
+    counted on from `offset` (the earlier model's totals: "step", "tokens", "train_s"), and every
+    point says its stage (1 for points that name none)."""
+    first = [{**p, "stage": p.get("stage", 1)} for p in earlier]
+    stage = max((p["stage"] for p in first), default=0) + 1
+    out = first
+    for p in later:
+        q = {**p, "stage": stage}
+        for key in ("step", "tokens", "train_s"):
+            if q.get(key) is not None and offset.get(key) is not None:
+                q[key] = q[key] + offset[key]
+        out.append(q)
+    return out
+
+
+def continue_history(earlier: LearningHistory, later: LearningHistory, offset: dict) -> LearningHistory:
+    """One history across stages: the earlier model's snapshots, then `later`'s (a run that
+    continued from that model) with steps, tokens and seconds counted on from `offset`.
+
+    Raises:
+        InputError: the two histories asked different probes, so their answers do not compare.
+    """
+    if earlier.probes != later.probes:
+        raise InputError("the two stages' histories asked different probe sentences; they cannot be joined")
+    seconds = offset.get("train_s") or 0.0
+    snaps = list(earlier.snapshots) + [
+        replace(
+            s,
+            step=s.step + offset["step"],
+            tokens=s.tokens + offset["tokens"],
+            train_s=None if s.train_s is None else s.train_s + seconds,
+        )
+        for s in later.snapshots
+    ]
+    return LearningHistory(
+        earlier.probes,
+        continue_points(earlier.curve, later.curve, offset),
+        continue_points(earlier.train_curve, later.train_curve, offset),
+        snaps,
+        source=later.source,
+    )
 
 
 # --------------------------------------------------------------------------------------

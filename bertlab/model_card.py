@@ -229,7 +229,11 @@ def _lineage(card: dict) -> list[str]:
         f"NSP accuracy {pm.get('nsp_acc', float('nan')):.1%} at its end). "
         f"**In total: {card.get('total_steps', 0):,} steps, {card.get('total_tokens', 0):,} input tokens, "
         f"{card.get('total_train_time_s', 0) / 3600:.2f} h of training.**",
-    ]
+    ] + (
+        ["", "That earlier stage departed from the paper's recipe in:", ""] + [f"- {x}" for x in parent["deviations"]]
+        if parent.get("deviations")
+        else []
+    )
 
 
 def _credits(card: dict) -> list[str]:

@@ -7,7 +7,8 @@ RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_
 (`bertlab pretrain`) and `add_export_args` / `run_export` (`bertlab export`).
 
 Imports the lower layers: corpus, tokenizer, pretraining_data, model, checkpoint, hardware,
-runfolder, training.
+runfolder, training, and history and model_card for the exported model's story (a continued run
+carries the curve and history of the model it started from).
 """
 
 from __future__ import annotations
@@ -34,8 +35,17 @@ from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
 from bertlab.errors import InputError
 from bertlab.hardware import hardware_description
+from bertlab.history import (
+    build_history,
+    continue_history,
+    continue_points,
+    has_history,
+    history_for,
+    load_history,
+    save_history,
+)
 from bertlab.model import BertForPreTraining
-from bertlab.model_card import model_card_markdown
+from bertlab.model_card import model_card_markdown, recipe_deviations
 from bertlab.pretraining_data import (
     DataConfig,
     InstanceStore,
@@ -49,6 +59,7 @@ from bertlab.pretraining_data import (
 )
 from bertlab.runfolder import (
     CHECKPOINT_DIR,
+    EARLIER_HISTORY_FILE,
     VOCAB_FILE,
     failure_recorded,
     mark_preparing,
@@ -435,9 +446,11 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
                 "total_train_time_s",
                 "metrics",
                 "command",
+                "learning_curve",  # carried on in this run's exported card, before its own points
             )
             if k in parent
-        },
+        }
+        | {"deviations": recipe_deviations(parent)},
     }
 
 
@@ -507,6 +520,8 @@ def _run_pretraining(
     if cfg.init_from:
         # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
         init_info = saved.get("init") or initialize_from(model, cfg.init_from)
+        if not saved.get("init") and (earlier := history_for(cfg.init_from)) is not None:
+            save_history(earlier, Path(run_dir) / EARLIER_HISTORY_FILE)  # carried on when this run is exported
     write_run_config(
         run_dir,
         {
@@ -636,6 +651,15 @@ def export_run(
     if history:
         card["history"] = list(card.get("history", [])) + list(history)
     out = Path(out_dir)
+    parent = card.get("init_card") or {}
+    offset = {  # the earlier stages' totals: this run's steps, tokens and seconds count on from them
+        "step": parent.get("total_steps", parent.get("steps")),
+        "tokens": parent.get("total_tokens", parent.get("tokens")),
+        "train_s": parent.get("total_train_time_s", parent.get("train_time_s")),
+    }
+    if parent.get("learning_curve"):
+        card["learning_curve"] = continue_points(parent["learning_curve"], card["learning_curve"], offset)
+        card["init_card"] = {k: v for k, v in parent.items() if k != "learning_curve"}  # now in the curve
     if card.get("init_from") and Path(card["init_from"]).resolve() == out.resolve():
         card["init_from_replaced"] = True  # the card must not read as if the model started from itself
     save_checkpoint(
@@ -647,13 +671,14 @@ def export_run(
         extra_files={"model_card.json": card, "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
         dtype=torch.float16 if fp16 else None,
     )
-    from bertlab.history import build_history, has_history, history_for, save_history
-
     if has_history(run_dir):  # the run kept snapshots: its learning history travels with the model
         history = history_for(run_dir)
         if history is None:
             history = build_history(run_dir)
             save_history(history, run_dir)
+        earlier = run_dir / EARLIER_HISTORY_FILE
+        if earlier.is_file():  # and the history of the model it continued from, before it
+            history = continue_history(load_history(earlier), history, offset)
         save_history(history, out)
     return out
 

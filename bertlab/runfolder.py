@@ -49,6 +49,7 @@ CHECKPOINT_DIR = "checkpoint"
 TRAINER_STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "model"
 SNAPSHOT_DIR = "snapshots"
+EARLIER_HISTORY_FILE = "earlier_history.json"  # a continued run: the learning history of the model it started from
 TENSORBOARD_DIR = "tensorboard"
 
 # A run's state, as status.json holds it: waiting for a slot, getting data and model ready,

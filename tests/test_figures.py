@@ -154,3 +154,18 @@ def test_bertviz_html():
         assert isinstance(out, str) and "cat" in out and len(out) > 1000
     with pytest.raises(InputError, match="view"):
         F.bertviz_html(ins, "neuron")
+
+
+def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
+    from bertlab.figures import learning_curve_figure
+
+    curve = [
+        {"step": 10, "tokens": 1_000, "mlm_acc": 0.05, "nsp_acc": 0.5},
+        {"step": 20, "tokens": 2_000, "mlm_acc": 0.10, "nsp_acc": 0.6},
+        {"step": 30, "tokens": 3_000, "mlm_acc": 0.12, "nsp_acc": 0.7, "stage": 2},
+    ]
+    fig = learning_curve_figure(curve, marker_step=20)
+    lines = {(s.x0, s.line.dash) for s in fig.layout.shapes}
+    assert lines == {(2_000, "dash"), (3_000, "dot")}
+    assert "stage 2" in {a.text for a in fig.layout.annotations}
+    assert len(learning_curve_figure(curve[:2]).layout.shapes) == 0  # one stage, no marker: no lines

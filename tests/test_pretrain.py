@@ -570,3 +570,38 @@ def test_ablation_readme_names_only_files_that_exist():
     for name in named:
         assert (REPO / "configs" / "ablations" / name).is_file() or (REPO / "configs" / name).is_file(), name
     assert "base-recipe" not in text
+
+
+def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, vocab_file):
+    """A run continued from an exported model (init_from) is exported with one learning curve and one
+    learning history across both stages: the earlier model's points, then its own with steps,
+    tokens and seconds counted on from the earlier totals; exporting it again over the model it
+    started from gives the same story (what it carries was kept in its own run folder)."""
+    import dataclasses
+
+    from bertlab.history import load_history
+    from bertlab.pretrain import export_run
+
+    first = _config(tmp_path, vocab_file, max_steps=12, eval_every=6, snapshots="true")
+    assert run_pretraining(first, tmp_path / "one", progress_bar=False).state == "finished"
+    stage1 = export_run(tmp_path / "one", tmp_path / "shipped")
+    card1 = json.loads((stage1 / "model_card.json").read_text())
+    h1 = load_history(stage1)
+    second = dataclasses.replace(
+        _config(tmp_path, vocab_file, max_steps=8, eval_every=4, snapshots="true"), vocab=None, init_from=str(stage1)
+    )
+    assert run_pretraining(second, tmp_path / "two", progress_bar=False).state == "finished"
+    for _ in range(2):  # the second export replaces the model it started from
+        out = export_run(tmp_path / "two", stage1)
+        card = json.loads((out / "model_card.json").read_text())
+        curve = card["learning_curve"]
+        n1 = len(card1["learning_curve"])
+        assert [p["stage"] for p in curve] == [1] * n1 + [2] * (len(curve) - n1) and len(curve) > n1
+        assert [p["step"] for p in curve[:n1]] == [p["step"] for p in card1["learning_curve"]]
+        assert curve[-1]["step"] == 12 + 8 and curve[-1]["tokens"] == card["total_tokens"]
+        assert "learning_curve" not in card["init_card"] and card["init_card"]["deviations"]
+        h = load_history(out)
+        assert h.steps[: len(h1.steps)] == h1.steps and h.steps[-1] == 20
+        assert h.snapshots[len(h1.steps)].step > 12 and h.snapshots[-1].tokens == card["total_tokens"]
+        assert h.snapshots[0].fill_mask == h1.snapshots[0].fill_mask  # stage 1's answers, untouched
+        assert "That earlier stage departed from the paper's recipe in:" in (out / "README.md").read_text()
