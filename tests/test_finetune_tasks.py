@@ -18,3 +18,8 @@ def test_task_names_are_forgiving_and_unknown_ones_say_which_exist():
     assert get_task("SST-2") is TASKS["sst2"] and get_task("sts_b") is TASKS["stsb"]
     with pytest.raises(InputError, match="choose one of"):
         get_task("imdb")
+
+
+def test_default_sequence_length_is_google_scripts():
+    # Issue 12: run_squad.py reads 384-token windows (doc stride 128); run_classifier.py 128
+    assert {name: spec.max_seq_length for name, spec in TASKS.items() if spec.max_seq_length != 128} == {"squad": 384}

@@ -151,6 +151,24 @@ def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
     assert {m.label for m in at.metric} == {"Parameters", "Memory", "Time"}
 
 
+def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
+    """Issue 12: SQuAD fine-tunes on 384-token windows by default, as run_squad.py (the page sent 128)."""
+    at = open_page(TRAIN)
+    at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    assert at.select_slider(key="train_seq_ft_sst2").value == 128
+    at.selectbox(key="train_task").set_value("squad").run()
+    assert not at.exception
+    assert at.select_slider(key="train_seq_ft_squad").value == 384
+    data = tmp_path / "squad"
+    data.mkdir()
+    at.text_input(key="train_data_squad").set_value(str(data)).run()
+    at.button(key="train_launch").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (job,) = JobRegistry(app_env).list()
+    args = list(job.job["args"])
+    assert args[args.index("--max-seq-length") + 1] == "384"
+
+
 def test_launch_from_the_train_page_queues_a_job(app_env):
     at = open_page(TRAIN)
     at.number_input(key="train_steps_configs_tiny.yaml").set_value(25).run()

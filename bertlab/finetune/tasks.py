@@ -59,6 +59,12 @@ class TaskSpec:
     def is_sequence_task(self) -> bool:
         return self.shape in ("single", "pair", "regression")
 
+    @property
+    def max_seq_length(self) -> int:
+        """The default input length: 384 for question answering, as google-research/bert's
+        run_squad.py (doc stride 128, query 64 tokens), else run_classifier.py's 128."""
+        return 384 if self.shape == "qa" else 128
+
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
