@@ -221,9 +221,9 @@ def _export() -> tuple[AddArgs, Run]:
 
 
 def _finetune() -> tuple[AddArgs, Run]:
-    from bertlab.finetune import recipe
+    from bertlab.finetune import cli
 
-    return recipe.add_args, recipe.run
+    return cli.add_args, cli.run
 
 
 def _jobs() -> tuple[AddArgs, Run]:

@@ -5,7 +5,7 @@ Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
 Imports the standard library and bertlab.config / errors / hardware / runfolder; the recipes
-(bertlab.pretrain, bertlab.finetune.recipe, with torch) only when a spec is checked.
+(bertlab.pretrain, bertlab.finetune.cli, with torch) only when a spec is checked.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _recipe_parser(kind: str) -> argparse.ArgumentParser:
     if kind == "pretrain":
         from bertlab.pretrain import add_args
     elif kind == "finetune":
-        from bertlab.finetune.recipe import add_args
+        from bertlab.finetune.cli import add_args
     else:
         raise JobError(f"unknown job kind {kind!r}; use one of {', '.join(KINDS)}")
     p = _RaisingParser(prog=f"bertlab {kind}", add_help=False)

@@ -1,6 +1,7 @@
 """bertlab.finetune.recipe end to end on tiny models and data written here: every task shape trains
 through the shared trainer (loss falls, toy tasks are learnt), save -> load -> predict, exact
-resume, feature-based and +BiLSTM variants, transformers parity of the saved heads, the CLI."""
+resume, feature-based and +BiLSTM variants, transformers parity of the saved heads (the CLI:
+test_finetune_cli.py)."""
 
 import json
 import random
@@ -443,80 +444,6 @@ def test_a_transformers_finetuned_model_loads_for_prediction(tmp_path, tokenizer
     with torch.no_grad():
         probs = hf(input_ids=torch.tensor([enc.ids])).logits.softmax(-1)[0]
     assert p.probabilities["pos"] == pytest.approx(float(probs[1]), abs=1e-5)
-
-
-# --- CLI ----------------------------------------------------------------------------------------------
-def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
-    from bertlab.cli import main
-
-    data = write_sst2(tmp_path / "data", 16)
-    code = main(
-        [
-            "finetune",
-            "--task",
-            "sst2",
-            "--data",
-            str(data),
-            "--model",
-            str(tiny_checkpoint),
-            "--dry-run",
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--device",
-            "cpu",
-            "--no-progress",
-        ]
-    )
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert out.splitlines()[0] == f"starting from {tiny_checkpoint}"  # the first line says which model
-    summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["state"] == "finished" and summary["step"] == 1 and "accuracy" in summary["eval"]
-    assert (tmp_path / "run" / "model" / "config.json").is_file()
-    log_lines = (tmp_path / "run" / "log.txt").read_text().splitlines()  # a CLI run keeps a log, as a job does
-    assert len(log_lines) > 1 and "bertlab finetune" in log_lines[0], log_lines
-
-    (data / "train.tsv").unlink()
-    code = main(
-        [
-            "finetune",
-            "--task",
-            "sst2",
-            "--data",
-            str(data),
-            "--model",
-            str(tiny_checkpoint),
-            "--run-dir",
-            str(tmp_path / "run2"),
-            "--device",
-            "cpu",
-            "--no-progress",
-            "--max-steps",
-            "1",
-        ]
-    )
-    out, err = capsys.readouterr()
-    assert code == 2 and "train file not found" in err and "--split-dev" in err
-    assert "Traceback" not in err
-    assert "train file not found" in (tmp_path / "run2" / "log.txt").read_text()  # the error that ended it
-
-
-def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
-    import argparse
-
-    from bertlab.finetune.recipe import add_args, config_from_args
-    from bertlab.inference import default_model_path
-
-    p = argparse.ArgumentParser()
-    add_args(p)
-    cfg = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d"]))
-    assert cfg.model == str(default_model_path()) and cfg.max_seq_length == 128
-    squad = config_from_args(p.parse_args(["--task", "squad", "--data", "/d"]))
-    assert squad.max_seq_length == 384 and squad.doc_stride == 128  # run_squad.py's defaults
-    random_init = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini"]))
-    assert random_init.model is None and random_init.size == "mini"
-    with pytest.raises(InputError, match="not both"):
-        config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
 
 
 def test_a_finetuning_run_that_fails_while_preparing_is_marked_failed(tmp_path):

@@ -1,19 +1,19 @@
 """The fine-tuning recipe: task data -> features -> shared trainer -> fine-tuned model + card.
 
-`bertlab finetune --task sst2 --data PATH --model DIR ...` (see `add_args`). The loop itself is
+`run_finetuning(FinetuneConfig(...), run_dir)` does one run in named steps (the config for this
+run, the head, the task setup, the budget in steps, the card). The loop itself is
 bertlab.training.train (budgets, warm-up, mixed precision, atomic checkpoints, resume, metrics,
 torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds the global RNGs
 (head init, dropout). The run folder layout is bertlab.runfolder's, with the final model in
-run_dir/model (and its model_card.json). `add_args` / `run` are the `bertlab finetune` CLI.
+run_dir/model (and its model_card.json). The `bertlab finetune` command line is
+bertlab.finetune.cli.
 
 Imports the lower layers: checkpoint, config, hardware, runfolder, tokenizer, training, bertlab.finetune.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import logging
 import math
 import random
@@ -29,21 +29,20 @@ import torch
 from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
 from bertlab.config import dataclass_from_dict, preset
 from bertlab.errors import CheckpointError, InputError
-from bertlab.finetune.data import Example, SequenceExample, TaggingExample, load_task_data
+from bertlab.finetune.data import Example, SequenceExample, TaggingExample, TaskData, load_task_data
 from bertlab.finetune.encoding import Feature, collate, encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model, score
-from bertlab.finetune.models import FEATURES_HELP, HeadConfig, build_task_model
+from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
-from bertlab.finetune.tasks import TASKS, TaskSpec, get_task
+from bertlab.finetune.tasks import TaskSpec, get_task
 from bertlab.hardware import hardware_description
-from bertlab.inference import default_model_path
 from bertlab.runfolder import (
     CHECKPOINT_DIR,
+    RUN_CONFIG_FILE,
     VOCAB_FILE,
     failure_recorded,
     mark_preparing,
     read_run_config,
-    runs_root,
     write_run_config,
 )
 from bertlab.tokenizer import BertTokenizer
@@ -332,21 +331,7 @@ def _run_finetuning(
     command: str | None = None,
 ) -> TrainResult:
     run_dir = Path(run_dir)
-    if resume:
-        saved = read_run_config(run_dir)
-        if saved is None or saved.get("kind") != "finetune":
-            raise InputError(f"{run_dir}: no fine-tuning run_config.json to resume")
-        cfg = FinetuneConfig.from_dict(saved["config"])
-    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
-        raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
-    if dry_run:
-        cfg = dataclasses.replace(
-            cfg,
-            epochs=0.0,
-            max_train_examples=cfg.max_train_examples or 64,
-            max_eval_examples=cfg.max_eval_examples or 64,
-            train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0, eval_every=0),
-        )
+    cfg = settings_for_run(cfg, run_dir, resume, dry_run)
     spec = cfg.spec
     run_dir.mkdir(parents=True, exist_ok=True)
     mark_preparing(run_dir, resume)
@@ -356,56 +341,26 @@ def _run_finetuning(
     train_examples = data.train[: cfg.max_train_examples] if cfg.max_train_examples else data.train
     dev_examples = data.dev[: cfg.max_eval_examples] if cfg.max_eval_examples else data.dev
     labels = task_labels(spec, data.train, data.dev)
-    head = HeadConfig(
-        shape=spec.shape,
-        num_labels=2 if spec.shape == "qa" else len(labels),
-        mode=cfg.mode,
-        features=cfg.features,
-        bilstm=cfg.bilstm,
-        lstm_hidden=cfg.lstm_hidden,
-        lstm_layers=cfg.lstm_layers,
-        classifier_dropout=cfg.classifier_dropout,
-    )
+    head = head_config(cfg, labels)
     torch.manual_seed(cfg.train.seed)
     model, tokenizer, model_source = prepare_model(cfg, run_dir, head, train_examples)
-    max_len = cfg.max_seq_length
-    if max_len > model.config.max_position_embeddings:
-        max_len = model.config.max_position_embeddings
-        log.warning(
-            "max_seq_length %d is more than the model's %d positions; using %d", cfg.max_seq_length, max_len, max_len
-        )
-    setup = TaskSetup(
-        spec.name,
-        spec.shape,
-        labels,
-        head,
-        max_len,
-        cfg.doc_stride,
-        cfg.max_query_length,
-        cfg.max_answer_length,
-        cfg.n_best,
-    )
+    setup = task_setup(cfg, labels, head, model.config.max_position_embeddings)
     train_features = encode(spec, setup, tokenizer, train_examples, training=True)
     dev_features = encode(spec, setup, tokenizer, dev_examples, training=False)
     micro = cfg.train.batch_size // cfg.train.grad_accum
-    train_cfg = cfg.train
-    if cfg.epochs > 0:
-        steps = max(1, math.ceil(cfg.epochs * math.ceil(len(train_features) / micro) / cfg.train.grad_accum))
-        train_cfg = dataclasses.replace(train_cfg, max_steps=steps)
-    truncated = sum(f.truncated for f in train_features)
-    prep_s = time.time() - t0
+    train_cfg = budget_in_steps(cfg, len(train_features), micro)
     log.info(
         "%s: %d train examples -> %d features (%d truncated or windowed), %d dev examples; "
         "%s, %.2fM trainable of %.2fM parameters; ready in %.1fs",
         spec.name,
         len(train_examples),
         len(train_features),
-        truncated,
+        sum(f.truncated for f in train_features),
         len(dev_examples),
         model_source,
         model.num_parameters(True) / 1e6,
         model.num_parameters() / 1e6,
-        prep_s,
+        time.time() - t0,
     )
     command = command or " ".join(sys.argv)
     write_run_config(
@@ -419,26 +374,7 @@ def _run_finetuning(
             "command": command,
         },
     )
-    card = {
-        "task": spec.name,
-        "task_description": spec.description,
-        "task_shape": spec.shape,
-        "labels": list(labels),
-        "base_model": model_source,
-        "mode": cfg.mode,
-        "features": cfg.features,
-        "bilstm": head.use_bilstm,
-        "train_data": data.train_source,
-        "dev_data": data.dev_source,
-        "train_examples": len(train_examples),
-        "dev_examples": len(dev_examples),
-        "demo_split": bool(cfg.split_dev),
-        "max_seq_length": max_len,
-        "command": command,
-        "hardware": hardware_description(train_cfg.num_threads),
-        "train_config": asdict(train_cfg),
-        "main_metric": spec.main_metric,
-    }
+    card = card_of_run(cfg, setup, data, len(train_examples), len(dev_examples), model_source, train_cfg, command)
     task = FinetuneTask(cfg, setup, tokenizer, train_features, dev_examples, dev_features, micro, card)
     seed = train_cfg.seed + process_rank()  # each torchrun process draws its own dropout masks
     torch.manual_seed(seed)
@@ -455,246 +391,101 @@ def _run_finetuning(
     )
 
 
-# --------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------
-def add_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of `bertlab finetune`."""
-    task_or_status = p.add_mutually_exclusive_group(required=True)
-    task_or_status.add_argument("--task", choices=sorted(TASKS), help="which task (its shape, reader and metric)")
-    task_or_status.add_argument(
-        "--grid-status",
-        metavar="FOLDER",
-        help="print a --grid's settings, states and dev scores, the best marked, and exit",
-    )
-    p.add_argument("--data", help="folder with the task's train/dev files, a file, or hf:[PATH[:CONFIG]]")
-    p.add_argument("--train-file", help="train file (name inside --data, or a path)")
-    p.add_argument("--dev-file", help="dev file (name inside --data, or a path)")
-    p.add_argument(
-        "--split-dev",
-        type=float,
-        default=0.0,
-        metavar="F",
-        help="DEMO ONLY: train on a fraction F of the dev file and evaluate on the rest "
-        "(e.g. SQuAD, whose train set is not here); not comparable with published scores",
-    )
-    p.add_argument(
-        "--model",
-        help="pretrained checkpoint folder or Hub id (default: the shipped model, "
-        "checkpoints/bertlab-mini, unless --size asks for random weights)",
-    )
-    p.add_argument(
-        "--size",
-        default=None,
-        help="random init of this preset instead of a pretrained model (the paper's "
-        "'no pretraining' baseline): tiny, mini, small, medium, base, large",
-    )
-    p.add_argument("--vocab", help="vocab.txt for random init (default: train one on the training text)")
-    p.add_argument(
-        "--mode",
-        choices=("finetune", "feature"),
-        default="finetune",
-        help="finetune all weights, or feature-based: frozen encoder + small task model (Table 7)",
-    )
-    p.add_argument("--features", default="last", help=FEATURES_HELP)
-    p.add_argument("--bilstm", action="store_true", help="BiLSTM between encoder and output layer (+ BiLSTM ablation)")
-    p.add_argument("--max-steps", type=int, default=0, help="budget in optimizer steps")
-    p.add_argument("--max-time-s", type=float, default=0.0, help="budget in seconds of training")
-    p.add_argument(
-        "--epochs",
-        type=float,
-        default=0.0,
-        help="budget in passes over the train set (default 3 when no other budget is given)",
-    )
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")
-    p.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step (default 32, the paper's)")
-    p.add_argument(
-        "--max-seq-length",
-        type=int,
-        default=None,
-        help="tokens per input (default 128; 384 for SQuAD, as run_squad.py)",
-    )
-    p.add_argument(
-        "--doc-stride",
-        type=int,
-        default=128,
-        help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py)",
-    )
-    p.add_argument("--max-train-examples", type=int, default=0, help="use only the first N train examples")
-    p.add_argument("--max-eval-examples", type=int, default=0, help="evaluate on the first N dev examples")
-    p.add_argument("--eval-every", type=int, default=0, help="steps between dev evaluations (0 = at the end)")
-    p.add_argument(
-        "--save-every", type=int, default=0, help="steps between checkpoints (0 = every 10 min and at the end)"
-    )
-    p.add_argument("--warmup", type=float, default=0.1, help="warm-up: fraction of the budget, or steps if >= 1")
-    p.add_argument("--seed", type=int, default=0, help="seed of the output layer's init, shuffling and dropout")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch's default)")
-    p.add_argument("--precision", default="auto", help="auto | fp32 | bf16 | fp16")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument(
-        "--run-dir", help="run folder (default: runs/finetune-<task>-<time> in $BERTLAB_RUNS or the repository)"
-    )
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
-    p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step on a few examples")
-    p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
-    p.add_argument(
-        "--grid",
-        choices=("paper",),
-        default=None,
-        help="paper: the paper's fine-tuning grid as background jobs, one per setting (batch 16/32 x "
-        "lr 5e-5/3e-5/2e-5 x epochs 2/3/4; they replace --batch-size, --lr, --epochs, --seed and the "
-        "budgets); prints the grid folder; --grid-status FOLDER shows the best on dev",
-    )
-    p.add_argument(
-        "--restarts",
-        type=int,
-        default=1,
-        help="with --grid: random restarts (seeds) per setting, the best kept on dev; the paper used "
-        "several for small data sets (default 1)",
+def settings_for_run(cfg: FinetuneConfig, run_dir: Path, resume: bool, dry_run: bool) -> FinetuneConfig:
+    """The config the run uses: the saved one on resume (a folder that holds a run needs --resume),
+    or a one-step trial on a few examples for a dry run."""
+    if resume:
+        saved = read_run_config(run_dir)
+        if saved is None or saved.get("kind") != "finetune":
+            raise InputError(f"{run_dir}: no fine-tuning {RUN_CONFIG_FILE} to resume")
+        cfg = FinetuneConfig.from_dict(saved["config"])
+    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
+        raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
+    if not dry_run:
+        return cfg
+    return dataclasses.replace(
+        cfg,
+        epochs=0.0,
+        max_train_examples=cfg.max_train_examples or 64,
+        max_eval_examples=cfg.max_eval_examples or 64,
+        train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0, eval_every=0),
     )
 
 
-# flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
-_NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
+def head_config(cfg: FinetuneConfig, labels: tuple[str, ...]) -> HeadConfig:
+    """The task model's head: one output per class (start and end for QA) in the config's mode."""
+    return HeadConfig(
+        shape=cfg.spec.shape,
+        num_labels=2 if cfg.spec.shape == "qa" else len(labels),
+        mode=cfg.mode,
+        features=cfg.features,
+        bilstm=cfg.bilstm,
+        lstm_hidden=cfg.lstm_hidden,
+        lstm_layers=cfg.lstm_layers,
+        classifier_dropout=cfg.classifier_dropout,
+    )
 
 
-def _argv_of(args: argparse.Namespace) -> list[str]:
-    """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
-    p = argparse.ArgumentParser(add_help=False)
-    add_args(p)
-    out: list[str] = []
-    for action in p._actions:
-        if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
-            continue
-        value = getattr(args, action.dest, action.default)
-        if value == action.default or value is None:
-            continue
-        flag = max(action.option_strings, key=len)
-        out += [flag] if isinstance(action, argparse._StoreTrueAction) else [flag, str(value)]
-    return out
-
-
-def _cli_grid(args: argparse.Namespace) -> int:
-    """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
-    from bertlab.finetune.grid import PAPER_GRID, settings, submit_grid
-
-    if args.resume or args.run_dir:
-        raise InputError(
-            "--grid queues one job per setting, each in its own run folder: leave out --run-dir and --resume"
+def task_setup(cfg: FinetuneConfig, labels: tuple[str, ...], head: HeadConfig, max_positions: int) -> TaskSetup:
+    """What the saved model needs besides its weights; inputs longer than the model's
+    `max_positions` are cut to it (with a warning)."""
+    max_len = cfg.max_seq_length
+    if max_len > max_positions:
+        max_len = max_positions
+        log.warning(
+            "max_seq_length %d is more than the model's %d positions; using %d", cfg.max_seq_length, max_len, max_len
         )
-    cfg = config_from_args(args)  # the user's mistakes (no --data, --model with --size) before anything is queued
-    n = len(settings(args.restarts))
-    print(
-        f"starting from {cfg.model}"
-        if cfg.model
-        else f"starting from random weights (size {cfg.size}: no pretraining)",
-        flush=True,
-    )
-    folder = submit_grid(
-        _argv_of(args), restarts=args.restarts, cwd=Path.cwd(), device=args.device, name=f"{cfg.task}-grid"
-    )
-    grid = " x ".join(f"{k.replace('_', ' ')} {'/'.join(f'{v:g}' for v in vals)}" for k, vals in PAPER_GRID.items())
-    print(
-        f"queued the paper's fine-tuning grid: {n} jobs ({grid}"
-        f"{f', {args.restarts} seeds each' if args.restarts > 1 else ''}); they run one at a time per slot"
-    )
-    print(f"grid folder: {folder}")
-    print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
-    return 0
-
-
-def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
-    """The run's config from `bertlab finetune` arguments (defaults as the paper's, 384 tokens for SQuAD)."""
-    if not args.data:
-        raise InputError("--data is required: a folder with the task's files, a file, or hf:")
-    epochs = args.epochs
-    if not (args.max_steps or args.max_time_s or epochs):
-        epochs = 3.0
-    lr = args.lr if args.lr is not None else (1e-3 if args.mode == "feature" else 5e-5)
-    train_cfg = TrainConfig(
-        learning_rate=lr,
-        warmup=args.warmup,
-        batch_size=args.batch_size,
-        max_steps=args.max_steps or (1 if epochs else 0),
-        max_time_s=args.max_time_s,
-        eval_every=args.eval_every,
-        save_every=args.save_every,
-        log_every=20,
-        precision=args.precision,
-        seed=args.seed,
-        device=args.device,
-        num_threads=args.threads,
-    )
-    if args.model and args.size:
-        raise InputError("give --model (a pretrained checkpoint) or --size (random weights), not both")
-    model = args.model or (None if args.size else str(default_model_path()))
-    seq = args.max_seq_length or (SQUAD_MAX_SEQ_LENGTH if args.task == "squad" else 128)
-    return FinetuneConfig(
-        task=args.task,
-        data=args.data,
-        model=model,
-        size=args.size or "tiny",
-        vocab=args.vocab,
-        train_file=args.train_file,
-        dev_file=args.dev_file,
-        split_dev=args.split_dev,
-        max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples,
-        max_seq_length=seq,
-        doc_stride=args.doc_stride,
-        mode=args.mode,
-        features=args.features,
-        bilstm=args.bilstm,
-        epochs=epochs if not args.max_steps else 0.0,
-        train=train_cfg,
+    return TaskSetup(
+        cfg.spec.name,
+        cfg.spec.shape,
+        labels,
+        head,
+        max_len,
+        cfg.doc_stride,
+        cfg.max_query_length,
+        cfg.max_answer_length,
+        cfg.n_best,
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """`bertlab finetune`: fine-tune (or resume) and print the result as one JSON line; or queue
-    or report a --grid."""
-    if args.grid_status:
-        from bertlab.finetune.grid import grid_status
+def budget_in_steps(cfg: FinetuneConfig, num_features: int, micro_batch: int) -> TrainConfig:
+    """The trainer's config; a budget in epochs becomes optimizer steps over `num_features`."""
+    if cfg.epochs <= 0:
+        return cfg.train
+    per_epoch = math.ceil(num_features / micro_batch)
+    steps = max(1, math.ceil(cfg.epochs * per_epoch / cfg.train.grad_accum))
+    return dataclasses.replace(cfg.train, max_steps=steps)
 
-        print(grid_status(args.grid_status))
-        return 0
-    if args.grid:
-        return _cli_grid(args)
-    if args.restarts != 1:
-        raise InputError("--restarts goes with --grid paper (restarts of every setting of the grid)")
-    logging.getLogger("bertlab").setLevel(logging.INFO)
-    if args.resume and not args.run_dir:
-        raise InputError("--resume needs --run-dir")
-    if args.resume:
-        cfg = FinetuneConfig(task=args.task, data=args.data or ".")  # replaced by the saved config
-    else:
-        cfg = config_from_args(args)
-    run_dir = (
-        Path(args.run_dir) if args.run_dir else runs_root() / f"finetune-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    command = "bertlab finetune " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab finetune"
-    if not args.resume:
-        print(
-            f"starting from {cfg.model}"
-            if cfg.model
-            else f"starting from random weights (size {cfg.size}: no pretraining)",
-            flush=True,
-        )
-    from bertlab.cli import run_log
 
-    with run_log(run_dir, first_line=command, create=not args.resume):
-        result = run_finetuning(
-            cfg, run_dir, resume=args.resume, dry_run=args.dry_run, progress_bar=not args.no_progress, command=command
-        )
-    print(
-        json.dumps(
-            {
-                "state": result.state,
-                "run_dir": str(run_dir),
-                "step": result.progress.step,
-                "train_time_s": round(result.progress.train_time_s, 1),
-                "eval": result.last_eval,
-            }
-        )
-    )
-    return 0 if result.state == "finished" else 3
+def card_of_run(
+    cfg: FinetuneConfig,
+    setup: TaskSetup,
+    data: TaskData,
+    train_examples: int,
+    dev_examples: int,
+    model_source: str,
+    train_cfg: TrainConfig,
+    command: str,
+) -> dict:
+    """The fine-tuned model's card: task, starting model, data, settings and how it was run."""
+    spec = cfg.spec
+    return {
+        "task": spec.name,
+        "task_description": spec.description,
+        "task_shape": spec.shape,
+        "labels": list(setup.labels),
+        "base_model": model_source,
+        "mode": cfg.mode,
+        "features": cfg.features,
+        "bilstm": setup.head.use_bilstm,
+        "train_data": data.train_source,
+        "dev_data": data.dev_source,
+        "train_examples": train_examples,
+        "dev_examples": dev_examples,
+        "demo_split": bool(cfg.split_dev),
+        "max_seq_length": setup.max_seq_length,
+        "command": command,
+        "hardware": hardware_description(train_cfg.num_threads),
+        "train_config": asdict(train_cfg),
+        "main_metric": spec.main_metric,
+    }

@@ -1,0 +1,288 @@
+"""The `bertlab finetune` command line: its arguments, the run config they make, one run (its
+log.txt kept in the run folder, the result printed as one JSON line), and the paper's grid
+queued as jobs (--grid paper) or reported (--grid-status).
+
+`add_args` / `run` are what bertlab.cli calls; bertlab.jobspec checks a job's arguments with
+`add_args`. Imports bertlab.finetune.recipe (torch), bertlab.finetune.grid (the job registry) when
+a grid is asked for, and bertlab.cli's `run_log`; never streamlit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from bertlab.errors import InputError
+from bertlab.finetune.models import FEATURES_HELP
+from bertlab.finetune.recipe import SQUAD_MAX_SEQ_LENGTH, FinetuneConfig, run_finetuning
+from bertlab.finetune.tasks import TASKS
+from bertlab.inference import default_model_path
+from bertlab.runfolder import runs_root
+from bertlab.training import TrainConfig
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab finetune`, in groups: task and data, model, budget and training
+    settings, the run folder, the paper's grid."""
+    _add_task_args(p)
+    _add_model_args(p)
+    _add_training_args(p)
+    _add_run_args(p)
+    _add_grid_args(p)
+
+
+def _add_task_args(p: argparse.ArgumentParser) -> None:
+    task_or_status = p.add_mutually_exclusive_group(required=True)
+    task_or_status.add_argument("--task", choices=sorted(TASKS), help="which task (its shape, reader and metric)")
+    task_or_status.add_argument(
+        "--grid-status",
+        metavar="FOLDER",
+        help="print a --grid's settings, states and dev scores, the best marked, and exit",
+    )
+    p.add_argument("--data", help="folder with the task's train/dev files, a file, or hf:[PATH[:CONFIG]]")
+    p.add_argument("--train-file", help="train file (name inside --data, or a path)")
+    p.add_argument("--dev-file", help="dev file (name inside --data, or a path)")
+    p.add_argument(
+        "--split-dev",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="DEMO ONLY: train on a fraction F of the dev file and evaluate on the rest "
+        "(e.g. SQuAD, whose train set is not here); not comparable with published scores",
+    )
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        help="pretrained checkpoint folder or Hub id (default: the shipped model, "
+        "checkpoints/bertlab-mini, unless --size asks for random weights)",
+    )
+    p.add_argument(
+        "--size",
+        default=None,
+        help="random init of this preset instead of a pretrained model (the paper's "
+        "'no pretraining' baseline): tiny, mini, small, medium, base, large",
+    )
+    p.add_argument("--vocab", help="vocab.txt for random init (default: train one on the training text)")
+    p.add_argument(
+        "--mode",
+        choices=("finetune", "feature"),
+        default="finetune",
+        help="finetune all weights, or feature-based: frozen encoder + small task model (Table 7)",
+    )
+    p.add_argument("--features", default="last", help=FEATURES_HELP)
+    p.add_argument("--bilstm", action="store_true", help="BiLSTM between encoder and output layer (+ BiLSTM ablation)")
+
+
+def _add_training_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-steps", type=int, default=0, help="budget in optimizer steps")
+    p.add_argument("--max-time-s", type=float, default=0.0, help="budget in seconds of training")
+    p.add_argument(
+        "--epochs",
+        type=float,
+        default=0.0,
+        help="budget in passes over the train set (default 3 when no other budget is given)",
+    )
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")
+    p.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step (default 32, the paper's)")
+    p.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=None,
+        help="tokens per input (default 128; 384 for SQuAD, as run_squad.py)",
+    )
+    p.add_argument(
+        "--doc-stride",
+        type=int,
+        default=128,
+        help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py)",
+    )
+    p.add_argument("--max-train-examples", type=int, default=0, help="use only the first N train examples")
+    p.add_argument("--max-eval-examples", type=int, default=0, help="evaluate on the first N dev examples")
+    p.add_argument("--eval-every", type=int, default=0, help="steps between dev evaluations (0 = at the end)")
+    p.add_argument(
+        "--save-every", type=int, default=0, help="steps between checkpoints (0 = every 10 min and at the end)"
+    )
+    p.add_argument("--warmup", type=float, default=0.1, help="warm-up: fraction of the budget, or steps if >= 1")
+    p.add_argument("--seed", type=int, default=0, help="seed of the output layer's init, shuffling and dropout")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch's default)")
+    p.add_argument("--precision", default="auto", help="auto | fp32 | bf16 | fp16")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--run-dir", help="run folder (default: runs/finetune-<task>-<time> in $BERTLAB_RUNS or the repository)"
+    )
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step on a few examples")
+    p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
+
+
+def _add_grid_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--grid",
+        choices=("paper",),
+        default=None,
+        help="paper: the paper's fine-tuning grid as background jobs, one per setting (batch 16/32 x "
+        "lr 5e-5/3e-5/2e-5 x epochs 2/3/4; they replace --batch-size, --lr, --epochs, --seed and the "
+        "budgets); prints the grid folder; --grid-status FOLDER shows the best on dev",
+    )
+    p.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="with --grid: random restarts (seeds) per setting, the best kept on dev; the paper used "
+        "several for small data sets (default 1)",
+    )
+
+
+# flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
+_NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_args(p)
+    out: list[str] = []
+    for action in p._actions:
+        if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default or value is None:
+            continue
+        flag = max(action.option_strings, key=len)
+        out += [flag] if isinstance(action, argparse._StoreTrueAction) else [flag, str(value)]
+    return out
+
+
+def _cli_grid(args: argparse.Namespace) -> int:
+    """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
+    from bertlab.finetune.grid import PAPER_GRID, settings, submit_grid
+
+    if args.resume or args.run_dir:
+        raise InputError(
+            "--grid queues one job per setting, each in its own run folder: leave out --run-dir and --resume"
+        )
+    cfg = config_from_args(args)  # the user's mistakes (no --data, --model with --size) before anything is queued
+    n = len(settings(args.restarts))
+    print(
+        f"starting from {cfg.model}"
+        if cfg.model
+        else f"starting from random weights (size {cfg.size}: no pretraining)",
+        flush=True,
+    )
+    folder = submit_grid(
+        _argv_of(args), restarts=args.restarts, cwd=Path.cwd(), device=args.device, name=f"{cfg.task}-grid"
+    )
+    grid = " x ".join(f"{k.replace('_', ' ')} {'/'.join(f'{v:g}' for v in vals)}" for k, vals in PAPER_GRID.items())
+    print(
+        f"queued the paper's fine-tuning grid: {n} jobs ({grid}"
+        f"{f', {args.restarts} seeds each' if args.restarts > 1 else ''}); they run one at a time per slot"
+    )
+    print(f"grid folder: {folder}")
+    print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
+    return 0
+
+
+def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
+    """The run's config from `bertlab finetune` arguments (defaults as the paper's, 384 tokens for SQuAD)."""
+    if not args.data:
+        raise InputError("--data is required: a folder with the task's files, a file, or hf:")
+    epochs = args.epochs
+    if not (args.max_steps or args.max_time_s or epochs):
+        epochs = 3.0
+    lr = args.lr if args.lr is not None else (1e-3 if args.mode == "feature" else 5e-5)
+    train_cfg = TrainConfig(
+        learning_rate=lr,
+        warmup=args.warmup,
+        batch_size=args.batch_size,
+        max_steps=args.max_steps or (1 if epochs else 0),
+        max_time_s=args.max_time_s,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+        log_every=20,
+        precision=args.precision,
+        seed=args.seed,
+        device=args.device,
+        num_threads=args.threads,
+    )
+    if args.model and args.size:
+        raise InputError("give --model (a pretrained checkpoint) or --size (random weights), not both")
+    model = args.model or (None if args.size else str(default_model_path()))
+    seq = args.max_seq_length or (SQUAD_MAX_SEQ_LENGTH if args.task == "squad" else 128)
+    return FinetuneConfig(
+        task=args.task,
+        data=args.data,
+        model=model,
+        size=args.size or "tiny",
+        vocab=args.vocab,
+        train_file=args.train_file,
+        dev_file=args.dev_file,
+        split_dev=args.split_dev,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        max_seq_length=seq,
+        doc_stride=args.doc_stride,
+        mode=args.mode,
+        features=args.features,
+        bilstm=args.bilstm,
+        epochs=epochs if not args.max_steps else 0.0,
+        train=train_cfg,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """`bertlab finetune`: fine-tune (or resume) and print the result as one JSON line; or queue
+    or report a --grid."""
+    if args.grid_status:
+        from bertlab.finetune.grid import grid_status
+
+        print(grid_status(args.grid_status))
+        return 0
+    if args.grid:
+        return _cli_grid(args)
+    if args.restarts != 1:
+        raise InputError("--restarts goes with --grid paper (restarts of every setting of the grid)")
+    logging.getLogger("bertlab").setLevel(logging.INFO)
+    if args.resume and not args.run_dir:
+        raise InputError("--resume needs --run-dir")
+    if args.resume:
+        cfg = FinetuneConfig(task=args.task, data=args.data or ".")  # replaced by the saved config
+    else:
+        cfg = config_from_args(args)
+    run_dir = (
+        Path(args.run_dir) if args.run_dir else runs_root() / f"finetune-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    command = "bertlab finetune " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab finetune"
+    if not args.resume:
+        print(
+            f"starting from {cfg.model}"
+            if cfg.model
+            else f"starting from random weights (size {cfg.size}: no pretraining)",
+            flush=True,
+        )
+    from bertlab.cli import run_log  # bertlab's command line, which imports this module only to run it
+
+    with run_log(run_dir, first_line=command, create=not args.resume):
+        result = run_finetuning(
+            cfg, run_dir, resume=args.resume, dry_run=args.dry_run, progress_bar=not args.no_progress, command=command
+        )
+    print(
+        json.dumps(
+            {
+                "state": result.state,
+                "run_dir": str(run_dir),
+                "step": result.progress.step,
+                "train_time_s": round(result.progress.train_time_s, 1),
+                "eval": result.last_eval,
+            }
+        )
+    )
+    return 0 if result.state == "finished" else 3

@@ -1,0 +1,84 @@
+"""bertlab.finetune.cli: `bertlab finetune` end to end on a tiny model (a dry run keeps log.txt,
+a missing file is one error line and exit 2), and the defaults its arguments make."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_finetune_recipe import write_sst2
+
+from bertlab.errors import InputError
+
+
+def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
+    from bertlab.cli import main
+
+    data = write_sst2(tmp_path / "data", 16)
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            str(data),
+            "--model",
+            str(tiny_checkpoint),
+            "--dry-run",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines()[0] == f"starting from {tiny_checkpoint}"  # the first line says which model
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["state"] == "finished" and summary["step"] == 1 and "accuracy" in summary["eval"]
+    assert (tmp_path / "run" / "model" / "config.json").is_file()
+    log_lines = (tmp_path / "run" / "log.txt").read_text().splitlines()  # a CLI run keeps a log, as a job does
+    assert len(log_lines) > 1 and "bertlab finetune" in log_lines[0], log_lines
+
+    (data / "train.tsv").unlink()
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            str(data),
+            "--model",
+            str(tiny_checkpoint),
+            "--run-dir",
+            str(tmp_path / "run2"),
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--max-steps",
+            "1",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 2 and "train file not found" in err and "--split-dev" in err
+    assert "Traceback" not in err
+    assert "train file not found" in (tmp_path / "run2" / "log.txt").read_text()  # the error that ended it
+
+
+def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
+    import argparse
+
+    from bertlab.finetune.cli import add_args, config_from_args
+    from bertlab.inference import default_model_path
+
+    p = argparse.ArgumentParser()
+    add_args(p)
+    cfg = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d"]))
+    assert cfg.model == str(default_model_path()) and cfg.max_seq_length == 128
+    squad = config_from_args(p.parse_args(["--task", "squad", "--data", "/d"]))
+    assert squad.max_seq_length == 384 and squad.doc_stride == 128  # run_squad.py's defaults
+    random_init = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini"]))
+    assert random_init.model is None and random_init.size == "mini"
+    with pytest.raises(InputError, match="not both"):
+        config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
