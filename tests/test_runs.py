@@ -87,10 +87,11 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, c
         from bertlab.jobs_cli import _job_line
 
         assert finished.error in _job_line(finished)  # `jobs list` says why beside the run
-    # the queue goes on: another job is submitted and listed beside the bad folder
+    # the queue goes on: another job is submitted, started and listed beside the bad folder
     from bertlab.cli import main
 
-    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process in this test
+    launched: list[str] = []  # the queue's choice, without starting a process in this test
+    monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: launched.append(job.id))
     capsys.readouterr()
     assert (
         main(
@@ -108,7 +109,8 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, c
         )
         == 0
     )
-    assert json.loads(capsys.readouterr().out)["state"] == "queued"
+    submitted = json.loads(capsys.readouterr().out)
+    assert launched == [submitted["id"]] and submitted["id"].startswith("next-")
     assert main(["jobs", "list"]) == 0
     listed = capsys.readouterr().out
     assert "bad " in listed and "good " in listed and "next-" in listed
