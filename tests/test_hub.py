@@ -1,5 +1,6 @@
 """Google's BERTs (bertlab.hub): the list, a Hugging Face cache populated offline from a random
-checkpoint in the Hub's layout, loading from it, and the sidebar picker listing it offline."""
+checkpoint in the Hub's layout, loading from it, the sidebar picker listing it offline and, online,
+offering every checkpoint and downloading one with progress (a fake Hub; no network)."""
 
 from __future__ import annotations
 
@@ -214,3 +215,58 @@ def test_download_offline_fails_at_once_with_a_plain_message(monkeypatch):
     with pytest.raises(CheckpointError, match="cannot be reached. Give a local checkpoint folder"):
         hub.download("someone/some-bert")
     assert asked == ["huggingface.co"]
+
+
+def test_picker_offers_googles_berts_online_and_downloads_with_progress(request, tmp_path, monkeypatch):
+    """Issue 12, online: the sidebar lists the 27 checkpoints with size, parameters and download
+    size; "Download and use" reports progress, fetches one weights file into the Hugging Face
+    cache and switches the app to it."""
+    pytest.importorskip("streamlit")
+    import socket
+    from contextlib import nullcontext
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.syspath_prepend(str(REPO))
+    import pages.common as common  # imported before fake_hub patches hub.is_online: the page keeps the real one
+
+    fake = request.getfixturevalue("fake_hub")
+    repo_id = "google/bert_uncased_L-2_H-128_A-2"
+    fake.remotes[repo_id] = fake.remotes["google/both"]
+    real_connect = socket.create_connection
+    monkeypatch.setattr(  # the Hub "answers" (is_online's TCP check); nothing else is touched
+        socket,
+        "create_connection",
+        lambda address, *a, **kw: nullcontext() if address[0] == "huggingface.co" else real_connect(address, *a, **kw),
+    )
+    progress: list[tuple[float, str]] = []
+    real_download = common.download
+    monkeypatch.setattr(
+        common, "download", lambda rid, report: real_download(rid, lambda f, t: (progress.append((f, t)), report(f, t)))
+    )
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    st.cache_data.clear()  # the page caches "online?" for a minute; other tests ran it offline
+    request.addfinalizer(st.cache_data.clear)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    pick = at.sidebar.selectbox(key="bertlab_hub_pick")
+    assert len(pick.options) == 27
+    assert any(
+        o.startswith("google-bert/bert-base-uncased: L=12 H=768 A=12, 110M parameters, 440 MB") for o in pick.options
+    )
+    assert any(
+        o.startswith("google/bert_uncased_L-2_H-128_A-2: L=2 H=128 A=2, 4M parameters, 18 MB") for o in pick.options
+    )
+    pick.set_value(next(m for m in hub.GOOGLE_BERTS if m.repo_id == repo_id)).run()
+    at.sidebar.button(key="bertlab_hub_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    fetched = [f for _, f in fake.requested]
+    assert fetched[-1] == "model.safetensors" and "pytorch_model.bin" not in fetched  # one weights file
+    assert progress[-1][0] == pytest.approx(1.0) and any("MB" in text for _, text in progress)
+    chosen = Path(at.session_state["bertlab_model"])
+    assert chosen.is_relative_to(tmp_path / "hub") and chosen == hub.cached_snapshot(repo_id)
+    assert f"{repo_id} (Hub, cached)" in " ".join(at.sidebar.selectbox[0].options)
