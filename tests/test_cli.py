@@ -325,6 +325,43 @@ def test_the_set_up_installs_the_bertlab_command():
         assert shutil.which("bertlab"), "bertlab is not on the PATH after scripts/test.sh"
 
 
+def test_the_set_up_gives_a_fresh_environment_the_bertlab_command(tmp_path):
+    """(#13) The set-up's `pip install --no-deps -e .` in a fresh virtual environment puts a working
+    `bertlab` on its PATH. The environment sees this interpreter's packages (a .pth file), so
+    nothing is downloaded; build isolation is off for the same reason."""
+    pytest.importorskip("setuptools")
+    import site
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    (Path(purelib) / "outer.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "PIP_NO_INDEX": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(REPO)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(["bertlab", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert shutil.which("bertlab", path=env["PATH"]) == str(venv / "bin" / "bertlab")
+    assert "fill-mask" in done.stdout and "jobs" in done.stdout
+
+
 @pytest.mark.parametrize(("pytest_status", "expected"), [(5, 0), (0, 0), (1, 1)])
 def test_test_sh_says_when_no_test_matches_a_marker(tmp_path, pytest_status, expected):
     """`bash scripts/test.sh -m slow` (the README's) exits 0 and says so when no test is marked slow
