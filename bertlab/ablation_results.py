@@ -5,7 +5,7 @@ size trend of Table 6).
 Tidy results (one CSV per table): table, variant, task, metric, value, seed, run. Values are in the
 paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity.
 
-Torch-free: imports bertlab.ablations (the paper's tables, suites), atomic, errors, jobs, runfolder.
+Torch-free: imports bertlab.ablations (suites), paper_tables, atomic, errors, jobs, runfolder.
 """
 
 from __future__ import annotations
@@ -19,18 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.ablations import (
-    CITATION,
-    CSV_COLUMNS,
-    DEFAULT_GRID,
-    PAPER,
-    PAPER_COLUMN,
-    PERCENT_METRICS,
-    suite_runs,
-)
+from bertlab.ablations import CSV_COLUMNS, DEFAULT_GRID, PERCENT_METRICS, suite_runs
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
+from bertlab.paper_tables import CITATION, PAPER, PAPER_COLUMN
 from bertlab.runfolder import REPO_ROOT
 
 

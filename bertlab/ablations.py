@@ -1,17 +1,19 @@
 """The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs.
 
-Owns: the paper's numbers (`PAPER`, with `CITATION`), what each suite runs (`SuiteSpec` -> `plan`),
-launching a suite into a `JobRegistry` (one pretraining job per variant, then one fine-tuning job per
-variant x task column x seed, each waiting for its pretraining job) and a suite's progress
-(`suite_runs`). Its results and the comparison with the paper are bertlab.ablation_results'.
+Owns: what each suite runs (`SuiteSpec` -> `plan`), launching a suite into a `JobRegistry` (one
+pretraining job per variant, then one fine-tuning job per variant x task column x seed, each waiting
+for its pretraining job) and a suite's progress (`suite_runs`). The paper's tables that the suites
+reproduce are bertlab.paper_tables'; the results and the comparison with the paper are
+bertlab.ablation_results'.
 
 A suite lives in RUNS/ablations/<suite id>/suite.json (its spec and the ids of its jobs); every run in
 it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page. Every variant is
 pretrained with the shipped model's recipe (configs/default-model.yaml) and its vocabulary, at the
 suite's size and wall-clock budget, so that only the ablated knob differs.
 
-Torch-free at import: imports bertlab.jobs and its torch-free neighbours (jobspec, runs, estimates,
-runfolder); `estimate` builds a model on the meta device to count its parameters.
+Torch-free at import: imports bertlab.paper_tables, bertlab.jobs and its torch-free neighbours
+(jobspec, runs, estimates, runfolder); `estimate` builds a model on the meta device to count its
+parameters.
 """
 
 from __future__ import annotations
@@ -32,13 +34,10 @@ from bertlab.estimates import estimate
 from bertlab.formatting import format_duration
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.paper_tables import PAPER
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
 from bertlab.runs import read_job, waiting_for
 
-CITATION = (
-    "Devlin, Chang, Lee and Toutanova (2019). BERT: Pre-training of Deep Bidirectional Transformers "
-    "for Language Understanding. NAACL-HLT. arXiv:1810.04805, Section 5 and Appendix C; dev-set results."
-)
 SUITES_DIR = "ablations"  # under the runs folder
 SUITE_FILE = "suite.json"
 BASE_RECIPE = "configs/default-model.yaml"
@@ -56,137 +55,6 @@ PERCENT_METRICS = (
     "mlm_acc",
     "nsp_acc",
 )
-
-
-# --------------------------------------------------------------------------------------
-# The paper
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PaperTable:
-    """One of the paper's ablation tables, as printed (dev-set numbers)."""
-
-    key: str
-    title: str
-    question: str  # what the table asks
-    columns: tuple[str, ...]  # the paper's column labels
-    metrics: tuple[str, ...]  # the metric of each column
-    rows: tuple[tuple[str, str, tuple[float | None, ...]], ...]  # (variant key, the paper's label, values)
-    baseline: str  # the variant others are compared with
-    higher_is_better: tuple[bool, ...] = ()
-    note: str = ""
-
-
-PAPER: dict[str, PaperTable] = {
-    t.key: t
-    for t in (
-        PaperTable(
-            "table5",
-            "Table 5: pre-training tasks",
-            "Does each pre-training task matter?",
-            ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD"),
-            ("accuracy", "accuracy", "accuracy", "accuracy", "f1"),
-            (
-                ("mlm_nsp", "BERT-base (MLM + NSP)", (84.4, 88.4, 86.7, 92.7, 88.5)),
-                ("no_nsp", "No NSP", (83.9, 84.9, 86.5, 92.6, 87.9)),
-                ("ltr", "LTR & No NSP", (82.1, 84.3, 77.5, 92.1, 77.8)),
-                ("ltr_bilstm", "+ BiLSTM", (82.1, 84.1, 75.7, 91.6, 84.9)),
-            ),
-            "mlm_nsp",
-            note="BERT-base, 1M steps on BooksCorpus + Wikipedia; '+ BiLSTM' adds a randomly initialised "
-            "BiLSTM on top of the LTR model while fine-tuning.",
-        ),
-        PaperTable(
-            "table6",
-            "Table 6: model size",
-            "Do bigger models do better, even on small tasks?",
-            ("LM (ppl)", "MNLI-m", "MRPC", "SST-2"),
-            ("mlm_perplexity", "accuracy", "accuracy", "accuracy"),
-            (
-                ("L3-H768-A12", "#L=3 #H=768 #A=12", (5.84, 77.9, 79.8, 88.4)),
-                ("L6-H768-A3", "#L=6 #H=768 #A=3", (5.24, 80.6, 82.2, 90.7)),
-                ("L6-H768-A12", "#L=6 #H=768 #A=12", (4.68, 81.9, 84.8, 91.3)),
-                ("L12-H768-A12", "#L=12 #H=768 #A=12", (3.99, 84.4, 86.7, 92.9)),
-                ("L12-H1024-A16", "#L=12 #H=1024 #A=16", (3.54, 85.7, 86.9, 93.3)),
-                ("L24-H1024-A16", "#L=24 #H=1024 #A=16", (3.23, 86.6, 87.8, 93.7)),
-            ),
-            "L3-H768-A12",
-            higher_is_better=(False, True, True, True),
-            note="LM (ppl) is the masked-LM perplexity of held-out training data; the MRPC and SST-2 scores are "
-            "the average of 5 fine-tuning restarts.",
-        ),
-        PaperTable(
-            "table7",
-            "Table 7: feature-based vs fine-tuning",
-            "Can BERT's frozen features do as well as fine-tuning?",
-            ("NER (CoNLL-2003)",),
-            ("f1",),
-            (
-                ("finetune", "Fine-tuning (BERT-base)", (96.4,)),
-                ("embeddings", "Feature-based: Embeddings", (91.0,)),
-                ("second_to_last", "Feature-based: Second-to-Last Hidden", (95.6,)),
-                ("last", "Feature-based: Last Hidden", (94.9,)),
-                ("wsum4", "Feature-based: Weighted Sum Last Four Hidden", (95.9,)),
-                ("cat4", "Feature-based: Concat Last Four Hidden", (96.1,)),
-                ("mix", "Feature-based: Weighted Sum All 12 Layers", (95.5,)),
-            ),
-            "finetune",
-            note="Features feed a randomly initialised two-layer 768-dimensional BiLSTM before the "
-            "classifier; BERT's weights stay frozen. CoNLL-2003 dev F1.",
-        ),
-        PaperTable(
-            "table8",
-            "Table 8: masking mix",
-            "Does the 80/10/10 mix of [MASK] / same / random matter?",
-            ("MNLI (fine-tune)", "NER (fine-tune)", "NER (feature-based)"),
-            ("accuracy", "f1", "f1"),
-            (
-                ("mask80_same10_rnd10", "80% [MASK], 10% same, 10% random", (84.2, 95.4, 94.9)),
-                ("mask100", "100% [MASK]", (84.3, 94.9, 94.0)),
-                ("mask80_rnd20", "80% [MASK], 20% random", (84.1, 95.2, 94.6)),
-                ("mask80_same20", "80% [MASK], 20% same", (84.4, 95.2, 94.7)),
-                ("same20_rnd80", "20% same, 80% random", (83.7, 94.8, 94.6)),
-                ("rnd100", "100% random", (83.6, 94.9, 94.6)),
-            ),
-            "mask80_same10_rnd10",
-            note="Feature-based: the last four layers concatenated (the paper's Appendix C.2).",
-        ),
-    )
-}
-
-# Which of our task columns stands for which paper column (same metric; the data may differ: say so).
-PAPER_COLUMN = {
-    "table5": {"qnli": "QNLI", "mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "mnli": "MNLI-m"},
-    "table6": {"pretraining": "LM (ppl)", "mnli": "MNLI-m", "mrpc": "MRPC", "sst2": "SST-2"},
-    "table7": {"ner": "NER (CoNLL-2003)"},
-    "table8": {
-        "mnli": "MNLI (fine-tune)",
-        "ner": "NER (fine-tune)",
-        "ner-feature": "NER (feature-based)",
-        # token tagging like NER: where a suite ran UPOS instead, it is read against the paper's NER column
-        "upos": "NER (fine-tune)",
-        "upos-feature": "NER (feature-based)",
-    },
-}
-DATA_NOTES = {
-    "qnli": "QNLI has no public train set here: trained on 80% of its dev set, scored on the other 20% "
-    "(split by question, so no question is on both sides)",
-    "squad": "SQuAD v1.1: trained on 80% of the dev set's articles, scored on the other 20%",
-    "ner": "NER is WNUT-17 (emerging entities in social media), not the paper's CoNLL-2003 news",
-    "upos": "UPOS tagging (UD English-EWT) is read against the paper's NER column: both tag every token, "
-    "but the task and data differ, so compare directions only",
-}
-
-
-WHY_DIFFERENT = (
-    "Where we differ from the paper, scale is the first suspect: our models are a few hundred times smaller, "
-    "pretrained for minutes on a few million words instead of 40 epochs on 3.3 billion, and fine-tuned on a "
-    "few thousand examples with a few seeds, so most differences are within the seed noise. Some tasks also "
-    "differ from the paper's (WNUT-17 for CoNLL-2003 NER, QNLI from its dev set)."
-)
-
-
-def variant_label(table: str, key: str) -> str:
-    return next((label for k, label, _ in PAPER[table].rows if k == key), key)
 
 
 # --------------------------------------------------------------------------------------

@@ -15,10 +15,11 @@ from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
+from bertlab.paper_tables import CITATION, PAPER
 
 
 def _suite_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("table", choices=sorted(ab.PAPER), help="which of the paper's tables")
+    p.add_argument("table", choices=sorted(PAPER), help="which of the paper's tables")
     p.add_argument(
         "--tasks",
         default="",
@@ -68,7 +69,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("report", help="our rows beside the paper's, with a verdict per row, from a results CSV")
     r.add_argument("csv", help="a <table>.csv written by `collect`")
     pp = sub.add_parser("paper", help="the paper's numbers for a table")
-    pp.add_argument("table", choices=sorted(ab.PAPER), help="which of the paper's tables")
+    pp.add_argument("table", choices=sorted(PAPER), help="which of the paper's tables")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if cmd == "report":
         rows = results.read_results(args.csv)
         table = rows[0]["table"] if rows else ""
-        if table not in ab.PAPER:
+        if table not in PAPER:
             raise InputError(f"{args.csv}: no rows of a known table")
         vs = results.verdicts(table, rows)
         if args.json:
@@ -191,10 +192,10 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
         return 0
-    table = ab.PAPER[args.table]
+    table = PAPER[args.table]
     if args.json:
-        print(json.dumps({"citation": ab.CITATION, **table.__dict__}))
+        print(json.dumps({"citation": CITATION, **table.__dict__}))
         return 0
-    print(f"{table.title} ({ab.CITATION})")
+    print(f"{table.title} ({CITATION})")
     _print_table([{"variant": label, **dict(zip(table.columns, vals, strict=True))} for _, label, vals in table.rows])
     return 0

@@ -3,7 +3,7 @@
 Takes the paper's tables (bertlab.ablations) and tidy result rows (bertlab.ablation_results); returns rows (lists of dicts
 for st.dataframe) and plotly figures. Nothing here runs a job or reads a file.
 
-Imports plotly, bertlab.ablations, bertlab.ablation_results and bertlab.figures (colours); never streamlit.
+Imports plotly, bertlab.paper_tables, bertlab.ablation_results and bertlab.figures (colours); never streamlit.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertlab.ablation_results import Verdict, main_metric, summarize, verdicts
-from bertlab.ablations import PAPER, PAPER_COLUMN
 from bertlab.figures import BLUE, FONT, GREY, ORANGE
+from bertlab.paper_tables import PAPER, PAPER_COLUMN
 
 GREEN = "#3b8f5a"
 RED = "#c0392b"

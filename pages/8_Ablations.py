@@ -10,6 +10,7 @@ import streamlit as st
 
 from bertlab import ablation_results as results
 from bertlab import ablations as ab
+from bertlab import paper_tables
 from bertlab.ablations_view import (
     PRETRAINING_NOTE,
     agreement,
@@ -38,21 +39,21 @@ st.markdown(
     "masking mix matters (Table 8). Here are the paper's numbers, ours beside them, and the commands to run "
     "the same comparison yourself."
 )
-TABLES = {t.key: t.title for t in ab.PAPER.values()}
+TABLES = {t.key: t.title for t in paper_tables.PAPER.values()}
 table = (
     st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
 )
-paper = ab.PAPER[table]
+paper = paper_tables.PAPER[table]
 
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"The paper: {paper.question}")
     st.dataframe(pd.DataFrame(paper_rows(table)), hide_index=True)
-    st.caption(f"{paper.note} Source: {ab.CITATION}")
+    st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
     concept(
         "**How to read a verdict.** Each of our rows is compared with the table's baseline row "
-        f"(*{ab.variant_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* when "
+        f"(*{paper_tables.variant_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* when "
         "both differences have the same sign, or when both are within their noise (ours: the larger standard "
         "deviation over seeds; the paper's: under 0.5 points). Our models are tiny and pretrained for minutes, "
         "so expect small differences and wide error bars, not the paper's absolute numbers."
@@ -95,7 +96,9 @@ if rows:
     if spec:
         st.caption(results.describe_spec(spec))
     notes = [
-        ab.DATA_NOTES[t] for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows) if t in ab.DATA_NOTES
+        paper_tables.DATA_NOTES[t]
+        for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)
+        if t in paper_tables.DATA_NOTES
     ]
     for note in notes:
         st.caption(f"⚠ {note}.")
@@ -107,7 +110,7 @@ if rows:
     if agree["compared"]:
         st.markdown(
             f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
-            "with a paper column. " + agreement_text(table, rows) + " " + ab.WHY_DIFFERENT
+            "with a paper column. " + agreement_text(table, rows) + " " + paper_tables.WHY_DIFFERENT
         )
     elif table == "table6":
         trend = results.size_trend(rows)
@@ -117,7 +120,7 @@ if rows:
                 "(+1: always better when bigger; perplexity: −1 is better): "
                 + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items())
                 + ". "
-                + ab.WHY_DIFFERENT
+                + paper_tables.WHY_DIFFERENT
             )
     with st.expander("Every verdict"):
         st.dataframe(pd.DataFrame(verdict_rows(results.verdicts(table, rows), table)), hide_index=True)

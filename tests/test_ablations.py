@@ -19,6 +19,7 @@ from bertlab import ablations as ab
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import JobSpec
+from bertlab.paper_tables import CITATION
 from bertlab.runs import read_job, waiting_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -201,7 +202,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     assert len(acc) == 4 * 2 and all(0 <= float(r["value"]) <= 100 for r in acc)
     assert {r["variant"] for r in rows if r["task"] == "pretraining"} == {"mlm_nsp", "no_nsp", "ltr"}
     meta = json.loads(json_path.read_text())
-    assert meta["spec"]["table"] == "table5" and meta["citation"] == ab.CITATION
+    assert meta["spec"]["table"] == "table5" and meta["citation"] == CITATION
     vs = results.verdicts("table5", results.read_results(csv_path))
     assert {v.variant for v in vs if v.task == "sst2"} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
     assert all(v.paper is not None for v in vs if v.task == "sst2")

@@ -5,6 +5,7 @@ import json
 
 from bertlab import ablations as ab
 from bertlab.ablations_cli import add_args, run, spec_from_args
+from bertlab.paper_tables import CITATION
 
 
 def _parse(argv):
@@ -21,4 +22,4 @@ def test_a_suite_spec_from_the_command_line():
 def test_paper_prints_the_papers_table(capsys):
     assert run(_parse(["--json", "paper", "table8"])) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["citation"] == ab.CITATION and out["rows"]
+    assert out["citation"] == CITATION and out["rows"]

@@ -1,7 +1,7 @@
 """bertlab/ablations_view.py: the paper's tables and ours beside them, as rows and a figure."""
 
-from bertlab.ablations import PAPER
 from bertlab.ablations_view import agreement, comparison_rows, paper_rows, results_figure
+from bertlab.paper_tables import PAPER
 
 
 def _rows(values):
