@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -33,7 +34,7 @@ GREY = "#9aa0a6"
 FONT = dict(family="Inter, Source Sans Pro, Helvetica, Arial, sans-serif", size=13)
 
 
-def style_figure(fig: go.Figure, title: str = "", height: int | None = None, **kw) -> go.Figure:
+def style_figure(fig: go.Figure, title: str = "", height: int | None = None, **kw: Any) -> go.Figure:
     """The look every figure shares: title top left, the app font, white background, tight margins."""
     fig.update_layout(
         # Titles sit at the very top of the figure, above any tick labels drawn on top.

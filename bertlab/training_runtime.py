@@ -36,6 +36,8 @@ from bertlab.runfolder import (
 )
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from bertlab.training import Progress, TrainTask
 
 log = logging.getLogger(__name__)
@@ -261,7 +263,7 @@ def prefetch(iterator: Iterator, depth: int = 4) -> Iterator:
         yield item
 
 
-def logging_above(bar) -> AbstractContextManager:
+def logging_above(bar: tqdm) -> AbstractContextManager:
     """While `bar` is drawn, the root logger's terminal handlers write through tqdm.write, which
     clears the bar, prints the line and draws the bar again below it."""
     from tqdm.contrib.logging import logging_redirect_tqdm
