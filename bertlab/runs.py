@@ -151,7 +151,9 @@ def read_job(run_dir: str | Path) -> Job:
             state = "preparing"  # launched, the recipe has not written its own state yet
     else:
         pid = _int_or_none(status.get("pid"))
-        alive = pid_alive(pid, _int_or_none(status.get("pid_start")))  # the start time tells a reused pid apart
+        # pid_start tells a reused pid apart. A final state is the trainer's last write: a process
+        # that lives on after it (a notebook that called the recipe) no longer holds the run.
+        alive = state not in FINAL_STATES and pid_alive(pid, _int_or_none(status.get("pid_start")))
         if state in ACTIVE_STATES and pid and not alive:
             state = "failed"
             error = error or (

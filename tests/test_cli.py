@@ -527,3 +527,9 @@ def test_a_run_that_failed_before_its_config_lists_its_kind(capsys, tmp_path, mo
     code, out, _ = _run(capsys, "jobs", "list")
     row = next(line for line in out.splitlines() if line.startswith("early-"))
     assert row.split()[1:3] == ["pretrain", "failed"], row
+    # not alive, so nothing to cancel and it can be deleted
+    run_id = row.split()[0]
+    code, _, err = _run(capsys, "jobs", "cancel", run_id)
+    assert code != 0 and "has already failed; nothing to cancel" in err, err
+    assert _run(capsys, "jobs", "delete", run_id)[:2] == (0, f"deleted {run_id}\n")  # though this process lives on
+    assert not (tmp_path / "runs" / run_id).exists()

@@ -50,6 +50,26 @@ def test_run_started_outside_the_registry_is_listed_read_only(runs):
     assert not run_dir.exists()
 
 
+@pytest.mark.parametrize("state", ["failed", "finished", "cancelled"])
+def test_a_run_by_hand_in_a_final_state_can_be_deleted_while_its_process_lives_on(runs, state):
+    # (#13) a run that failed early in a process that goes on (a notebook; `bertlab.cli.main` called
+    # in-process) read as alive: 'jobs cancel' said nothing to cancel, 'jobs delete' said cancel it first
+    run_dir = runs / f"by-hand-{state}"
+    run_dir.mkdir(parents=True)
+    me = {"pid": os.getpid(), "pid_start": process_start_time(os.getpid())}
+    (run_dir / "status.json").write_text(json.dumps({"state": state, "step": 0, **me}))
+    reg = JobRegistry(runs)
+    job = reg.get(run_dir.name)
+    assert job.state == state and not job.alive
+    reg.delete(run_dir.name)
+    assert not run_dir.exists()
+    (run_dir.parent / "live").mkdir()
+    (run_dir.parent / "live" / "status.json").write_text(json.dumps({"state": "preparing", **me}))
+    assert reg.get("live").alive  # still being made: kept
+    with pytest.raises(JobError, match="cancel it first"):
+        reg.delete("live")
+
+
 @pytest.mark.parametrize(
     "status, job_extra",
     [
