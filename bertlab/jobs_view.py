@@ -200,7 +200,7 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
         out.append(("Tokens/s", format_count(last["tokens_per_s"])))
     if job.state == "running" and _finite(job.eta_s):
         out.append(("ETA", format_duration(job.eta_s)))
-    elif job.state in ("finished", "cancelled", "failed"):
+    elif job.is_final:
         started, ended = job.status.get("started"), job.status.get("ended")
         if _finite(started) and _finite(ended) and ended >= started:
             out.append(("Took", format_duration(ended - started)))

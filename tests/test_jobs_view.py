@@ -36,3 +36,23 @@ def test_predictions_as_html_escape_their_text():
     marked = answer_html("the <cat> sat", 4, 9)
     assert "<mark" in marked and "&lt;cat&gt;" in marked
     assert "<mark" not in answer_html("text", 3, 99)  # a span outside the text is not drawn
+
+
+def test_live_numbers_say_how_long_a_run_took_once_it_has_ended(tmp_path):
+    import json
+
+    from bertlab.jobs_view import live_numbers
+    from bertlab.runs import read_job
+
+    metrics = [{"split": "train", "step": 4, "loss": 2.5, "tokens_per_s": 1500.0}]
+    shown = {}
+    for state in ("running", "finished", "failed", "cancelled"):
+        run_dir = tmp_path / state
+        run_dir.mkdir()
+        status = {"state": state, "step": 4, "total_steps": 8, "eta_s": 90, "started": 1000.0, "ended": 1125.0}
+        (run_dir / "status.json").write_text(json.dumps(status))
+        shown[state] = dict(live_numbers(read_job(run_dir), metrics))
+    assert shown["running"]["ETA"] and "Took" not in shown["running"]
+    for state in ("finished", "failed", "cancelled"):
+        assert "Took" in shown[state] and "ETA" not in shown[state], state
+    assert shown["finished"]["Step"] == "4 / 8" and shown["finished"]["Train loss"] == "2.500"
