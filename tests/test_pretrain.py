@@ -605,3 +605,37 @@ def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, v
         assert h.snapshots[len(h1.steps)].step > 12 and h.snapshots[-1].tokens == card["total_tokens"]
         assert h.snapshots[0].fill_mask == h1.snapshots[0].fill_mask  # stage 1's answers, untouched
         assert "That earlier stage departed from the paper's recipe in:" in (out / "README.md").read_text()
+
+
+def test_heldout_corpus_scores_runs_on_other_data_on_the_same_documents(tmp_path, vocab_file):
+    """A run on more (or less) data than the base corpus holds out the base corpus's documents, and
+    never trains on them, so its held-out scores compare with the base runs'."""
+    import dataclasses
+
+    from bertlab.corpus import load_corpus
+    from bertlab.pretrain import split_documents
+
+    base = _config(tmp_path, vocab_file, max_steps=2)
+    extra = tmp_path / "extra.txt"
+    extra.write_text(
+        "\n\n".join(
+            "\n".join(f"Extra document {d} says thing number {i} about the weather." for i in range(6))
+            for d in range(12)
+        )
+    )
+    alone = split_documents(base, load_corpus(base.corpus))
+    more = dataclasses.replace(base, corpus=(*base.corpus, str(extra)), heldout_corpus=base.corpus)
+    both = split_documents(more, load_corpus(more.corpus))
+    assert both.heldout == alone.heldout and both.fingerprint != alone.fingerprint
+    assert len(both.train) == len(alone.train) + 12
+    assert not {tuple(d) for d in both.heldout} & {tuple(d) for d in both.train}
+    less = dataclasses.replace(base, corpus=(str(extra),), heldout_corpus=base.corpus)
+    assert split_documents(less, load_corpus(less.corpus)).heldout == alone.heldout
+    result = run_pretraining(more, tmp_path / "more", progress_bar=False)
+    assert result.state == "finished"
+    only_held = tmp_path / "held.txt"  # a corpus of nothing but the held-out documents
+    only_held.write_text("\n\n".join("\n".join(d) for d in alone.heldout))
+    nothing = dataclasses.replace(base, corpus=(str(only_held),), heldout_corpus=base.corpus)
+    with pytest.raises(InputError, match="nothing is left to train on"):
+        split_documents(nothing, load_corpus(nothing.corpus))
+    assert load_config_file(None, ["heldout_corpus=default"]).heldout_corpus == ("default",)
