@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bertlab.errors import InputError
 from bertlab.finetune.models import FEATURES_HELP
-from bertlab.finetune.recipe import SQUAD_MAX_SEQ_LENGTH, FinetuneConfig, run_finetuning
-from bertlab.finetune.tasks import TASKS
+from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
+from bertlab.finetune.tasks import TASKS, get_task
 from bertlab.inference import default_model_path
 from bertlab.runfolder import runs_root
 from bertlab.training import TrainConfig
@@ -216,7 +216,7 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     if args.model and args.size:
         raise InputError("give --model (a pretrained checkpoint) or --size (random weights), not both")
     model = args.model or (None if args.size else str(default_model_path()))
-    seq = args.max_seq_length or (SQUAD_MAX_SEQ_LENGTH if args.task == "squad" else 128)
+    seq = args.max_seq_length or get_task(args.task).max_seq_length  # 384 for SQuAD, as run_squad.py
     return FinetuneConfig(
         task=args.task,
         data=args.data,

@@ -52,7 +52,6 @@ from bertlab.training_runtime import process_rank
 log = logging.getLogger(__name__)
 
 SPLIT_SEED = 0  # --split-dev: one fixed split, whatever the training seed
-SQUAD_MAX_SEQ_LENGTH = 384  # google-research/bert run_squad.py (doc_stride 128, max_query_length 64)
 
 
 @dataclass(frozen=True)
