@@ -17,15 +17,13 @@ import json
 import logging
 import os
 import sys
-import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertlab import __version__
 from bertlab.errors import BertLabError, InputError
-from bertlab.runfolder import LOG_FILE
+from bertlab.formatting import one_line, printable
 
 if TYPE_CHECKING:
     from bertlab.inference import FillMaskResult
@@ -57,20 +55,6 @@ def _load(args):
     from bertlab.inference import load_model
 
     return load_model(args.model, device=args.device)
-
-
-def printable(text: str) -> str:
-    """`text` safe to echo on a terminal: control and format characters (Unicode categories Cc
-    and Cf: escape sequences, carriage returns, bidi overrides, zero-width marks) but tab are
-    shown as `\\x1b` / `\\u202e` escapes instead of acting on the terminal."""
-    out = []
-    for ch in text:
-        if ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 # --- fill-mask ---------------------------------------------------------------------------
@@ -279,56 +263,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> Iterator[None]:
-    """Around a run started from the command line: its log lines also go to `run_dir/log.txt`
-    (appended; progress bars are not log lines), as a job's do, so `bertlab jobs show` has a log.
-
-    Nothing is added where stderr already is that file (a job: the registry sends the run's output
-    there), in torchrun ranks other than 0, or when `run_dir` is missing and `create` is False (a
-    resume of a folder that is not there fails without leaving one behind). An error that ends the
-    run is written there too."""
-    run_dir = Path(run_dir)
-    path = run_dir / LOG_FILE
-    if os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path) or not (create or run_dir.is_dir()):
-        yield
-        return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-
-    def file_only(level: int, message: str) -> None:
-        handler.handle(
-            logging.makeLogRecord(
-                {"name": __name__, "levelno": level, "levelname": logging.getLevelName(level), "msg": message}
-            )
-        )
-
-    if first_line:
-        file_only(logging.INFO, first_line)
-    root.addHandler(handler)
-    try:
-        yield
-    except BaseException as exc:
-        file_only(logging.ERROR, f"stopped: {type(exc).__name__}: {_one_line(exc)}")
-        raise
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-
-
-def _same_file(stream, path: Path) -> bool:
-    try:
-        return path.exists() and os.path.samestat(os.fstat(stream.fileno()), path.stat())
-    except (OSError, ValueError, AttributeError):  # no file behind the stream (pytest's capture, a closed pipe)
-        return False
-
-
-def _one_line(exc: BaseException) -> str:
-    return printable(" ".join(str(exc).split()) or type(exc).__name__)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
@@ -343,10 +277,10 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # as a shell reports a command stopped by SIGPIPE
     except BertLabError as exc:
-        print(f"bertlab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"bertlab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # unreadable files, full disk: the user's to fix, not a bug to trace
-        print(f"bertlab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"bertlab {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"bertlab {args.command}: interrupted", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""How numbers read to people: durations. Used by the CLI, the trainer's progress bar, the model
-catalog and the pages alike, so a time reads the same everywhere.
+"""How numbers and text read to people: durations, and text or an error made safe for one line of
+a terminal. Used by the CLI, the trainer's progress bar, run logs, the model catalog and the pages
+alike, so a time or an error reads the same everywhere.
 
 Standard library only.
 """
@@ -7,6 +8,7 @@ Standard library only.
 from __future__ import annotations
 
 import math
+import unicodedata
 
 
 def format_duration(seconds: float | None) -> str:
@@ -21,3 +23,22 @@ def format_duration(seconds: float | None) -> str:
     if m:
         return f"{m} min {s:02d} s"
     return f"{s} s"
+
+
+def printable(text: str) -> str:
+    """`text` safe to echo on a terminal: control and format characters (Unicode categories Cc
+    and Cf: escape sequences, carriage returns, bidi overrides, zero-width marks) but tab are
+    shown as `\\x1b` / `\\u202e` escapes instead of acting on the terminal."""
+    out = []
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (white space folded), safe to print: its type when it has none."""
+    return printable(" ".join(str(exc).split()) or type(exc).__name__)

@@ -66,6 +66,7 @@ from bertlab.runfolder import (
     model_dir,
     read_metrics,
     read_run_config,
+    run_log,
     runs_root,
     write_run_config,
 )
@@ -632,8 +633,6 @@ def run(args: argparse.Namespace) -> int:
     )
     run_dir = Path(args.run_dir) if args.run_dir else runs_root() / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = "bertlab pretrain " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab pretrain"
-    from bertlab.cli import run_log
-
     with run_log(run_dir, first_line=command, create=not args.resume):
         result = run_pretraining(
             cfg, run_dir, resume=args.resume, dry_run=args.dry_run, progress_bar=not args.no_progress, command=command

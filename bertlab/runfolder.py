@@ -17,15 +17,18 @@
 Every other module names these files through this one. Reads are forgiving (a missing or
 half-written file reads as empty), writes are atomic (bertlab.atomic).
 
-Standard library only (no torch); imports bertlab.atomic, bertlab.errors and bertlab.hardware (process
-probes, to refuse a folder another live process trains).
+Standard library only (no torch); imports bertlab.atomic, bertlab.errors, bertlab.formatting (an
+error on one line) and bertlab.hardware (process probes, to refuse a folder another live process
+trains). `run_log` keeps a command-line run's log lines in its log.txt, as a job's are.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import Any
 
 from bertlab.atomic import locked, read_json, update_json, write_json_atomic, write_text_atomic
 from bertlab.errors import InputError
+from bertlab.formatting import one_line
 from bertlab.hardware import ancestors, own_start_time, pid_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -268,3 +272,49 @@ def tail_lines(path: str | Path, lines: int = 40, max_bytes: int = 65536) -> str
 def log_tail(run_dir: str | Path, lines: int = 40) -> str:
     """The last `lines` lines of the run's log.txt."""
     return tail_lines(Path(run_dir) / LOG_FILE, lines=lines)
+
+
+@contextlib.contextmanager
+def run_log(run_dir: str | Path, first_line: str = "", create: bool = True) -> Iterator[None]:
+    """Around a run started from the command line: its log lines also go to `run_dir/log.txt`
+    (appended; progress bars are not log lines), as a job's do, so `bertlab jobs show` has a log.
+
+    Nothing is added where stderr already is that file (a job: the registry sends the run's output
+    there), in torchrun ranks other than 0, or when `run_dir` is missing and `create` is False (a
+    resume of a folder that is not there fails without leaving one behind). An error that ends the
+    run is written there too."""
+    run_dir = Path(run_dir)
+    path = run_dir / LOG_FILE
+    if os.environ.get("RANK", "0") != "0" or _same_file(sys.stderr, path) or not (create or run_dir.is_dir()):
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+
+    def file_only(level: int, message: str) -> None:
+        handler.handle(
+            logging.makeLogRecord(
+                {"name": __name__, "levelno": level, "levelname": logging.getLevelName(level), "msg": message}
+            )
+        )
+
+    if first_line:
+        file_only(logging.INFO, first_line)
+    root.addHandler(handler)
+    try:
+        yield
+    except BaseException as exc:
+        file_only(logging.ERROR, f"stopped: {type(exc).__name__}: {one_line(exc)}")
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
+def _same_file(stream: object, path: Path) -> bool:
+    try:
+        return path.exists() and os.path.samestat(os.fstat(stream.fileno()), path.stat())
+    except (OSError, ValueError, AttributeError):  # no file behind the stream (pytest's capture, a closed pipe)
+        return False

@@ -1,11 +1,9 @@
 """bertlab.cli: fill-mask / nsp / info in text and --json, and one-line errors with a non-zero
 exit status (never a traceback); the subcommand registry (cheap start-up, help for every
-argument) and the log.txt of command-line runs. Most cases call `main` in-process; a few run
-`python -m bertlab` or `python -c`."""
+argument). Most cases call `main` in-process; a few run `python -m bertlab` or `python -c`."""
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.cli import BUILTIN, COMMANDS, build_parser, main, printable, run_log
+from bertlab.cli import BUILTIN, COMMANDS, build_parser, main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,13 +76,6 @@ def test_fill_mask_text_output(capsys, tiny_checkpoint):
     assert code == 0
     assert "[MASK] #1:" in out and "[MASK] #2:" in out and "joint fill: The " in out
     assert out.count("%") == 4
-
-
-def test_printable_escapes_control_and_format_characters():
-    assert printable("plain text, tab\tkept") == "plain text, tab\tkept"
-    assert printable("red \x1b[31mtext\x1b[0m\r\n") == "red \\x1b[31mtext\\x1b[0m\\x0d\\x0a"
-    assert printable("a\u202eb\u200bc\x7f") == "a\\u202eb\\u200bc\\x7f"
-    assert printable("café, naïve, 東京") == "café, naïve, 東京"
 
 
 def test_fill_mask_text_output_escapes_the_users_control_characters(capsys, tiny_checkpoint):
@@ -447,46 +438,6 @@ def test_every_argument_has_help(name):
 
     sub = next(a for a in build_parser([name])._actions if isinstance(a, argparse._SubParsersAction))
     assert undocumented(sub.choices[name], name) == []
-
-
-# --- log.txt of runs started from the command line ----------------------------------------------------
-def test_run_log_appends_the_runs_log_lines_to_its_folder(tmp_path):
-    logger = logging.getLogger("bertlab.test_run_log")
-    logger.setLevel(logging.INFO)
-    with run_log(tmp_path / "run", first_line="bertlab pretrain --dry-run"):
-        logger.info("step 1: loss 9.9")
-    logger.info("after the run")  # the handler is gone with the run
-    with pytest.raises(RuntimeError), run_log(tmp_path / "run"):
-        raise RuntimeError("out of memory")
-    lines = (tmp_path / "run" / "log.txt").read_text().splitlines()
-    assert len(lines) == 3
-    assert lines[0].endswith("bertlab pretrain --dry-run") and lines[1].endswith("step 1: loss 9.9")
-    assert "stopped: RuntimeError: out of memory" in lines[2]
-    with run_log(tmp_path / "missing", create=False):  # a resume of a folder that is not there
-        logger.info("nothing to write to")
-    assert not (tmp_path / "missing").exists()
-
-
-def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
-    """A job's output already goes to log.txt (the registry's redirect): no line twice."""
-    script = textwrap.dedent("""
-        import logging, sys
-        from bertlab.cli import run_log
-        logging.basicConfig(level=logging.INFO, format="%(message)s")
-        with run_log(sys.argv[1], first_line="command"):
-            logging.getLogger("bertlab.x").info("one line")
-    """)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    with open(run_dir / "log.txt", "ab") as log_file:
-        subprocess.run(
-            [sys.executable, "-c", script, str(run_dir)],
-            stderr=log_file,
-            check=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-    assert (run_dir / "log.txt").read_text().splitlines() == ["one line"]
 
 
 def test_jobs_list_has_a_column_header(capsys, tmp_path, monkeypatch):

@@ -1,11 +1,21 @@
-"""bertlab/runfolder.py: the run folder's file names, states, status and metric files."""
+"""bertlab/runfolder.py: the run folder's file names, states, status and metric files, and the
+log.txt of runs started from the command line."""
 
 import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from bertlab import runfolder as rf
+from bertlab.runfolder import run_log
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_status_and_metrics_files(tmp_path):
@@ -88,3 +98,42 @@ def test_log_tail_keeps_the_last_non_blank_lines(tmp_path):
     assert rf.log_tail(tmp_path, lines=2) == "three\nfour"
     assert rf.log_tail(tmp_path / "missing") == ""
     assert json.loads(json.dumps(rf.log_tail(tmp_path)))  # plain text
+
+
+def test_run_log_appends_the_runs_log_lines_to_its_folder(tmp_path):
+    logger = logging.getLogger("bertlab.test_run_log")
+    logger.setLevel(logging.INFO)
+    with run_log(tmp_path / "run", first_line="bertlab pretrain --dry-run"):
+        logger.info("step 1: loss 9.9")
+    logger.info("after the run")  # the handler is gone with the run
+    with pytest.raises(RuntimeError), run_log(tmp_path / "run"):
+        raise RuntimeError("out of memory")
+    lines = (tmp_path / "run" / "log.txt").read_text().splitlines()
+    assert len(lines) == 3
+    assert lines[0].endswith("bertlab pretrain --dry-run") and lines[1].endswith("step 1: loss 9.9")
+    assert "stopped: RuntimeError: out of memory" in lines[2]
+    with run_log(tmp_path / "missing", create=False):  # a resume of a folder that is not there
+        logger.info("nothing to write to")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
+    """A job's output already goes to log.txt (the registry's redirect): no line twice."""
+    script = textwrap.dedent("""
+        import logging, sys
+        from bertlab.runfolder import run_log
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        with run_log(sys.argv[1], first_line="command"):
+            logging.getLogger("bertlab.x").info("one line")
+    """)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / "log.txt", "ab") as log_file:
+        subprocess.run(
+            [sys.executable, "-c", script, str(run_dir)],
+            stderr=log_file,
+            check=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    assert (run_dir / "log.txt").read_text().splitlines() == ["one line"]

@@ -3,8 +3,8 @@ log.txt kept in the run folder, the result printed as one JSON line), and the pa
 queued as jobs (--grid paper) or reported (--grid-status).
 
 `add_args` / `run` are what bertlab.cli calls; bertlab.jobspec checks a job's arguments with
-`add_args`. Imports bertlab.finetune.recipe (torch), bertlab.finetune.grid (the job registry) when
-a grid is asked for, and bertlab.cli's `run_log`; never streamlit.
+`add_args`. Imports bertlab.finetune.recipe (torch), bertlab.runfolder (the run's log.txt) and, when
+a grid is asked for, bertlab.finetune.grid (the job registry); never streamlit.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from bertlab.finetune.models import FEATURES_HELP
 from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 from bertlab.finetune.tasks import TASKS, get_task
 from bertlab.inference import default_model_path
-from bertlab.runfolder import runs_root
+from bertlab.runfolder import run_log, runs_root
 from bertlab.training import TrainConfig
 
 
@@ -268,8 +268,6 @@ def run(args: argparse.Namespace) -> int:
             else f"starting from random weights (size {cfg.size}: no pretraining)",
             flush=True,
         )
-    from bertlab.cli import run_log  # bertlab's command line, which imports this module only to run it
-
     with run_log(run_dir, first_line=command, create=not args.resume):
         result = run_finetuning(
             cfg, run_dir, resume=args.resume, dry_run=args.dry_run, progress_bar=not args.no_progress, command=command
