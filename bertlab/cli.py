@@ -199,9 +199,9 @@ def _pretrain() -> tuple[AddArgs, Run]:
 
 
 def _export() -> tuple[AddArgs, Run]:
-    from bertlab import pretrain
+    from bertlab import export
 
-    return pretrain.add_export_args, pretrain.run_export
+    return export.add_args, export.run
 
 
 def _finetune() -> tuple[AddArgs, Run]:

@@ -4,11 +4,11 @@
 A run folder holds the config, the tokenizer (trained once and kept as vocab.txt), metrics,
 checkpoints and the final model (bertlab.runfolder owns the layout). The recipe seeds the global
 RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_args` / `run`
-(`bertlab pretrain`) and `add_export_args` / `run_export` (`bertlab export`).
+(`bertlab pretrain`); `bertlab export` (a finished run as a shipped checkpoint) is bertlab.export.
 
 Imports the lower layers: corpus, tokenizer, pretraining_data, model, checkpoint, hardware,
-runfolder, training, and history and model_card for the exported model's story (a continued run
-carries the curve and history of the model it started from).
+runfolder, training, and history and model_card for the story of the model a run continues (its
+curve and history are carried on when the run is exported).
 """
 
 from __future__ import annotations
@@ -36,16 +36,11 @@ from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load
 from bertlab.errors import InputError
 from bertlab.hardware import hardware_description
 from bertlab.history import (
-    build_history,
-    continue_history,
-    continue_points,
-    has_history,
     history_for,
-    load_history,
     save_history,
 )
 from bertlab.model import BertForPreTraining
-from bertlab.model_card import model_card_markdown, recipe_deviations
+from bertlab.model_card import recipe_deviations
 from bertlab.pretraining_data import (
     DataConfig,
     InstanceStore,
@@ -60,11 +55,10 @@ from bertlab.pretraining_data import (
 from bertlab.runfolder import (
     CHECKPOINT_DIR,
     EARLIER_HISTORY_FILE,
+    RUN_CONFIG_FILE,
     VOCAB_FILE,
     failure_recorded,
     mark_preparing,
-    model_dir,
-    read_metrics,
     read_run_config,
     run_log,
     runs_root,
@@ -527,21 +521,8 @@ def _run_pretraining(
     command: str | None = None,
 ) -> TrainResult:
     run_dir = Path(run_dir)
-    saved: dict = {}
-    if resume:
-        saved = read_run_config(run_dir)
-        if saved is None:
-            raise InputError(f"{run_dir}: no run_config.json to resume")
-        cfg = PretrainConfig.from_dict(saved["config"])
-        command = saved.get("command") or command  # the card names the command that started the run
-    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
-        raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
-    if dry_run:
-        cfg = dataclasses.replace(
-            cfg,
-            train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0, eval_every=0),
-            eval_instances=64,
-        )
+    cfg, saved = settings_for_run(cfg, run_dir, resume, dry_run)
+    command = saved.get("command") or command or " ".join(sys.argv)  # the card names the command that started the run
     run_dir.mkdir(parents=True, exist_ok=True)
     mark_preparing(run_dir, resume)
     t0 = time.time()
@@ -550,47 +531,19 @@ def _run_pretraining(
     train_stores, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
     train_store = train_stores[0]
     model_config = cfg.model_config(len(tokenizer))
-    torch.manual_seed(cfg.train.seed)
-    model = BertForPreTraining(model_config)
-    if cfg.dropout is not None:
-        model.set_dropout(cfg.dropout)
-    init_info = None
-    if cfg.init_from:
-        # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
-        init_info = saved.get("init") or initialize_from(model, cfg.init_from)
-        if not saved.get("init") and (earlier := history_for(cfg.init_from)) is not None:
-            save_history(earlier, Path(run_dir) / EARLIER_HISTORY_FILE)  # carried on when this run is exported
+    model, init_info = build_model(cfg, model_config, run_dir, saved)
     write_run_config(
         run_dir,
         {
             "kind": "pretrain",
             "config": cfg.to_dict(),
             "model_config": asdict(model_config),
-            "command": command or " ".join(sys.argv),
+            "command": command,
             "data_stats": data_stats,
             "init": init_info,
         },
     )
-    card = {
-        "name": cfg.name,
-        "objective": cfg.data.objective,
-        "size": cfg.size,
-        "corpus": list(cfg.corpus),
-        "corpus_credit": CORPUS_CREDIT if DEFAULT_CORPUS in cfg.corpus else None,
-        "corpus_documents": len(corpus.documents),
-        "corpus_sentences": corpus.num_sentences,
-        "train_instances": len(train_store),
-        "train_instance_tokens": train_store.num_tokens,
-        "command": command or " ".join(sys.argv),
-        "hardware": hardware_description(cfg.train.num_threads),
-        "data_config": asdict(cfg.data),
-        "phase2": dict(cfg.phase2) or None,
-        "eval_data": asdict(cfg.heldout_data()),
-        "train_config": asdict(cfg.train),
-        "pretrain_dropout": cfg.dropout if cfg.dropout is not None else model_config.hidden_dropout,
-    }
-    if init_info:
-        card.update(init_info)
+    card = card_of_run(cfg, model_config, corpus, train_store, command) | (init_info or {})
     micro = cfg.train.batch_size // cfg.train.grad_accum
     task = PretrainTask(cfg, tokenizer, model_config, train_stores, eval_store, micro, card)
     log.info(
@@ -606,6 +559,68 @@ def _run_pretraining(
     return train(
         task, model, cfg.train, run_dir, resume=resume, progress_bar=progress_bar, stop_after_steps=stop_after_steps
     )
+
+
+def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: bool) -> tuple[PretrainConfig, dict]:
+    """(the config the run uses, its saved run_config or {}): the saved config on resume (a folder
+    that holds a run needs --resume), or one step for a dry run."""
+    saved: dict = {}
+    if resume:
+        saved = read_run_config(run_dir)
+        if saved is None:
+            raise InputError(f"{run_dir}: no {RUN_CONFIG_FILE} to resume")
+        cfg = PretrainConfig.from_dict(saved["config"])
+    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
+        raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
+    if dry_run:
+        cfg = dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(cfg.train, max_steps=1, max_tokens=0, max_time_s=0, eval_every=0),
+            eval_instances=64,
+        )
+    return cfg, saved
+
+
+def build_model(
+    cfg: PretrainConfig, model_config: BertConfig, run_dir: Path, saved: dict
+) -> tuple[BertForPreTraining, dict | None]:
+    """The model at its seeded init, or continuing `cfg.init_from` (then also what it started from,
+    for the card, and that model's learning history, kept to carry on when the run is exported)."""
+    torch.manual_seed(cfg.train.seed)
+    model = BertForPreTraining(model_config)
+    if cfg.dropout is not None:
+        model.set_dropout(cfg.dropout)
+    if not cfg.init_from:
+        return model, None
+    # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
+    init_info = saved.get("init") or initialize_from(model, cfg.init_from)
+    if not saved.get("init") and (earlier := history_for(cfg.init_from)) is not None:
+        save_history(earlier, run_dir / EARLIER_HISTORY_FILE)
+    return model, init_info
+
+
+def card_of_run(
+    cfg: PretrainConfig, model_config: BertConfig, corpus: Corpus, train_store: InstanceStore, command: str
+) -> dict:
+    """The pretrained model's card: objective, size, corpus and its credit, data and training settings."""
+    return {
+        "name": cfg.name,
+        "objective": cfg.data.objective,
+        "size": cfg.size,
+        "corpus": list(cfg.corpus),
+        "corpus_credit": CORPUS_CREDIT if DEFAULT_CORPUS in cfg.corpus else None,
+        "corpus_documents": len(corpus.documents),
+        "corpus_sentences": corpus.num_sentences,
+        "train_instances": len(train_store),
+        "train_instance_tokens": train_store.num_tokens,
+        "command": command,
+        "hardware": hardware_description(cfg.train.num_threads),
+        "data_config": asdict(cfg.data),
+        "phase2": dict(cfg.phase2) or None,
+        "eval_data": asdict(cfg.heldout_data()),
+        "train_config": asdict(cfg.train),
+        "pretrain_dropout": cfg.dropout if cfg.dropout is not None else model_config.hidden_dropout,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -643,94 +658,3 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     return 0 if result.state == "finished" else 3
-
-
-# --------------------------------------------------------------------------------------
-# Export a finished run as a shipped checkpoint with its model card
-# --------------------------------------------------------------------------------------
-def learning_curve(run_dir: str | Path) -> list[dict]:
-    """The held-out evaluations of a run: step, tokens, training seconds and metrics, for its card."""
-    records = read_metrics(run_dir)
-    cfg = (read_run_config(run_dir) or {}).get("config", {}).get("train", {})
-    seconds: dict[int, float] = {}
-    for r in records:  # older runs' eval records lack train_s: take it from the train line of that step
-        if r.get("split") == "train" and cfg.get("max_time_s"):
-            seconds[r["step"]] = r.get("progress", 0.0) * cfg["max_time_s"]
-    curve = []
-    for r in records:
-        if r.get("split") != "eval":
-            continue
-        point = {"step": r["step"], "tokens": r["tokens"], "train_s": r.get("train_s", seconds.get(r["step"]))}
-        point.update({k: round(r[k], 4) for k in ("mlm_acc", "mlm_loss", "nsp_acc") if k in r})
-        curve.append(point)
-    return curve
-
-
-def export_run(
-    run_dir: str | Path,
-    out_dir: str | Path,
-    fp16: bool = True,
-    metrics_note: str = "",
-    history: list[str] | None = None,
-) -> Path:
-    """Copy a finished run's model into `out_dir` (optionally float16) with README.md model card.
-
-    `history`: lines about the run's stops and resumes, kept in the card."""
-    from bertlab.checkpoint import load_pretraining_model
-
-    run_dir = Path(run_dir)
-    if not model_dir(run_dir).is_dir():
-        raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
-    model, tokenizer, info = load_pretraining_model(model_dir(run_dir))
-    card = dict(info["card"])
-    card["learning_curve"] = learning_curve(run_dir)
-    if history:
-        card["history"] = list(card.get("history", [])) + list(history)
-    out = Path(out_dir)
-    parent = card.get("init_card") or {}
-    offset = {  # the earlier stages' totals: this run's steps, tokens and seconds count on from them
-        "step": parent.get("total_steps", parent.get("steps")),
-        "tokens": parent.get("total_tokens", parent.get("tokens")),
-        "train_s": parent.get("total_train_time_s", parent.get("train_time_s")),
-    }
-    if parent.get("learning_curve"):
-        card["learning_curve"] = continue_points(parent["learning_curve"], card["learning_curve"], offset)
-        card["init_card"] = {k: v for k, v in parent.items() if k != "learning_curve"}  # now in the curve
-    if card.get("init_from") and Path(card["init_from"]).resolve() == out.resolve():
-        card["init_from_replaced"] = True  # the card must not read as if the model started from itself
-    save_checkpoint(
-        out,
-        model,
-        tokenizer,
-        model.config,
-        extra_config={"objective": card.get("objective")},
-        extra_files={"model_card.json": card, "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
-        dtype=torch.float16 if fp16 else None,
-    )
-    if has_history(run_dir):  # the run kept snapshots: its learning history travels with the model
-        history = history_for(run_dir)
-        if history is None:
-            history = build_history(run_dir)
-            save_history(history, run_dir)
-        earlier = run_dir / EARLIER_HISTORY_FILE
-        if earlier.is_file():  # and the history of the model it continued from, before it
-            history = continue_history(load_history(earlier), history, offset)
-        save_history(history, out)
-    return out
-
-
-def add_export_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of `bertlab export`."""
-    p.add_argument("run_dir", help="a finished pretraining run folder")
-    p.add_argument("out_dir", help="where to write the checkpoint (e.g. checkpoints/my-model)")
-    p.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
-    p.add_argument("--note", default="", help="a sentence added under the metrics in the model card")
-    p.add_argument("--history", action="append", default=[], help="a line about a stop/resume (repeatable)")
-
-
-def run_export(args: argparse.Namespace) -> int:
-    """`bertlab export`: write the checkpoint and say where and how big."""
-    out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note, history=args.history)
-    size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
-    print(f"wrote {out} ({size:.1f} MB)")
-    return 0

@@ -201,8 +201,8 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
     evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
     assert {10, 20, 25} <= evals  # every snapshot has its held-out score
     # the exported model carries its learning history and its card the held-out curve
+    from bertlab.export import export_run
     from bertlab.history import load_history
-    from bertlab.pretrain import export_run
 
     out = export_run(tmp_path / "run", tmp_path / "shipped")
     assert load_history(out).steps == [10, 20, 25]
@@ -388,7 +388,7 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     config = json.loads((tmp_path / "two" / "model" / "config.json").read_text())
     assert config["hidden_dropout_prob"] == 0.1  # dropout 0 was for pretraining only
 
-    from bertlab.pretrain import export_run
+    from bertlab.export import export_run
 
     out = export_run(tmp_path / "two", tmp_path / "shipped", history=["step 1: stopped and resumed"])
     readme = (out / "README.md").read_text()
@@ -579,8 +579,8 @@ def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, v
     started from gives the same story (what it carries was kept in its own run folder)."""
     import dataclasses
 
+    from bertlab.export import export_run
     from bertlab.history import load_history
-    from bertlab.pretrain import export_run
 
     first = _config(tmp_path, vocab_file, max_steps=12, eval_every=6, snapshots="true")
     assert run_pretraining(first, tmp_path / "one", progress_bar=False).state == "finished"

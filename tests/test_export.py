@@ -1,0 +1,31 @@
+"""bertlab/export.py: `bertlab export` turns a finished tiny pretraining run into a float16
+checkpoint folder with its model card (learning curve, stop/resume history, the note)."""
+
+import json
+
+import torch
+from test_pretrain import _config
+
+from bertlab.checkpoint import read_weights
+from bertlab.cli import main
+from bertlab.export import learning_curve
+from bertlab.pretrain import run_pretraining
+
+
+def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, capsys):
+    run_dir, out_dir = tmp_path / "run", tmp_path / "shipped"
+    run_pretraining(_config(tmp_path, vocab_file, max_steps=6, eval_every=3), run_dir, progress_bar=False)
+    curve = learning_curve(run_dir)
+    assert [p["step"] for p in curve][-2:] == [3, 6] and all("mlm_acc" in p and p["tokens"] > 0 for p in curve)
+    capsys.readouterr()
+    argv = ["export", str(run_dir), str(out_dir), "--note", "A tiny test model.", "--history", "step 3: stopped"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out_dir} (")
+    weights = read_weights(out_dir)
+    assert {w.dtype for w in weights.values() if w.is_floating_point()} == {torch.float16}
+    card = json.loads((out_dir / "model_card.json").read_text())
+    assert card["learning_curve"] == curve and card["history"] == ["step 3: stopped"]
+    assert "A tiny test model." in (out_dir / "README.md").read_text()
+    (tmp_path / "unfinished").mkdir()
+    assert main(["export", str(tmp_path / "unfinished"), str(tmp_path / "x")]) == 2
+    assert "no finished model in it" in capsys.readouterr().err and not (tmp_path / "x").exists()
