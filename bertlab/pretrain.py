@@ -175,11 +175,12 @@ class PretrainConfig:
 
 
 def _parse_value(text: str) -> Any:
-    try:
-        import yaml
+    """An override's value as YAML reads it (3 -> int, [a, b] -> list); text that is not YAML stays text."""
+    import yaml
 
+    try:
         return yaml.safe_load(text)
-    except Exception:
+    except yaml.YAMLError:
         return text
 
 

@@ -432,6 +432,11 @@ def test_config_errors():
         load_config_file(None, ["train.max_steps"])
     with pytest.raises(InputError, match="budget"):
         load_config_file(None, ["train.max_steps=0"])
+    # an override's value is read as YAML; what is not YAML stays text and is checked as the field's type
+    cfg = load_config_file(None, ["train.max_steps=7", "corpus=[a.txt, b.txt]", "name=run: {one"])
+    assert cfg.train.max_steps == 7 and cfg.corpus == ("a.txt", "b.txt") and cfg.name == "run: {one"
+    with pytest.raises(InputError, match="max_steps"):
+        load_config_file(None, ["train.max_steps=[7"])
 
 
 def _cli_env():
