@@ -3,7 +3,9 @@ comparison with the paper (means over seeds, verdicts on the direction of each d
 size trend of Table 6).
 
 Tidy results (one CSV per table): table, variant, task, metric, value, seed, run. Values are in the
-paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity.
+paper's units: percent for accuracy / F1 / correlations, plain numbers for perplexity. Beside each
+CSV: <table>.json (the suite's settings, commit, hardware) and, for a committed set, <table>.md (what
+it shows, in words).
 
 Torch-free: imports bertlab.ablations (suites), paper_tables, atomic, errors, jobs, runfolder.
 """
@@ -110,19 +112,37 @@ def results_spec(json_path: str | Path) -> dict:
     return meta.get("spec", {}) if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else {}
 
 
+def pretraining_budget(spec: dict) -> str:
+    """Each variant's pretraining budget as the suite ran it ("for 8 min", "on 4M tokens"): its budget_s, unless an override
+    (`--set train.max_time_s=0 --set train.max_tokens=4000000`, the last one wins) replaced it."""
+    budget = {"max_time_s": float(spec.get("budget_s") or 0), "max_steps": 0.0, "max_tokens": 0.0}
+    for override in spec.get("overrides") or ():
+        key, _, value = str(override).partition("=")
+        if key.strip().removeprefix("train.") in budget:
+            try:
+                budget[key.strip().removeprefix("train.")] = float(value)
+            except ValueError:
+                continue
+    parts = []
+    if budget["max_time_s"]:
+        parts.append(f"for {budget['max_time_s'] / 60:.0f} min")
+    if budget["max_tokens"]:
+        parts.append(f"on {budget['max_tokens'] / 1e6:g}M tokens")
+    if budget["max_steps"]:
+        parts.append(f"for {budget['max_steps']:.0f} steps")
+    return " or ".join(parts) + (" (whichever came first)" if len(parts) > 1 else "")
+
+
 def describe_spec(spec: dict) -> str:
     """One line on how a result set was made, from its suite spec."""
     parts = []
     if spec.get("table") == "table7":
         parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
     elif spec.get("table") == "table6":
-        parts.append(
-            f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {spec.get('budget_s', 0) / 60:.0f} min each"
-        )
+        parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {pretraining_budget(spec)} each")
     else:
         parts.append(
-            f"{spec.get('size', '?')} models pretrained {spec.get('budget_s', 0) / 60:.0f} min each "
-            "with the shipped model's recipe"
+            f"{spec.get('size', '?')} models pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
         )
     n = spec.get("max_train_examples") or "all"
     parts.append(
@@ -131,6 +151,15 @@ def describe_spec(spec: dict) -> str:
         "dev examples"
     )
     return "; ".join(parts) + "."
+
+
+def results_note(csv_path: str | Path) -> str:
+    """What a result set shows, in words (where it agrees with the paper, where not, and why): the
+    <table>.md beside its CSV, as its authors wrote it after reading the numbers ('' when there is none)."""
+    try:
+        return Path(csv_path).with_suffix(".md").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def results_files(root: str | Path) -> dict[str, Path]:

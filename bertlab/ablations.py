@@ -1,8 +1,9 @@
 """The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs.
 
-Owns: what each suite runs (`SuiteSpec` -> `plan`), launching a suite into a `JobRegistry` (one
-pretraining job per variant, then one fine-tuning job per variant x task column x seed, each waiting
-for its pretraining job) and a suite's progress (`suite_runs`). The paper's tables that the suites
+Owns: what each suite runs (`SuiteSpec` -> `plan`; in words for the page, `HOW_ROWS_ARE_MADE`),
+launching a suite into a `JobRegistry` (one pretraining job per variant, then one fine-tuning job per
+variant x task column x seed, each waiting for its pretraining job) and a suite's progress
+(`suite_runs`, `progress_matrix`). The paper's tables that the suites
 reproduce are bertlab.paper_tables'; the results and the comparison with the paper are
 bertlab.ablation_results'.
 
@@ -188,6 +189,25 @@ def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
     if not out:
         raise InputError("the grid is empty; write layers/hidden/heads entries, e.g. 2/128/2, 4/256/4")
     return tuple(out)
+
+
+# What our rows of each table are, in words, for the page (the README says the same)
+HOW_ROWS_ARE_MADE = {
+    "table5": "Every variant is pretrained from scratch with the shipped model's recipe, at the same size and "
+    "budget. **No NSP** keeps MLM + NSP's input packing (`[CLS] A [SEP] B [SEP]` with segment embeddings, B always "
+    "the true continuation), so only the loss differs. **LTR & No NSP** has causal attention and a next-token "
+    "loss; its classifiers read the last real token, the only one that has seen the whole input (as GPT's do), "
+    "not `[CLS]`, which sees only itself. **+ BiLSTM** adds a BiLSTM on the LTR model while fine-tuning.",
+    "table6": "Every (layers, width, heads) shape is pretrained from scratch with the shipped model's recipe and "
+    "the same budget; the perplexity is masked-LM perplexity on held-out documents.",
+    "table7": "One pretrained model, frozen, feeding a two-layer BiLSTM tagger (the paper's set-up): the "
+    "embeddings, the second-to-last or the last layer, a *learned* weighted sum of the last four layers, their "
+    "concatenation, or a learned weighted sum of every layer (softmax weights and a scale, trained with the "
+    "tagger); against fine-tuning the whole model.",
+    "table8": "Every mix is pretrained from scratch with the shipped model's recipe on the same budget, and scored "
+    "on the same held-out 80/10/10 masking; each is fine-tuned, and used frozen (the last four layers "
+    "concatenated into a two-layer BiLSTM tagger, the paper's Appendix C.2).",
+}
 
 
 def variants(spec: SuiteSpec) -> tuple[Variant, ...]:
@@ -501,8 +521,13 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
     return out
 
 
+SEED_MARKS = {"finished": "✓", "running": "▶", "preparing": "▶", "queued": "·", "waiting": "·"}  # else ✗
+
+
 def progress_matrix(record: dict, runs: list[SuiteRun]) -> list[dict]:
-    """variant x column cells: 'done/all' and the state of the slowest run, for the page's table."""
+    """variant x column cells: 'done/all', one mark per seed in seed order (✓ finished, ▶ running,
+    · queued or waiting, ✗ failed, cancelled or missing) and what holds the cell up, for the page's table:
+    '1/3 ✓▶· (running 40%)'."""
     cells: dict[tuple[str, str], list[SuiteRun]] = {}
     for r in runs:
         cells.setdefault((r.variant, r.column), []).append(r)
@@ -519,7 +544,8 @@ def progress_matrix(record: dict, runs: list[SuiteRun]) -> list[dict]:
             done = sum(r.state == "finished" for r in rs)
             bad = [r.state for r in rs if r.state in ("failed", "cancelled", "missing")]
             active = [r for r in rs if r.state in ("preparing", "running")]
-            text = f"{done}/{len(rs)}"
+            marks = "".join(SEED_MARKS.get(r.state, "✗") for r in sorted(rs, key=lambda r: r.seed))
+            text = f"{done}/{len(rs)} {marks}"
             if bad:
                 text += f" ({len(bad)} {bad[0]})"
             elif active:

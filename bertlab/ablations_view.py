@@ -1,7 +1,7 @@
 """What the Ablations page draws: the paper's table, ours beside it with verdicts, and figures.
 
-Takes the paper's tables (bertlab.ablations) and tidy result rows (bertlab.ablation_results); returns rows (lists of dicts
-for st.dataframe) and plotly figures. Nothing here runs a job or reads a file.
+Takes the paper's tables (bertlab.paper_tables) and tidy result rows (bertlab.ablation_results); returns rows (lists
+of dicts for st.dataframe), plotly figures and the page's notes. Nothing here runs a job or reads a file.
 
 Imports plotly, bertlab.paper_tables, bertlab.ablation_results and bertlab.figures (colours); never streamlit.
 """
@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from bertlab.ablation_results import Verdict, main_metric, summarize, verdicts
 from bertlab.figures import BLUE, FONT, GREY, ORANGE
-from bertlab.paper_tables import PAPER, PAPER_COLUMN
+from bertlab.paper_tables import AXIS_TITLES, PAPER, PAPER_COLUMN, short_label
 
 GREEN = "#3b8f5a"
 RED = "#c0392b"
@@ -30,12 +30,20 @@ def paper_rows(table: str) -> list[dict]:
 # Left-to-right variants are scored on next-token accuracy (their pretraining task), not masked-token
 # accuracy: their pretraining column does not compare with the masked-LM rows.
 NEXT_TOKEN_VARIANTS = ("ltr",)
-PRETRAINING_NOTE = (
-    "The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for "
-    "every variant); for the left-to-right model it is next-token accuracy, a different task, so "
-    "it does not compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no "
-    "pretraining run of its own."
-)
+PRETRAINING_NOTES = {
+    "table5": " For the left-to-right model it is next-token accuracy, a different task, so it does not "
+    "compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no pretraining run of its own.",
+    "table8": " Each variant trains on its own mix but is scored on the same mix, so the column says how much "
+    "of the language each one learned.",
+}
+
+
+def pretraining_note(table: str) -> str:
+    """What the pretraining column of a table's results means."""
+    return (
+        "The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for every variant)."
+        + PRETRAINING_NOTES.get(table, "")
+    )
 
 
 def variant_labels(table: str) -> dict[str, str]:
@@ -56,19 +64,29 @@ def comparison_rows(table: str, rows: Sequence[dict]) -> list[dict]:
     cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
     labels = variant_labels(table)
     by_variant: dict[str, dict] = {}
+    columns: dict[str, None] = {"variant": None}
     for v in vs:
         row = by_variant.setdefault(v.variant, {"variant": labels.get(v.variant, v.variant)})
         c = cells.get((v.variant, v.task, v.metric))
         name = f"{v.task} ({v.metric})"
+        columns.update(dict.fromkeys((name, f"{name}: paper", f"{name}: verdict")))  # each task's three side by side
         row[name] = _fmt(v.ours, v.ours_std, c.n if c else None)
         if v.paper is not None:
             row[f"{name}: paper"] = v.paper
         if v.text and v.text != "baseline row":
-            row[f"{name}: verdict"] = ("✓ " if v.agrees else "✗ " if v.agrees is False else "") + v.text
+            row[f"{name}: verdict"] = _short_verdict(v)
         if v.task == "pretraining" and v.variant in NEXT_TOKEN_VARIANTS and row[name]:
             row[name] += " (next-token)"
-    names = list(dict.fromkeys(k for row in by_variant.values() for k in row))
+    names = [k for k in columns if any(k in row for row in by_variant.values())]
     return [{k: row.get(k, "—") for k in names} for row in by_variant.values()]  # a cell we have no run for
+
+
+def _short_verdict(v: Verdict) -> str:
+    """A verdict short enough for a table cell: the mark and both differences from the baseline row
+    (the whole sentence is in verdict_rows)."""
+    if v.agrees is None or v.ours_delta is None or v.paper_delta is None:
+        return v.text
+    return f"{'✓' if v.agrees else '✗'} ours {v.ours_delta:+.1f}, paper {v.paper_delta:+.1f}"
 
 
 def agreement(table: str, rows: Sequence[dict]) -> dict:
@@ -91,7 +109,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     directions can be compared on one axis)."""
     cells = summarize(list(rows))
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
-    labels = variant_labels(table)
+    labels = {key: short_label(table, key) for key in variant_labels(table)}
     order = [k for k, _, _ in PAPER[table].rows] + sorted({c.variant for c in cells} - set(labels))
     fig = make_subplots(
         rows=1,
@@ -112,7 +130,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
                 y=[mine[v].mean for v in vs],
                 error_y={"type": "data", "array": [mine[v].std for v in vs], "visible": True, "color": GREY},
                 marker_color=[ORANGE if v == paper.baseline else BLUE for v in vs],
-                name="ours (mean ± std over seeds)",
+                name="ours (mean ± std over seeds; orange: the baseline row)",
                 showlegend=i == 1,
                 hovertemplate="%{x}<br>%{y:.1f}<extra>ours</extra>",
             ),
@@ -147,7 +165,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
             fig.update_yaxes(
                 range=[max(0.0, lo - pad) if metric != "mlm_perplexity" else lo - pad, hi + pad], row=1, col=i
             )
-    fig.update_xaxes(tickangle=-30)
+    fig.update_xaxes(tickangle=-30, title_text=AXIS_TITLES.get(table))
     fig.update_layout(
         title=title or PAPER[table].title,
         font=FONT,

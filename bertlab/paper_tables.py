@@ -113,7 +113,7 @@ PAPER: dict[str, PaperTable] = {
 PAPER_COLUMN = {
     "table5": {"qnli": "QNLI", "mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "mnli": "MNLI-m"},
     "table6": {"pretraining": "LM (ppl)", "mnli": "MNLI-m", "mrpc": "MRPC", "sst2": "SST-2"},
-    "table7": {"ner": "NER (CoNLL-2003)"},
+    "table7": {"ner": "NER (CoNLL-2003)", "upos": "NER (CoNLL-2003)"},  # UPOS: token tagging like NER (see table8)
     "table8": {
         "mnli": "MNLI (fine-tune)",
         "ner": "NER (fine-tune)",
@@ -141,5 +141,33 @@ WHY_DIFFERENT = (
 )
 
 
+# Row labels short enough to stand under a bar of a figure, where the paper's are too long to read
+SHORT_LABELS = {
+    "table7": {
+        "finetune": "fine-tuning",
+        "embeddings": "embeddings",
+        "second_to_last": "2nd-to-last",
+        "last": "last",
+        "wsum4": "w. sum last 4",
+        "cat4": "concat last 4",
+        "mix": "w. sum all",
+    },
+    "table8": {  # [MASK] / same / random, in percent
+        "mask80_same10_rnd10": "80/10/10",
+        "mask100": "100/0/0",
+        "mask80_rnd20": "80/0/20",
+        "mask80_same20": "80/20/0",
+        "same20_rnd80": "0/20/80",
+        "rnd100": "0/0/100",
+    },
+}
+AXIS_TITLES = {"table8": "[MASK] / same / random (%)"}
+
+
 def variant_label(table: str, key: str) -> str:
     return next((label for k, label, _ in PAPER[table].rows if k == key), key)
+
+
+def short_label(table: str, key: str) -> str:
+    """A row's label for a figure's axis: SHORT_LABELS where the paper's is long, else the paper's."""
+    return SHORT_LABELS.get(table, {}).get(key) or variant_label(table, key)

@@ -12,11 +12,11 @@ from bertlab import ablation_results as results
 from bertlab import ablations as ab
 from bertlab import paper_tables
 from bertlab.ablations_view import (
-    PRETRAINING_NOTE,
     agreement,
     agreement_text,
     comparison_rows,
     paper_rows,
+    pretraining_note,
     results_figure,
     verdict_rows,
 )
@@ -44,11 +44,14 @@ table = (
     st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
 )
 paper = paper_tables.PAPER[table]
+# the row's name stays in view, whole, while a wide table scrolls sideways
+_longest = max(len(label) for _, label, _ in paper.rows)
+VARIANT_COLUMN = {"variant": st.column_config.TextColumn(pinned=True, width=min(320, 24 + 7 * _longest))}
 
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"The paper: {paper.question}")
-    st.dataframe(pd.DataFrame(paper_rows(table)), hide_index=True)
+    st.dataframe(pd.DataFrame(paper_rows(table)), hide_index=True, column_config=VARIANT_COLUMN)
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
     concept(
@@ -63,6 +66,7 @@ with right:
 # Our results: the committed set, or a suite from the runs folder
 # --------------------------------------------------------------------------------------
 st.subheader("Ours")
+st.caption(ab.HOW_ROWS_ARE_MADE[table])
 sources: dict[str, str] = {}
 committed = results.results_files(COMMITTED).get(table)
 if committed:
@@ -102,15 +106,17 @@ if rows:
     ]
     for note in notes:
         st.caption(f"⚠ {note}.")
-    st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True)
+    st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True, column_config=VARIANT_COLUMN)
     if any(r["task"] == "pretraining" for r in rows):
-        st.caption(PRETRAINING_NOTE)
+        st.caption(pretraining_note(table))
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
+    # the committed set comes with its authors' reading of it (where it agrees, where not, why)
+    note = results.results_note(committed) if record is None else ""
     agree = agreement(table, rows)
     if agree["compared"]:
         st.markdown(
             f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
-            "with a paper column. " + agreement_text(table, rows) + " " + paper_tables.WHY_DIFFERENT
+            "with a paper column. " + agreement_text(table, rows) + ("" if note else " " + paper_tables.WHY_DIFFERENT)
         )
     elif table == "table6":
         trend = results.size_trend(rows)
@@ -122,6 +128,8 @@ if rows:
                 + ". "
                 + paper_tables.WHY_DIFFERENT
             )
+    if note:
+        st.markdown(note)
     with st.expander("Every verdict"):
         st.dataframe(pd.DataFrame(verdict_rows(results.verdicts(table, rows), table)), hide_index=True)
     buf = io.StringIO()
@@ -145,7 +153,11 @@ def _progress(record: dict) -> None:
     runs = ab.suite_runs(record, registry)
     done = sum(r.state == "finished" for r in runs)
     st.progress(done / max(1, len(runs)), text=f"{done} of {len(runs)} runs finished")
-    st.dataframe(pd.DataFrame(ab.progress_matrix(record, runs)), hide_index=True)
+    matrix = [
+        {**row, "variant": paper_tables.variant_label(table, row["variant"])}
+        for row in ab.progress_matrix(record, runs)
+    ]
+    st.dataframe(pd.DataFrame(matrix), hide_index=True, column_config=VARIANT_COLUMN)
     failed = [r for r in runs if r.state in ("failed", "missing")]
     for r in failed[:5]:
         st.warning(
@@ -156,7 +168,8 @@ def _progress(record: dict) -> None:
 
 
 if record is not None:
-    st.subheader("Progress (variant × task; runs finished of all seeds)")
+    st.subheader("Progress: variant × task × seed")
+    st.caption("Runs finished of all seeds, then one mark per seed: ✓ finished, ▶ running, · queued, ✗ failed.")
     busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in ab.suite_runs(record, registry))
     st.fragment(_progress, run_every=3.0 if busy else None)(record)
     st.page_link("pages/6_Jobs.py", label="Every run of the suite is on the Jobs page", icon=":material/work_history:")

@@ -46,6 +46,10 @@ def test_upos_stands_in_for_tables_8_ner_column_on_its_own_metric():
     assert by["mask100", "upos"].paper == pytest.approx(94.9) and by["mask100", "upos"].agrees is True
     assert by["mask100", "upos-feature"].paper_delta == pytest.approx(-0.9)
     assert by["mask100", "upos-feature"].ours_delta == pytest.approx(-21)
+    # and so is a Table 7 suite on UPOS (the page's note says so for both tables)
+    rows = _rows("table7", {"finetune": [80, 80, 80], "embeddings": [55, 56, 57]}, task="upos")
+    embeddings = next(v for v in results.verdicts("table7", rows) if v.variant == "embeddings")
+    assert embeddings.metric == "accuracy" and embeddings.paper_delta == pytest.approx(-5.4) and embeddings.agrees
 
 
 def test_results_file_round_trip_and_bad_files(tmp_path):
@@ -95,3 +99,22 @@ def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
 def test_size_trend_is_a_rank_correlation():
     rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
     assert results.size_trend(rows) == {"sst2 (accuracy)": 1.0}
+
+
+def test_a_result_set_says_the_budget_it_ran_on():
+    spec = {"table": "table8", "size": "tiny", "budget_s": 300.0, "seeds": 3, "epochs": 2.0}
+    assert "pretrained for 5 min each" in results.describe_spec(spec)
+    # `--set train.max_time_s=0 --set train.max_tokens=4000000` replaced the wall-clock budget
+    tokens = {**spec, "overrides": ["train.max_time_s=0", "train.max_tokens=4000000"]}
+    assert "pretrained on 4M tokens each" in results.describe_spec(tokens)
+    both = {**spec, "overrides": ["train.max_steps=100"]}
+    assert results.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
+    committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())["spec"]
+    assert "on 4M tokens" in results.describe_spec(committed)
+
+
+def test_committed_results_say_where_they_agree_and_why(tmp_path):
+    for table in ("table5", "table8"):
+        note = results.results_note(REPO / "results" / "ablations" / f"{table}.csv")
+        assert "Where we agree" in note and "Where we do not" in note and "Why" in note, table
+    assert results.results_note(tmp_path / "table5.csv") == ""

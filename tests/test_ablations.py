@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from pathlib import Path
 
@@ -143,6 +144,47 @@ def test_a_job_waits_for_the_jobs_it_comes_after(tmp_path, monkeypatch, tiny_che
         registry.submit(JobSpec("finetune", ("--task", "sst2", "--data", str(data)), after=("nope",)), start=False)
 
 
+def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
+    """Suite jobs ask for device auto: on a machine with GPUs they queue for CUDA, one job per GPU at
+    once, each told its GPU (CUDA_VISIBLE_DEVICES at launch)."""
+    write_sst2(tmp_path / "data" / "glue" / "SST-2")
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=2)
+    launched: list[tuple[str, list[int]]] = []
+
+    def fake_launch(self, job, gpus):  # record the decision; pretend the process took the GPUs
+        launched.append((job.id, gpus))
+        data = json.loads((job.run_dir / "job.json").read_text())
+        (job.run_dir / "job.json").write_text(
+            json.dumps({**data, "phase": "launched", "pid": os.getpid(), "gpus": gpus})
+        )
+
+    monkeypatch.setattr(JobRegistry, "_launch", fake_launch)
+    spec = ab.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, data=str(tmp_path / "data"))
+    record = ab.read_suite(ab.launch(spec, registry))
+    jobs = [read_job(tmp_path / "runs" / r["job"]) for r in record["runs"]]
+    assert {j.job["device"] for j in jobs} == {"cuda"}
+    pretraining = [r["job"] for r in record["runs"] if r["column"] == "pretraining"]
+    assert launched == [(pretraining[0], [0]), (pretraining[1], [1])]  # the third waits for a free GPU
+
+
+def test_the_progress_matrix_shows_every_seed():
+    record = {
+        "runs": [{"variant": "mlm_nsp", "column": "pretraining", "seed": 0, "job": "p"}]
+        + [{"variant": "mlm_nsp", "column": "sst2", "seed": s, "job": f"f{s}"} for s in range(3)]
+    }
+    runs = [
+        ab.SuiteRun("mlm_nsp", "pretraining", 0, "p", "finished"),
+        ab.SuiteRun("mlm_nsp", "sst2", 2, "f2", "waiting"),
+        ab.SuiteRun("mlm_nsp", "sst2", 0, "f0", "finished"),
+        ab.SuiteRun("mlm_nsp", "sst2", 1, "f1", "running", progress=0.4),
+    ]
+    assert ab.progress_matrix(record, runs) == [
+        {"variant": "mlm_nsp", "pretraining": "1/1 ✓", "sst2": "1/3 ✓▶· (running 40%)"}
+    ]
+    runs[1] = ab.SuiteRun("mlm_nsp", "sst2", 2, "f2", "failed")
+    assert ab.progress_matrix(record, runs)[0]["sst2"] == "1/3 ✓▶✗ (1 failed)"
+
+
 # --------------------------------------------------------------------------------------
 # A tiny Table 5 suite, end to end, through the page's API
 # --------------------------------------------------------------------------------------
@@ -193,7 +235,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     assert not bad, bad
     matrix = ab.progress_matrix(record, runs)
     assert [row["variant"] for row in matrix] == ["mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"]
-    assert matrix[0]["sst2"] == "2/2" and matrix[3]["pretraining"] == ""
+    assert matrix[0]["sst2"] == "2/2 ✓✓" and matrix[3]["pretraining"] == ""
     csv_path, json_path = results.write_results(record, tmp_path / "out", registry)
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
@@ -212,19 +254,25 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
 # --------------------------------------------------------------------------------------
 # The weighted sum of the last four layers is learned (Table 7)
 # --------------------------------------------------------------------------------------
-def test_wsum4_learns_its_layer_weights(tiny_checkpoint):
+@pytest.mark.parametrize("features,layers", [("wsum4", 2), ("mix", 3)])  # tiny model: 2 layers + embeddings
+def test_weighted_sums_learn_their_layer_weights(tiny_checkpoint, features, layers):
+    """The paper's "weighted sum" (last four, all layers) is learned: softmax weights and a scale that
+    train with the tagger while the encoder stays frozen (`sum4` is the unweighted sum)."""
     from bertlab.checkpoint import load_config
     from bertlab.finetune.models import HeadConfig, build_task_model
 
     config, _ = load_config(tiny_checkpoint)
-    model = build_task_model(config, HeadConfig(shape="tagging", num_labels=3, mode="feature", features="wsum4"))
-    weights = [n for n, p in model.named_parameters() if p.requires_grad and "weights" in n]
-    assert weights, [n for n, _ in model.named_parameters() if _.requires_grad]
+    model = build_task_model(config, HeadConfig(shape="tagging", num_labels=3, mode="feature", features=features))
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert not [n for n in trainable if n.startswith("bert.")]  # frozen encoder
+    weights, gamma = trainable["layer_features.weights"], trainable["layer_features.gamma"]
+    assert weights.shape == (layers,)
     ids = torch.tensor([[2, 5, 6, 7, 3]])
-    out = model(ids, labels=torch.tensor([[-100, 1, 2, 0, -100]]))
-    out.loss.backward()
-    grad = dict(model.named_parameters())[weights[0]].grad
-    assert grad is not None and grad.abs().sum() > 0
+    model(ids, labels=torch.tensor([[-100, 1, 2, 0, -100]])).loss.backward()
+    assert weights.grad is not None and weights.grad.abs().sum() > 0 and gamma.grad is not None
+    before = weights.detach().clone()
+    torch.optim.SGD(trainable.values(), lr=1.0).step()
+    assert not torch.equal(before, weights.detach())  # one step moves the mix off uniform
 
 
 # --------------------------------------------------------------------------------------
@@ -258,19 +306,28 @@ def _open(table: str | None = None) -> AppTest:
     return at
 
 
-def test_ablations_page_shows_the_committed_results(page_env):
-    at = _open()
+@pytest.mark.parametrize("table,paper_value", [("table5", "84.4"), ("table8", "95.4")])
+def test_ablations_page_shows_the_committed_results(page_env, table, paper_value):
+    at = _open(table)
     assert "Ablations" in at.title[0].value
     frames = at.dataframe
     assert len(frames) >= 2  # the paper's table and ours
-    assert "84.4" in frames[0].value.to_csv() or "84.4" in str(frames[0].value.values)
+    assert paper_value in frames[0].value.to_csv()
+    assert CITATION in " ".join(c.value for c in at.caption)
+    ours = frames[1].value
+    assert any(col.endswith(": verdict") for col in ours.columns) and "±" in ours.to_csv()
     assert at.get("plotly_chart")
-    assert any("Direction reproduced" in m.value for m in at.markdown)
+    text = " ".join(m.value for m in at.markdown)
+    assert "Direction reproduced" in text
+    assert "Where we agree" in text and "Where we do not" in text  # the committed set's reading
+    assert "only the loss differs" in " ".join(c.value for c in at.caption) or table != "table5"
+    assert any(b.label.startswith("Results (CSV") for b in at.get("download_button"))
 
 
-def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch):
+@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
+def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch, table):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
-    at = _open("table6")
+    at = _open(table)
     assert any("No results for this table yet" in i.value for i in at.info)
     assert len(at.dataframe) == 1  # the paper's
     assert not at.error
@@ -293,7 +350,9 @@ def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
     record = ab.read_suite(suites[0])
     assert len(record["runs"]) == 7 * 3  # fine-tuning + six feature-based variants, 3 seeds
     at.run()
-    assert any("runs finished" in p.text for p in at.get("progress")) or at.dataframe
+    assert any("0 of 21 runs finished" in p.proto.text for p in at.get("progress"))
+    matrix = next(f.value for f in at.dataframe if "upos" in f.value.columns)  # variant x task x seed
+    assert list(matrix["upos"]) == ["0/3 ···"] * 7
 
 
 def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):

@@ -1,8 +1,10 @@
 """bertlab/paper_tables.py: the paper's Tables 5-8 as printed, and how our task columns map onto them."""
 
+import re
+
 import pytest
 
-from bertlab.paper_tables import DATA_NOTES, PAPER, PAPER_COLUMN, variant_label
+from bertlab.paper_tables import DATA_NOTES, PAPER, PAPER_COLUMN, SHORT_LABELS, short_label, variant_label
 
 
 @pytest.mark.parametrize("key", sorted(PAPER))
@@ -26,3 +28,12 @@ def test_variant_label_is_the_papers_row_label():
     assert variant_label("table8", "mask100") == "100% [MASK]"
     assert variant_label("table5", "not-a-variant") == "not-a-variant"  # ours alone: its own key
     assert PAPER["table5"].rows[0][2] == (84.4, 88.4, 86.7, 92.7, 88.5)  # BERT-base, as printed
+
+
+def test_short_labels_name_the_papers_rows():
+    for table, labels in SHORT_LABELS.items():
+        assert set(labels) == {key for key, _, _ in PAPER[table].rows}, table
+    assert short_label("table5", "no_nsp") == "No NSP"  # no short label: the paper's
+    for key, label, _ in PAPER["table8"].rows:  # "80% [MASK], 20% random" is 80/0/20 ([MASK] / same / random)
+        share = {kind: int(pct) for pct, kind in re.findall(r"(\d+)% (\[MASK\]|same|random)", label)}
+        assert short_label("table8", key) == "/".join(str(share.get(k, 0)) for k in ("[MASK]", "same", "random"))
