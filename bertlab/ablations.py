@@ -13,7 +13,7 @@ pretrained with the shipped model's recipe (configs/default-model.yaml) and its 
 suite's size and wall-clock budget, so that only the ablated knob differs.
 
 Torch-free at import: imports bertlab.paper_tables, bertlab.jobs and its torch-free neighbours
-(jobspec, runs, estimates, runfolder); `estimate` builds a model on the meta device to count its
+(jobspec, runs, estimates, runfolder, hardware); `estimate` builds a model on the meta device to count its
 parameters.
 """
 
@@ -33,6 +33,7 @@ from bertlab.config import PRESETS, preset
 from bertlab.errors import InputError
 from bertlab.estimates import estimate
 from bertlab.formatting import format_duration
+from bertlab.hardware import gpu_count
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
 from bertlab.paper_tables import PAPER
@@ -361,13 +362,16 @@ def suites_root(registry: JobRegistry) -> Path:
     return registry.root / SUITES_DIR
 
 
-def estimate_suite(spec: SuiteSpec) -> dict:
+def estimate_suite(spec: SuiteSpec, gpus: int | None = None) -> dict:
     """Rough total time: the pretraining budgets plus each fine-tuning run's estimated training
-    time and ~15 s of start-up, on one device, run one after another."""
+    time and ~15 s of start-up, one after another; and with several GPUs (gpus: None = this
+    machine's), the time when the queue runs one job per GPU side by side."""
+    gpus = gpu_count() if gpus is None else gpus
+    on_gpu = spec.device == "cuda" or (spec.device == "auto" and gpus > 0)  # as the queue resolves "auto"
     vs = variants(spec)
     n_pretrain = sum(1 for v in vs if v.pretrain is not None and v.shares is None)
     cfg = preset("mini" if spec.table == "table7" and not spec.model else spec.size)
-    device = "cuda" if spec.device == "cuda" else "cpu"
+    device = "cuda" if on_gpu else "cpu"
     per_run = []
     for col in columns(spec):
         n = spec.max_train_examples or 10000
@@ -378,17 +382,24 @@ def estimate_suite(spec: SuiteSpec) -> dict:
     n_finetune = len(vs) * spec.seeds
     finetune_s = n_finetune * sum(per_run)
     total = n_pretrain * spec.budget_s + finetune_s
+    slots = max(1, gpus) if on_gpu else 1  # the queue runs one job per GPU, one CPU job at a time by default
+    side_by_side = math.ceil(n_pretrain / slots) * spec.budget_s + finetune_s / slots
+    text = (
+        f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
+        f"{n_finetune * len(per_run)} fine-tuning runs on {'GPU' if on_gpu else 'CPU'}: about "
+        f"{format_duration(total)} one after another"
+    )
+    if slots > 1:
+        text += f", about {format_duration(side_by_side)} on this machine's {slots} GPUs side by side"
     return {
         "pretraining_runs": n_pretrain,
         "finetuning_runs": n_finetune * len(per_run),
         "pretraining_s": n_pretrain * spec.budget_s,
         "finetuning_s": finetune_s,
         "total_s": total,
-        "text": (
-            f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
-            f"{n_finetune * len(per_run)} fine-tuning runs: about {format_duration(total)} "
-            "one after another (less with several slots or GPUs)"
-        ),
+        "gpus": slots if on_gpu else 0,
+        "side_by_side_s": side_by_side,
+        "text": text,
     }
 
 

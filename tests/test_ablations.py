@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,17 @@ def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
     assert {j.job["device"] for j in jobs} == {"cuda"}
     pretraining = [r["job"] for r in record["runs"] if r["column"] == "pretraining"]
     assert launched == [(pretraining[0], [0]), (pretraining[1], [1])]  # the third waits for a free GPU
+
+
+def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them():
+    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600)
+    cpu = ab.estimate_suite(spec, gpus=0)
+    assert cpu["pretraining_runs"] == 3 and cpu["finetuning_runs"] == 4 * 2 * 3
+    assert cpu["total_s"] == cpu["side_by_side_s"] > 3 * 600 and "on CPU" in cpu["text"]
+    gpu = ab.estimate_suite(spec, gpus=2)  # device auto: the queue puts every job on a GPU
+    assert gpu["finetuning_s"] < cpu["finetuning_s"] and "2 GPUs side by side" in gpu["text"]
+    assert gpu["side_by_side_s"] == pytest.approx(2 * 600 + gpu["finetuning_s"] / 2)
+    assert ab.estimate_suite(replace(spec, device="cpu"), gpus=2)["gpus"] == 0
 
 
 def test_the_progress_matrix_shows_every_seed():
