@@ -52,7 +52,8 @@ import torch
 
 from bertlab.atomic import read_json, write_json_atomic
 from bertlab.corpus import load_corpus
-from bertlab.pretrain import load_config_file, prepare_data, prepare_tokenizer
+from bertlab.pretrain import prepare_data, prepare_tokenizer
+from bertlab.pretrain_config import load_config_file
 from bertlab.pretraining_data import InstanceStore, collate, split_heldout
 from bertlab.runfolder import read_status, snapshot_dir, snapshot_root
 

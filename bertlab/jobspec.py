@@ -5,7 +5,8 @@ Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
 Imports the standard library and bertlab.config / errors / hardware / runfolder; the recipes
-(bertlab.pretrain, bertlab.finetune.cli, with torch) only when a spec is checked.
+(bertlab.pretrain and bertlab.pretrain_config, bertlab.finetune.cli, with torch) only when a spec
+is checked.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from bertlab.hardware import gpu_count
 from bertlab.runfolder import REPO_ROOT
 
 if TYPE_CHECKING:
-    from bertlab.pretrain import PretrainConfig
+    from bertlab.pretrain_config import PretrainConfig
 
 KINDS = ("pretrain", "finetune")
 DEVICES = ("auto", "cpu", "cuda")
@@ -176,7 +177,7 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
 
 def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
     """The pretraining config a job's arguments give, read from `cwd` and checked (size, corpus, shapes)."""
-    from bertlab.pretrain import load_config_file
+    from bertlab.pretrain_config import load_config_file
 
     with _chdir(cwd):
         cfg = load_config_file(ns.config, ns.overrides)

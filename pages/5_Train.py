@@ -41,7 +41,7 @@ configs = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "conf
 @st.cache_data(show_spinner=False)
 def _config_defaults(path: str, mtime: float) -> dict:
     """The fields a config file sets, to seed the form (mtime: re-read when the file changes)."""
-    from bertlab.pretrain import load_config_file
+    from bertlab.pretrain_config import load_config_file
 
     cfg = load_config_file(REPO_ROOT / path)
     corpus = cfg.corpus[0] if len(cfg.corpus) == 1 else ", ".join(cfg.corpus)
