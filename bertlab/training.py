@@ -1,17 +1,18 @@
 """The training loop shared by pretraining and fine-tuning.
 
-Owns: the optimizer (AdamW, no decay on biases and LayerNorm), the linear warm-up / linear decay
-schedule driven by a budget in steps, tokens or wall-clock time, gradient accumulation and
-clipping, mixed precision (bf16 autocast on CUDA, fp16 + scaler where bf16 is missing, fp32 on
-CPU), periodic evaluation, atomic checkpoints with exact resume, graceful SIGTERM/SIGINT, and
-torchrun / DDP. `Trainer` runs these as named steps: set-up, resume, accumulate + optimizer step,
-log, evaluate, save or stop, and the final model with its card.
+Owns: `TrainConfig` (optimisation and budget), the budget in steps, tokens or wall-clock time that
+drives the LR schedule (`Progress`), gradient accumulation and clipping, the fp16 grad scaler,
+periodic evaluation, log-spaced snapshots, atomic checkpoints with exact resume, graceful
+SIGTERM/SIGINT, and torchrun / DDP. `Trainer` runs these as named steps: set-up, resume,
+accumulate + optimizer step, log, evaluate, save or stop, and the final model with its card. The
+optimizer, the LR schedule and the choice of mixed precision (bf16 autocast on CUDA, fp16 where
+bf16 is missing, fp32 on CPU) are bertlab.optimization's.
 
 Everything a run writes goes into its run folder (bertlab.runfolder owns the layout). What a task
 supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer never seeds the
 global RNGs: the recipes do, before they build the model.
 
-Imports torch and bertlab.checkpoint / errors / formatting / hardware / runfolder /
+Imports torch and bertlab.checkpoint / errors / formatting / hardware / optimization / runfolder /
 training_runtime; never streamlit.
 """
 
@@ -34,6 +35,14 @@ import torch.distributed as dist
 from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.hardware import own_start_time, pick_device
+from bertlab.optimization import (
+    SCHEDULES,
+    autocast_context,
+    build_optimizer,
+    lr_factor,
+    resolve_precision,
+    warmup_fraction,
+)
 from bertlab.runfolder import (
     TRAINER_STATE_FILE,
     checkpoint_dir,
@@ -57,8 +66,6 @@ from bertlab.training_runtime import (
 )
 
 log = logging.getLogger(__name__)
-
-SCHEDULES = ("linear", "cosine", "constant")
 
 
 @dataclass(frozen=True)
@@ -127,38 +134,8 @@ class TrainTask(Protocol):
 
 
 # --------------------------------------------------------------------------------------
+# Snapshots and the budget
 # --------------------------------------------------------------------------------------
-# Optimisation pieces
-# --------------------------------------------------------------------------------------
-def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on weight matrices only (not biases, not LayerNorm)."""
-    decay, no_decay, seen = [], [], set()
-    for name, p in model.named_parameters():
-        if not p.requires_grad or id(p) in seen:
-            continue
-        seen.add(id(p))
-        (no_decay if name.endswith("bias") or "LayerNorm" in name or p.ndim < 2 else decay).append(p)
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps)
-
-
-def lr_factor(progress: float, warmup_fraction: float, schedule: str = "linear") -> float:
-    """Linear warm-up to 1 over `warmup_fraction` of the budget, then `schedule` down to 0:
-    linear (BERT's), cosine (half a cosine wave) or constant (no decay)."""
-    progress = min(max(progress, 0.0), 1.0)
-    if warmup_fraction > 0 and progress < warmup_fraction:
-        return progress / warmup_fraction
-    rest = (progress - warmup_fraction) / max(1e-12, 1.0 - warmup_fraction)  # 0 -> 1 after warm-up
-    if schedule == "constant":
-        return 1.0
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, rest)))
-    return max(0.0, 1.0 - rest)
-
-
 def snapshot_steps(upto: int) -> list[int]:
     """Log-spaced steps for snapshots: 1, 2, 3, 5, 7 times each power of ten (10, 20, 30, 50, 70,
     100, ...), so early training, where most changes happen, is seen in detail."""
@@ -199,35 +176,6 @@ class Progress:
 
     def done(self, cfg: TrainConfig) -> bool:
         return self.fraction(cfg) >= 1.0
-
-
-def warmup_fraction(cfg: TrainConfig) -> float:
-    if cfg.warmup >= 1:
-        if not cfg.max_steps:
-            raise InputError("warmup given in steps needs a max_steps budget; give warmup as a fraction (< 1) instead")
-        return min(1.0, cfg.warmup / cfg.max_steps)
-    return cfg.warmup
-
-
-def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32."""
-    if device.type != "cuda":
-        if cfg.precision in ("bf16", "fp16"):
-            log.warning("precision %s asked for on CPU; training in fp32", cfg.precision)
-        return None
-    if cfg.precision == "fp32":
-        return None
-    if cfg.precision == "fp16":
-        return torch.float16
-    if cfg.precision == "bf16" or torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float16
-
-
-def autocast_context(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------
