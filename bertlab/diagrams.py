@@ -49,18 +49,7 @@ def input_embeddings_figure(
     fills = ("white", TOKEN_YELLOW, SEGMENT_GREEN, POSITION_GREY)
     for band in range(bands):
         top = -band * band_height
-        for r, label in enumerate(labels):
-            y = top - r * (row_h + gap)
-            notes.append(
-                dict(
-                    x=-0.25,
-                    y=y - row_h / 2,
-                    text=f"<b>{label}</b>",
-                    xanchor="right",
-                    showarrow=False,
-                    font=dict(size=12),
-                )
-            )
+        notes += _row_labels(labels, top, row_h, gap)
         for k in range(cols):
             i = band * per_row + k
             if i >= T:
@@ -109,6 +98,21 @@ def input_embeddings_figure(
     fig.update_xaxes(visible=False, range=[-2.3, cols * (w + xgap) + 0.05])
     fig.update_yaxes(visible=False, range=[-bands * band_height + band_gap - 0.1, 0.3])
     return style_figure(fig, title, height=int(40 + 210 * bands))
+
+
+def _row_labels(labels: Sequence[str], top: float, row_h: float, gap: float) -> list[dict]:
+    """The names of a band's rows (Input, Token / Segment / Position Embeddings), left of the band."""
+    return [
+        dict(
+            x=-0.25,
+            y=top - r * (row_h + gap) - row_h / 2,
+            text=f"<b>{label}</b>",
+            xanchor="right",
+            showarrow=False,
+            font=dict(size=12),
+        )
+        for r, label in enumerate(labels)
+    ]
 
 
 # --------------------------------------------------------------------------------------

@@ -211,14 +211,7 @@ def estimate(
     if measured and gpus == 1:
         tokens_per_s, source = measured
         step_s = tokens_per_step / tokens_per_s
-    notes = []
-    steps = int(max_steps) if max_steps else None
-    seconds = steps * step_s if steps else None
-    if max_time_s:
-        budget_steps = int(max_time_s / step_s)
-        if steps is None or budget_steps < steps:
-            steps, seconds = budget_steps, float(max_time_s)
-            notes.append("the time budget ends training first")
+    steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
     if mem is not None and total > mem:
         notes.append(f"needs ~{total:.1f} GB but the device has {mem:.1f} GB: lower the batch size or sequence length")
     notes.append("data preparation and start-up come on top (seconds for a small corpus, minutes for a large one)")
@@ -240,6 +233,20 @@ def estimate(
         throughput_source=source,
         notes=tuple(notes),
     )
+
+
+def _steps_and_seconds(max_steps: int, max_time_s: float, step_s: float) -> tuple[int | None, float | None, list[str]]:
+    """(steps, seconds, notes) of a run at `step_s` a step: its step budget, or fewer steps when its
+    time budget ends training first (then said in the notes); None for a budget not given."""
+    notes = []
+    steps = int(max_steps) if max_steps else None
+    seconds = steps * step_s if steps else None
+    if max_time_s:
+        budget_steps = int(max_time_s / step_s)
+        if steps is None or budget_steps < steps:
+            steps, seconds = budget_steps, float(max_time_s)
+            notes.append("the time budget ends training first")
+    return steps, seconds, notes
 
 
 def _activation_bytes(

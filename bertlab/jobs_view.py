@@ -120,6 +120,35 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
             1,
             1,
         )
+    _add_score_traces(fig, train, evals)  # the middle panel
+    x, y = _series(train, "lr")
+    if x:
+        fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode=_line_mode(x), line=dict(color=GREY)), 1, 3)
+    fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
+    fig.update_yaxes(
+        tickformat=".0%",
+        row=1,
+        col=2,
+        **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}),
+    )
+    fig.update_yaxes(exponentformat="e", rangemode="tozero", row=1, col=3)  # warm-up and decay read from zero
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        font=FONT,
+        height=340,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        margin=dict(l=10, r=10, t=50 if title else 30, b=10),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+        hovermode="x unified",
+    )
+    return fig
+
+
+def _add_score_traces(fig: go.Figure, train: list[dict], evals: list[dict]) -> None:
+    """The accuracy panel's lines: each train score solid, each eval score dashed, in their own colours."""
     palette = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", GREY]  # not the loss panel's blue
     train_keys, eval_keys = score_keys(train, evals)
     for n, key in enumerate(train_keys):
@@ -148,30 +177,6 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
             1,
             2,
         )
-    x, y = _series(train, "lr")
-    if x:
-        fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode=_line_mode(x), line=dict(color=GREY)), 1, 3)
-    fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
-    fig.update_yaxes(
-        tickformat=".0%",
-        row=1,
-        col=2,
-        **({"range": [0, 1.02]} if scores and min(scores) >= 0 and max(scores) <= 1 else {}),
-    )
-    fig.update_yaxes(exponentformat="e", rangemode="tozero", row=1, col=3)  # warm-up and decay read from zero
-    fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        font=FONT,
-        height=340,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        margin=dict(l=10, r=10, t=50 if title else 30, b=10),
-        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
-        hovermode="x unified",
-    )
-    return fig
 
 
 def _score_text(key: str, value: float) -> str:
