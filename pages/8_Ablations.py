@@ -152,6 +152,12 @@ elif sources:
 def _progress(record: dict) -> None:
     runs = ab.suite_runs(record, registry)
     done = sum(r.state == "finished" for r in runs)
+    # the fragment refreshes itself only: when a run has finished since, redraw the whole page so that
+    # its results join the table and the figures above
+    seen = st.session_state.get(f"abl_done_{record['id']}")
+    st.session_state[f"abl_done_{record['id']}"] = done
+    if seen is not None and done != seen:
+        st.rerun(scope="app")
     st.progress(done / max(1, len(runs)), text=f"{done} of {len(runs)} runs finished")
     matrix = [
         {**row, "variant": paper_tables.variant_label(table, row["variant"])}
