@@ -75,6 +75,7 @@ class SnapshotProbe:
             of attention probabilities x 1000, rounded (`attention_maps` gives them back as floats).
         head_stats: statistic name (bertlab.attention.HEAD_STATS) -> (L, A) nested lists,
             averaged over the attention sentences.
+        stage: which pretraining stage took it (2 and on: runs continued from the model so far).
     """
 
     step: int
@@ -85,6 +86,7 @@ class SnapshotProbe:
     nsp: list[float]
     attention: list[dict]
     head_stats: dict[str, list[list[float]]]
+    stage: int = 1
 
     def attention_maps(self, sentence: int) -> tuple[list[str], np.ndarray]:
         a = self.attention[sentence]
@@ -246,9 +248,11 @@ def continue_history(earlier: LearningHistory, later: LearningHistory, offset: d
     if earlier.probes != later.probes:
         raise InputError("the two stages' histories asked different probe sentences; they cannot be joined")
     seconds = offset.get("train_s") or 0.0
+    stage = max((s.stage for s in earlier.snapshots), default=0) + 1
     snaps = list(earlier.snapshots) + [
         replace(
             s,
+            stage=stage,
             step=s.step + offset["step"],
             tokens=s.tokens + offset["tokens"],
             train_s=None if s.train_s is None else s.train_s + seconds,

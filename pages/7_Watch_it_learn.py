@@ -93,7 +93,8 @@ if not history.snapshots:
 def step_label(step: int) -> str:
     s = history.at(step)
     tokens = f"{s.tokens / 1e6:.1f}M" if s.tokens >= 1e6 else f"{s.tokens / 1e3:.0f}k"
-    return f"step {step:,} · {tokens} tokens"
+    stage = f" · stage {s.stage}" if history.snapshots[-1].stage > 1 else ""
+    return f"step {step:,} · {tokens} tokens{stage}"
 
 
 steps = history.steps

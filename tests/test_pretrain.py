@@ -565,6 +565,7 @@ def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, v
         assert h.steps[: len(h1.steps)] == h1.steps and h.steps[-1] == 20
         assert h.snapshots[len(h1.steps)].step > 12 and h.snapshots[-1].tokens == card["total_tokens"]
         assert h.snapshots[0].fill_mask == h1.snapshots[0].fill_mask  # stage 1's answers, untouched
+        assert h.snapshots[0].stage == 1 and h.snapshots[-1].stage == 2
         assert "That earlier stage departed from the paper's recipe in:" in (out / "README.md").read_text()
 
 
