@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from bertlab.inference import LoadedModel, load_model
+from bertlab.model_card import model_card_markdown
 from bertlab.pretraining_data import DataConfig, Masker
 
 DESCRIPTION = (
@@ -214,7 +215,8 @@ def main() -> None:
         card = json.loads(card_file.read_text()) if card_file.is_file() else {}
         card["unseen_english"] = results[key]
         card_file.write_text(json.dumps(card, indent=2))
-        print(f"recorded in {card_file}")
+        (args.write_card / "README.md").write_text(model_card_markdown(card))  # the readable card says it too
+        print(f"recorded in {card_file} and README.md")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,8 @@ def export_run(
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
     model, tokenizer, info = load_pretraining_model(model_dir(run_dir))
     card = dict(info["card"])
+    if metrics_note:
+        card["metrics_note"] = metrics_note
     card["learning_curve"] = learning_curve(run_dir)
     if history:
         card["history"] = list(card.get("history", [])) + list(history)

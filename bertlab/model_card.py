@@ -132,7 +132,9 @@ def unseen_table(unseen: dict) -> list[str]:
 
 
 def model_card_markdown(card: dict, metrics_note: str = "") -> str:
-    """A readable model card from model_card.json's content."""
+    """A readable model card from model_card.json's content (`metrics_note`: a paragraph under the
+    metrics; by default the card's own `metrics_note`, kept there so the card renders again the same)."""
+    metrics_note = metrics_note or card.get("metrics_note", "")
     m = card.get("metrics", {})
     t = card.get("train_config", {})
     d = card.get("data_config", {})

@@ -26,6 +26,10 @@ def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, 
     card = json.loads((out_dir / "model_card.json").read_text())
     assert card["learning_curve"] == curve and card["history"] == ["step 3: stopped"]
     assert "A tiny test model." in (out_dir / "README.md").read_text()
+    # the note is kept in the card, so a card rendered again (e.g. after scoring unseen English) keeps it
+    from bertlab.model_card import model_card_markdown
+
+    assert card["metrics_note"] == "A tiny test model." and "A tiny test model." in model_card_markdown(card)
     (tmp_path / "unfinished").mkdir()
     assert main(["export", str(tmp_path / "unfinished"), str(tmp_path / "x")]) == 2
     assert "no finished model in it" in capsys.readouterr().err and not (tmp_path / "x").exists()
