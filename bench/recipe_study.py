@@ -69,6 +69,9 @@ RECIPE = [
 # name -> (knob, overrides on top of BASE)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "baseline": ("baseline", []),
+    # the same recipe again, run beside the later variants: the machine's load changes tokens/s between
+    # sessions, so those variants are also compared with this run
+    "baseline_rerun": ("baseline", []),
     "lr_5e-4": ("peak learning rate", ["train.learning_rate=5e-4"]),
     "lr_2e-3": ("peak learning rate", ["train.learning_rate=2e-3"]),
     "lr_4e-3": ("peak learning rate", ["train.learning_rate=4e-3"]),
@@ -274,10 +277,12 @@ def report(out: Path, threads: int, seed: int) -> None:
     if not summary:
         print("no finished runs yet")
         return
-    base = summary.get("baseline")
+    base, rerun = summary.get("baseline"), summary.get("baseline_rerun")
     for s in summary.values():
         if base:
             s["mlm_acc_vs_baseline"] = round(s["mlm_acc"] - base["mlm_acc"], 4)
+        if rerun:
+            s["mlm_acc_vs_baseline_rerun"] = round(s["mlm_acc"] - rerun["mlm_acc"], 4)
     # Runs that shared the machine with other work got fewer tokens in the same time: also compare
     # every curve at one token count (the smallest any run reached), interpolated on log tokens.
     common = min(s["tokens"] for s in summary.values())
@@ -296,12 +301,14 @@ def report(out: Path, threads: int, seed: int) -> None:
     )
     print(
         f"{'variant':<20} {'knob':<20} {'tokens':>10} {'tok/s':>7} {'MLM acc':>8} {'vs base':>8} {'NSP':>6} "
-        f"{'at ' + format(common / 1e6, '.2f') + 'M tok':>13}"
+        f"{'at ' + format(common / 1e6, '.2f') + 'M tok':>13} {'vs rerun':>9}"
     )
     for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mlm_acc"]):
+        vs_rerun = f" {s['mlm_acc_vs_baseline_rerun']:>+9.1%}" if "mlm_acc_vs_baseline_rerun" in s else ""
         print(
             f"{name:<20} {s['knob']:<20} {s['tokens']:>10,} {s['tokens_per_s']:>7.0f} {s['mlm_acc']:>8.1%} "
             f"{s.get('mlm_acc_vs_baseline', 0):>+8.1%} {s['nsp_acc']:>6.1%} {s['mlm_acc_at_common_tokens']:>13.1%}"
+            + vs_rerun
         )
     figure(rows, out / "curves.png")
 
