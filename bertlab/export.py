@@ -87,7 +87,7 @@ def export_run(
         tokenizer,
         model.config,
         extra_config={"objective": card.get("objective")},
-        extra_files={"model_card.json": card, "README.md": model_card_markdown(card, metrics_note).encode("utf-8")},
+        extra_files={"model_card.json": card, "README.md": model_card_markdown(card).encode("utf-8")},
         dtype=torch.float16 if fp16 else None,
     )
     if has_history(run_dir):  # the run kept snapshots: its learning history travels with the model
