@@ -6,6 +6,12 @@ in with two renames. A save killed between those renames leaves the directory on
 copy; `recover_dir` puts it back. Contents are fsynced before a rename and the folder holding the
 renamed entry after it, so a power cut leaves the old version or the new one, not an empty file.
 
+Several processes may write one file (torchrun ranks, runs side by side sharing a data cache, nodes
+sharing a run folder): each writes under its own temporary name (pid and a random token, so two
+machines with the same pid differ too) and the rename is idempotent. `building` is the lock held
+while a file is made, so a second process waits and then reads the finished file instead of
+making it again.
+
 Standard library only (no torch): the jobs CLI, the supervisor and the run folders use it, and so
 does bertlab.checkpoint.
 """
@@ -15,12 +21,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # What reading a JSON file may meet that means "there is no usable value here": the file (or a
 # folder on its path) is missing, or it holds something that is not UTF-8 JSON (a hand edit, a
@@ -51,16 +61,34 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def temporary_name(path: str | Path) -> Path:
+    """A hidden name beside `path` that no other writer uses: this pid plus a random token."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Yields a temporary path beside `path` that is this writer's own; when the block ends without
+    an error, what was written there is fsynced and renamed over `path` (a later writer's rename
+    replaces it whole, so readers see one complete file whoever wins). On an error it is removed."""
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old content or the new, never a part."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_file(path) as tmp, open(tmp, "x", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: str | Path, data: Any, indent: int = 2) -> None:
@@ -83,6 +111,37 @@ def locked(path: str | Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def building(path: str | Path) -> Iterator[None]:
+    """Held while `path` is made (a lock on `.NAME.lock` beside it), so that of several processes
+    making the same file one makes it and the others wait, then find it made. Check for the file
+    inside the block:
+
+        with building(path):
+            if not path.is_file():
+                make(path)  # through atomic_file
+        use(path)
+
+    The lock file stays (removing it would let a third process lock a new file while the second
+    still waits on the old one). It works across processes on one machine, and across machines on
+    a shared file system that supports flock (NFSv4 does); where it does not, the unique temporary
+    names still keep every writer's file whole, and the work is merely done twice.
+    """
+    path = Path(path)
+    lock = path.with_name(f".{path.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another process to finish %s", path)
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:

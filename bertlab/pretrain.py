@@ -7,7 +7,7 @@ the final model (bertlab.runfolder owns the layout). The recipe seeds the global
 RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_args` / `run`
 (`bertlab pretrain`); `bertlab export` (a finished run as a shipped checkpoint) is bertlab.export.
 
-Imports the lower layers: pretrain_config, corpus, tokenizer, pretraining_data, model, checkpoint,
+Imports the lower layers: atomic, pretrain_config, corpus, tokenizer, pretraining_data, model, checkpoint,
 hardware, runfolder, training, and history and model_card for the story of the model a run continues (its
 curve and history are carried on when the run is exported).
 """
@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from bertlab.atomic import building
 from bertlab.checkpoint import save_checkpoint
 from bertlab.config import BertConfig
 from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
@@ -96,6 +97,12 @@ class PretrainTask:
         self.eval_store = eval_store
         self.card = card
 
+    @property
+    def static_shapes(self) -> bool:
+        """Batches are padded to the phase's length and the masked positions to their cap (the
+        left-to-right LM scores every position: its shapes follow the data)."""
+        return self.cfg.data.objective != "ltr"
+
     def phase_at(self, fraction: float) -> int:
         return 1 if len(self.phases) > 1 and fraction >= self.cfg.phase2_at else 0
 
@@ -109,7 +116,10 @@ class PretrainTask:
         return self.phases[self.phase].num_batches(world)
 
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
-        out = model(**batch)
+        # the masker never chooses more than max_predictions_per_seq positions in a row: a bound
+        # known before the data, which keeps a compiled step's shapes static
+        cap = self.phases[self.phase].config.max_predictions_per_seq
+        out = model(**batch, prediction_cap=cap)
         stats = {
             "mlm_correct": float(out.mlm_correct),
             "mlm_count": float(out.mlm_count),
@@ -175,24 +185,29 @@ class PretrainTask:
 # Preparing data
 # --------------------------------------------------------------------------------------
 def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents: Sequence[Document]) -> BertTokenizer:
-    """A given vocab.txt, the run's own (trained once and kept), or a newly trained one."""
+    """A given vocab.txt, the run's own (trained once and kept), or a newly trained one. Under
+    torchrun one rank trains it while the others wait on a lock, then all read the kept file."""
     kept = run_dir / VOCAB_FILE
-    if kept.is_file():
-        return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with building(kept):
+        if not kept.is_file():
+            _tokenizer_of_run(cfg, documents).save_vocab(kept)
+    return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+
+
+def _tokenizer_of_run(cfg: PretrainConfig, documents: Sequence[Document]) -> BertTokenizer:
+    """The vocabulary `cfg` names (its own, or the one of the model it continues), or one trained now."""
     vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
     if vocab:
         if not Path(vocab).is_file():
             raise InputError(f"{vocab}: vocabulary file not found")
-        tok = BertTokenizer.from_vocab(vocab, lowercase=cfg.lowercase)
-    else:
-        t0 = time.time()
-        tok = BertTokenizer.train(
-            texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase
-        )
-        log.info("trained a %d-token WordPiece vocabulary in %.1fs", len(tok), time.time() - t0)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tok.save_vocab(kept)
-    return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+        return BertTokenizer.from_vocab(vocab, lowercase=cfg.lowercase)
+    t0 = time.time()
+    tok = BertTokenizer.train(
+        texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase
+    )
+    log.info("trained a %d-token WordPiece vocabulary in %.1fs", len(tok), time.time() - t0)
+    return tok
 
 
 def prepare_data(
@@ -253,15 +268,30 @@ def _prepare_split(
     cfg: PretrainConfig, data: DataConfig, split_docs: SplitDocuments, tokenizer: BertTokenizer, split: str
 ) -> tuple[InstanceStore, dict]:
     """One split's instances made with `data`, from the cache when it has them; returns stats
-    only when the instances were made now."""
+    only when the instances were made now.
+
+    Several processes may want the same cache file at once: the ranks of a torchrun job (before
+    the trainer creates the process group, so a lock rather than a barrier), or runs with the
+    same data settings side by side. One builds it under `building`'s lock; the others wait and
+    load it."""
     cache = Path(os.path.expanduser(cfg.cache_dir))
-    docs, dupe = (split_docs.train, None) if split == "train" else (split_docs.heldout, 1)
     key = data_cache_key(split_docs.fingerprint, tokenizer, data, cfg.train.seed, split)
     path = cache / f"{split}-{key}.npz"
-    if path.is_file():
-        store = InstanceStore.load(path)
-        log.info("%s data: %d instances from cache %s", split, len(store), path)
-        return store, {}
+    with building(path):
+        if path.is_file():
+            store = InstanceStore.load(path)
+            log.info("%s data: %d instances from cache %s", split, len(store), path)
+            return store, {}
+        store, stats = _make_split(cfg, data, split_docs, tokenizer, split)
+        store.save(path)
+    return store, stats
+
+
+def _make_split(
+    cfg: PretrainConfig, data: DataConfig, split_docs: SplitDocuments, tokenizer: BertTokenizer, split: str
+) -> tuple[InstanceStore, dict]:
+    """One split's instances, made now: (store, stats of the making)."""
+    docs, dupe = (split_docs.train, None) if split == "train" else (split_docs.heldout, 1)
     t0 = time.time()
     token_docs = tokenize_documents(docs, tokenizer)
     t_tok = time.time() - t0
@@ -276,7 +306,6 @@ def _prepare_split(
         mask=not dynamic or split == "heldout",
     )
     store = InstanceStore(pack(instances))
-    store.save(path)
     elapsed = time.time() - t0
     log.info(
         "%s data: %d docs, %d tokens tokenized at %.0f tok/s, %d instances in %.1fs (max_seq_length %d)",

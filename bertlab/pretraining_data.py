@@ -15,7 +15,7 @@ mislead the NSP head (a second [SEP] looks like a segment boundary), and a rando
 turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
 token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
 
-Imports numpy, torch (for batches), bertlab.batching, bertlab.corpus and bertlab.tokenizer.
+Imports numpy, torch (for batches), bertlab.atomic, bertlab.batching, bertlab.corpus and bertlab.tokenizer.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.atomic import atomic_file
 from bertlab.batching import pad_batch
 from bertlab.corpus import Document, split_sentences
 from bertlab.errors import InputError
@@ -384,10 +385,11 @@ class InstanceStore:
         return int(self.a["offsets"][-1])
 
     def save(self, path: Path) -> None:
+        """Write the arrays as one .npz, atomically: under this writer's own temporary name, then
+        renamed, so ranks or runs that save the same cache file at once never collide."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **self.a)
-        tmp.replace(path)
+        with atomic_file(path) as tmp, open(tmp, "xb") as f:
+            np.savez(f, **self.a)
 
     @classmethod
     def load(cls, path: Path) -> InstanceStore:
@@ -419,19 +421,21 @@ def split_heldout(n_docs: int, config: DataConfig, seed: int) -> tuple[list[int]
 # --------------------------------------------------------------------------------------
 # Batches
 # --------------------------------------------------------------------------------------
-def collate(instances: Sequence[Instance], config: DataConfig, pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """Pad to the longest instance; labels -100 where nothing is predicted.
+def collate(
+    instances: Sequence[Instance], config: DataConfig, pad_id: int = 0, pad_to: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Pad to the longest instance (or to `pad_to`); labels -100 where nothing is predicted.
 
     For the `ltr` objective the label at position t is the token at t+1 (next-token prediction).
     """
-    B, T = len(instances), max(len(x.input_ids) for x in instances)  # noqa: N806
+    B, T = len(instances), max(max(len(x.input_ids) for x in instances), pad_to or 0)  # noqa: N806
     paired = config.objective in PAIRED
     types = (
         [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances]
         if paired
         else None
     )
-    batch: dict = pad_batch([x.input_ids for x in instances], pad_id, types)
+    batch: dict = pad_batch([x.input_ids for x in instances], pad_id, types, pad_to)
     labels = np.full((B, T), -100, dtype=np.int64)
     for b, x in enumerate(instances):
         n = len(x.input_ids)
@@ -470,7 +474,9 @@ class PretrainingBatches:
                 if self.masker is not None:
                     apply_mask(inst, self.masker, random.Random(hash((self.seed, epoch, int(i))) & 0xFFFFFFFF))
                 items.append(inst)
-            yield collate(items, self.config, self.pad_id)
+            # every training batch as wide as the phase's sequences: one shape for a compiled step
+            # (nearly every batch has a full-length instance anyway)
+            yield collate(items, self.config, self.pad_id, pad_to=self.config.max_seq_length)
 
 
 # --------------------------------------------------------------------------------------

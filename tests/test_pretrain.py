@@ -5,11 +5,13 @@ import dataclasses
 import json
 import logging
 import math
+import multiprocessing
 import os
 import random
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from torch.testing import assert_close
 from bertlab.checkpoint import read_weights
 from bertlab.errors import BertLabError, InputError
 from bertlab.optimization import lr_factor
-from bertlab.pretrain import run_pretraining
+from bertlab.pretrain import prepare_data, prepare_tokenizer, run_pretraining
 from bertlab.pretrain_config import load_config_file
 from bertlab.runfolder import read_metrics
 
@@ -416,6 +418,68 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     assert (
         f"from the earlier model in `{tmp_path / 'one' / 'model'}` (this model has since replaced it there)" in readme
     )
+
+
+def _prepare_in_lockstep(cfg, run_dir, env, start, written, results) -> None:
+    """What a rank or a run does before training (tokenizer, data), with numpy's write of a cache
+    file held until the other process has written too, or for 5 s when it is not coming (then it
+    waits on the lock: the fix). Puts (vocabularies trained, splits made, instances) on `results`."""
+    import numpy as np
+
+    from bertlab.corpus import load_corpus
+    from bertlab.tokenizer import BertTokenizer
+
+    os.environ.update(env)
+    real_savez, real_train, trained = np.savez, BertTokenizer.train, []
+
+    def savez_then_wait(*args, **kwargs):
+        real_savez(*args, **kwargs)
+        try:
+            written.wait(timeout=5)
+        except threading.BrokenBarrierError:
+            pass
+
+    def train_and_count(*args, **kwargs):
+        trained.append(1)
+        return real_train(*args, **kwargs)
+
+    np.savez, BertTokenizer.train = savez_then_wait, train_and_count
+    start.wait(timeout=120)
+    try:
+        corpus = load_corpus(cfg.corpus, cfg.corpus_format)
+        tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
+        train_stores, heldout, stats = prepare_data(cfg, corpus, tokenizer)
+        results.put((len(trained), sorted(stats), len(train_stores[0]), len(heldout)))
+    except Exception as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("who", ["two runs", "two ranks"])
+def test_two_processes_build_one_data_cache_once(tmp_path, vocab_file, who):
+    # (#24) two runs with the same data settings side by side (an ablation suite), or the two ranks
+    # of a torchrun job before the trainer creates the process group: one builds each cache file
+    # (and the ranks' shared vocabulary) while the other waits, then loads it
+    cfg = _config(tmp_path, vocab_file, max_steps=1)
+    if who == "two ranks":
+        cfg = dataclasses.replace(cfg, vocab=None, vocab_size=200)
+        runs = [(tmp_path / "run", {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2"}) for r in range(2)]
+    else:
+        runs = [(tmp_path / f"run{r}", {}) for r in range(2)]
+    ctx = multiprocessing.get_context("spawn")
+    start, written, results = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_prepare_in_lockstep, args=(cfg, *run, start, written, results)) for run in runs]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert all(isinstance(g, tuple) for g in got), got
+    made = sorted(split for g in got for split in g[1])  # by either process: the other loads it
+    assert made == ["heldout", "train"], f"each split is made once: {got}"
+    assert got[0][2:] == got[1][2:]  # the same instances
+    if who == "two ranks":
+        assert sum(g[0] for g in got) == 1, "the vocabulary is trained once"
+    assert not [q.name for q in (tmp_path / "cache").iterdir() if q.name.endswith(".tmp")]
 
 
 def _cli_env():

@@ -1,6 +1,7 @@
 """bertlab.pretraining_data: instance statistics match the configured probabilities, and the
 algorithm keeps google-research/bert's invariants."""
 
+import multiprocessing
 import random
 
 import numpy as np
@@ -178,6 +179,42 @@ def test_store_roundtrip_and_batches(tokenizer, tmp_path):
     assert all((p == q).all() for p, q in zip(first[2:], resumed, strict=False))
     two = list(batches(0, rank=1, world=2))
     assert len(two) == batches.num_batches(2)
+
+
+def _save_in_lockstep(path, arrays, start, written, errors) -> None:
+    """Save `arrays` to `path`, numpy's write held until the other process has written too, so
+    both have written before either renames (the interleaving that broke the shared cache)."""
+    real_savez = np.savez
+
+    def savez_then_wait(*args, **kwargs):
+        real_savez(*args, **kwargs)
+        written.wait(timeout=60)
+
+    np.savez = savez_then_wait
+    start.wait(timeout=60)
+    try:
+        InstanceStore(arrays).save(path)
+    except Exception as exc:
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_two_processes_save_one_cache_file_at_once(tokenizer, tmp_path):
+    # (#24) two ranks, or two runs with the same data settings, saving one cache file: each writes
+    # its own temporary file, and both renames succeed
+    store = InstanceStore(pack(create_instances(_token_docs(tokenizer, n_docs=8), tokenizer, DataConfig(), seed=1)))
+    path = tmp_path / "cache" / "train-key.npz"
+    ctx = multiprocessing.get_context("spawn")
+    start, written, errors = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_save_in_lockstep, args=(path, store.a, start, written, errors)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
+    assert not failures and all(p.exitcode == 0 for p in procs), failures
+    loaded = InstanceStore.load(path)
+    assert len(loaded) == len(store) and loaded[0] == store[0]
+    assert sorted(q.name for q in path.parent.iterdir()) == ["train-key.npz"]  # no temporary file left
 
 
 def test_dynamic_masking_changes_every_epoch(tokenizer):

@@ -8,7 +8,7 @@ torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds
 run_dir/model (and its model_card.json). The `bertlab finetune` command line is
 bertlab.finetune.cli.
 
-Imports the lower layers: checkpoint, config, hardware, runfolder, tokenizer, training, bertlab.finetune.
+Imports the lower layers: atomic, checkpoint, config, hardware, runfolder, tokenizer, training, bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from bertlab.atomic import building
 from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
 from bertlab.config import dataclass_from_dict, preset
 from bertlab.errors import CheckpointError, InputError
@@ -117,6 +118,8 @@ class FinetuneConfig:
 # --------------------------------------------------------------------------------------
 class FinetuneTask:
     """Batches of encoded train features; dev evaluation with the task's official metric."""
+
+    static_shapes = False  # batches are padded to their longest example: compile="auto" stays eager
 
     def __init__(
         self,
@@ -264,17 +267,19 @@ def prepare_model(
         if len(tokenizer) > config.vocab_size:
             raise CheckpointError(f"{directory}/vocab.txt has more tokens than config.json's vocab_size")
         return model, tokenizer, str(directory)
-    kept = run_dir / VOCAB_FILE
-    if kept.is_file():
-        tokenizer = BertTokenizer.from_vocab(kept)
-    elif cfg.vocab:
-        tokenizer = BertTokenizer.from_vocab(cfg.vocab)
-    else:
-        tokenizer = BertTokenizer.train(texts=_texts(train_examples), vocab_size=cfg.vocab_size, lowercase=True)
-        log.info("trained a %d-token WordPiece vocabulary on the training text", len(tokenizer))
+    kept = run_dir / VOCAB_FILE  # a resumed run must see the same vocabulary
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not kept.is_file():
-        tokenizer.save_vocab(kept)  # a resumed run must see the same vocabulary
+    tokenizer = None
+    with building(kept):  # under torchrun one rank makes it, the others wait and read it
+        if not kept.is_file():
+            if cfg.vocab:
+                tokenizer = BertTokenizer.from_vocab(cfg.vocab)
+            else:
+                tokenizer = BertTokenizer.train(texts=_texts(train_examples), vocab_size=cfg.vocab_size, lowercase=True)
+                log.info("trained a %d-token WordPiece vocabulary on the training text", len(tokenizer))
+            tokenizer.save_vocab(kept)
+    if tokenizer is None:  # made by an earlier run of this folder, or by another rank
+        tokenizer = BertTokenizer.from_vocab(kept)
     config = preset(cfg.size, vocab_size=len(tokenizer), max_position_embeddings=max(512, cfg.max_seq_length))
     return build_task_model(config, head), tokenizer, f"random init ({cfg.size})"
 
