@@ -1,25 +1,35 @@
 """What a training run will cost before it starts: parameters, memory per process and time.
 
-A labelled estimate, not a promise: memory from the usual per-parameter and per-activation
-formulas, time from FLOPs over a throughput measured in an earlier run of the same model shape on
-the same kind of device, else a tabulated one (see `estimate`).
+A labelled estimate, not a promise. Memory comes from the usual per-parameter and per-activation
+formulas. Time is steps x seconds a step, where a step's tokens are the job's real token counts:
+a fine-tuning batch is padded to its longest row (dynamic padding), so its length comes from the
+task's own data run through the model's own tokenizer (`task_tokens`), not from max_seq_length.
+Seconds a step come, in this order, from an earlier run of the same job shape on the same kind of
+device, from timing a few training steps of the job's model on this machine now
+(`measured_step_seconds`), or, for a model too big to time here, from a tabulated FLOP/s
+(`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds `compile_s` in front.
 
 Imports the standard library and bertlab.config / errors / formatting / hardware / jobspec /
-runfolder / runs; torch (and the model classes) only inside `count_parameters`.
+runfolder / runs; torch, the model classes and the fine-tuning recipe only inside the functions
+that build models or read task data (deferred so the jobs CLI starts without torch).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
+import math
 import os
+import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.config import BertConfig, preset
-from bertlab.errors import CheckpointError
+from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_stats
 from bertlab.jobspec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
@@ -28,10 +38,9 @@ from bertlab.runs import run_dirs
 
 log = logging.getLogger(__name__)
 
-# Effective training throughput in FLOP/s (what PyTorch reaches on BERT-sized matmuls, not the
-# datasheet peak). CPU: measured on this project's 2-core machine (mini: ~650 tokens/s = 1.4e10
-# FLOP/s), scaled per core. GPUs: ~35-40% of the bf16 dense peak, a usual model-FLOPs utilisation
-# for BERT-base at sequence length 128. Per-step overhead (Python, optimizer, data) is added on top.
+# Effective training throughput in FLOP/s, used only for models too big to time here (see
+# `estimate`): what PyTorch reaches on BERT-sized matmuls, not the datasheet peak. GPUs: ~35-40%
+# of the bf16 dense peak, a usual model-FLOPs utilisation for BERT-base at sequence length 128.
 TABULATED_FLOPS = {
     "cpu_per_core": 7e9,
     "H100": 3.5e14,
@@ -44,6 +53,26 @@ TABULATED_FLOPS = {
 }
 STEP_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.03}
 MULTI_GPU_EFFICIENCY = 0.9  # DDP all-reduce costs ~10% at this scale
+MEASURE_MAX_PARAMETERS = 60_000_000  # larger models are not built here just to time them (memory, minutes)
+MEASURE_MAX_STEP_S = 0.5  # a step the table expects to take longer is timed on fewer rows and scaled up
+# torch.compile's one-off cost before the first step: measured ~100 s for the 4-layer mini on this
+# project's 2-core CPU; most of it is per traced layer, so it grows with depth.
+COMPILE_BASE_S = {"cpu": 40.0, "cuda": 20.0}
+COMPILE_PER_LAYER_S = {"cpu": 15.0, "cuda": 5.0}
+# Token lengths (real, padded batch) of a task when its data cannot be read here (hf: sources).
+TYPICAL_TOKENS = {
+    "sst2": (13, 30),
+    "cola": (11, 20),
+    "mrpc": (53, 80),
+    "rte": (70, 128),
+    "qnli": (50, 100),
+    "mnli": (40, 80),
+    "stsb": (30, 55),
+    "upos": (25, 60),
+    "ner": (30, 70),
+    "squad": (384, 384),
+}
+TOKEN_SAMPLE = 2000  # examples tokenized to learn a task's lengths
 
 
 @dataclass(frozen=True)
@@ -54,29 +83,50 @@ class Estimate:
     trainable_parameters: int
     weights_gb: float  # fp32 weights (plus a bf16 copy under mixed precision)
     optimizer_gb: float  # gradients + AdamW's two moments, fp32
-    activations_gb: float  # saved for the backward pass, one micro-batch
+    activations_gb: float  # saved for the backward pass, one micro-batch of the longest rows
     overhead_gb: float  # CUDA context / framework
     total_gb: float  # per process (per GPU)
     device: str  # cpu | cuda
     device_name: str
     device_memory_gb: float | None  # what the device has, when known
-    tokens_per_step: int  # all processes together
+    tokens_per_step: int  # real (not padding) tokens, all processes together
     steps: int | None  # the budget in steps (derived from the time budget when that is given)
-    seconds: float | None  # training time, excluding data preparation and start-up
-    tokens_per_s: float
-    throughput_source: str  # "measured in run X" or "tabulated for <device>"
+    seconds: float | None  # training time, excluding compiling, data preparation and start-up
+    tokens_per_s: float  # real tokens a second, as the run's metrics will report them
+    throughput_source: str  # "measured in run X", "timed here now (...)" or "tabulated for <device>"
     notes: tuple[str, ...] = ()
+    padded_tokens_per_step: int = 0  # what the model computes on: rows x each batch's longest row
+    lengths_source: str = ""  # where the token counts come from
+    compile_s: float = 0.0  # seconds spent in torch.compile before the first step (0: not compiling)
 
     @property
     def fits(self) -> bool | None:
         return None if self.device_memory_gb is None else self.total_gb <= self.device_memory_gb
 
+    @property
+    def total_s(self) -> float | None:
+        """Training time plus compiling: how long until the last step is done."""
+        return None if self.seconds is None else self.seconds + self.compile_s
+
     def summary(self) -> str:
-        time_text = format_duration(self.seconds) if self.seconds is not None else "?"
+        time_text = format_duration(self.total_s) if self.total_s is not None else "?"
+        compiling = f", {format_duration(self.compile_s)} of it compiling" if self.compile_s else ""
         return (
             f"{self.parameters / 1e6:.1f}M parameters; ~{self.total_gb:.2f} GB per process; "
-            f"~{time_text} for {self.steps or '?'} steps at ~{self.tokens_per_s:,.0f} tokens/s (estimate, {self.throughput_source})"
+            f"~{time_text} for {self.steps or '?'} steps{compiling} at ~{self.tokens_per_s:,.0f} tokens/s "
+            f"(estimate, {self.throughput_source})"
         )
+
+
+@dataclass(frozen=True)
+class TaskTokens:
+    """Token counts of a fine-tuning task's training inputs under the job's tokenizer."""
+
+    real_per_row: float  # mean tokens of an input row, specials included, padding not
+    padded_per_row: float  # mean length of a batch's rows after padding to its longest row
+    longest: int  # the longest row (after truncation to max_seq_length)
+    features: int  # training rows in all (more than examples where long inputs are windowed)
+    source: str  # where the counts come from, in words
 
 
 @functools.lru_cache(maxsize=64)  # a page asks again on every rerun; configs are frozen (hashable)
@@ -95,6 +145,11 @@ def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_lab
         return build_task_model(config, HeadConfig(shape="single", num_labels=num_labels)).num_parameters()
 
 
+def compile_seconds(config: BertConfig, device: str) -> float:
+    """Rough seconds torch.compile takes before the first step (see COMPILE_BASE_S)."""
+    return COMPILE_BASE_S[device] + COMPILE_PER_LAYER_S[device] * config.num_layers
+
+
 def _device_info(device: str) -> tuple[str, float | None, float, str]:
     """(name, memory GB or None, effective FLOP/s, table key) of the first device of this kind."""
     if device == "cpu":
@@ -102,12 +157,159 @@ def _device_info(device: str) -> tuple[str, float | None, float, str]:
         mem = None
         with contextlib.suppress(OSError, ValueError):
             mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-        return f"CPU ({cores} cores)", mem, TABULATED_FLOPS["cpu_per_core"] * cores, "cpu"
+        return f"CPU, {cores} cores", mem, TABULATED_FLOPS["cpu_per_core"] * cores, "cpu"
     stats = gpu_stats()
     name = stats[0].name if stats else "CUDA GPU"
     mem = stats[0].memory_total_gb if stats else None
     key = next((k for k in TABULATED_FLOPS if k not in ("cpu_per_core", "cuda") and k in name), "cuda")
     return name, mem, TABULATED_FLOPS[key], key
+
+
+# --------------------------------------------------------------------------------------
+# Token counts of a fine-tuning task
+# --------------------------------------------------------------------------------------
+def padded_length(lengths: list[int], rows: int, seed: int = 0) -> float:
+    """Mean row length after padding each shuffled batch of `rows` to its longest row."""
+    if not lengths:
+        return 0.0
+    order = list(lengths)
+    random.Random(seed).shuffle(order)
+    batches = [order[i : i + rows] for i in range(0, len(order), max(1, rows))]
+    return sum(max(b) * len(b) for b in batches) / len(order)
+
+
+def task_tokens(finetune_config, micro_batch: int) -> TaskTokens:
+    """The real and padded token counts of a fine-tuning job's training rows: up to TOKEN_SAMPLE of
+    its train examples, encoded as the recipe encodes them, with the tokenizer of the model it starts
+    from. Falls back to TYPICAL_TOKENS when the data cannot be read here (a Hugging Face source)."""
+    cfg = finetune_config
+    text = str(cfg.data)
+    stamp = None
+    if not text.startswith("hf:"):
+        with contextlib.suppress(OSError):
+            root = Path(text).expanduser()
+            stamp = max((p.stat().st_mtime for p in (root.iterdir() if root.is_dir() else [root])), default=0.0)
+    if stamp is None:
+        return typical_tokens(cfg.task, cfg.max_seq_length, "data not read here")
+    return _task_tokens(cfg, micro_batch, stamp)
+
+
+def typical_tokens(task: str, max_seq_length: int, why: str) -> TaskTokens:
+    """TYPICAL_TOKENS of `task` when its own data cannot be counted (`why` says so)."""
+    real, padded = TYPICAL_TOKENS.get(task, (64, 96))
+    padded = min(padded, max_seq_length)
+    return TaskTokens(min(real, padded), padded, padded, 0, f"typical lengths of {task} ({why})")
+
+
+@functools.lru_cache(maxsize=32)  # keyed by the file's modification time: a changed file is read again
+def _task_tokens(cfg, micro_batch: int, stamp: float) -> TaskTokens:
+    from bertlab.finetune import recipe  # deferred: torch
+
+    spec = cfg.spec
+    data = recipe.load_task_data(spec, cfg.data, cfg.train_file, cfg.dev_file, cfg.split_dev, recipe.SPLIT_SEED)
+    train = data.train[: cfg.max_train_examples] if cfg.max_train_examples else data.train
+    sample = train if len(train) <= TOKEN_SAMPLE else random.Random(0).sample(train, TOKEN_SAMPLE)
+    labels = recipe.task_labels(spec, data.train, data.dev)
+    tokenizer, max_positions, whose = _task_tokenizer(cfg)
+    setup = recipe.task_setup(cfg, labels, recipe.head_config(cfg, labels), max_positions)
+    features = recipe.encode(spec, setup, tokenizer, sample, training=True)
+    lengths = [len(f.input_ids) for f in features]
+    rows = max(1, len(features))
+    return TaskTokens(
+        real_per_row=sum(lengths) / rows,
+        padded_per_row=padded_length(lengths, micro_batch),
+        longest=max(lengths, default=0),
+        features=round(len(train) * len(features) / max(1, len(sample))),
+        source=f"{len(sample):,} of {len(train):,} train examples of {cfg.task}, tokenized with {whose}",
+    )
+
+
+def _task_tokenizer(cfg):
+    """(tokenizer, max positions, whose it is) of the model a fine-tuning job starts from; for random
+    weights with a vocabulary still to be trained, the shipped model's (about the same lengths)."""
+    from bertlab.checkpoint import load_config, resolve  # deferred: torch
+    from bertlab.inference import default_model_path
+    from bertlab.tokenizer import BertTokenizer
+
+    if cfg.model and Path(cfg.model).expanduser().is_dir():  # a Hub id is not downloaded for an estimate
+        with contextlib.suppress(BertLabError, OSError):
+            directory = resolve(cfg.model)
+            config, _ = load_config(directory)
+            return (
+                BertTokenizer.from_dir(directory, config.max_position_embeddings),
+                config.max_position_embeddings,
+                f"{Path(directory).name}'s tokenizer",
+            )
+    if cfg.vocab and Path(cfg.vocab).is_file():
+        return BertTokenizer.from_vocab(cfg.vocab), 512, f"{cfg.vocab}"
+    shipped = default_model_path()
+    return BertTokenizer.from_dir(shipped), 512, f"{shipped.name}'s tokenizer (the job trains its own vocabulary)"
+
+
+# --------------------------------------------------------------------------------------
+# Seconds a step: an earlier run, timed here now, or tabulated
+# --------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def measured_step_seconds(
+    config: BertConfig,
+    rows: int,
+    length: int,
+    device: str = "cpu",
+    pretraining: bool = True,
+    max_predictions: int = 20,
+    frozen_encoder: bool = False,
+    threads: int = 0,
+) -> float:
+    """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
+    `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
+    is the less disturbed by other work on the machine). Cached per shape.
+
+    `threads` > 0 times with that many CPU threads, as a job with --threads runs; torch's thread
+    count is put back afterwards."""
+    import torch
+
+    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.model import BertForPreTraining
+
+    g = torch.Generator().manual_seed(0)
+    torch_device = torch.device(device)
+    model = (
+        BertForPreTraining(config)
+        if pretraining
+        else build_task_model(config, HeadConfig(shape="single", num_labels=2))
+    ).to(torch_device)
+    model.train()
+    if frozen_encoder:
+        for p in model.bert.parameters():
+            p.requires_grad_(False)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    ids = torch.randint(5, config.vocab_size, (rows, length), generator=g).to(torch_device)  # (B, T)
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    if pretraining:
+        labels = torch.full_like(ids, -100)
+        labels[:, 1 : 1 + min(max_predictions, length - 1)] = ids[:, 1 : 1 + min(max_predictions, length - 1)]
+        batch |= {"mlm_labels": labels, "nsp_labels": torch.zeros(rows, dtype=torch.long, device=torch_device)}
+    else:
+        batch["labels"] = torch.zeros(rows, dtype=torch.long, device=torch_device)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else contextlib.nullcontext()
+    old_threads = torch.get_num_threads()
+    if threads and device == "cpu":
+        torch.set_num_threads(threads)
+    try:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            with amp:
+                loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(old_threads)
+    return min(times[1:])
 
 
 def _run_seq_length(run_config: dict) -> int | None:
@@ -120,36 +322,44 @@ def _run_seq_length(run_config: dict) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _measured_tokens_per_s(
-    config: BertConfig, seq_length: int, device: str, root: Path | None
+def _measured_in_run(
+    config: BertConfig, seq_length: int, padded_per_row: float, batch_size: int, device: str, task: str | None, root
 ) -> tuple[float, str] | None:
-    """Median training throughput of the newest earlier run of the same model shape on the same kind of device."""
+    """(seconds a step, source) from the newest earlier run of the same job shape on the same kind
+    of device: a pretraining run of the same model shape and about the same sequence length (its
+    sequences/s times its length: the tokens it computed on), or a fine-tuning run of the same task,
+    model shape, batch size and max_seq_length (its sequences/s, since its batches are padded as
+    this job's will be)."""
     root = Path(root) if root else runs_root()
     shape = (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size)
     for run in run_dirs(root)[:50]:
         try:
             rc = read_run_config(run) or {}
             mc = rc.get("model_config") or {}
-            status = read_status(run)
             if (mc.get("num_layers"), mc.get("hidden_size"), mc.get("num_heads"), mc.get("intermediate_size")) != shape:
                 continue
-            if not str(status.get("device", "")).startswith(device):
+            if not str(read_status(run).get("device", "")).startswith(device):
                 continue
             run_seq = _run_seq_length(rc) or seq_length
-            if not (seq_length / 2 <= run_seq <= seq_length * 2):
+            cfg = rc.get("config") or {}
+            if task is None:
+                if rc.get("kind", "pretrain") != "pretrain" or not (0.8 * seq_length <= run_seq <= 1.25 * seq_length):
+                    continue
+            elif rc.get("kind") != "finetune" or cfg.get("task") != task or run_seq != seq_length:
                 continue
-            # Sequences/s times that run's sequence length: the padded tokens the model computed on,
-            # not only the real ones (tokens_per_s), which a corpus of short documents makes few.
+            elif ((rc.get("effective_train") or cfg.get("train") or {}).get("batch_size")) != batch_size:
+                continue
             rates = sorted(
-                float(r["seq_per_s"]) * run_seq
-                for r in read_metrics(run)[1:]
-                if r.get("split") == "train" and r.get("seq_per_s")
+                float(r["seq_per_s"]) for r in read_metrics(run)[1:] if r.get("split") == "train" and r.get("seq_per_s")
             )
         except (AttributeError, TypeError, ValueError, OSError) as exc:  # a run folder from another version
             log.debug("skipping %s for throughput: %s", run, exc)
             continue
         if len(rates) >= 2:
-            return rates[len(rates) // 2], f"measured in run {run.name}"
+            seq_per_s = rates[len(rates) // 2]
+            if task is None:  # padded tokens a second, at this job's padded rows
+                return batch_size * padded_per_row / (seq_per_s * run_seq), f"measured in run {run.name}"
+            return batch_size / seq_per_s, f"measured in run {run.name}"
     return None
 
 
@@ -167,8 +377,18 @@ def estimate(
     max_predictions: int = 20,
     trainable_fraction: float = 1.0,
     runs_dir: str | Path | None = None,
+    tokens: TaskTokens | None = None,
+    task: str | None = None,
+    compile: bool = False,
+    threads: int = 0,
+    measure: bool = True,
 ) -> Estimate:
     """Parameters, memory and time of a training run (a labelled estimate, not a promise).
+
+    `seq_length` is the longest row (memory is sized for it); `tokens`, a fine-tuning task's real
+    and padded row lengths (see `task_tokens`; without it every row is `seq_length` long, as in
+    pretraining). `task` names the fine-tuning task (None: pretraining) to find earlier runs of the
+    same job. `compile`: the job runs torch.compile, which adds `compile_seconds` up front.
 
     Memory per process, in bytes (N = parameters, B = micro-batch, S = sequence, H = hidden,
     F = feed-forward width, A = heads, L = layers, V = vocabulary):
@@ -179,10 +399,11 @@ def estimate(
                   term is dropped on CUDA, where SDPA's fused kernels do not keep the scores;
                   plus the MLM logits, 3 * B * P * V * 4 bytes for P predictions per sequence
       overhead    ~0.5 GB CUDA context or ~0.4 GB for torch on CPU
-    Time per step = 6 * N_matmul * tokens + 12 * L * S * H * tokens FLOPs (Kaplan et al. 2020)
-    over an effective FLOP/s, plus a fixed per-step overhead. The FLOP/s comes from an earlier run
-    of the same model shape on the same kind of device when there is one (measured), otherwise
-    from `TABULATED_FLOPS`.
+    Seconds a step, the first of: an earlier run of the same job shape on this kind of device
+    (`_measured_in_run`); a micro-batch of the job's padded length timed here now
+    (`measured_step_seconds`, for models up to MEASURE_MAX_PARAMETERS on a device this machine
+    has); else 6 * N_matmul * tokens + 12 * L * S * H * tokens FLOPs (Kaplan et al. 2020) over
+    `TABULATED_FLOPS`, plus a fixed per-step overhead.
     """
     if device not in ("cpu", "cuda"):
         raise JobError(f"estimate needs device cpu or cuda, not {device!r}")
@@ -200,22 +421,19 @@ def estimate(
     total = (weights + optimizer + act + overhead) / gb
 
     name, mem, flops_rate, key = _device_info(device)
-    tokens_per_step = batch_size * seq_length * max(1, num_gpus)
-    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions)
     gpus = max(1, num_gpus)
-    rate = flops_rate * gpus * (MULTI_GPU_EFFICIENCY if gpus > 1 else 1.0)
-    step_s = flops_per_token * tokens_per_step / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
-    tokens_per_s = tokens_per_step / step_s
-    source = f"tabulated for {key if key != 'cpu' else name}"
-    measured = _measured_tokens_per_s(config, seq_length, device, runs_dir)
-    if measured and gpus == 1:
-        tokens_per_s, source = measured
-        step_s = tokens_per_step / tokens_per_s
+    padded_row = min(float(seq_length), tokens.padded_per_row) if tokens else float(seq_length)
+    real_row = min(padded_row, tokens.real_per_row) if tokens else float(seq_length)
+    step_s, source = _step_seconds(
+        config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
+        max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name,
+    )  # fmt: skip
+    tokens_per_step = round(batch_size * real_row * gpus)
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
     if mem is not None and total > mem:
         notes.append(f"needs ~{total:.1f} GB but the device has {mem:.1f} GB: lower the batch size or sequence length")
     notes.append("data preparation and start-up come on top (seconds for a small corpus, minutes for a large one)")
-    return Estimate(
+    est = Estimate(
         parameters=params,
         trainable_parameters=trainable,
         weights_gb=weights / gb,
@@ -229,10 +447,63 @@ def estimate(
         tokens_per_step=tokens_per_step,
         steps=steps,
         seconds=seconds,
-        tokens_per_s=tokens_per_s,
+        tokens_per_s=tokens_per_step / step_s,
         throughput_source=source,
         notes=tuple(notes),
+        padded_tokens_per_step=round(batch_size * padded_row * gpus),
+        lengths_source=tokens.source if tokens else f"every row {seq_length} tokens (packed pretraining sequences)",
     )
+    return with_compile(est, config) if compile else est
+
+
+def with_compile(est: Estimate, config: BertConfig) -> Estimate:
+    """The estimate of the same run compiled with torch.compile: `compile_seconds` up front."""
+    compile_s = compile_seconds(config, est.device)
+    note = (
+        f"torch.compile adds ~{format_duration(compile_s)} before the first step "
+        "(the steps were timed without it; compiled steps are usually faster)"
+    )
+    return dataclasses.replace(est, compile_s=compile_s, notes=(note, *est.notes))
+
+
+def _step_seconds(
+    config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
+    max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name,
+) -> tuple[float, str]:  # fmt: skip
+    """(seconds an optimizer step, where that comes from): see `estimate`."""
+    if gpus == 1:
+        measured = _measured_in_run(config, seq_length, padded_row, batch_size, device, task, runs_dir)
+        if measured:
+            return measured
+    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions)
+    rate = flops_rate * gpus * (MULTI_GPU_EFFICIENCY if gpus > 1 else 1.0)
+    tabulated_s = flops_per_token * batch_size * padded_row * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
+    if measure and _can_time_here(config, device):
+        length = max(2, math.ceil(padded_row))
+        # a long step is timed on fewer rows and scaled up (the per-row cost is what grows)
+        rows = max(1, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s / max(1, grad_accum), 1e-9))))
+        try:
+            micro_s = measured_step_seconds(
+                config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads
+            )
+        except (RuntimeError, MemoryError) as exc:  # out of memory, a device in use: fall back to the table
+            log.info("could not time a step here (%s); using the tabulated throughput", exc)
+        else:
+            step_s = micro_s * micro / rows * max(1, grad_accum)
+            if gpus > 1:
+                step_s /= MULTI_GPU_EFFICIENCY
+            return step_s, f"timed here now ({rows} x {length} tokens on {name})"
+    return tabulated_s, f"tabulated for {key if key != 'cpu' else name}"
+
+
+def _can_time_here(config: BertConfig, device: str) -> bool:
+    if count_parameters(config) > MEASURE_MAX_PARAMETERS:
+        return False
+    if device == "cuda":
+        import torch  # deferred: only when timing
+
+        return torch.cuda.is_available()
+    return True
 
 
 def _steps_and_seconds(max_steps: int, max_time_s: float, step_s: float) -> tuple[int | None, float | None, list[str]]:
@@ -280,16 +551,21 @@ def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max
     return 6 * n_matmul + 12 * L * seq_length * H
 
 
-def estimate_spec(spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | Path | None = None) -> Estimate:
-    """The estimate of a job spec (validated first; raises JobError when it would not run)."""
+def estimate_spec(
+    spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | Path | None = None, measure: bool = True
+) -> Estimate:
+    """The estimate of a job spec (validated first; raises JobError when it would not run): the
+    model the job will really run (a fine-tuning job without --model starts from the shipped
+    model), its real token counts, and whether it compiles."""
     cwd = Path(cwd or os.getcwd())
     spec = validate(spec, cwd)
     ns = parse_recipe_args(spec.kind, spec.args)
     if spec.kind == "pretrain":
         cfg = pretrain_config(ns, cwd)
         t = cfg.train
-        return estimate(
-            cfg.model_config(cfg.vocab_size),
+        model_cfg = cfg.model_config(cfg.vocab_size)
+        est = estimate(
+            model_cfg,
             batch_size=t.batch_size,
             seq_length=cfg.data.max_seq_length,
             max_steps=t.max_steps,
@@ -301,21 +577,72 @@ def estimate_spec(spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | 
             pretraining=True,
             max_predictions=cfg.data.max_predictions_per_seq,
             runs_dir=runs_dir,
+            threads=t.num_threads,
+            measure=measure,
         )
-    model_cfg = _model_config(cwd, getattr(ns, "model", None), getattr(ns, "size", None))
-    feature = getattr(ns, "mode", "finetune") == "feature"
-    return estimate(
+        if _compiles(t.compile, est, static_shapes=True):
+            est = with_compile(est, model_cfg)
+        return est
+    return _finetune_estimate(spec, ns, cwd, runs_dir, measure)
+
+
+def _compiles(setting: object, est: Estimate, static_shapes: bool) -> bool:
+    """Whether the trainer will compile this run: compile=True always; 'auto' when every batch has
+    the same shapes and the trainer's own rule (`compile_pays`) says the training time pays for it."""
+    if setting is True:
+        return True
+    if setting != "auto" or not static_shapes or est.seconds is None:
+        return False
+    from bertlab.optimization import compile_pays  # deferred: torch; the trainer's own rule
+
+    return compile_pays(est.seconds, est.device)[0]
+
+
+def _finetune_estimate(spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool) -> Estimate:
+    from bertlab.finetune.cli import config_from_args  # deferred: the recipe imports torch
+
+    cfg = config_from_args(ns)
+    # relative paths in a job's arguments are relative to the folder it runs in
+    if cfg.model and not Path(cfg.model).expanduser().is_absolute() and (cwd / cfg.model).exists():
+        cfg = dataclasses.replace(cfg, model=str(cwd / cfg.model))
+    if not str(cfg.data).startswith("hf:") and not Path(cfg.data).expanduser().is_absolute():
+        cfg = dataclasses.replace(cfg, data=str(cwd / cfg.data))
+    model_cfg = _model_config(cwd, cfg.model, None) if cfg.model else preset(cfg.size, vocab_size=cfg.vocab_size)
+    t = cfg.train
+    micro = max(1, t.batch_size // max(1, t.grad_accum))
+    if cfg.max_seq_length > model_cfg.max_position_embeddings:  # the recipe cuts inputs to the model's positions
+        cfg = dataclasses.replace(cfg, max_seq_length=model_cfg.max_position_embeddings)
+    unread = ""
+    try:
+        tokens = task_tokens(cfg, micro)
+    except (BertLabError, OSError) as exc:  # the job will say so too; the estimate goes on with typical lengths
+        unread = f"the task's data cannot be read to count its tokens: {exc}"
+        tokens = typical_tokens(cfg.task, cfg.max_seq_length, "its data could not be read")
+    steps = t.max_steps
+    if cfg.epochs and tokens.features:
+        steps = max(1, math.ceil(cfg.epochs * math.ceil(tokens.features / micro) / max(1, t.grad_accum)))
+    est = estimate(
         model_cfg,
-        batch_size=getattr(ns, "batch_size", None) or 32,
-        seq_length=getattr(ns, "max_seq_length", None) or (384 if getattr(ns, "task", "") == "squad" else 128),
-        max_steps=getattr(ns, "max_steps", None) or 0,
-        max_time_s=getattr(ns, "max_time_s", None) or 0,
+        batch_size=t.batch_size,
+        seq_length=max(8, min(cfg.max_seq_length, tokens.longest or cfg.max_seq_length)),
+        max_steps=steps,
+        max_time_s=t.max_time_s,
         device=spec.device,
         num_gpus=spec.num_gpus,
+        grad_accum=t.grad_accum,
+        precision=t.precision,
         pretraining=False,
-        trainable_fraction=0.01 if feature else 1.0,
+        trainable_fraction=0.01 if cfg.mode == "feature" else 1.0,
         runs_dir=runs_dir,
+        tokens=tokens,
+        task=cfg.task,
+        threads=t.num_threads,
+        measure=measure,
     )
+    if unread:
+        est = dataclasses.replace(est, notes=(unread, *est.notes))
+    # a fine-tuning batch is padded to its longest row: shapes change, so 'auto' stays eager
+    return with_compile(est, model_cfg) if _compiles(t.compile, est, static_shapes=False) else est
 
 
 def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:

@@ -250,27 +250,42 @@ def job_heading(job: Job) -> str:
 # --------------------------------------------------------------------------------------
 # Estimates
 # --------------------------------------------------------------------------------------
+def estimate_caption(est: Estimate) -> str:
+    """One line under the estimate: what it is, its throughput in real tokens, and compiling."""
+    text = (
+        f"**An estimate**, not a measurement: ~{format_count(est.tokens_per_s)} tokens/s "
+        f"({est.tokens_per_step:,} real tokens a step) on {est.device_name}, {est.throughput_source}."
+    )
+    if est.compile_s:
+        text += f" Includes ~{format_duration(est.compile_s)} of torch.compile before the first step."
+    return text
+
+
 def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
-    """A small table of where the memory goes and how the time was worked out."""
+    """Where the memory goes and how the time was worked out, as (label, value) pairs."""
+    trained = (
+        f" ({format_count(est.trainable_parameters)} trained)" if est.trainable_parameters < est.parameters else ""
+    )
     rows = [
-        (
-            "Parameters",
-            f"{format_count(est.parameters)}"
-            + (
-                f" ({format_count(est.trainable_parameters)} trained)"
-                if est.trainable_parameters < est.parameters
-                else ""
-            ),
-        ),
+        ("Parameters", f"{format_count(est.parameters)}{trained}"),
         ("Weights", format_gb(est.weights_gb)),
         ("Gradients + AdamW states", format_gb(est.optimizer_gb)),
         ("Activations (one micro-batch)", format_gb(est.activations_gb)),
         ("Framework overhead", format_gb(est.overhead_gb)),
-        ("Tokens per step", f"{est.tokens_per_step:,}"),
-        ("Throughput", f"~{format_count(est.tokens_per_s)} tokens/s"),
-        ("Throughput from", est.throughput_source),
-        ("Device", est.device_name + (f", {format_gb(est.device_memory_gb)}" if est.device_memory_gb else "")),
+        ("Real tokens per step", f"{est.tokens_per_step:,}"),
     ]
+    if est.padded_tokens_per_step > est.tokens_per_step:
+        rows.append(("With padding (what the model computes on)", f"{est.padded_tokens_per_step:,}"))
+    rows += [
+        ("Token counts from", est.lengths_source),
+        ("Throughput", f"~{format_count(est.tokens_per_s)} real tokens/s"),
+        ("Seconds a step from", est.throughput_source),
+    ]
+    if est.steps and est.seconds is not None:
+        rows.append(("Training", f"{est.steps:,} steps, ~{format_duration(est.seconds)}"))
+    if est.compile_s:
+        rows.append(("Compiling (torch.compile)", f"~{format_duration(est.compile_s)} before the first step"))
+    rows.append(("Device", est.device_name + (f", {format_gb(est.device_memory_gb)}" if est.device_memory_gb else "")))
     return rows
 
 

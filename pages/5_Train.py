@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 
-import pandas as pd
 import streamlit as st
 
 from bertlab.catalog import find_checkpoints
@@ -14,7 +13,7 @@ from bertlab.estimates import estimate_spec
 from bertlab.finetune.tasks import get_task
 from bertlab.formatting import format_duration
 from bertlab.jobs import JobRegistry
-from bertlab.jobs_view import estimate_rows, format_count, format_gb
+from bertlab.jobs_view import estimate_caption, estimate_rows, format_count, format_gb
 from bertlab.jobspec import (
     FINETUNE_TASKS,
     JobSpec,
@@ -254,7 +253,8 @@ try:
     spec = JobSpec(
         "pretrain" if kind == PRETRAIN else "finetune", args, device=device, num_gpus=int(num_gpus), name=name.strip()
     )
-    est = estimate_spec(spec, cwd=REPO_ROOT, runs_dir=registry.root)
+    with st.spinner("Counting the task's tokens and timing a few training steps of this model…"):
+        est = estimate_spec(spec, cwd=REPO_ROOT, runs_dir=registry.root)
 except BertLabError as exc:
     problem = str(exc)
 except Exception as exc:  # a config that breaks in an unexpected way: say so plainly, never a traceback
@@ -272,22 +272,19 @@ with form:
         )
         m3.metric(
             "Time",
-            format_duration(est.seconds) if est.seconds is not None else "?",
-            help="training only, not data preparation; from " + est.throughput_source,
+            format_duration(est.total_s) if est.total_s is not None else "?",
+            help="training (and compiling, when the job compiles), not data preparation; from " + est.throughput_source,
         )
-        st.caption(
-            f"**An estimate**, not a measurement: ~{format_count(est.tokens_per_s)} tokens/s on {est.device_name} "
-            f"({est.throughput_source})."
-        )
+        st.caption(estimate_caption(est))
         for note in est.notes:
-            (st.warning if "needs" in note else st.caption)(note)
+            (st.warning if "needs" in note or "cannot be read" in note else st.caption)(note)
     else:
         st.error(problem, icon=":material/front_hand:")
 
 with side:
     if est is not None:
         st.markdown("**Where the estimate comes from**")
-        st.dataframe(pd.DataFrame(estimate_rows(est), columns=["", "estimate"]), hide_index=True, width="stretch")
+        st.markdown("\n".join(f"- **{label}**: {value}" for label, value in estimate_rows(est)))
 
 with form:
     if st.button(

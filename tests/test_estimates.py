@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from conftest import REPO, tiny_spec
 
-from bertlab.config import preset
-from bertlab.estimates import count_parameters, estimate, estimate_spec
+from bertlab.config import BertConfig, preset
+from bertlab.estimates import compile_seconds, count_parameters, estimate, estimate_spec
 from bertlab.jobspec import JobError, JobSpec
 
 
@@ -75,7 +76,7 @@ def test_estimate_reads_finetuning_runs_too(runs):
         json.dumps(
             {
                 "kind": "finetune",
-                "config": {"data": "/d", "max_seq_length": 64},
+                "config": {"data": "/d", "max_seq_length": 64, "task": "sst2", "train": {"batch_size": 32}},
                 "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512},
             }
         )
@@ -84,8 +85,10 @@ def test_estimate_reads_finetuning_runs_too(runs):
     (run / "metrics.jsonl").write_text(
         "".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4))
     )
-    est = estimate(preset("tiny"), batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs)
-    assert est.throughput_source == "measured in run finetuned" and est.tokens_per_s == 20.0 * 64
+    kw = dict(batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs, pretraining=False)
+    est = estimate(preset("tiny"), task="sst2", **kw)
+    assert est.throughput_source == "measured in run finetuned" and est.seconds == pytest.approx(10 * 32 / 20.0)
+    assert not estimate(preset("tiny"), task="cola", measure=False, **kw).throughput_source.startswith("measured")
 
 
 def test_estimate_of_a_spec(runs, job_data):
@@ -106,6 +109,7 @@ def test_estimate_of_a_spec(runs, job_data):
 
 
 def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path):
+    _write_sst2(tmp_path)
     model = tmp_path / "broken-model"
     model.mkdir()
     (model / "config.json").write_text("{not json")
@@ -116,7 +120,13 @@ def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path
     with pytest.raises(JobError, match="missing key"):
         estimate_spec(spec, cwd=REPO, runs_dir=runs)
     hub_id = JobSpec("finetune", ("--task", "sst2", "--data", str(tmp_path), "--model", "google/bert-x"), device="cpu")
-    assert estimate_spec(hub_id, cwd=REPO, runs_dir=runs).parameters == count_parameters(preset("mini"), False)
+    assert estimate_spec(hub_id, cwd=REPO, runs_dir=runs, measure=False).parameters == count_parameters(
+        preset("mini"), False
+    )
+    not_cola = JobSpec("finetune", ("--task", "cola", "--data", str(tmp_path)), device="cpu")  # SST-2 files
+    unread = estimate_spec(not_cola, cwd=REPO, runs_dir=runs, measure=False)  # the job will fail; the page says why
+    assert "cannot be read to count its tokens" in unread.notes[0] and "expected 4" in unread.notes[0]
+    assert unread.lengths_source.startswith("typical lengths of cola")
 
 
 def test_count_parameters_of_a_classifier_is_the_real_model():
@@ -127,3 +137,63 @@ def test_count_parameters_of_a_classifier_is_the_real_model():
         count_parameters(cfg, pretraining_heads=False, num_labels=3)
         == build_task_model(cfg, HeadConfig(shape="single", num_labels=3)).num_parameters()
     )
+
+
+def _write_sst2(folder, n: int = 160):
+    """An SST-2 folder of sentences 3 to 40 words long, so batches are padded to varied lengths."""
+    import random
+
+    rng = random.Random(0)
+    words = "the a film movie was is good bad great dull story actor scene plot funny long slow sharp".split()
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train.tsv", n), ("dev.tsv", 16)):
+        lines = ["sentence\tlabel"]
+        lines += [f"{' '.join(rng.choice(words) for _ in range(rng.randint(3, 40)))}\t{i % 2}" for i in range(rows)]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
+    from bertlab.estimates import task_tokens
+    from bertlab.finetune.cli import config_from_args
+    from bertlab.jobspec import finetune_args, parse_recipe_args
+
+    data = _write_sst2(tmp_path / "sst2")
+    args = finetune_args("sst2", str(data), max_steps=10, batch_size=16)
+    est = estimate_spec(JobSpec("finetune", args, device="cpu"), cwd=REPO, runs_dir=runs, measure=False)
+    shipped = json.loads((REPO / "checkpoints/bertlab-mini/config.json").read_text())
+    assert est.parameters == count_parameters(
+        BertConfig.from_hf_dict(shipped, "shipped"), pretraining_heads=False
+    )  # the model `finetune` runs without --model, not a preset with BERT's 30,522-token vocabulary
+    tokens = task_tokens(config_from_args(parse_recipe_args("finetune", args)), 16)
+    assert 5 < tokens.real_per_row < tokens.padded_per_row <= tokens.longest <= 128
+    assert est.tokens_per_step == round(16 * tokens.real_per_row) < est.padded_tokens_per_step < 16 * 128
+    assert "train examples of sst2" in est.lengths_source and est.compile_s == 0  # padded batches: no compile
+    assert estimate_spec(JobSpec("finetune", (*args[:-2], "--epochs", "2"), device="cpu"), cwd=REPO, runs_dir=runs,
+                         measure=False).steps == 2 * math.ceil(160 / 32)  # fmt: skip
+
+
+def test_a_finetuning_estimate_is_within_2x_of_the_measured_time(runs, tmp_path):
+    """Estimate a short fine-tuning job (timed here now), run it, and compare with its own training time."""
+    from bertlab.finetune.cli import config_from_args
+    from bertlab.finetune.recipe import run_finetuning
+    from bertlab.jobspec import finetune_args, parse_recipe_args
+
+    data = _write_sst2(tmp_path / "sst2")
+    args = (*finetune_args("sst2", str(data), max_steps=12, batch_size=16), "--threads", "1")
+    est = estimate_spec(JobSpec("finetune", args, device="cpu"), cwd=REPO, runs_dir=runs)
+    assert est.throughput_source.startswith("timed here now") and est.steps == 12
+    run_dir = tmp_path / "run"
+    result = run_finetuning(config_from_args(parse_recipe_args("finetune", args)), run_dir, progress_bar=False)
+    measured = result.progress.train_time_s  # training only, as the estimate: no data preparation or eval
+    assert 0.5 <= est.seconds / measured <= 2.0, (est.seconds, measured)
+
+
+def test_compiling_adds_its_seconds_in_front():
+    cfg = preset("tiny", vocab_size=300)
+    eager = estimate(cfg, batch_size=8, seq_length=32, max_steps=10, measure=False)
+    compiled = estimate(cfg, batch_size=8, seq_length=32, max_steps=10, measure=False, compile=True)
+    assert eager.compile_s == 0 and compiled.compile_s == compile_seconds(cfg, "cpu") > 0
+    assert compiled.total_s == pytest.approx(eager.seconds + compiled.compile_s)
+    assert compile_seconds(preset("mini"), "cpu") == pytest.approx(100)  # measured for mini on this CPU
+    assert "compiling" in compiled.summary() and "torch.compile" in compiled.notes[0]

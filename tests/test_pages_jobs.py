@@ -126,7 +126,8 @@ def test_train_page_shows_an_estimate(app_env):
     labels = {m.label: m.value for m in at.metric}
     assert set(labels) == {"Parameters", "Memory", "Time"}
     assert labels["Parameters"].endswith("M") and labels["Time"] != "?"
-    assert any("estimate" in c.value.lower() for c in at.caption)
+    assert any("estimate" in c.value.lower() and "real tokens a step" in c.value for c in at.caption)
+    assert "Seconds a step from" in " ".join(m.value for m in at.markdown)
     assert not at.button(key="train_launch").disabled
 
 
@@ -149,6 +150,13 @@ def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
     at.text_input(key="train_data_sst2").set_value(str(data)).run()
     assert not at.error, [e.value for e in at.error]
     assert {m.label for m in at.metric} == {"Parameters", "Memory", "Time"}
+    assert "cannot be read to count its tokens" in " ".join(w.value for w in at.warning)  # an empty folder
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("sentence\tlabel\n" + "a fine film\t1\na dull one\t0\n" * 20)
+    at.number_input(key="train_steps_ft_sst2").set_value(7).run()
+    shown = " ".join(m.value for m in at.markdown)
+    assert "train examples of sst2" in shown and "With padding (what the model computes on)" in shown
+    assert not any("torch.compile" in c.value for c in at.caption)  # padded batches: 'auto' stays eager
 
 
 def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
