@@ -1,0 +1,233 @@
+"""Contextual vs static: the same word in several sentences, layer by layer (Ethayarajh 2019).
+
+Owns `contextual_word` and its result `ContextualWord`, plus the measures it reports:
+- the word's vector in every sentence at every layer (the mean of its WordPieces; layer 0 is the
+  embeddings output, so position and segment are already mixed in);
+- a 2-D PCA of those vectors per layer, to colour by sentence;
+- self-similarity: the mean cosine between the word's vectors in different sentences;
+- anisotropy: the mean cosine between random words of a sample in different sentences, the
+  baseline Ethayarajh subtracts ("adjusted" self-similarity) because every layer's vectors share a
+  direction;
+- with a sense given per sentence ("river", "money"), the mean cosine within a sense and across senses.
+
+Imports numpy, torch, bertlab.errors, bertlab.attention (the built-in sample) and bertlab.inference.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bertlab.attention import SAMPLE_PAIRS
+from bertlab.errors import InputError
+from bertlab.inference import LoadedModel
+
+MAX_SENTENCES = 16  # the user's sentences per call: one forward pass each, and N^2 cosines per layer
+SAMPLE_SENTENCES: tuple[str, ...] = tuple(s for pair in SAMPLE_PAIRS for s in pair)  # for anisotropy
+ANISOTROPY_PAIRS = 1000  # random word pairs per layer
+
+
+@dataclass
+class Occurrence:
+    """One occurrence of the word: sentence `sentence_index`, its token positions, as typed (`surface`)."""
+
+    sentence_index: int
+    sentence: str
+    surface: str
+    token_positions: list[int]
+    sense: str = ""
+
+
+@dataclass
+class ContextualWord:
+    """The word's vectors per layer and how similar they are.
+
+    Attributes:
+        vectors: (L+1, N, H) float32, the word's vector per layer and occurrence.
+        projection: (L+1, N, 2) float64, a PCA of each layer's N vectors (fitted per layer).
+        explained: (L+1, 2) the share of variance the two components keep.
+        self_similarity: (L+1,) mean cosine between occurrences in different sentences.
+        anisotropy: (L+1,) mean cosine between random words of the sample in different sentences.
+        within_sense / across_sense: (L+1,) mean cosine between occurrences of the same sense /
+            of different senses (NaN when no senses were given or a group is empty).
+    """
+
+    word: str
+    occurrences: list[Occurrence]
+    vectors: np.ndarray
+    projection: np.ndarray
+    explained: np.ndarray
+    self_similarity: np.ndarray
+    anisotropy: np.ndarray
+    within_sense: np.ndarray
+    across_sense: np.ndarray
+
+    @property
+    def adjusted_self_similarity(self) -> np.ndarray:
+        """(L+1,) self-similarity minus anisotropy (Ethayarajh's anisotropy-adjusted measure)."""
+        return self.self_similarity - self.anisotropy
+
+    def rows(self) -> list[dict]:
+        """One dict per layer, for a table."""
+        out = []
+        for layer in range(len(self.self_similarity)):
+            row = {
+                "layer": layer,
+                "self-similarity": float(self.self_similarity[layer]),
+                "anisotropy": float(self.anisotropy[layer]),
+                "adjusted": float(self.adjusted_self_similarity[layer]),
+            }
+            if not np.isnan(self.within_sense[layer]):
+                row["same sense"] = float(self.within_sense[layer])
+                row["other sense"] = float(self.across_sense[layer])
+            out.append(row)
+        return out
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def mean_cosine(a: np.ndarray, b: np.ndarray | None = None, groups: np.ndarray | None = None) -> float:
+    """Mean cosine between the rows of `a` and of `b` (default: distinct rows of `a`).
+
+    groups: (N,) ints; only pairs from different groups count (different sentences)."""
+    na = _normalise(np.asarray(a, dtype=np.float64))
+    nb = na if b is None else _normalise(np.asarray(b, dtype=np.float64))
+    sims = na @ nb.T
+    valid = np.ones_like(sims, dtype=bool)
+    if b is None:
+        np.fill_diagonal(valid, False)
+    if groups is not None:
+        valid &= groups[:, None] != groups[None, :]
+    return float(sims[valid].mean()) if valid.any() else float("nan")
+
+
+def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N, 2) projection of the rows of `x` on their two main directions, and (2,) variance shares."""
+    centred = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0, keepdims=True)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    proj = centred @ vt[:2].T
+    var = s**2
+    share = var[:2] / var.sum() if var.sum() > 0 else np.zeros(2)
+    if proj.shape[1] < 2:  # one or two points: pad the missing direction with zeros
+        proj = np.pad(proj, ((0, 0), (0, 2 - proj.shape[1])))
+        share = np.pad(share, (0, 2 - share.shape[0]))
+    return proj, share
+
+
+def find_word(lm: LoadedModel, word: str, sentence: str) -> list[tuple[str, list[int]]]:
+    """Every occurrence of `word` (a whole word, case-insensitive) in `sentence`: its surface text
+    and token positions in `lm.tokenizer.encode(sentence)`."""
+    e = lm.tokenizer.encode(sentence, max_length=lm.max_length)
+    spans: dict[int, list[int]] = {}
+    for p, wid in enumerate(e.word_ids):
+        if wid is not None:
+            spans.setdefault(wid, []).append(p)
+    found = []
+    for positions in spans.values():
+        start, end = e.offsets[positions[0]][0], e.offsets[positions[-1]][1]
+        if sentence[start:end].casefold() == word.casefold():
+            found.append((sentence[start:end], positions))
+    return found
+
+
+@torch.inference_mode()
+def _hidden_states(lm: LoadedModel, sentences: Sequence[str]) -> list[np.ndarray]:
+    """Per sentence, (L+1, T, H) float32 hidden states (one batch)."""
+    encs = lm.tokenizer.encode_batch(list(sentences), max_length=lm.max_length)
+    batch = lm._batch(encs)
+    enc = lm.model.bert(**batch, output_hidden_states=True)
+    states = torch.stack(enc.hidden_states, 1).float().cpu().numpy()  # (B, L+1, T, H)
+    return [states[i, :, : len(e)] for i, e in enumerate(encs)]
+
+
+def anisotropy(lm: LoadedModel, sentences: Sequence[str], pairs: int = ANISOTROPY_PAIRS, seed: int = 0) -> np.ndarray:
+    """(L+1,) mean cosine between `pairs` random words (tokens other than [CLS]/[SEP]) of different sentences."""
+    states = _hidden_states(lm, sentences)
+    pool = [(s, t) for s, h in enumerate(states) for t in range(1, h.shape[1] - 1)]
+    if len({s for s, _ in pool}) < 2:
+        raise InputError("anisotropy needs words from at least two sentences")
+    rng = random.Random(seed)
+    picked = []
+    while len(picked) < pairs:
+        a, b = rng.choice(pool), rng.choice(pool)
+        if a[0] != b[0]:
+            picked.append((a, b))
+    left = np.stack([states[s][:, t] for (s, t), _ in picked], 1)  # (L+1, P, H)
+    right = np.stack([states[s][:, t] for _, (s, t) in picked], 1)
+    cos = (_normalise(left.astype(np.float64)) * _normalise(right.astype(np.float64))).sum(-1)  # (L+1, P)
+    return cos.mean(1)
+
+
+def contextual_word(
+    lm: LoadedModel,
+    word: str,
+    sentences: Sequence[str],
+    senses: Sequence[str] | None = None,
+    sample: Sequence[str] = SAMPLE_SENTENCES,
+    seed: int = 0,
+    max_sentences: int = MAX_SENTENCES,
+) -> ContextualWord:
+    """`word` in each of `sentences`: its vector per layer, a PCA, self-similarity and anisotropy.
+
+    Args:
+        senses: one label per sentence (e.g. "river", "money") to compare within and across senses.
+        sample: sentences whose random word pairs measure anisotropy (with `sentences` added).
+
+    Raises:
+        InputError: fewer than two or more than `max_sentences` sentences, or one without the word.
+    """
+    word = (word or "").strip()
+    if not word or len(word.split()) != 1:
+        raise InputError("type one word (e.g. bank) to follow through the sentences")
+    sentences = [s for s in sentences if s and s.strip()]
+    if len(sentences) < 2:
+        raise InputError("give at least two sentences that use the word, so there is something to compare")
+    if len(sentences) > max_sentences:
+        raise InputError(f"{len(sentences)} sentences; at most {max_sentences} are compared at once")
+    if senses is not None and len(senses) != len(sentences):
+        raise InputError(f"{len(sentences)} sentences but {len(senses)} senses; give one sense per sentence")
+    occurrences: list[Occurrence] = []
+    for i, s in enumerate(sentences):
+        found = find_word(lm, word, s)
+        if not found:
+            raise InputError(
+                f"sentence {i + 1} ({s[:50]!r}) does not contain the word {word!r}; use it as a whole word"
+            )
+        for surface, positions in found:
+            occurrences.append(Occurrence(i, s, surface, positions, senses[i] if senses else ""))
+    states = _hidden_states(lm, sentences)
+    vectors = np.stack([states[o.sentence_index][:, o.token_positions].mean(1) for o in occurrences], 1)  # (L+1, N, H)
+    groups = np.array([o.sentence_index for o in occurrences])
+    layers = vectors.shape[0]
+    self_sim = np.array([mean_cosine(vectors[layer], groups=groups) for layer in range(layers)])
+    pcs = [pca_2d(vectors[layer]) for layer in range(layers)]
+    within = np.full(layers, np.nan)
+    across = np.full(layers, np.nan)
+    if senses:
+        labels = np.array([o.sense for o in occurrences])
+        same = labels[:, None] == labels[None, :]
+        different_sentence = groups[:, None] != groups[None, :]
+        for layer in range(layers):
+            n = _normalise(vectors[layer].astype(np.float64))
+            sims = n @ n.T
+            if (same & different_sentence).any():
+                within[layer] = sims[same & different_sentence].mean()
+            if (~same).any():
+                across[layer] = sims[~same].mean()
+    return ContextualWord(
+        word=word,
+        occurrences=occurrences,
+        vectors=vectors,
+        projection=np.stack([p for p, _ in pcs]),
+        explained=np.stack([e for _, e in pcs]),
+        self_similarity=self_sim,
+        anisotropy=anisotropy(lm, [*sample, *sentences], seed=seed),
+        within_sense=within,
+        across_sense=across,
+    )

@@ -1,0 +1,338 @@
+"""Which heads matter: gradient-based head importance and pruning curves (Michel et al. 2019).
+
+Owns `HeadGates` (a gate xi_h on every head's output, as in the paper: 1 keeps the head, 0
+prunes it), the two kinds of labelled data a head can matter for (`LabelledSentences` for a
+fine-tuned classifier, `MaskedSentences` for a pretrained model's masked LM), `head_importance`,
+`pruning_curve` and their saved form `HeadStudy`.
+
+Importance is I_h = E_x |d loss(x) / d xi_h| (the paper's eq. 5), the gradient taken per batch
+of `batch_size` examples (batch_size=1 is exactly per example; Hugging Face's bertology example
+uses batches too), then normalised per layer by its L2 norm as the paper does. The gates are
+forward hooks on each layer's `attention.self`, so they work on any model built from
+`bertlab.model` (both attention paths) without changing it.
+
+Imports torch, numpy, bertlab.finetune (data and encoding), bertlab.interpret.targets.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertlab.batching import pad_batch
+from bertlab.errors import InputError
+from bertlab.finetune.data import SequenceExample
+from bertlab.interpret.targets import Subject, as_subject
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE_EXAMPLES = 64  # what the app computes while the user waits; the CLI takes more
+
+
+# --------------------------------------------------------------------------------------
+# Gates
+# --------------------------------------------------------------------------------------
+@contextmanager
+def HeadGates(subject: Subject, gates: torch.Tensor) -> Iterator[torch.Tensor]:  # noqa: N802 (a context manager named as the thing it installs)
+    """Multiply every head's output by `gates` (L, A) while the block runs.
+
+    The hook scales the context vectors (B, T, A x hs) head by head, which equals scaling the
+    head's attention probabilities (context = probs @ v is linear in them)."""
+    L, A = subject.num_layers, subject.num_heads
+    if tuple(gates.shape) != (L, A):
+        raise InputError(f"gates have shape {tuple(gates.shape)}; this model needs ({L}, {A}) (layers, heads)")
+    handles = []
+    for i, layer in enumerate(subject.module.bert.encoder.layer):
+
+        def hook(module, args, output, i=i):
+            context, probs = output
+            B, T, H = context.shape
+            gated = context.view(B, T, A, H // A) * gates[i].view(1, 1, A, 1).to(context.dtype)  # (B, T, A, hs)
+            return gated.view(B, T, H), probs
+
+        handles.append(layer.attention.self.register_forward_hook(hook))
+    try:
+        yield gates
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+@dataclass
+class LabelledSentences:
+    """Sentences (or pairs) with their class, for a fine-tuned sequence classifier."""
+
+    examples: list[SequenceExample]
+    name: str = "labelled"
+
+
+@dataclass
+class MaskedSentences:
+    """Plain sentences; `mask_prob` of each one's tokens (at least one) become [MASK] and the
+    masked LM must recover them. Chosen with `seed`, so every evaluation masks the same tokens."""
+
+    sentences: list[str]
+    mask_prob: float = 0.15
+    seed: int = 0
+    name: str = "mlm"
+
+
+HeadData = LabelledSentences | MaskedSentences
+
+
+@dataclass
+class _Batch:
+    inputs: dict[str, torch.Tensor]
+    labels: torch.Tensor  # (B,) classes, or (B, T) token ids with -100 where not masked
+
+
+def _batches(subject: Subject, data: HeadData, batch_size: int) -> list[_Batch]:
+    tok = subject.tokenizer
+    out = []
+    if isinstance(data, LabelledSentences):
+        if subject.kind not in ("single", "pair"):
+            raise InputError(f"labelled sentences need a fine-tuned classifier; this model is {subject.kind}")
+        if not data.examples:
+            raise InputError("no labelled sentences given")
+        missing = sorted({str(e.label) for e in data.examples if str(e.label) not in subject.labels})
+        if missing:
+            raise InputError(f"labels {missing[:5]} are not this model's labels {list(subject.labels)}")
+        for start in range(0, len(data.examples), batch_size):
+            part = data.examples[start : start + batch_size]
+            b_texts = [e.text_b or "" for e in part] if part[0].text_b is not None else None
+            encs = tok.encode_batch([e.text_a for e in part], b_texts, max_length=subject.max_length)
+            batch = pad_batch([e.ids for e in encs], tok.pad_id, [e.type_ids for e in encs])
+            labels = torch.tensor([subject.labels.index(str(e.label)) for e in part])
+            out.append(_Batch({k: v.to(subject.device) for k, v in batch.items()}, labels.to(subject.device)))
+        return out
+    if subject.kind != "pretraining":
+        raise InputError("masked sentences need a pretrained model (with its masked-LM head)")
+    if not data.sentences:
+        raise InputError("no sentences given")
+    rng = random.Random(data.seed)
+    encs = tok.encode_batch(list(data.sentences), max_length=subject.max_length)
+    for start in range(0, len(encs), batch_size):
+        part = encs[start : start + batch_size]
+        ids, labels = [], []
+        for e in part:
+            words = [p for p, s in enumerate(e.sequence_ids) if s is not None]
+            if not words:
+                raise InputError("a sentence has no tokens to mask")
+            chosen = set(rng.sample(words, max(1, round(data.mask_prob * len(words)))))
+            ids.append([tok.mask_id if p in chosen else x for p, x in enumerate(e.ids)])
+            labels.append([x if p in chosen else -100 for p, x in enumerate(e.ids)])
+        batch = pad_batch(ids, tok.pad_id, [e.type_ids for e in part])
+        T = batch["input_ids"].shape[1]
+        label_t = torch.tensor([row + [-100] * (T - len(row)) for row in labels])
+        out.append(_Batch({k: v.to(subject.device) for k, v in batch.items()}, label_t.to(subject.device)))
+    return out
+
+
+def _loss_and_correct(subject: Subject, batch: _Batch) -> tuple[torch.Tensor, int, int]:
+    """Mean loss of the batch, number right, number scored."""
+    if subject.kind == "pretraining":
+        select = batch.labels != -100
+        out = subject.module(**batch.inputs, mlm_positions=select)
+        logits, targets = out.mlm_logits.float(), batch.labels[select]  # (N, V), (N,)
+    else:
+        logits, targets = subject.module(**batch.inputs).logits.float(), batch.labels  # (B, C), (B,)
+    loss = F.cross_entropy(logits, targets)
+    return loss, int((logits.argmax(-1) == targets).sum()), int(targets.numel())
+
+
+# --------------------------------------------------------------------------------------
+# Importance and pruning
+# --------------------------------------------------------------------------------------
+@dataclass
+class HeadImportance:
+    """Importance per head.
+
+    Attributes:
+        scores: (L, A) float64, I_h normalised per layer (each layer's vector has L2 norm 1).
+        raw: (L, A) float64, I_h before normalisation.
+        metric / loss: accuracy and mean loss of the whole model on the data.
+    """
+
+    scores: np.ndarray
+    raw: np.ndarray
+    metric: float
+    loss: float
+    examples: int
+
+    def order(self) -> list[tuple[int, int]]:
+        """Heads (layer, head), least important first."""
+        L, A = self.scores.shape
+        flat = sorted(range(L * A), key=lambda k: (self.scores.flat[k], k))
+        return [divmod(k, A) for k in flat]
+
+
+def head_importance(model, data: HeadData, batch_size: int = 8) -> HeadImportance:
+    """Michel et al.'s gradient-based importance of every head on `data` (see module docstring)."""
+    subject = as_subject(model)
+    batches = _batches(subject, data, batch_size)
+    L, A = subject.num_layers, subject.num_heads
+    gates = torch.ones(L, A, device=subject.device, requires_grad=True)
+    raw = torch.zeros(L, A, dtype=torch.float64)
+    loss_sum, right, total, n = 0.0, 0, 0, 0
+    with torch.enable_grad(), HeadGates(subject, gates):
+        for batch in batches:
+            loss, r, t = _loss_and_correct(subject, batch)
+            (grad,) = torch.autograd.grad(loss, gates)
+            raw += grad.abs().double().cpu()
+            loss_sum += float(loss.detach()) * t
+            right, total, n = right + r, total + t, n + len(batch.labels)
+    raw /= len(batches)
+    norms = raw.norm(dim=1, keepdim=True).clamp(min=1e-20)
+    return HeadImportance((raw / norms).numpy(), raw.numpy(), right / max(total, 1), loss_sum / max(total, 1), n)
+
+
+@torch.no_grad()
+def evaluate_gates(model, data: HeadData, gates: torch.Tensor, batch_size: int = 32) -> tuple[float, float]:
+    """(accuracy, mean loss) of the model with `gates` (L, A) applied."""
+    subject = as_subject(model)
+    loss_sum, right, total = 0.0, 0, 0
+    with HeadGates(subject, gates.to(subject.device)):
+        for batch in _batches(subject, data, batch_size):
+            loss, r, t = _loss_and_correct(subject, batch)
+            loss_sum, right, total = loss_sum + float(loss) * t, right + r, total + t
+    return right / max(total, 1), loss_sum / max(total, 1)
+
+
+@dataclass
+class PruningCurve:
+    """Accuracy as heads are pruned, least important first and in random orders.
+
+    Attributes:
+        pruned: number of heads pruned at each point (0 .. L x A).
+        by_importance / by_importance_loss: accuracy and loss, pruning least important first.
+        random / random_loss: the same, averaged over `random_orders` random orders.
+        random_min / random_max: the spread of the random orders' accuracy.
+    """
+
+    num_heads: int
+    pruned: list[int]
+    by_importance: list[float]
+    by_importance_loss: list[float]
+    random: list[float]
+    random_loss: list[float]
+    random_min: list[float]
+    random_max: list[float]
+    random_orders: int
+
+    @property
+    def share(self) -> list[float]:
+        return [k / self.num_heads for k in self.pruned]
+
+
+def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int], shape, batch_size):
+    accs, losses = [], []
+    for k in counts:
+        gates = torch.ones(shape)
+        for layer, head in order[:k]:
+            gates[layer, head] = 0.0
+        acc, loss = evaluate_gates(model, data, gates, batch_size)
+        accs.append(acc)
+        losses.append(loss)
+    return accs, losses
+
+
+def pruning_curve(
+    model,
+    data: HeadData,
+    importance: HeadImportance,
+    points: int = 9,
+    random_orders: int = 3,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> PruningCurve:
+    """Prune 0, ..., all heads in `points` steps, least important first and in random orders."""
+    shape = importance.scores.shape
+    total = shape[0] * shape[1]
+    counts = sorted({round(i * total / (points - 1)) for i in range(points)}) if points > 1 else [0]
+    by_imp, by_imp_loss = _curve(model, data, importance.order(), counts, shape, batch_size)
+    rng = random.Random(seed)
+    heads = [(layer, head) for layer in range(shape[0]) for head in range(shape[1])]
+    rand_acc, rand_loss = [], []
+    for _ in range(random_orders):
+        order = heads[:]
+        rng.shuffle(order)
+        a, lo = _curve(model, data, order, counts, shape, batch_size)
+        rand_acc.append(a)
+        rand_loss.append(lo)
+    ra, rl = np.array(rand_acc), np.array(rand_loss)
+    return PruningCurve(
+        total,
+        counts,
+        by_imp,
+        by_imp_loss,
+        ra.mean(0).tolist(),
+        rl.mean(0).tolist(),
+        ra.min(0).tolist(),
+        ra.max(0).tolist(),
+        random_orders,
+    )
+
+
+@dataclass
+class HeadStudy:
+    """Importance and pruning curve of one model on one data set, as saved beside the model."""
+
+    task: str
+    model: str
+    importance: list[list[float]]
+    raw_importance: list[list[float]]
+    accuracy: float
+    loss: float
+    examples: int
+    curve: dict
+    seconds: float
+    data: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HeadStudy:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @property
+    def pruning(self) -> PruningCurve:
+        return PruningCurve(**self.curve)
+
+
+def study_heads(
+    model,
+    data: HeadData,
+    task: str,
+    points: int = 9,
+    random_orders: int = 3,
+    seed: int = 0,
+    batch_size: int = 8,
+) -> HeadStudy:
+    """`head_importance` then `pruning_curve`, in the form saved beside the model."""
+    started = time.perf_counter()
+    subject = as_subject(model)
+    imp = head_importance(subject, data, batch_size)
+    curve = pruning_curve(subject, data, imp, points, random_orders, seed, max(batch_size, 32))
+    return HeadStudy(
+        task=task,
+        model=subject.name,
+        importance=imp.scores.tolist(),
+        raw_importance=imp.raw.tolist(),
+        accuracy=imp.metric,
+        loss=imp.loss,
+        examples=imp.examples,
+        curve=asdict(curve),
+        seconds=time.perf_counter() - started,
+    )

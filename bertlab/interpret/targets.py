@@ -1,0 +1,314 @@
+"""What is being explained: a model, an input, and the one number of its output we explain.
+
+Owns `Subject` (any loaded model, pretrained or fine-tuned, seen through one interface), the
+prediction targets (`MaskedWord`, `IsNext`, `TaskLabel`, `AnswerSpan`), `prepare` (texts and a
+target -> a padded batch with the position and class each row's number is read at) and
+`target_probability` (that number as a differentiable (B,) tensor). Attribution, head importance
+and comparison all read predictions through here, so a new kind of prediction is one new target.
+
+Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
+bertlab.errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bertlab.batching import pad_batch
+from bertlab.checkpoint import load_config, resolve
+from bertlab.errors import InputError
+from bertlab.finetune.predict import SHAPE_OF_ARCHITECTURE, FinetunedModel, load_finetuned
+from bertlab.inference import LoadedModel, load_model
+from bertlab.tokenizer import BertTokenizer
+
+
+# --------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------
+@dataclass
+class Subject:
+    """Any loaded model through one interface.
+
+    Attributes:
+        module: `BertForPreTraining` or a fine-tuned task model; `module.bert` is the encoder.
+        kind: "pretraining", or the task shape of a fine-tuned model (single, pair, regression,
+            tagging, qa).
+        labels: class names of a fine-tuned model, in output order; () for a pretrained one.
+    """
+
+    module: nn.Module
+    tokenizer: BertTokenizer
+    max_length: int
+    kind: str
+    labels: tuple[str, ...]
+    device: torch.device
+    name: str
+    has_nsp: bool = False
+
+    @property
+    def num_layers(self) -> int:
+        return self.module.config.num_layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.module.config.num_heads
+
+
+def as_subject(model: LoadedModel | FinetunedModel | Subject) -> Subject:
+    """A `LoadedModel` (`bertlab.inference.load_model`) or a `FinetunedModel`
+    (`bertlab.finetune.predict.load_finetuned`) as a `Subject`."""
+    if isinstance(model, Subject):
+        return model
+    if isinstance(model, LoadedModel):
+        return Subject(
+            model.model, model.tokenizer, model.max_length, "pretraining", (), model.device, model.path, model.has_nsp
+        )
+    if isinstance(model, FinetunedModel):
+        if model.model.frozen:
+            raise InputError(
+                f"{model.path} is a feature-based model (frozen encoder, run without gradients); attribution and "
+                "head importance need gradients through the encoder: use a fine-tuned (mode finetune) model"
+            )
+        max_length = min(model.setup.max_seq_length, model.model.config.max_position_embeddings)
+        return Subject(
+            model.model, model.tokenizer, max_length, model.task_shape, tuple(model.labels), model.device, model.path
+        )
+    raise InputError(
+        f"expected a model from bertlab.inference.load_model or bertlab.finetune.predict.load_finetuned, "
+        f"got {type(model).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MaskedWord:
+    """P(`token`) at the `mask`-th [MASK] of the text (0 = the first); None = the model's top answer."""
+
+    token: str | None = None
+    mask: int = 0
+
+
+@dataclass(frozen=True)
+class IsNext:
+    """P(IsNext): that `text_b` follows `text` (a pretrained model with an NSP head)."""
+
+
+@dataclass(frozen=True)
+class TaskLabel:
+    """A fine-tuned model's P(`label`) (None = its predicted label); its score for regression.
+
+    `position`: the token whose tag is explained, for a tagging model (default 1, the first word)."""
+
+    label: str | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class AnswerSpan:
+    """A question-answering model's P(its answer starts here) (`end=False`) or ends here (`end=True`)."""
+
+    end: bool = False
+
+
+Target = MaskedWord | IsNext | TaskLabel | AnswerSpan
+
+
+def default_target(subject: Subject, text_b: str | None) -> Target:
+    """The prediction a model is best known for: the [MASK] (or NSP for a pair), its label, its answer."""
+    if subject.kind == "pretraining":
+        return IsNext() if text_b is not None else MaskedWord()
+    if subject.kind == "qa":
+        return AnswerSpan()
+    return TaskLabel()
+
+
+@dataclass
+class Prepared:
+    """A batch to explain and where each row's number is read.
+
+    Attributes:
+        input_ids, token_type_ids, attention_mask: (B, T) long.
+        positions: (B,) long, the token the number is read at (0 for sentence-level targets).
+        classes: (B,) long, the vocabulary id or class index whose probability is read.
+        tokens: B lists of tokens (unpadded).
+        names: B descriptions of what is explained, e.g. "P('paris' at [MASK] #1)".
+    """
+
+    input_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    positions: torch.Tensor
+    classes: torch.Tensor
+    tokens: list[list[str]]
+    names: list[str]
+    truncated: list[bool]
+
+    @property
+    def forward_args(self) -> tuple[torch.Tensor, ...]:
+        """What `target_probability` takes after the ids, in order."""
+        return self.token_type_ids, self.attention_mask, self.positions, self.classes
+
+
+def _check_kind(subject: Subject, target: Target) -> None:
+    if isinstance(target, MaskedWord | IsNext) and subject.kind != "pretraining":
+        raise InputError(f"{type(target).__name__} needs a pretrained model; this one is fine-tuned for {subject.kind}")
+    if isinstance(target, IsNext) and not subject.has_nsp:
+        raise InputError("this checkpoint has no next-sentence head (trained without NSP); explain a [MASK] instead")
+    if isinstance(target, TaskLabel) and subject.kind in ("pretraining", "qa"):
+        raise InputError(f"TaskLabel needs a fine-tuned classifier or tagger, not a {subject.kind} model")
+    if isinstance(target, AnswerSpan) and subject.kind != "qa":
+        raise InputError("AnswerSpan needs a question-answering model")
+
+
+def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None] | None, target: Target) -> Prepared:
+    """Encode `texts` (and `texts_b`) and find, with one forward pass, the position and class of `target`.
+
+    Raises:
+        InputError: empty text, no [MASK] for a MaskedWord, a token not in the vocabulary, a target
+            that does not fit the model.
+    """
+    _check_kind(subject, target)
+    if not texts:
+        raise InputError("no texts given")
+    if texts_b is None:
+        texts_b = [None] * len(texts)
+    if len(texts_b) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(texts_b)} second texts")
+    for t in [*texts, *[b for b in texts_b if b is not None]]:
+        if not isinstance(t, str) or not t.strip():
+            raise InputError("every text must be a non-empty string; type a sentence")
+    if isinstance(target, IsNext | AnswerSpan) and any(b is None for b in texts_b):
+        raise InputError(f"{type(target).__name__} reads a pair: give the second text (text_b)")
+    tok = subject.tokenizer
+    encs = [tok.encode(a, b, max_length=subject.max_length) for a, b in zip(texts, texts_b, strict=True)]
+    batch = pad_batch([e.ids for e in encs], tok.pad_id, [e.type_ids for e in encs])
+    batch = {k: v.to(subject.device) for k, v in batch.items()}
+    B = len(encs)
+    positions = torch.zeros(B, dtype=torch.long, device=subject.device)
+    classes = torch.zeros(B, dtype=torch.long, device=subject.device)
+    names = []
+    for i, e in enumerate(encs):
+        if isinstance(target, MaskedWord):
+            where = [p for p, x in enumerate(e.ids) if x == tok.mask_id]
+            if len(where) <= target.mask:
+                raise InputError(
+                    f"{texts[i][:60]!r} has {len(where)} [MASK] token(s) the model reads; write [MASK] where a word "
+                    f"should be predicted (mask #{target.mask + 1} was asked for)"
+                )
+            positions[i] = where[target.mask]
+        elif isinstance(target, TaskLabel) and subject.kind == "tagging":
+            p = 1 if target.position is None else target.position
+            if not 0 < p < len(e) - 1:
+                raise InputError(f"position {p} is not a token of the {len(e)}-token input (1..{len(e) - 2})")
+            positions[i] = p
+    with torch.no_grad():
+        probs = _output_probabilities(subject, target, batch, positions)  # (B, C) or (B, T)
+    for i, e in enumerate(encs):
+        if isinstance(target, MaskedWord):
+            if target.token is None:
+                classes[i] = int(probs[i].argmax())
+            else:
+                ids = tok.convert_tokens_to_ids([target.token])
+                if ids[0] == tok.unk_id and target.token != "[UNK]":
+                    raise InputError(f"{target.token!r} is not in the vocabulary; pick one of the model's answers")
+                classes[i] = ids[0]
+            word = tok.id_to_token.get(int(classes[i]), "[UNK]")
+            names.append(f"P({word!r} at [MASK] #{target.mask + 1})")
+        elif isinstance(target, IsNext):
+            names.append("P(IsNext)")
+        elif isinstance(target, TaskLabel):
+            if subject.kind == "regression":
+                names.append("the predicted score")
+                continue
+            if target.label is None:
+                classes[i] = int(probs[i].argmax())
+            elif target.label in subject.labels:
+                classes[i] = subject.labels.index(target.label)
+            else:
+                raise InputError(f"label {target.label!r} is not one of this model's labels {list(subject.labels)}")
+            at = f" at {e.tokens[int(positions[i])]!r}" if subject.kind == "tagging" else ""
+            names.append(f"P(label {subject.labels[int(classes[i])]!r}{at})")
+        else:
+            context = torch.tensor([s == 1 for s in e.sequence_ids] + [False] * (probs.shape[1] - len(e)))
+            scores = probs[i].cpu().masked_fill(~context, -1.0)
+            positions[i] = int(scores.argmax())
+            names.append(f"P(answer {'ends' if target.end else 'starts'} at {e.tokens[int(positions[i])]!r})")
+    return Prepared(
+        batch["input_ids"],
+        batch["token_type_ids"],
+        batch["attention_mask"],
+        positions,
+        classes,
+        [e.tokens for e in encs],
+        names,
+        [e.truncated for e in encs],
+    )
+
+
+def _output_probabilities(
+    subject: Subject,
+    target: Target,
+    batch: dict[str, torch.Tensor],
+    positions: torch.Tensor,
+) -> torch.Tensor:
+    """(B, C) probabilities over classes / vocabulary at `positions`, (B, T) over positions for QA,
+    (B, 1) the score for regression."""
+    m = subject.module
+    ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    rows = torch.arange(ids.shape[0], device=ids.device)
+    if subject.kind == "pretraining":
+        enc = m.bert(ids, types, mask)
+        if isinstance(target, IsNext):
+            return m.cls.seq_relationship(enc.pooled_output).float().softmax(-1)  # (B, 2), 0 = IsNext
+        hidden = enc.last_hidden_state[rows, positions]  # (B, H)
+        return m.cls.predictions(hidden).float().softmax(-1)  # (B, V)
+    out = m(ids, types, mask)
+    if subject.kind == "regression":
+        return out.logits.float()  # (B, 1)
+    if subject.kind == "tagging":
+        return out.logits[rows, positions].float().softmax(-1)  # (B, C)
+    if subject.kind == "qa":
+        logits = out.end_logits if target.end else out.start_logits  # (B, T)
+        return logits.float().masked_fill(mask == 0, torch.finfo(torch.float32).min).softmax(-1)
+    return out.logits.float().softmax(-1)  # (B, C)
+
+
+def target_probability(
+    subject: Subject,
+    target: Target,
+    input_ids: torch.Tensor,
+    token_type_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    positions: torch.Tensor,
+    classes: torch.Tensor,
+) -> torch.Tensor:
+    """(B,) float: the explained number of each row, differentiable (gradients are on).
+
+    Args:
+        positions, classes: from `prepare` (repeated along the batch when the batch was expanded,
+            as Captum does for its interpolation steps).
+    """
+    batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+    probs = _output_probabilities(subject, target, batch, positions)
+    if subject.kind == "regression":
+        return probs[:, 0]
+    if subject.kind == "qa":
+        return probs.gather(1, positions[:, None])[:, 0]
+    return probs.gather(1, classes[:, None])[:, 0]
+
+
+def load_subject(path_or_id: str | Path, device: str = "auto") -> Subject:
+    """Load any checkpoint folder or Hub id: a fine-tuned model (its config names a task
+    architecture) through `load_finetuned`, anything else through `load_model`."""
+    directory = resolve(path_or_id)
+    _, raw = load_config(directory)
+    if (raw.get("architectures") or [""])[0] in SHAPE_OF_ARCHITECTURE:
+        return as_subject(load_finetuned(directory, device))
+    return as_subject(load_model(directory, device))

@@ -1,0 +1,75 @@
+"""Tiny models the interpret tests build for themselves: random ones, and constructed ones whose
+attention or heads are known by construction. CPU, offline, no ../shared."""
+
+from __future__ import annotations
+
+import torch
+from conftest import tiny_config
+
+from bertlab.finetune.models import HeadConfig, build_task_model
+from bertlab.finetune.predict import FinetunedModel, TaskSetup
+from bertlab.inference import LoadedModel
+from bertlab.model import BertForPreTraining
+
+
+def pretrained(tokenizer, seed: int = 0, std: float = 0.2) -> LoadedModel:
+    """A random tiny BERT; a wide init so its answers depend on the words."""
+    torch.manual_seed(seed)
+    model = BertForPreTraining(tiny_config(len(tokenizer), initializer_range=std))
+    model.tie_weights()
+    return LoadedModel(model, tokenizer)
+
+
+def finetuned(tokenizer, shape: str = "single", labels=("neg", "pos"), seed: int = 0) -> FinetunedModel:
+    torch.manual_seed(seed)
+    head = HeadConfig(shape, 2 if shape == "qa" else len(labels))
+    model = build_task_model(tiny_config(len(tokenizer), initializer_range=0.2), head).eval()
+    setup = TaskSetup("custom", shape, () if shape == "qa" else tuple(labels), head, max_seq_length=64)
+    return FinetunedModel(model, tokenizer, setup, {}, f"tiny-{shape}", torch.device("cpu"))
+
+
+def identity_attention(tokenizer) -> LoadedModel:
+    """A model whose every head attends only to the token itself (inputs of at most 7 tokens).
+
+    Words and segments embed to zero; position p embeds to a row of an 8x8 Hadamard matrix (not
+    the all-ones row) repeated once per head, so every head sees positions as orthogonal, zero-mean
+    vectors that LayerNorm leaves as they are. Query = key = 4 x identity makes a token's score
+    with itself 8 x 16 / sqrt(8) = 45 above any other (softmax: 1 - 1e-19). Value, attention output
+    and feed-forward output are zero, so each layer passes its input on unchanged."""
+    config = tiny_config(len(tokenizer), hidden_size=32, num_heads=4, hidden_dropout=0.0, attention_dropout=0.0)
+    model = BertForPreTraining(config).eval()
+    h = torch.tensor([[1.0]])
+    while h.shape[0] < 8:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)  # Sylvester: 8 x 8 Hadamard
+    with torch.no_grad():
+        emb = model.bert.embeddings
+        emb.word_embeddings.weight.zero_()
+        emb.token_type_embeddings.weight.zero_()
+        emb.position_embeddings.weight.zero_()
+        emb.position_embeddings.weight[:7] = h[1:].repeat(1, 4)  # (7, 32), rows zero-mean, per head orthogonal
+        for layer in model.bert.encoder.layer:
+            att = layer.attention.self
+            att.query.weight.copy_(4 * torch.eye(32))
+            att.key.weight.copy_(4 * torch.eye(32))
+            for linear in (att.query, att.key, att.value, layer.attention.output.dense, layer.output.dense):
+                linear.bias.zero_()
+            att.value.weight.zero_()
+            layer.attention.output.dense.weight.zero_()
+            layer.output.dense.weight.zero_()
+    return LoadedModel(model, tokenizer)
+
+
+def one_live_head(tokenizer, layer: int = 0, head: int = 1) -> FinetunedModel:
+    """A classifier in which only head (`layer`, `head`) moves information: every other head's value
+    weights are zero, so its output is a constant and its gate gets no gradient."""
+    fm = finetuned(tokenizer, seed=3)
+    hs = fm.model.config.head_size
+    with torch.no_grad():
+        for i, block in enumerate(fm.model.bert.encoder.layer):
+            value = block.attention.self.value
+            keep = value.weight[head * hs : (head + 1) * hs].clone() * 5
+            value.weight.zero_()
+            value.bias.zero_()
+            if i == layer:
+                value.weight[head * hs : (head + 1) * hs] = keep
+    return fm

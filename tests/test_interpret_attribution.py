@@ -1,0 +1,125 @@
+"""bertlab.interpret.attribution and .targets on tiny models: integrated gradients' completeness,
+gradient x input against autograd, every kind of target, batching and the caps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from interpret_models import finetuned, pretrained
+
+from bertlab.errors import InputError
+from bertlab.interpret.attribution import MAX_IG_STEPS, attribute, baseline_ids, shading
+from bertlab.interpret.targets import AnswerSpan, IsNext, MaskedWord, TaskLabel, as_subject, prepare
+
+
+def assert_complete(a, tolerance=0.05):
+    """Integrated gradients' scores add up to p(input) - p(baseline) (Sundararajan et al.'s completeness)."""
+    assert a.converged, (a.delta, a.difference, a.steps)
+    assert abs(a.integrated_gradients.sum() - a.difference) <= max(tolerance * abs(a.difference), 1e-4)
+    assert a.delta == pytest.approx(a.integrated_gradients.sum() - a.difference, abs=1e-5)
+
+
+def test_integrated_gradients_sum_to_the_difference_from_the_baseline(tokenizer):
+    lm = pretrained(tokenizer)
+    a = attribute(lm, "the cat sat on the [MASK] .")
+    assert a.target.startswith("P(") and "[MASK] #1" in a.target
+    assert len(a.tokens) == len(a.integrated_gradients) == len(a.gradient_x_input)
+    assert abs(a.difference) > 1e-4  # the words matter, so the check is not 0 = 0
+    assert_complete(a)
+    # specials are in the baseline too: nothing to attribute to them
+    specials = [i for i, t in enumerate(a.tokens) if t in ("[CLS]", "[SEP]", "[MASK]")]
+    assert np.all(a.integrated_gradients[specials] == 0)
+
+
+def test_nsp_label_and_span_targets_are_complete_too(tokenizer):
+    assert_complete(attribute(pretrained(tokenizer), "the cat sat .", "it was big .", target=IsNext()))
+    clf = finetuned(tokenizer)
+    a = attribute(clf, "the dog ran to the park .", target=TaskLabel("pos"))
+    assert a.target == "P(label 'pos')"
+    assert_complete(a)
+    tagger = finetuned(tokenizer, "tagging", ("O", "B-X"))
+    assert_complete(attribute(tagger, "paris is big", target=TaskLabel(position=1)))
+    qa = finetuned(tokenizer, "qa")
+    span = attribute(qa, "who sang ?", "the bird sang in the tree .", target=AnswerSpan(end=True))
+    assert "ends at" in span.target
+    assert_complete(span)
+
+
+def test_gradient_times_input_matches_autograd(tokenizer):
+    lm = pretrained(tokenizer)
+    text = "the dog [MASK] in the park"
+    a = attribute(lm, text)
+    subject = as_subject(lm)
+    prep = prepare(subject, [text], None, MaskedWord())
+    emb = lm.model.bert.embeddings.word_embeddings
+    captured = {}
+
+    def keep(module, args, output):
+        output.retain_grad()
+        captured["e"] = output
+
+    handle = emb.register_forward_hook(keep)
+    try:
+        with torch.enable_grad():
+            out = lm.model.bert(prep.input_ids, prep.token_type_ids, prep.attention_mask)
+            hidden = out.last_hidden_state[0, prep.positions[0]]
+            p = lm.model.cls.predictions(hidden).softmax(-1)[prep.classes[0]]
+            p.backward()
+    finally:
+        handle.remove()
+    expected = (captured["e"].grad * captured["e"]).sum(-1)[0].detach().numpy()
+    np.testing.assert_allclose(a.gradient_x_input, expected, rtol=1e-4, atol=1e-6)
+    assert a.prediction == pytest.approx(float(p.detach()), rel=1e-5)
+
+
+def test_a_batch_gives_what_single_calls_give(tokenizer):
+    lm = pretrained(tokenizer)
+    texts = ["the cat [MASK] on the mat", "a big [MASK] ran to the house in paris"]
+    batch = attribute(lm, texts, steps=16)
+    for text, got in zip(texts, batch, strict=True):
+        alone = attribute(lm, text, steps=16)
+        assert got.tokens == alone.tokens
+        np.testing.assert_allclose(got.integrated_gradients, alone.integrated_gradients, atol=1e-5)
+        np.testing.assert_allclose(got.gradient_x_input, alone.gradient_x_input, atol=1e-5)
+
+
+def test_steps_double_until_converged_and_stop_at_the_cap(tokenizer):
+    lm = pretrained(tokenizer, std=0.5)
+    strict = attribute(lm, "the quick brown fox [MASK] over the lazy dog", steps=1, max_steps=4, tolerance=1e-9)
+    assert strict.steps == 4 and not strict.converged  # doubled 1 -> 2 -> 4, then gave up and said so
+    loose = attribute(lm, "the quick brown fox [MASK] over the lazy dog", steps=2, tolerance=0.05)
+    assert loose.converged and loose.steps >= 2
+
+
+def test_a_chosen_answer_and_baseline(tokenizer):
+    lm = pretrained(tokenizer)
+    a = attribute(lm, "the [MASK] sat", target=MaskedWord("dog"))
+    assert a.target == "P('dog' at [MASK] #1)"
+    subject = as_subject(lm)
+    ids = torch.tensor([[tokenizer.cls_id, 10, tokenizer.mask_id, 11, tokenizer.sep_id, tokenizer.pad_id]])
+    base = baseline_ids(subject, ids)[0].tolist()
+    assert base == [tokenizer.cls_id, tokenizer.pad_id, tokenizer.mask_id, tokenizer.pad_id, tokenizer.sep_id, 0]
+
+
+def test_plain_messages_for_what_cannot_be_explained(tokenizer):
+    lm = pretrained(tokenizer)
+    with pytest.raises(InputError, match=r"\[MASK\]"):
+        attribute(lm, "no mask here")
+    with pytest.raises(InputError, match="not in the vocabulary"):
+        attribute(lm, "the [MASK] sat", target=MaskedWord("zebra"))
+    with pytest.raises(InputError, match="at most 2"):
+        attribute(lm, ["the [MASK]"] * 3, max_texts=2)
+    with pytest.raises(InputError, match="steps"):
+        attribute(lm, "the [MASK]", steps=MAX_IG_STEPS + 1)
+    with pytest.raises(InputError, match="fine-tuned"):
+        attribute(lm, "the cat", target=TaskLabel())
+    with pytest.raises(InputError, match="second text"):
+        attribute(lm, "the cat sat", target=IsNext())
+    with pytest.raises(InputError, match="labels"):
+        attribute(finetuned(tokenizer), "the cat", target=TaskLabel("maybe"))
+
+
+def test_shading_scales_to_one():
+    np.testing.assert_allclose(shading(np.array([0.5, -2.0, 1.0])), [0.25, -1.0, 0.5])
+    assert not shading(np.zeros(3)).any()

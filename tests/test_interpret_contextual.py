@@ -1,0 +1,66 @@
+"""bertlab.interpret.contextual: finding the word, self-similarity, anisotropy, PCA, the caps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from interpret_models import pretrained
+
+from bertlab.errors import InputError
+from bertlab.interpret.contextual import MAX_SENTENCES, contextual_word, find_word, mean_cosine, pca_2d
+
+
+def test_the_same_sentence_twice_gives_self_similarity_one(tokenizer):
+    lm = pretrained(tokenizer)
+    r = contextual_word(lm, "river", ["the river ran in the park", "The River ran in the park"])
+    L1 = lm.config.num_layers + 1
+    assert r.vectors.shape == (L1, 2, lm.config.hidden_size)
+    np.testing.assert_allclose(r.self_similarity, 1.0, atol=1e-5)  # same context, same vector, every layer
+    assert r.projection.shape == (L1, 2, 2) and r.explained.shape == (L1, 2)
+    assert np.all(np.abs(r.anisotropy) <= 1)
+    np.testing.assert_allclose(r.adjusted_self_similarity, r.self_similarity - r.anisotropy)
+
+
+def test_senses_and_rows(tokenizer):
+    lm = pretrained(tokenizer)
+    sentences = ["the bird sang by the river", "a bird sang in the tree", "the river ran to the city", "a big river"]
+    r = contextual_word(lm, "river", sentences[:1] + sentences[2:], senses=["a", "b", "b"])
+    assert [o.sentence_index for o in r.occurrences] == [0, 1, 2]
+    assert not np.isnan(r.within_sense).any() and not np.isnan(r.across_sense).any()
+    rows = r.rows()
+    assert len(rows) == lm.config.num_layers + 1 and "same sense" in rows[0] and rows[0]["layer"] == 0
+    no_senses = contextual_word(lm, "bird", sentences[:2])
+    assert np.isnan(no_senses.within_sense).all() and "same sense" not in no_senses.rows()[0]
+
+
+def test_find_word_takes_whole_words_only(tokenizer):
+    lm = pretrained(tokenizer)
+    found = find_word(lm, "cat", "the cat and the cats sat , Cat !")
+    assert [s for s, _ in found] == ["cat", "Cat"]
+    assert all(len(p) == 1 for _, p in found)
+    assert find_word(lm, "walking", "he was walking")[0][1] != []
+
+
+def test_plain_messages(tokenizer):
+    lm = pretrained(tokenizer)
+    with pytest.raises(InputError, match="does not contain"):
+        contextual_word(lm, "cat", ["the cat sat", "the dog sat"])
+    with pytest.raises(InputError, match="at least two"):
+        contextual_word(lm, "cat", ["the cat sat"])
+    with pytest.raises(InputError, match=f"at most {MAX_SENTENCES}"):
+        contextual_word(lm, "cat", ["the cat"] * (MAX_SENTENCES + 1))
+    with pytest.raises(InputError, match="one word"):
+        contextual_word(lm, "the cat", ["the cat", "the cat"])
+    with pytest.raises(InputError, match="one sense per sentence"):
+        contextual_word(lm, "cat", ["the cat", "a cat"], senses=["x"])
+
+
+def test_mean_cosine_and_pca():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    assert mean_cosine(a) == pytest.approx((0 + 1 + 0) * 2 / 6)
+    assert mean_cosine(a, groups=np.array([0, 1, 0])) == pytest.approx(0.0)  # same-sentence pairs left out
+    proj, share = pca_2d(np.array([[0.0, 0, 0], [2, 0, 0], [4, 0, 0]]))
+    np.testing.assert_allclose(np.abs(proj[:, 0]), [2, 0, 2])
+    assert share[0] == pytest.approx(1.0)
+    one, _ = pca_2d(np.ones((1, 3)))
+    assert one.shape == (1, 2)

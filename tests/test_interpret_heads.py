@@ -1,0 +1,123 @@
+"""bertlab.interpret.heads: gates equal the model's own head_mask, importance on a model whose
+heads are known by construction, pruning curves, the saved study and the `heads` command."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from interpret_models import finetuned, one_live_head, pretrained
+
+from bertlab.errors import InputError
+from bertlab.finetune.data import SequenceExample
+from bertlab.finetune.predict import save_finetuned
+from bertlab.interpret import cli
+from bertlab.interpret.heads import (
+    HeadGates,
+    HeadStudy,
+    LabelledSentences,
+    MaskedSentences,
+    evaluate_gates,
+    head_importance,
+    pruning_curve,
+    study_heads,
+)
+from bertlab.interpret.saved import read_results
+from bertlab.interpret.targets import as_subject
+
+TEXTS = ["the cat sat on the mat", "a dog ran to the park", "the bird sang in the tree", "paris is a big city"] * 3
+
+
+def own_labels(fm, texts):
+    """The classifier's own answers as labels: the whole model scores 100%."""
+    return [SequenceExample(t, None, fm.predict(t).label) for t in texts]
+
+
+def test_gates_equal_the_models_head_mask(tokenizer):
+    lm = pretrained(tokenizer)
+    batch = lm._batch(lm.tokenizer.encode_batch(["the cat sat on the mat"]))
+    mask = torch.ones(2, 4)
+    mask[0, 1] = mask[1, 3] = 0
+    with torch.no_grad():
+        expected = lm.model(**batch, head_mask=mask).mlm_logits
+        with HeadGates(as_subject(lm), mask):
+            got = lm.model(**batch).mlm_logits
+        after = lm.model(**batch).mlm_logits
+    torch.testing.assert_close(got, expected)
+    assert not torch.allclose(after, expected)  # the hooks are gone after the block
+    with pytest.raises(InputError, match=r"\(2, 4\)"):
+        with HeadGates(as_subject(lm), torch.ones(3, 4)):
+            pass
+
+
+def test_pruning_the_most_important_head_hurts_more_than_the_least(tokenizer):
+    fm = one_live_head(tokenizer, layer=0, head=1)
+    data = LabelledSentences(own_labels(fm, TEXTS))
+    imp = head_importance(fm, data, batch_size=4)
+    assert imp.metric == 1.0
+    assert imp.order()[-1] == (0, 1)  # the one head that carries anything is the most important
+    assert imp.raw[0, 1] > 0 and np.count_nonzero(imp.raw) == 1  # constant heads get no gradient
+    most, least = torch.ones(2, 4), torch.ones(2, 4)
+    most[imp.order()[-1]] = 0
+    least[imp.order()[0]] = 0
+    acc_most, loss_most = evaluate_gates(fm, data, most)
+    acc_least, loss_least = evaluate_gates(fm, data, least)
+    assert loss_least == pytest.approx(imp.loss, abs=1e-6) and acc_least == 1.0  # pruning a dead head changes nothing
+    assert loss_most > loss_least + 1e-3
+
+
+def test_importance_is_normalised_per_layer(tokenizer):
+    fm = finetuned(tokenizer)
+    imp = head_importance(fm, LabelledSentences(own_labels(fm, TEXTS)), batch_size=1)
+    np.testing.assert_allclose(np.linalg.norm(imp.scores, axis=1), 1.0)
+    assert imp.examples == len(TEXTS)
+    assert len(imp.order()) == 8 and len(set(imp.order())) == 8
+
+
+def test_pruning_curve_runs_from_none_to_all_heads(tokenizer):
+    fm = one_live_head(tokenizer)
+    data = LabelledSentences(own_labels(fm, TEXTS))
+    imp = head_importance(fm, data)
+    curve = pruning_curve(fm, data, imp, points=5, random_orders=2)
+    assert curve.pruned == [0, 2, 4, 6, 8] and curve.share == [0, 0.25, 0.5, 0.75, 1.0]
+    assert curve.by_importance[0] == curve.random[0] == 1.0
+    assert curve.by_importance[-1] == pytest.approx(curve.random[-1])  # everything pruned either way
+    # least important first keeps the live head until the very end: no loss until then
+    assert curve.by_importance_loss[3] == pytest.approx(imp.loss, abs=1e-6)
+    assert all(
+        lo <= m + 1e-12 <= hi + 2e-12
+        for lo, m, hi in zip(curve.random_min, curve.random, curve.random_max, strict=True)
+    )
+
+
+def test_masked_lm_study_on_a_pretrained_model(tokenizer):
+    lm = pretrained(tokenizer)
+    data = MaskedSentences(TEXTS, seed=1)
+    study = study_heads(lm, data, "mlm", points=3, random_orders=1)
+    assert np.array(study.importance).shape == (2, 4)
+    assert study.pruning.pruned == [0, 4, 8]
+    assert HeadStudy.from_dict(study.to_dict()) == study
+    with pytest.raises(InputError, match="pretrained"):
+        head_importance(finetuned(tokenizer), data)
+    with pytest.raises(InputError, match="classifier"):
+        head_importance(lm, LabelledSentences([SequenceExample("the cat", None, "pos")]))
+
+
+def test_the_heads_command(tmp_path, tokenizer, tiny_checkpoint):
+    fm = one_live_head(tokenizer)
+    model = tmp_path / "model"
+    save_finetuned(model, fm.model, tokenizer, fm.setup)
+    tsv = tmp_path / "dev.tsv"
+    rows = [f"{e.text_a}\t{1 if e.label == 'pos' else 0}" for e in own_labels(fm, TEXTS)]
+    tsv.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    # the model's labels are neg/pos, SST-2's are 0/1: a plain error
+    assert cli.main(["heads", "--model", str(model), "--task", "sst2", "--data", str(tsv), "--points", "3"]) == 2
+    pre = tmp_path / "pre"
+    shutil.copytree(tiny_checkpoint, pre)
+    (tmp_path / "s.txt").write_text("\n".join(TEXTS), encoding="utf-8")
+    args = ["heads", "--model", str(pre), "--task", "mlm", "--sentences", str(tmp_path / "s.txt"), "--points", "3"]
+    assert cli.main([*args, "--random-orders", "1"]) == 0
+    saved = HeadStudy.from_dict(read_results(pre, "heads")["mlm"])
+    assert saved.data == {"file": "s.txt", "examples": len(TEXTS)} and saved.pruning.pruned == [0, 4, 8]
