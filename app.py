@@ -14,7 +14,7 @@ from bertlab.config import preset
 from bertlab.diagrams import architecture_figure
 from bertlab.figures import learning_curve_figure
 from bertlab.history import has_history
-from bertlab.model_card import unseen_rows
+from bertlab.model_card import model_card_markdown, unseen_rows
 from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
 
 setup_page("Home", ":material/science:")
@@ -35,7 +35,11 @@ PAGE_BLURBS = {
     "Train": "Train: pretrain or fine-tune a BERT of your own",
     "Jobs": "Jobs: follow and manage training runs",
     "Watch it learn": "Watch it learn: slide through training and see the answers and heads form",
-    "Ablations": "Ablations: the paper's Tables 5-8, ours beside them, and a suite to run them yourself",
+    "Ablations": "Ablations: the paper's Tables 5-8 and ours",
+    "Why it answered": "Why it answered: which words made it say that; attention rollout and flow",
+    "What each layer knows": "What each layer knows: one word in many sentences, and probes per layer",
+    "Which heads matter": "Which heads matter: head importance and pruning curves",
+    "Compare models": "Compare models: two models on one sentence, side by side",
 }
 
 st.title("BERT Lab")
@@ -103,21 +107,26 @@ if lm is not None:
     def table(rows: list[tuple[str, str]]) -> None:
         st.markdown("\n".join(f"- **{label}**: {value}" for label, value in rows))
 
-    c1, c2, c3 = st.columns(3, gap="medium")
+    c1, c2 = st.columns(2, gap="medium")
     with c1, st.container(border=True):
         st.markdown("**Size**")
         table(card.sizes)
     with c2, st.container(border=True):
         st.markdown("**Vocabulary**")
         table(card.vocabulary)
-        st.markdown("**Metrics**")
+        st.markdown("**Held-out metrics**")
         if card.metrics:
             table(card.metrics)
         else:
             st.caption("No metrics recorded in this checkpoint's model_card.json.")
-    with c3, st.container(border=True):
+    with st.container(border=True):
         st.markdown("**Training**")
-        table(card.training)
+        half = (len(card.training) + 1) // 2  # two columns of rows, so no card stands half empty
+        t1, t2 = st.columns(2, gap="medium")
+        with t1:
+            table(card.training[:half])
+        with t2:
+            table(card.training[half:])
     curve = (lm.card or {}).get("learning_curve") or []
     if curve:
         st.markdown("**How it learned**: held-out accuracy as pretraining went on")
@@ -132,7 +141,8 @@ if lm is not None:
     if unseen.get("domains"):
         st.markdown("**On English it has not seen** " + str(unseen.get("data", "")))
         st.dataframe(unseen_rows(unseen), hide_index=True)
-    readme = read_readme(lm.path)
+    # the card rendered now (plain words, commands a user can run), else the checkpoint's own README
+    readme = model_card_markdown(lm.card) if lm.card else read_readme(lm.path)
     if readme:
         with st.expander("The full model card (README.md in the checkpoint)"):
             st.markdown(readme)

@@ -3,7 +3,7 @@
 Owns: where checkpoints live (`checkpoints/`, and the final models of run folders), a cheap
 description of each one read from `config.json` alone (no weights loaded), and the model card
 shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint,
-bertlab.errors, bertlab.formatting, bertlab.runfolder (where runs live) and bertlab.inference (for
+bertlab.errors, bertlab.model_card (the plain words of card keys), bertlab.runfolder (where runs live) and bertlab.inference (for
 the default path); loads no weights, never imports streamlit.
 """
 
@@ -13,13 +13,12 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bertlab.checkpoint import HUB_ID, is_checkpoint_dir, load_config
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
-from bertlab.formatting import format_duration
 from bertlab.inference import default_model_path
+from bertlab.model_card import metric_rows, plain_value, training_rows
 from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
 
 log = logging.getLogger(__name__)
@@ -250,60 +249,6 @@ class ModelCard:
     metrics: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt(v) for v in value)
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
-    return str(value)
-
-
-# Card keys shown in the "training" section, in this order, with their labels. The pretrain
-# recipe writes most of these (bertlab.pretrain); cards written by hand may use the others.
-TRAINING_KEYS = (
-    ("training_data", "Training data"),
-    ("data", "Training data"),
-    ("corpus", "Corpus"),
-    ("corpus_documents", "Documents"),
-    ("corpus_sentences", "Sentences"),
-    ("objective", "Objective"),
-    ("train_instances", "Training instances"),
-    ("init_from", "Continued from"),
-    ("tokens", "Input tokens seen"),
-    ("tokens_seen", "Input tokens seen"),
-    ("total_tokens", "Input tokens, all stages"),
-    ("steps", "Steps"),
-    ("train_steps", "Steps"),
-    ("total_steps", "Steps, all stages"),
-    ("batch_size", "Batch size"),
-    ("learning_rate", "Learning rate"),
-    ("max_seq_length", "Sequence length"),
-    ("train_time_s", "Training time"),
-    ("training_time", "Training time"),
-    ("total_train_time_s", "Training time, all stages"),
-    ("pretrain_dropout", "Dropout while pretraining"),
-    ("hardware", "Hardware"),
-    ("seed", "Seed"),
-    ("date", "Date"),
-    ("created", "Created"),
-    ("corpus_credit", "Data credit"),
-)
-# Nested config sections worth a line each: (card key, field, label).
-CONFIG_FIELDS = (
-    ("train_config", "learning_rate", "Learning rate"),
-    ("train_config", "batch_size", "Batch size"),
-    ("train_config", "warmup", "Warm-up"),
-    ("data_config", "max_seq_length", "Sequence length"),
-    ("data_config", "masked_lm_prob", "Masked share"),
-    ("data_config", "masking", "Masking"),
-    ("data_config", "dupe_factor", "Dupe factor"),
-)
-
-
 def read_readme(directory: str | Path) -> str:
     """The checkpoint's README.md (the long model card) or '' when there is none."""
     path = Path(directory) / "README.md"
@@ -351,33 +296,16 @@ def model_card(
         vocab.append(("Casing", "uncased (lower-cased)" if lowercase else "cased"))
     if sample_tokens:
         vocab.append(("Some tokens", " ".join(sample_tokens)))
-    training: list[tuple[str, str]] = []
-    shown = set()
-    for key, label in TRAINING_KEYS:
-        if key in card and card[key] not in (None, "") and label not in shown:
-            value = format_duration(card[key]) if key.endswith("time_s") else _fmt(card[key])
-            if key == "init_from" and card.get("init_from_replaced"):
-                value += " (the earlier model in that folder, since replaced by this one)"
-            training.append((label, value))
-            shown.add(label)
-    for section, key, label in CONFIG_FIELDS:
-        value = (card.get(section) or {}).get(key) if isinstance(card.get(section), dict) else None
-        if value not in (None, "") and label not in shown:
-            training.append((label, _fmt(value)))
-            shown.add(label)
+    training = training_rows(card)
     extra = card.get("training")
     if isinstance(extra, dict):
         for k, v in extra.items():
-            training.append((k.replace("_", " ").capitalize(), _fmt(v)))
+            training.append((k.replace("_", " ").capitalize(), plain_value(v)))
     elif extra:
-        training.append(("Training", _fmt(extra)))
+        training.append(("Training", plain_value(extra)))
     if not training:
         training.append(("Training data", "not recorded (no model_card.json in the checkpoint)"))
-    metrics = (
-        [(k.replace("_", " "), _fmt(v)) for k, v in (card.get("metrics") or {}).items()]
-        if isinstance(card.get("metrics"), dict)
-        else []
-    )
+    metrics = metric_rows(card["metrics"]) if isinstance(card.get("metrics"), dict) else []
     if path:
         training.append(("Folder", path))
     return ModelCard(title, description, sizes, vocab, training, metrics)

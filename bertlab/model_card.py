@@ -4,12 +4,18 @@ Owns: how a pretrained model is described to users: what objective it was traine
 was made (command, data, optimisation), where its recipe departs from the paper's, its
 continued-pretraining lineage, its learning curve, held-out metrics and scores on English it has
 not seen, and the credits for its data. `model_card.json` itself is written by the recipes
-(bertlab.pretrain); this module only reads its fields. No torch, no streamlit.
+(bertlab.pretrain); this module only reads its fields, and owns the plain words every card key is shown in
+(METRIC_WORDS, TRAINING_WORDS) for the Home page, bertlab.catalog and README.md. Imports the
+standard library and bertlab.formatting; no torch, no streamlit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bertlab.formatting import format_duration
 
 OBJECTIVES = {
     "mlm_nsp": "masked LM + next sentence prediction, as in Devlin et al. 2018",
@@ -29,6 +35,172 @@ PAPER_DATA = {
     "masked_lm_prob": (0.15, "{:.0%} of tokens masked (the paper: 15%)"),
     "masking": ("static", "{} masking (the paper: static, each sequence masked 10 ways)"),
 }
+
+
+OBJECTIVES_SHORT = {
+    "mlm_nsp": "masked LM + next sentence prediction",
+    "mlm": "masked LM only (no next sentence prediction)",
+    "ltr": "left-to-right LM (no next sentence prediction)",
+}
+
+
+# --------------------------------------------------------------------------------------
+# Plain words for every model-card key shown to users (Home, the cards, README.md)
+# --------------------------------------------------------------------------------------
+def _share(x: object) -> str:
+    return f"{x:.1%}" if isinstance(x, (int, float)) else str(x)
+
+
+def _count(x: object) -> str:
+    return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else plain_value(x)
+
+
+def plain_value(value: object) -> str:
+    """A value as a person reads it: 4 significant digits, thousands separated, lists joined."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_value(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {plain_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+# metric key -> (label, how its value reads)
+METRIC_WORDS: dict[str, tuple[str, Callable[[object], str]]] = {
+    "mlm_acc": ("Masked words guessed right", _share),
+    "mlm_accuracy": ("Masked words guessed right", _share),
+    "mlm_loss": ("Masked-word loss (lower is better)", lambda x: f"{x:.2f}"),
+    "mlm_perplexity": ("Masked-word perplexity (lower is better)", lambda x: f"{x:,.0f}"),
+    "nsp_acc": ("Next sentence told right (chance: 50%)", _share),
+    "nsp_accuracy": ("Next sentence told right (chance: 50%)", _share),
+    "nsp_loss": ("Next-sentence loss (lower is better)", lambda x: f"{x:.2f}"),
+    "accuracy": ("Accuracy", _share),
+    "f1": ("F1", _share),
+    "exact_match": ("Exact match", _share),
+    "mcc": ("Matthews correlation", lambda x: f"{x:.3f}"),
+    "pearson": ("Pearson correlation", lambda x: f"{x:.3f}"),
+    "spearman": ("Spearman correlation", lambda x: f"{x:.3f}"),
+}
+
+
+def metric_label(key: str) -> str:
+    """The plain label of a metric key ('mlm_acc' -> 'Masked words guessed right')."""
+    return METRIC_WORDS[key][0] if key in METRIC_WORDS else key.replace("_", " ").capitalize()
+
+
+def metric_rows(metrics: dict) -> list[tuple[str, str]]:
+    """(label, value) of each metric, in plain words."""
+    rows = []
+    for key, value in metrics.items():
+        label, fmt = METRIC_WORDS.get(key, (metric_label(key), plain_value))
+        rows.append((label, fmt(value) if isinstance(value, (int, float)) else plain_value(value)))
+    return rows
+
+
+def _share_text(x: object) -> str:
+    return f"{x:.0%}" if isinstance(x, (int, float)) else "?"
+
+
+def _corpus(value: object, card: dict) -> str:
+    names = value if isinstance(value, (list, tuple)) else [value]
+    return ", ".join("Wikipedia sample (default)" if n == "default" else Path(str(n)).name or str(n) for n in names)
+
+
+def _warmup(value: object, card: dict) -> str:
+    if isinstance(value, (int, float)) and value < 1:
+        return f"the first {value:.0%} of the steps"
+    return f"the first {plain_value(value)} steps"
+
+
+def _masking(value: object, card: dict) -> str:
+    return {
+        "dynamic": "dynamic: new masks each time a sequence is seen",
+        "static": "static: masks fixed when the data is made",
+    }.get(str(value), str(value))
+
+
+def _dupe_factor(value: object, card: dict) -> str | None:
+    static = (card.get("data_config") or {}).get("masking", "static") == "static"
+    return f"{value} (each document masked {value} different ways)" if static else None  # unused when dynamic
+
+
+def _init_from(value: object, card: dict) -> str:
+    return init_source(card).replace("`", "")
+
+
+# card key (or (section, field)) -> (label, how its value reads; None hides the row), in this order.
+# The pretrain recipe writes most of these (bertlab.pretrain); cards written by hand may use the others.
+TRAINING_WORDS: tuple[tuple[str | tuple[str, str], str, Callable[[object, dict], str | None]], ...] = (
+    ("training_data", "Training data", lambda v, c: plain_value(v)),
+    ("data", "Training data", lambda v, c: plain_value(v)),
+    ("corpus", "Text it learned from", _corpus),
+    ("corpus_documents", "Documents", lambda v, c: _count(v)),
+    ("corpus_sentences", "Sentences", lambda v, c: _count(v)),
+    ("objective", "Pretraining tasks", lambda v, c: OBJECTIVES_SHORT.get(str(v), str(v))),
+    ("train_instances", "Training sequences", lambda v, c: _count(v)),
+    ("init_from", "Continued from", _init_from),
+    ("tokens", "Input tokens seen", lambda v, c: _count(v)),
+    ("tokens_seen", "Input tokens seen", lambda v, c: _count(v)),
+    ("total_tokens", "Input tokens, all stages", lambda v, c: _count(v)),
+    ("steps", "Steps", lambda v, c: _count(v)),
+    ("train_steps", "Steps", lambda v, c: _count(v)),
+    ("total_steps", "Steps, all stages", lambda v, c: _count(v)),
+    ("batch_size", "Batch size", lambda v, c: f"{plain_value(v)} sequences"),
+    ("learning_rate", "Peak learning rate", lambda v, c: plain_value(v)),
+    ("max_seq_length", "Sequence length", lambda v, c: f"{plain_value(v)} tokens"),
+    ("train_time_s", "Training time", lambda v, c: _duration(v)),
+    ("training_time", "Training time", lambda v, c: plain_value(v)),
+    ("total_train_time_s", "Training time, all stages", lambda v, c: _duration(v)),
+    ("pretrain_dropout", "Dropout while pretraining", lambda v, c: plain_value(v)),
+    ("hardware", "Hardware", lambda v, c: plain_value(v)),
+    ("seed", "Seed", lambda v, c: plain_value(v)),
+    ("date", "Date", lambda v, c: plain_value(v)),
+    ("created", "Created", lambda v, c: plain_value(v)),
+    ("finished", "Finished", lambda v, c: plain_value(v)),
+    (("train_config", "learning_rate"), "Peak learning rate", lambda v, c: plain_value(v)),
+    (("train_config", "batch_size"), "Batch size", lambda v, c: f"{plain_value(v)} sequences"),
+    (("train_config", "warmup"), "Learning-rate warm-up", _warmup),
+    (("data_config", "max_seq_length"), "Sequence length", lambda v, c: f"{plain_value(v)} tokens"),
+    (("data_config", "masked_lm_prob"), "Tokens masked", lambda v, c: f"{_share(v).replace('.0%', '%')} of them"),
+    (("data_config", "masking"), "Masking", _masking),
+    (("data_config", "dupe_factor"), "Copies of the data", _dupe_factor),
+    ("corpus_credit", "Data credit", lambda v, c: plain_value(v)),
+)
+
+
+def _duration(seconds: object) -> str:
+    return format_duration(float(seconds)) if isinstance(seconds, (int, float)) else str(seconds)
+
+
+def training_rows(card: dict) -> list[tuple[str, str]]:
+    """(label, value) of what the card records about how the model was trained, in plain words,
+    one row per label (the first key that has a value wins)."""
+    rows: list[tuple[str, str]] = []
+    shown: set[str] = set()
+    for key, label, words in TRAINING_WORDS:
+        if isinstance(key, tuple):
+            section = card.get(key[0])
+            value = section.get(key[1]) if isinstance(section, dict) else None
+        else:
+            value = card.get(key)
+        if value in (None, "") or label in shown:
+            continue
+        text = words(value, card)
+        if text is not None:
+            rows.append((label, text))
+            shown.add(label)
+    return rows
+
+
+def runnable_command(command: str) -> str:
+    """A recorded command as a user can run it here: a --run-dir (or run_dir=) given as an
+    absolute path on the machine that trained the model becomes runs/<its name>."""
+    return re.sub(
+        r"(--run-dir[ =]|run_dir=)(/\S+)", lambda m: f"{m.group(1)}runs/{Path(m.group(2)).name}", str(command)
+    )
 
 
 def objective_text(objective: str | None) -> str:
@@ -142,8 +314,8 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
     lines = [
         f"# {card.get('name', 'bertlab model')}",
         "",
-        f"A BERT-{card.get('size', '?')} pretrained by BERT Lab with its own command, objective "
-        f"`{card.get('objective')}` ({objective_text(card.get('objective'))}).",
+        f"A BERT-{card.get('size', '?')} pretrained by BERT Lab with its own command on "
+        f"{objective_text(card.get('objective'))}.",
     ]
     if card.get("summary"):
         lines += ["", card["summary"]]
@@ -152,19 +324,20 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         "## How it was made",
         "",
         "```bash",
-        card.get("command", ""),
+        runnable_command(card.get("command", "")),
         "```",
         "",
         f"- Corpus: {', '.join(card.get('corpus', []))} — {_num(card.get('corpus_documents'))} documents, "
         f"{_num(card.get('corpus_sentences'))} sentences.",
-        f"- Instances: {_num(card.get('train_instances'))} ({_num(card.get('train_instance_tokens'))} tokens), "
-        f"max_seq_length {d.get('max_seq_length')}, masked_lm_prob {d.get('masked_lm_prob')}, "
-        f"{d.get('mask_token_prob')}/{d.get('random_token_prob')}/"
-        f"{round(1 - d.get('mask_token_prob', 0) - d.get('random_token_prob', 0), 3)} mask/random/keep, "
-        f"{'dupe_factor ' + str(d.get('dupe_factor')) + ', ' if d.get('masking') == 'static' else ''}"
-        f"{d.get('masking')} masking.",
-        f"- Optimisation: AdamW lr {t.get('learning_rate')}, betas {t.get('adam_betas')}, warm-up {t.get('warmup')}, "
-        f"{t.get('schedule', 'linear')} decay, batch {t.get('batch_size')}, weight decay {t.get('weight_decay')}.",
+        f"- Training sequences: {_num(card.get('train_instances'))} ({_num(card.get('train_instance_tokens'))} "
+        f"tokens) of up to {d.get('max_seq_length')} tokens; {_share_text(d.get('masked_lm_prob'))} of the tokens "
+        f"masked, of those {_share_text(d.get('mask_token_prob'))} shown as [MASK], "
+        f"{_share_text(d.get('random_token_prob'))} as a random word and the rest unchanged; "
+        f"{_masking(d.get('masking'), card)}"
+        + (f", each document masked {d.get('dupe_factor')} ways." if d.get("masking") == "static" else "."),
+        f"- Optimisation: AdamW with peak learning rate {t.get('learning_rate')}, betas {t.get('adam_betas')}, "
+        f"warm-up over {_warmup(t.get('warmup'), card)}, {t.get('schedule', 'linear')} decay, "
+        f"batches of {t.get('batch_size')} sequences, weight decay {t.get('weight_decay')}.",
         f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
         + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),
         f"- Trained {_num(card.get('steps'))} step{'' if card.get('steps') == 1 else 's'}, "
@@ -195,8 +368,7 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         "| metric | value |",
         "|---|---|",
     ]
-    for k, v in m.items():
-        lines.append(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |")
+    lines += [f"| {label} | {value} |" for label, value in metric_rows(m)]
     if metrics_note:
         lines += ["", metrics_note]
     if card.get("learning_curve"):
@@ -223,7 +395,7 @@ def _lineage(card: dict) -> list[str]:
         f"This run continued pretraining from {init_source(card)}, which had been trained with",
         "",
         "```bash",
-        str(parent.get("command", "?")),
+        runnable_command(str(parent.get("command", "?"))),
         "```",
         "",
         f"for {parent.get('steps', 0):,} steps, {parent.get('tokens', 0):,} input tokens and "

@@ -330,7 +330,22 @@ def test_model_card_metrics(app_env, tmp_path):
     at.run()
     assert_clean(at)
     text = " ".join(m.value for m in at.markdown)
-    assert "toy text" in text and "0.42" in text
+    assert "toy text" in text and "Masked words guessed right**: 42.0%" in text
+
+
+def test_home_shows_the_shipped_card_in_plain_words(app_env):
+    """Issue 25: no raw keys (mlm acc, Dupe factor, mlm_nsp, Warm-up: 0.02) and no machine path in a command."""
+    shipped = REPO / "checkpoints" / "bertlab-mini"
+    at = open_page()
+    at.session_state["bertlab_model"] = str(shipped)
+    at.run()
+    assert_clean(at)
+    text = " ".join(m.value for m in at.markdown)
+    for raw in ("mlm acc", "mlm_acc", "Dupe factor", "mlm_nsp", "Warm-up**: 0.02", "nsp acc"):
+        assert raw not in text, raw
+    assert "Masked words guessed right**: 30.5%" in text and "the first 2% of the steps" in text
+    assert "masked LM + next sentence prediction" in text
+    assert "--run-dir /" not in text and "--run-dir runs/bertlab-mini " in text  # the stage-1 command, runnable
 
 
 def test_home_shows_the_learning_curve_and_unseen_english(app_env, tmp_path):

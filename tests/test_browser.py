@@ -35,6 +35,10 @@ PAGES = [
     ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
     ("Watch_it_learn", "Watch it learn", ".js-plotly-plot"),
     ("Ablations", "Ablations", ".js-plotly-plot"),
+    ("Why_it_answered", "Why it answered", ".js-plotly-plot"),
+    ("What_each_layer_knows", "What each layer knows", ".js-plotly-plot"),
+    ("Which_heads_matter", "Which heads matter", ".js-plotly-plot"),
+    ("Compare_models", "Compare models", ".js-plotly-plot"),
 ]
 
 

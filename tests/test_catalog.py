@@ -140,7 +140,10 @@ def test_model_card_sections():
     training = dict(card.training)
     assert training["Training data"] == "WikiText-2" and training["Steps"] == "20,000"
     assert training["Peak learning rate"] == "0.001" and training["Folder"] == "/x/bertlab-mini"
-    assert dict(card.metrics) == {"mlm accuracy": "0.4123", "nsp accuracy": "0.9"}
+    assert dict(card.metrics) == {
+        "Masked words guessed right": "41.2%",
+        "Next sentence told right (chance: 50%)": "90.0%",
+    }
 
 
 def test_model_card_without_card_file():
@@ -166,10 +169,10 @@ def test_model_card_from_the_pretrain_recipe():
         },
     )
     training = dict(card.training)
-    assert training["Corpus"] == "default, wikitext" and training["Training time"] == "1 h 30 min"
-    assert training["Input tokens seen"] == "123,456" and training["Learning rate"] == "0.0005"
-    assert training["Batch size"] == "64" and training["Sequence length"] == "128"
-    assert C.format_duration(95) == "1 min 35 s" and C.format_duration(7) == "7 s"
+    assert training["Text it learned from"] == "Wikipedia sample (default), wikitext"
+    assert training["Training time"] == "1 h 30 min"
+    assert training["Input tokens seen"] == "123,456" and training["Peak learning rate"] == "0.0005"
+    assert training["Batch size"] == "64 sequences" and training["Sequence length"] == "128 tokens"
 
 
 def test_model_card_of_continued_pretraining_shows_both_stages():

@@ -147,3 +147,19 @@ def test_the_shipped_configs_say_what_is_true():
     assert "Not the shipped model's recipe" in mini and "default-model.yaml" in mini
     default = (REPO / "configs" / "default-model.yaml").read_text()
     assert "843" not in default and "checkpoints/bertlab-mini" in default
+
+
+def test_every_key_in_plain_words_and_commands_without_machine_paths():
+    from bertlab.model_card import metric_rows, runnable_command, training_rows
+
+    card = _card(train_config={"warmup": 0.02, "learning_rate": 1e-3}, metrics={"mlm_acc": 0.3047, "nsp_acc": 0.8})
+    card["data_config"] = {"masking": "dynamic", "dupe_factor": 5, "masked_lm_prob": 0.2}
+    rows = dict(training_rows(card))
+    assert rows["Learning-rate warm-up"] == "the first 2% of the steps" and rows["Tokens masked"] == "20% of them"
+    assert "Copies of the data" not in rows  # dupe_factor means nothing under dynamic masking
+    assert dict(metric_rows(card["metrics"]))["Masked words guessed right"] == "30.5%"
+    assert (
+        runnable_command("bertlab pretrain --run-dir /work/runs/mini x=1") == "bertlab pretrain --run-dir runs/mini x=1"
+    )
+    assert runnable_command("bertlab pretrain --run-dir=runs/a") == "bertlab pretrain --run-dir=runs/a"
+    assert "/work/runs" not in model_card_markdown({**card, "init_card": {"command": "p --run-dir /work/runs/m"}})

@@ -69,6 +69,10 @@ PAGE_ICONS = {
     "Jobs": ":material/work_history:",
     "Watch it learn": ":material/timeline:",
     "Ablations": ":material/science:",
+    "Why it answered": ":material/psychology_alt:",
+    "What each layer knows": ":material/layers:",
+    "Which heads matter": ":material/account_tree:",
+    "Compare models": ":material/compare:",
 }
 DEFAULT_ICON = ":material/article:"
 
