@@ -64,3 +64,12 @@ def test_mean_cosine_and_pca():
     assert share[0] == pytest.approx(1.0)
     one, _ = pca_2d(np.ones((1, 3)))
     assert one.shape == (1, 2)
+
+
+def test_sense_lines():
+    from bertlab.interpret.contextual import BANK_EXAMPLE, parse_sense_lines
+
+    sentences, senses = parse_sense_lines(["river: the bank of the river", "", "the bank: a money place"])
+    assert sentences == ["the bank of the river", "the bank: a money place"] and senses == ["river", "?"]
+    assert parse_sense_lines(["a bank", "the bank"]) == (["a bank", "the bank"], None)
+    assert parse_sense_lines(BANK_EXAMPLE)[1] == ["river"] * 3 + ["money"] * 3

@@ -120,6 +120,36 @@ def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return proj, share
 
 
+BANK_EXAMPLE = (
+    "river: We sat on the bank of the river and watched the boats.",
+    "river: The river bank was muddy after the rain.",
+    "river: She walked along the bank to her fishing spot.",
+    "money: I need to go to the bank to pay in a cheque.",
+    "money: The bank raised its interest rates again.",
+    "money: He opened an account at the bank in town.",
+)
+
+
+def parse_sense_lines(lines: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Sentences, one a line, each optionally prefixed with its sense ("river: We sat on the bank").
+
+    Returns the sentences and their senses, or None for senses when no line names one (a line
+    without a prefix then gets the sense "?")."""
+    sentences, senses = [], []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        head, colon, rest = line.partition(":")
+        if colon and rest.strip() and head.strip() and len(head.split()) == 1:
+            senses.append(head.strip())
+            sentences.append(rest.strip())
+        else:
+            senses.append("?")
+            sentences.append(line)
+    return sentences, (senses if any(s != "?" for s in senses) else None)
+
+
 def find_word(lm: LoadedModel, word: str, sentence: str) -> list[tuple[str, list[int]]]:
     """Every occurrence of `word` (a whole word, case-insensitive) in `sentence`: its surface text
     and token positions in `lm.tokenizer.encode(sentence)`."""

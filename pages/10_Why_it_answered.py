@@ -1,0 +1,163 @@
+"""Why it answered: which input tokens made the model say it (gradient x input, integrated
+gradients), and attention rollout and flow beside the raw attention. Logic in bertlab.interpret."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.catalog import find_run_checkpoints, is_finetuned
+from bertlab.errors import BertLabError
+from bertlab.explore import input_notes
+from bertlab.finetune.predict import load_finetuned
+from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
+from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
+from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
+from bertlab.interpret.views import attribution_figure, flow_figure, raw_and_rollout_figures, shaded_tokens_html
+from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+
+setup_page("Why it answered", ":material/psychology_alt:")
+st.title("Why it answered")
+lm = require_model()
+
+MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned model's answer"
+
+
+@st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
+def _finetuned(path: str):
+    return load_finetuned(path, device="cpu")
+
+
+controls, explain = st.columns([3, 2], gap="large")
+with explain:
+    concept(
+        "**Attribution** asks which input words moved the answer. **Gradient × input** multiplies each "
+        "word's embedding by how sensitive the answer is to it: one backward pass, but only a local slope. "
+        "**Integrated gradients** (Sundararajan et al. 2017) averages that slope along the path from a "
+        "*baseline* (every word replaced by `[PAD]`) to the sentence; its scores **add up** to "
+        "p(sentence) − p(baseline), which is checked below. Green raised the answer, red lowered it. "
+        "**Attention rollout** and **flow** (Abnar & Zuidema 2020) follow attention through all layers, "
+        "counting the residual connection; raw attention shows one layer only."
+    )
+with controls:
+    kind = st.radio("Explain", [MASK, NSP, TASK], horizontal=True, key="why_kind")
+    steps = st.slider(
+        "Integrated-gradients steps to start with",
+        8,
+        MAX_IG_STEPS,
+        32,
+        step=8,
+        key="why_steps",
+        help=f"If the scores do not add up (within 5%), the steps are doubled, up to {MAX_IG_STEPS}: each step is one "
+        "forward and backward pass, so the cap keeps one request from tying up the machine.",
+    )
+    text_b = None
+    model, target, model_name = lm, None, "the model in the sidebar"
+    if kind == MASK:
+        text = st.text_input("Sentence with a [MASK]", "The capital of France is [MASK].", key="why_text")
+    elif kind == NSP:
+        text = st.text_input("Sentence A", "The cat sat on the mat.", key="why_a")
+        text_b = st.text_input("Sentence B", "It was warm in the sun.", key="why_b")
+        target = IsNext()
+    else:
+        tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
+        if not tuned:
+            st.info(
+                "No fine-tuned model was found among the runs. Fine-tune one on the **Train** page "
+                "(e.g. SST-2), then come back to see which words decided its label.",
+                icon=":material/info:",
+            )
+            st.stop()
+        path = st.selectbox("Fine-tuned model", [e.path for e in tuned], format_func=lambda p: p, key="why_tuned")
+        try:
+            model = _finetuned(path)
+        except BertLabError as exc:
+            show_error(exc)
+            st.stop()
+        model_name = f"{path} ({model.task})"
+        text = st.text_input("Text (the question, for question answering)", "a gripping, funny film", key="why_ft")
+        if model.task_shape in ("pair", "regression", "qa"):
+            text_b = st.text_input("Second text (the context, for question answering)", key="why_ft_b")
+
+if not text.strip() or (text_b is not None and not text_b.strip()):
+    st.warning("Type the sentence(s) to explain.", icon=":material/edit_note:")
+    st.stop()
+
+if kind == MASK:
+    try:
+        answers = lm.fill_mask(text, top_k=5, joint=False).masks[0].candidates
+    except BertLabError as exc:
+        show_error(exc)
+        st.stop()
+    token = st.selectbox(
+        "Which answer to explain",
+        [c.token for c in answers],
+        format_func=lambda t: f"{t} ({next(c.score for c in answers if c.token == t):.1%})",
+        key="why_answer",
+        help="The model's five best answers for the first [MASK]; the explanation is for the one picked.",
+    )
+    target = MaskedWord(token)
+if kind != TASK:
+    show_notes(input_notes(lm.tokenizer, lm.max_length, text, text_b))
+elif model.task_shape == "tagging":
+    target = TaskLabel(position=1)
+
+try:
+    with st.spinner("Integrating gradients…"):
+        result = attribute(model, text, text_b, target=target, steps=steps)
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+
+st.subheader(f"Why {result.target}")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Prediction", f"{result.prediction:.3f}", border=True)
+m2.metric("Baseline ([PAD] words)", f"{result.baseline_prediction:.3f}", border=True)
+m3.metric("Sum of integrated gradients", f"{result.integrated_gradients.sum():.3f}", border=True)
+m4.metric("Steps used", result.steps, border=True)
+if result.converged:
+    st.caption(
+        f"The scores add up: their sum differs from prediction − baseline = {result.difference:.4f} by "
+        f"{abs(result.delta):.1e} (completeness holds within 5%). Explained for {model_name}."
+    )
+else:
+    st.warning(
+        f"Integrated gradients did not converge within {result.steps} steps: the scores miss prediction − baseline "
+        f"by {abs(result.delta):.3g}. Read them as rough.",
+        icon=":material/warning:",
+    )
+st.markdown("**Integrated gradients**")
+st.markdown(shaded_tokens_html(result.tokens, result.integrated_gradients), unsafe_allow_html=True)
+st.markdown("**Gradient × input**")
+st.markdown(shaded_tokens_html(result.tokens, result.gradient_x_input), unsafe_allow_html=True)
+show_figure(attribution_figure(result), "attribution", key="why_bars")
+with st.expander("The scores as a table"):
+    st.dataframe(pd.DataFrame(result.rows()), hide_index=True, width="stretch")
+
+if kind == TASK:
+    st.stop()
+
+st.subheader("Attention rollout and flow")
+try:
+    maps = attention_maps(lm, text, text_b)
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+L = maps.raw.shape[0]
+layer = st.slider("Layer", 1, L, L, key="why_layer") - 1
+left, right = st.columns(2, gap="large")
+raw_fig, roll_fig = raw_and_rollout_figures(maps, layer)
+with left:
+    show_figure(raw_fig, "raw-attention", key="why_raw")
+with right:
+    show_figure(roll_fig, "rollout", key="why_rollout")
+show_figure(
+    flow_figure(maps, f"What reaches {maps.tokens[maps.flow_position]} after the last layer"), "flow", key="why_flow"
+)
+if maps.flow is None:
+    st.info(maps.flow_note, icon=":material/info:")
+else:
+    st.caption(
+        f"Flow took {maps.flow_seconds:.2f} s ({len(maps.tokens)} tokens × {L} layers; it is skipped above "
+        f"{MAX_FLOW_EDGES:,} edges, tokens² × layers, to stay interactive)."
+    )

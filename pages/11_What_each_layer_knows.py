@@ -1,0 +1,98 @@
+"""What each layer knows: one word in several sentences layer by layer (Ethayarajh 2019), and
+linear probes per layer (Tenney et al. 2019) read from results saved beside the model."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.errors import BertLabError
+from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
+from bertlab.interpret.probing import ProbeResult
+from bertlab.interpret.saved import read_results, result_path
+from bertlab.interpret.views import pca_figure, probe_figure, similarity_figure
+from pages.common import concept, require_model, setup_page, show_error, show_figure
+
+setup_page("What each layer knows", ":material/layers:")
+st.title("What each layer knows")
+lm = require_model()
+
+contextual_tab, probe_tab = st.tabs(["Contextual vs static", "Probing classifiers"])
+
+with contextual_tab:
+    controls, explain = st.columns([3, 2], gap="large")
+    with explain:
+        concept(
+            "A static embedding gives **bank** one vector; BERT gives it a new vector in every sentence. "
+            "**Self-similarity** (Ethayarajh 2019) is the mean cosine between the word's vectors in different "
+            "sentences: 1 means the layer ignores the context. Every layer's vectors also share a common "
+            "direction, so even random words look alike; that is the **anisotropy**, measured on random word "
+            "pairs of a sample, and the **adjusted** value subtracts it. Give each sentence a sense "
+            "(`river: …`) to compare the same sense with the other one."
+        )
+    with controls:
+        word = st.text_input("Word", "bank", key="ctx_word")
+        lines = st.text_area(
+            f"Sentences that use it, one a line (at most {MAX_SENTENCES}); 'sense: sentence' to name its sense",
+            "\n".join(BANK_EXAMPLE),
+            height=180,
+            key="ctx_lines",
+            help=f"Each sentence is one forward pass and every pair is compared, so at most {MAX_SENTENCES} at once.",
+        )
+    sentences, senses = parse_sense_lines(lines.splitlines())
+    try:
+        result = contextual_word(lm, word, sentences, senses)
+    except BertLabError as exc:
+        show_error(exc)
+    else:
+        L = result.projection.shape[0] - 1
+        shown = sorted({0, max(1, L // 4), L // 2, (3 * L) // 4, L}) if L > 4 else list(range(L + 1))
+        st.subheader(f"“{result.word}” in {len(sentences)} sentences, layer by layer")
+        show_figure(pca_figure(result, shown), "contextual-pca", key="ctx_pca")
+        st.caption(
+            "Each dot is the word in one sentence, projected on the two main directions of that layer's vectors "
+            "(PCA, fitted per layer; "
+            + ", ".join(f"layer {i}: {result.explained[i].sum():.0%}" for i in shown)
+            + " of the variance)."
+        )
+        show_figure(similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim")
+        st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")
+
+with probe_tab:
+    controls, explain = st.columns([3, 2], gap="large")
+    with explain:
+        concept(
+            "A **probe** is a linear classifier trained on one layer's frozen vectors to predict a label of each "
+            "word: its part of speech (UPOS, from Universal Dependencies English-EWT) or its named-entity tag "
+            "(WNUT-17). If a linear probe reads it well, the layer holds it in plain sight. Tenney et al. (2019) "
+            "summarise where a skill is learned by its **centre of gravity**: the layer at which, on average, "
+            "the accuracy is gained."
+        )
+    saved = [ProbeResult.from_dict(d) for d in read_results(lm.path, "probe").values()] if lm.path else []
+    with controls:
+        if not saved:
+            st.info(
+                "No probing results are saved beside this model yet. Probing trains a classifier per layer on "
+                "thousands of words, so it runs as a command (a job), not while you wait; the page shows it "
+                "when it is done:",
+                icon=":material/info:",
+            )
+            st.code(
+                f"python -m bertlab.interpret probe --model {lm.path or 'MODEL'} --task upos \\\n"
+                "    --train DATA/ud_en_ewt/en_ewt-ud-train.conllu --eval DATA/ud_en_ewt/en_ewt-ud-dev.conllu",
+                language="bash",
+            )
+    if saved:
+        show_figure(probe_figure(saved, "Probe accuracy per layer"), "probing", key="probe_fig")
+        for r in saved:
+            cog = (
+                f"{r.centre_of_gravity:.2f}"
+                if r.centre_of_gravity is not None
+                else "none (no layer beats the embeddings)"
+            )
+            st.markdown(
+                f"**{r.task}**: {r.train_words:,} training and {r.eval_words:,} evaluation words "
+                f"({r.data.get('train', '?')} → {r.data.get('eval', '?')}); always answering the commonest tag scores "
+                f"{r.majority:.1%}; centre of gravity {cog}. Saved in `{result_path(lm.path, 'probe', r.task)}`."
+            )
+            st.dataframe(pd.DataFrame(r.rows()).round(4), hide_index=True, width="stretch")

@@ -1,0 +1,103 @@
+"""Which heads matter: head importance (Michel et al. 2019) and the accuracy as heads are pruned,
+least important first or at random. Logic in bertlab.interpret.heads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertlab.catalog import find_run_checkpoints, is_finetuned
+from bertlab.errors import BertLabError
+from bertlab.interpret.contextual import SAMPLE_SENTENCES
+from bertlab.interpret.heads import MAX_PAGE_EXAMPLES, HeadStudy, MaskedSentences, study_heads
+from bertlab.interpret.saved import read_results
+from bertlab.interpret.views import importance_figure, pruning_figure
+from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+
+setup_page("Which heads matter", ":material/account_tree:")
+st.title("Which heads matter")
+lm = require_model()
+
+SIDEBAR, TUNED = "The model in the sidebar (masked LM)", "A fine-tuned classifier (saved results)"
+
+
+@st.cache_data(show_spinner="Measuring every head on the built-in sentences…", max_entries=8)
+def _sample_study(path: str, num_layers: int, num_heads: int) -> dict:
+    # keyed by the model; the model itself comes from the cached loader
+    data = MaskedSentences(list(SAMPLE_SENTENCES)[:MAX_PAGE_EXAMPLES], seed=0)
+    return study_heads(lm, data, "mlm-sample", points=9, random_orders=3).to_dict()
+
+
+def show_study(study: HeadStudy, key: str) -> None:
+    metric = "masked-word accuracy" if study.task.startswith("mlm") else "accuracy"
+    left, right = st.columns(2, gap="large")
+    with left:
+        show_figure(
+            importance_figure(study.importance, "Importance of each head"), f"importance-{key}", key=f"imp_{key}"
+        )
+    with right:
+        show_figure(
+            pruning_figure(study.pruning, metric, f"{metric.capitalize()} as heads are pruned"),
+            f"pruning-{key}",
+            key=f"prune_{key}",
+        )
+    curve = study.pruning
+    half = min(range(len(curve.pruned)), key=lambda i: abs(curve.share[i] - 0.5))
+    st.caption(
+        f"On {study.examples} examples ({study.data.get('file', 'built-in sentences')}); the whole model scores "
+        f"{study.accuracy:.1%}. With {curve.share[half]:.0%} of the heads pruned: {curve.by_importance[half]:.1%} "
+        f"least important first, {curve.random[half]:.1%} in random order (mean of {curve.random_orders}). "
+        f"Took {study.seconds:.1f} s."
+    )
+
+
+controls, explain = st.columns([3, 2], gap="large")
+with explain:
+    concept(
+        "Michel et al. (2019) put a gate ξ on every head's output and ask how much the loss would change if "
+        "the gate closed: the **importance** of a head is the mean |∂ loss / ∂ ξ| over examples, normalised "
+        "per layer. Then they **prune** heads, least important first, and watch the accuracy: many heads can "
+        "go before it falls, far more than in a **random** order. The Attention page switches heads off by "
+        "hand; this makes it a measurement."
+    )
+with controls:
+    source = st.radio("Model", [SIDEBAR, TUNED], horizontal=True, key="heads_source")
+
+if source == SIDEBAR:
+    saved = {k: HeadStudy.from_dict(v) for k, v in read_results(lm.path, "heads").items()} if lm.path else {}
+    for task, study in saved.items():
+        st.subheader(f"Saved: {task}")
+        show_study(study, task)
+    st.subheader("On the built-in sentences")
+    st.caption(
+        f"{min(len(SAMPLE_SENTENCES), MAX_PAGE_EXAMPLES)} everyday sentences (at most {MAX_PAGE_EXAMPLES} here, so it "
+        "runs while you wait), 15% of their words masked; the score is how many masked words the model gets right."
+    )
+    try:
+        study = HeadStudy.from_dict(_sample_study(chosen_model(), lm.config.num_layers, lm.config.num_heads))
+    except BertLabError as exc:
+        show_error(exc)
+        st.stop()
+    show_study(study, "sample")
+else:
+    tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
+    if not tuned:
+        st.info(
+            "No fine-tuned model was found among the runs. Fine-tune a classifier (e.g. SST-2) on the **Train** page, "
+            "then measure its heads with the command below.",
+            icon=":material/info:",
+        )
+        path = None
+    else:
+        path = st.selectbox("Fine-tuned model", [e.path for e in tuned], key="heads_tuned")
+        studies = read_results(path, "heads")
+        for task, data in studies.items():
+            st.subheader(f"Saved: {task}")
+            show_study(HeadStudy.from_dict(data), task)
+        if not studies:
+            st.info("No head study is saved beside this model yet.", icon=":material/info:")
+    st.markdown("Head importance on a labelled set runs as a command (a job) and is saved beside the model:")
+    st.code(
+        f"python -m bertlab.interpret heads --model {path or 'runs/RUN/model'} --task sst2 \\\n"
+        "    --data DATA/glue/SST-2/dev.tsv --max-examples 872",
+        language="bash",
+    )

@@ -1,0 +1,87 @@
+"""Compare two models on one sentence: fill-mask answers, attributions and attention rollout side by side."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from bertlab.catalog import find_checkpoints
+from bertlab.errors import BertLabError
+from bertlab.inference import load_model
+from bertlab.interpret.compare import compare_models
+from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
+from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+
+setup_page("Compare models", ":material/compare:")
+st.title("Compare models")
+lm = require_model()
+
+
+@st.cache_resource(show_spinner="Loading the second model…", max_entries=2)
+def _second(path: str):
+    return load_model(path, device="auto")
+
+
+current = chosen_model()
+entries = [e for e in find_checkpoints(include_finetuned=False) if e.exists]
+others = [e.path for e in entries if e.path != current]
+labels = {e.path: e.label for e in entries}
+
+controls, explain = st.columns([3, 2], gap="large")
+with explain:
+    concept(
+        "Put two models on the same sentence: the shipped model and a snapshot of a run, a model before and "
+        "after more pretraining, ours and one of Google's. Each answers the `[MASK]`, each answer is explained "
+        "by **integrated gradients** (which words raised it, green, or lowered it, red), and each model's "
+        "**attention rollout** shows where information flowed. Each model reads the sentence with its own "
+        "vocabulary, so the tokens may differ."
+    )
+with controls:
+    st.markdown(f"**Model A** (the sidebar): {labels.get(current, current)}")
+    if not others:
+        st.info(
+            "Only one model is available, so it is compared with itself. Train a model on the **Train** page, or "
+            "pick another folder in the sidebar, to compare two.",
+            icon=":material/info:",
+        )
+    path_b = st.selectbox(
+        "Model B", others or [current], format_func=lambda p: labels.get(p, p), key="cmp_b", disabled=not others
+    )
+    text = st.text_input("Sentence with a [MASK]", "The man went to the [MASK] to buy some milk.", key="cmp_text")
+
+try:
+    other = lm if path_b == current else _second(path_b)
+    with st.spinner("Reading the sentence with both models…"):
+        result = compare_models(lm, other, text, names=("A", "B"), steps=32)
+except BertLabError as exc:
+    show_error(exc)
+    st.stop()
+
+a_top = result.left.fill_mask.masks[0].candidates[0].word
+b_top = result.right.fill_mask.masks[0].candidates[0].word
+if result.agree:
+    st.success(f"Both models answer **{a_top}**.", icon=":material/check_circle:")
+else:
+    st.info(f"Model A answers **{a_top}**, model B **{b_top}**.", icon=":material/compare_arrows:")
+
+columns = st.columns(2, gap="large")
+for side, col, path in ((result.left, columns[0], current), (result.right, columns[1], path_b)):
+    with col:
+        st.subheader(f"Model {side.name}")
+        st.caption(labels.get(path, path))
+        st.dataframe(
+            pd.DataFrame(
+                [{"answer": c.word, "probability": f"{c.score:.1%}"} for c in side.fill_mask.masks[0].candidates]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        st.markdown(f"**Why {side.attribution.target}** (integrated gradients)")
+        st.markdown(
+            shaded_tokens_html(side.attribution.tokens, side.attribution.integrated_gradients), unsafe_allow_html=True
+        )
+        if not side.attribution.converged:
+            st.caption(f"Not converged in {side.attribution.steps} steps: read as rough.")
+        L = side.attention.rollout.shape[0]
+        _, rollout = raw_and_rollout_figures(side.attention, L - 1)
+        show_figure(rollout, f"rollout-{side.name}", key=f"cmp_roll_{side.name}")

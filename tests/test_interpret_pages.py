@@ -1,0 +1,111 @@
+"""The four interpretation pages under AppTest on a tiny random model: each runs clean, draws its
+figures, shows results saved beside the model, and answers bad input with a plain message."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from bertlab.interpret.probing import ProbeResult  # noqa: E402
+from bertlab.interpret.saved import write_result  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 90
+WHY, LAYERS, HEADS, COMPARE = (
+    "pages/10_Why_it_answered.py",
+    "pages/11_What_each_layer_knows.py",
+    "pages/12_Which_heads_matter.py",
+    "pages/13_Compare_models.py",
+)
+
+
+@pytest.fixture
+def model(monkeypatch, tiny_checkpoint, tmp_path) -> Path:
+    """A copy of the tiny checkpoint (results get saved beside it) as the app's model."""
+    path = tmp_path / "tiny"
+    shutil.copytree(tiny_checkpoint, path)
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(path))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    return path
+
+
+def open_page(page: str) -> AppTest:
+    """Run the home page, then switch to `page` the way the sidebar links do."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    at.switch_page(page).run()
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def text(at: AppTest) -> str:
+    return " ".join(str(m.value) for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.subheader])
+
+
+def test_why_it_answered(model):
+    at = open_page(WHY)
+    assert_clean(at)
+    assert any("Why P(" in s.value for s in at.subheader)
+    assert "The scores add up" in text(at) or "did not converge" in text(at)
+    assert len(at.get("plotly_chart")) == 4  # bars, raw, rollout, flow
+    at.text_input(key="why_text").set_value("no mask at all").run()
+    assert_clean(at)
+    assert "[MASK]" in " ".join(w.value for w in at.warning)
+    at.radio(key="why_kind").set_value("Next sentence: P(IsNext)").run()
+    assert_clean(at)
+    assert any("P(IsNext)" in s.value for s in at.subheader)
+    at.radio(key="why_kind").set_value("A fine-tuned model's answer").run()
+    assert_clean(at)
+    assert "No fine-tuned model" in text(at)
+
+
+def test_what_each_layer_knows(model):
+    at = open_page(LAYERS)
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 2  # PCA and similarity; no probe results yet
+    assert "python -m bertlab.interpret probe" in " ".join(c.value for c in at.code)
+    at.text_input(key="ctx_word").set_value("zebra").run()
+    assert "does not contain" in " ".join(w.value for w in at.warning)
+    result = ProbeResult("upos", "tiny", ["A"], [0, 1, 2], [0.5, 0.8, 0.7], [0.4, 0.7, 0.6], 0.3, 1.0, 100, 50, 2.0)
+    write_result(model, "probe", "upos", result.to_dict())
+    at = open_page(LAYERS)
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 3
+    assert "centre of gravity 1.00" in text(at)
+
+
+def test_which_heads_matter(model):
+    at = open_page(HEADS)
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 2  # importance and pruning on the built-in sentences
+    assert "least important first" in text(at)
+    at.radio(key="heads_source").set_value("A fine-tuned classifier (saved results)").run()
+    assert_clean(at)
+    assert "No fine-tuned model" in text(at)
+
+
+def test_compare_models(model):
+    at = open_page(COMPARE)
+    assert_clean(at)
+    # model B is checkpoints/bertlab-mini where it is built here, else the tiny model itself
+    said = text(at) + " ".join(s.value for s in at.success)
+    assert "Both models answer" in said or "Model A answers" in said
+    assert [s.value for s in at.subheader] == ["Model A", "Model B"]
+    assert len(at.get("plotly_chart")) == 2
+    at.text_input(key="cmp_text").set_value("nothing to answer").run()
+    assert_clean(at)
+    assert "[MASK]" in " ".join(w.value for w in at.warning)
