@@ -279,7 +279,12 @@ class BertModel(nn.Module):
             raise ValueError("last_layer_positions works only without attentions, hidden states or causal masks")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is not None and not output_attentions and bool(attention_mask.all()):
+        if (
+            attention_mask is not None
+            and not output_attentions
+            and not torch.compiler.is_compiling()  # reading the mask's values would break a compiled graph
+            and bool(attention_mask.all())
+        ):
             attention_mask = None  # no padding: let SDPA pick its unmasked (fastest) kernel
         x = self.embeddings(input_ids, token_type_ids)
         bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
@@ -337,17 +342,32 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if config.use_nsp_head else None
 
 
-def _last_layer_positions(select: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _last_layer_positions(select: torch.Tensor, cap: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """From a (B, T) bool of positions to score: (B, K) ascending positions with [CLS] first, and
-    a (B, K) bool of the slots that are scored positions (the rest are [CLS] or filler)."""
+    a (B, K) bool of the slots that are scored positions (the rest are [CLS] or filler).
+
+    K is the most any row needs, read from the data; with `cap` (the most positions a row may
+    have scored) K is min(cap + 1, T) instead, a bound known before the data, so a compiled graph
+    has static shapes and no break. Positions past the cap in a row are not scored."""
     wanted = select.clone()
     wanted[:, 0] = True  # [CLS] feeds the pooler (NSP)
-    counts = wanted.sum(1)  # (B,)
-    K = int(counts.max())
-    # a stable sort puts each row's wanted positions first, in ascending order
+    K = min(cap + 1, select.shape[1]) if cap is not None else int(wanted.sum(1).max())  # noqa: N806
+    # a stable sort puts each row's wanted positions first, in ascending order; filler slots hold
+    # unwanted positions, where `select` is False
     order = torch.sort((~wanted).to(torch.int8), dim=1, stable=True).indices[:, :K]  # (B, K)
-    slot_used = select.gather(1, order) & (torch.arange(K, device=select.device)[None] < counts[:, None])
-    return order, slot_used
+    return order, select.gather(1, order)
+
+
+def _slot_mlm_loss(
+    logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor, slot_used: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Masked-LM loss (mean over labelled slots), correct and count from (B, K, V) slot logits,
+    with no data-dependent shape: unused slots get the ignore label."""
+    targets = labels.gather(1, positions).masked_fill(~slot_used, -100)  # (B, K)
+    count = slot_used.sum()
+    loss_sum = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
+    correct = ((logits.argmax(-1) == targets) & slot_used).sum()
+    return loss_sum / count.clamp(min=1), correct, count
 
 
 def init_weights(module: nn.Module, std: float) -> None:
@@ -392,6 +412,7 @@ class BertForPreTraining(nn.Module):
         head_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        prediction_cap: int | None = None,
     ) -> PreTrainingOutput:
         """Run the encoder and both heads.
 
@@ -402,6 +423,11 @@ class BertForPreTraining(nn.Module):
             nsp_labels: (B,) long, 0 = IsNext, 1 = NotNext.
             mlm_positions: (B, T) bool, positions to score when no labels are given; None scores
                 every position and returns (B, T, V).
+            prediction_cap: the most labelled positions a row has (the data's
+                max_predictions_per_seq). With labels, it fixes the number of scored slots per row
+                (cap + 1, with [CLS]), so shapes do not depend on the data and `torch.compile`
+                traces the whole step as one graph; mlm_logits is then (B, K, V) over every slot
+                (unused slots included) while the loss and counts cover the labelled positions only.
 
         When only some positions are scored (and no attentions or hidden states are asked for),
         the last layer runs only at those positions and [CLS]: the same numbers, less work.
@@ -414,7 +440,7 @@ class BertForPreTraining(nn.Module):
             and not output_hidden_states
             and self.config.attention_direction == "bidirectional"
         ):
-            positions, slot_used = _last_layer_positions(select)
+            positions, slot_used = _last_layer_positions(select, prediction_cap if mlm_labels is not None else None)
         enc = self.bert(
             input_ids,
             token_type_ids,
@@ -425,7 +451,10 @@ class BertForPreTraining(nn.Module):
             last_layer_positions=positions,
         )
         hidden = enc.last_hidden_state
-        if positions is not None:
+        static = positions is not None and prediction_cap is not None and mlm_labels is not None
+        if static:
+            mlm_logits = self.cls.predictions(hidden)  # (B, K, V): every slot, a shape known in advance
+        elif positions is not None:
             mlm_logits = self.cls.predictions(hidden[slot_used])  # (N, V), row-major like hidden[select]
         elif select is not None:
             mlm_logits = self.cls.predictions(hidden[select])  # (N, V)
@@ -436,7 +465,10 @@ class BertForPreTraining(nn.Module):
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc)
         losses = []
-        if mlm_labels is not None:
+        if static:
+            out.mlm_loss, out.mlm_correct, out.mlm_count = _slot_mlm_loss(mlm_logits, mlm_labels, positions, slot_used)
+            losses.append(out.mlm_loss)
+        elif mlm_labels is not None:
             targets = mlm_labels[select]  # (N,)
             out.mlm_loss = F.cross_entropy(mlm_logits.float(), targets) if targets.numel() else mlm_logits.sum() * 0
             out.mlm_correct = (mlm_logits.argmax(-1) == targets).sum()

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -36,10 +37,14 @@ from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.hardware import own_start_time, pick_device
 from bertlab.optimization import (
+    COMPILE_PROBE_STEPS,
     SCHEDULES,
     autocast_context,
     build_optimizer,
+    compile_pays,
+    compile_plan,
     lr_factor,
+    precision_label,
     resolve_precision,
     warmup_fraction,
 )
@@ -88,8 +93,12 @@ class TrainConfig:
     save_every: int = 1000  # steps between checkpoints (0 = only at the end)
     save_every_s: float = 600.0  # also checkpoint at least this often in seconds (0 = never by time)
     log_every: int = 20  # steps between train metric lines
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 ; auto = bf16 on CUDA (fp16 without bf16), fp32 on CPU
-    compile: bool = False  # torch.compile the model
+    # auto | fp32 | bf16 | fp16 ; auto = bf16 on CUDA (fp16 without bf16) and on a CPU with bf16
+    # instructions (AVX-512 BF16, AMX), fp32 on other CPUs
+    precision: str = "auto"
+    # torch.compile the training step: True | False | "auto" (when the task's shapes are static and
+    # the projected time saved pays for the compile; decided after a few eager steps)
+    compile: bool | str = "auto"
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int = 0  # CPU threads for torch (0 = leave torch's default)
@@ -100,6 +109,8 @@ class TrainConfig:
             raise InputError("give a training budget: max_steps, max_tokens or max_time_s")
         if self.batch_size % self.grad_accum:
             raise InputError(f"batch_size {self.batch_size} must be divisible by grad_accum {self.grad_accum}")
+        if self.compile not in (True, False, "auto"):
+            raise InputError(f"compile must be true, false or auto, not {self.compile!r}")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
         if self.learning_rate <= 0:
@@ -110,6 +121,9 @@ class TrainConfig:
 
 class TrainTask(Protocol):
     """What the trainer needs from a recipe (pretraining, a fine-tuning task)."""
+
+    # every training batch has the same shapes (a compiled step traces once): compile="auto" may compile
+    static_shapes: bool
 
     def batches(self, epoch: int, start: int, rank: int, world: int) -> Iterator[dict[str, torch.Tensor]]:
         """Training batches of epoch `epoch`, skipping the first `start` batches (for exact resume).
@@ -254,6 +268,9 @@ class Trainer:
             torch.set_num_threads(cfg.num_threads)
         self.device = device
         self.amp_dtype = resolve_precision(cfg, device)
+        self.precision = precision_label(self.amp_dtype, device)
+        if self.info.is_main:
+            log.info("precision: %s", self.precision)
         self.model.to(device)
         self.optimizer = build_optimizer(self.model, cfg)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
@@ -286,12 +303,9 @@ class Trainer:
     def start(self) -> None:
         """Wrap the model (compile, DDP), mark the run running, open the metrics and the progress bar."""
         cfg, info = self.cfg, self.info
-        self.train_model = torch.compile(self.model) if cfg.compile else self.model
-        if info.world > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = DDP(self.train_model, device_ids=device_ids, find_unused_parameters=False)
+        self.compile_plan = compile_plan(cfg, self.task.static_shapes, info.world, self.progress.train_time_s)
+        self.compile_state: dict = {"compile": self.compile_plan}
+        self.wrap_model(compiled=self.compile_plan == "now")
         self.warmup = warmup_fraction(cfg)
         self.writer = MetricsWriter(self.run_dir) if info.is_main else None
         if info.is_main:
@@ -305,6 +319,8 @@ class Trainer:
                 started=time.time(),
                 device=str(self.device),
                 world_size=info.world,
+                precision=self.precision,
+                compile=self.compile_plan,
                 error=None,
             )
         self.per_epoch = self.task.batches_per_epoch(info.world)
@@ -321,8 +337,64 @@ class Trainer:
                 mininterval=1.0,
             )
         self.sums: dict[str, float] = {}
+        self.first_step, self.start_fraction = self.progress.step, self.progress.fraction(cfg)
+        self.start_time_s = self.progress.train_time_s
+        self.eager_times: list[float] = []
+        self.first_compiled_s: float | None = None
         self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
         self.last_save_time = time.time()
+
+    def wrap_model(self, compiled: bool) -> None:
+        """The module the steps run: the model, compiled or not, inside DDP when there are several processes."""
+        self.train_model = torch.compile(self.model) if compiled else self.model
+        if self.info.world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DDP(self.train_model, device_ids=device_ids, find_unused_parameters=False)
+
+    def decide_compile(self, step_s: float) -> None:
+        """compile='auto': after a few eager steps, compile when the time the rest of the run would
+        save pays for compiling (see optimization.compile_pays); say what was decided and why."""
+        p = self.progress
+        if self.compile_plan != "decide" or p.step - self.first_step < COMPILE_PROBE_STEPS:
+            return
+        frac = p.fraction(self.cfg)
+        remaining_s = step_s * (self.cfg.max_steps - p.step) if self.cfg.max_steps else float("inf")
+        if frac > self.start_fraction:  # token or time budgets: project from the share done so far
+            rate = (p.train_time_s - self.start_time_s) / (frac - self.start_fraction)
+            remaining_s = min(remaining_s, rate * (1 - frac))
+        pays, why = compile_pays(remaining_s, self.device.type)
+        self.compile_plan = "yes" if pays else "no"
+        self.compile_state = {"compile": self.compile_plan, "compile_reason": why}
+        log.info("compile=auto at step %d: %s", p.step, why)
+        if pays:
+            self.wrap_model(compiled=True)
+        if self.info.is_main:
+            update_status(self.run_dir, **self.compile_state)
+
+    def track_compile(self, step_s: float) -> None:
+        """Time eager steps (the first, warming up, aside) until compile='auto' decides; time the first
+        compiled step against an eager one to report how long compiling took."""
+        if self.compile_plan == "decide":
+            if self.progress.step - self.first_step >= 2:
+                self.eager_times.append(step_s)
+            if self.eager_times:
+                self.decide_compile(statistics.median(self.eager_times))
+        elif self.compile_plan in ("now", "yes") and "compile_s" not in self.compile_state:
+            if self.first_compiled_s is None:
+                self.first_compiled_s = step_s
+            else:  # no eager step timed (compile=true): the second compiled step stands in
+                eager = statistics.median(self.eager_times) if self.eager_times else step_s
+                self.note_compile_time(self.first_compiled_s, eager)
+
+    def note_compile_time(self, step_s: float, eager_step_s: float) -> None:
+        """After the first compiled step: how long compiling took (that step's time less an eager step's)."""
+        compile_s = max(0.0, step_s - eager_step_s)
+        self.compile_state["compile_s"] = round(compile_s, 1)
+        log.info("compiled the training step in %.0f s", compile_s)
+        if self.info.is_main:
+            update_status(self.run_dir, compile_s=round(compile_s, 1))
 
     # --- the loop --------------------------------------------------------------------------
     def loop(self) -> TrainResult:
@@ -348,6 +420,7 @@ class Trainer:
                     exhausted = True
                     break
                 grad_norm = self.step(group, t0)
+                self.track_compile(time.time() - t0)
                 if p.step % cfg.log_every == 0 or p.done(cfg):
                     self.log_train(grad_norm)
                 self.evaluate_on_schedule()
@@ -551,6 +624,8 @@ class Trainer:
                 "train_time_s": round(p.train_time_s, 1),
                 "metrics": {k: round(v, 4) for k, v in self.last_eval.items()},
                 "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "precision": self.precision,
+                **self.compile_state,
             }
             self.task.save_model(model_dir(self.run_dir), self.model, {**self.extra_state, "card_updates": final})
             update_status(self.run_dir, state="finished", step=p.step, progress=1.0, eta_s=0, ended=time.time())

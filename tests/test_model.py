@@ -214,3 +214,39 @@ def test_last_layer_at_scored_positions_only_gives_the_same_numbers():
         assert_close(fast.nsp_logits, full.nsp_logits, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="last_layer_positions"):
         model.bert(ids, types, mask, output_attentions=True, last_layer_positions=torch.zeros(4, 1, dtype=torch.long))
+
+
+def _masked_batch(vocab: int, seed: int = 0, cap: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (3, 12), generator=g)
+    chosen = torch.rand(3, 12, generator=g) < 0.3
+    chosen[:, 0] = False
+    chosen &= chosen.cumsum(1) <= cap  # the masker never chooses more than the cap
+    chosen[2] = False  # a row with nothing to predict
+    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0  # padding
+    return ids, mask, labels, torch.tensor([0, 1, 0])
+
+
+def test_prediction_cap_gives_the_same_loss_and_counts_with_static_shapes():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config(50)).eval()
+    ids, mask, labels, nsp = _masked_batch(50)
+    free = model(ids, attention_mask=mask, mlm_labels=labels, nsp_labels=nsp)
+    capped = model(ids, attention_mask=mask, mlm_labels=labels, nsp_labels=nsp, prediction_cap=4)
+    assert capped.mlm_logits.shape == (3, 5, 50)  # (B, cap + 1, V) whatever the batch holds
+    torch.testing.assert_close(capped.loss, free.loss)
+    assert int(capped.mlm_count) == int(free.mlm_count) == int((labels != -100).sum())
+    assert int(capped.mlm_correct) == int(free.mlm_correct)
+
+
+def test_compiled_training_step_has_no_graph_break():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config(50))
+    compiled = torch.compile(model, fullgraph=True)  # raises on any graph break
+    ids, mask, labels, nsp = _masked_batch(50)
+    out = compiled(ids, attention_mask=mask, mlm_labels=labels, nsp_labels=nsp, prediction_cap=4)
+    out.loss.backward()
+    assert torch.isfinite(out.loss.detach())
+    assert all(p.grad is not None for p in model.bert.encoder.parameters())

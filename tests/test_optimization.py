@@ -12,7 +12,10 @@ from bertlab.model import BertForPreTraining
 from bertlab.optimization import (
     autocast_context,
     build_optimizer,
+    compile_pays,
+    compile_plan,
     lr_factor,
+    precision_label,
     resolve_precision,
     warmup_fraction,
 )
@@ -51,14 +54,76 @@ def test_no_weight_decay_on_biases_and_layernorm():
     assert len(decay["params"]) + len(no_decay["params"]) == n_params  # tied decoder counted once
 
 
-def test_cpu_trains_in_fp32_whatever_precision_is_asked_for(caplog):
+def test_cpu_without_bf16_instructions_trains_in_fp32(monkeypatch, caplog):
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
     cpu = torch.device("cpu")
-    assert resolve_precision(TrainConfig(max_steps=1), cpu) is None
+    assert resolve_precision(TrainConfig(max_steps=1), cpu) is None  # auto
     with caplog.at_level(logging.WARNING, logger="bertlab"):
         assert resolve_precision(TrainConfig(max_steps=1, precision="bf16"), cpu) is None
-    assert "training in fp32" in caplog.text
+        assert resolve_precision(TrainConfig(max_steps=1, precision="fp16"), cpu) is None
+    assert "without bf16 instructions" in caplog.text and "fp16 autocast is for GPUs" in caplog.text
+    assert precision_label(None, cpu) == "fp32"
     with autocast_context(cpu, None):
         assert not torch.is_autocast_enabled()
+
+
+@pytest.mark.parametrize("instructions", ["AVX-512 BF16", "AMX"])
+def test_auto_picks_bf16_on_a_cpu_with_bf16_instructions(monkeypatch, instructions):
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: instructions)
+    cpu = torch.device("cpu")
+    assert resolve_precision(TrainConfig(max_steps=1), cpu) is torch.bfloat16
+    assert resolve_precision(TrainConfig(max_steps=1, precision="bf16"), cpu) is torch.bfloat16
+    assert resolve_precision(TrainConfig(max_steps=1, precision="fp32"), cpu) is None
+    assert precision_label(torch.bfloat16, cpu) == f"bf16 autocast (CPU, {instructions})"
+
+
+def test_cpu_bf16_instructions_read_from_the_cpu_flags(monkeypatch):
+    from bertlab import hardware
+
+    for flags, expected in [
+        ({"avx2", "avx512f"}, None),
+        ({"avx512f", "avx512_bf16"}, "AVX-512 BF16"),
+        ({"amx_tile", "amx_bf16", "avx512_bf16"}, "AMX"),
+        (set(), None),
+    ]:
+        monkeypatch.setattr(hardware, "cpu_flags", lambda f=flags: f)
+        assert hardware.cpu_bf16_instructions() == expected
+
+
+def test_bf16_cpu_training_step_matches_fp32_within_tolerance():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config(60)).eval()  # no dropout: the two passes see one function
+    ids = torch.randint(5, 60, (4, 16))
+    labels = torch.where(torch.rand(4, 16) < 0.3, ids, torch.full_like(ids, -100))
+    labels[:, 1] = ids[:, 1]
+    nsp = torch.tensor([0, 1, 0, 1])
+    fp32 = model(ids, mlm_labels=labels, nsp_labels=nsp, prediction_cap=16)
+    with autocast_context(torch.device("cpu"), torch.bfloat16):
+        bf16 = model(ids, mlm_labels=labels, nsp_labels=nsp, prediction_cap=16)
+    assert bf16.loss.dtype == torch.float32  # the losses are taken in fp32 from bf16 logits
+    assert float(bf16.loss.detach()) == pytest.approx(float(fp32.loss.detach()), rel=0.02)
+    bf16.loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)  # fp32 master weights
+
+
+def test_compile_plan_and_when_compiling_pays(monkeypatch):
+    assert compile_plan(TrainConfig(max_steps=9, compile=True), static_shapes=False, world=1) == "now"
+    assert compile_plan(TrainConfig(max_steps=9, compile=False), static_shapes=True, world=1) == "no"
+    assert compile_plan(TrainConfig(max_steps=9), static_shapes=False, world=1) == "no"  # shapes follow the data
+    assert compile_plan(TrainConfig(max_steps=9), static_shapes=True, world=1) == "decide"
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: "AMX")
+    assert compile_plan(TrainConfig(max_time_s=7200), static_shapes=True, world=2) == "now"
+    assert compile_plan(TrainConfig(max_time_s=60), static_shapes=True, world=2) == "no"
+    pays, why = compile_pays(3600, "cpu")
+    assert pays and "compiling" in why
+    pays, why = compile_pays(120, "cpu")
+    assert not pays and "staying eager" in why
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
+    pays, why = compile_pays(36000, "cpu")  # an AVX2-only CPU: compiled steps were no faster
+    assert not pays and "saves no time" in why
+    with pytest.raises(InputError, match="compile must be"):
+        TrainConfig(max_steps=1, compile="sometimes")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -79,6 +79,14 @@ def test_tiny_pretraining_loss_falls(tmp_path, vocab_file):
     assert status["state"] == "finished"
     card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
     assert card["steps"] == 60 and "mlm_acc" in card["metrics"]
+    # the precision and the compile decision (auto: a minute of training never pays for compiling)
+    # are in the status and the card
+    assert status["precision"] == card["precision"] and card["precision"] in (
+        "fp32",
+        "bf16 autocast (CPU, AMX)",
+        "bf16 autocast (CPU, AVX-512 BF16)",
+    )
+    assert status["compile"] == card["compile"] == "no" and "staying eager" in card["compile_reason"]
     from bertlab.inference import load_model
 
     lm = load_model(tmp_path / "run" / "model", device="cpu")
