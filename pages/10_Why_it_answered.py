@@ -139,7 +139,9 @@ if kind == TASK:
 
 st.subheader("Attention rollout and flow")
 try:
-    maps = attention_maps(lm, text, text_b)
+    # flow into the token the answer is read at: the [MASK], or [CLS] for NSP
+    into = result.tokens.index("[MASK]") if kind == MASK and "[MASK]" in result.tokens else 0
+    maps = attention_maps(lm, text, text_b, position=into)
 except BertLabError as exc:
     show_error(exc)
     st.stop()

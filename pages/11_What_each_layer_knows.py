@@ -82,17 +82,20 @@ with probe_tab:
                 "    --train DATA/ud_en_ewt/en_ewt-ud-train.conllu --eval DATA/ud_en_ewt/en_ewt-ud-dev.conllu",
                 language="bash",
             )
-    if saved:
-        show_figure(probe_figure(saved, "Probe accuracy per layer"), "probing", key="probe_fig")
         for r in saved:
             cog = (
                 f"{r.centre_of_gravity:.2f}"
                 if r.centre_of_gravity is not None
                 else "none (no layer beats the embeddings)"
             )
+            best = max(range(len(r.accuracy)), key=r.accuracy.__getitem__)
             st.markdown(
-                f"**{r.task}**: {r.train_words:,} training and {r.eval_words:,} evaluation words "
-                f"({r.data.get('train', '?')} → {r.data.get('eval', '?')}); always answering the commonest tag scores "
-                f"{r.majority:.1%}; centre of gravity {cog}. Saved in `{result_path(lm.path, 'probe', r.task)}`."
+                f"**{r.task}**: best at layer {r.layers[best]} ({r.accuracy[best]:.1%}); {r.train_words:,} training and "
+                f"{r.eval_words:,} evaluation words ({r.data.get('train', '?')} → {r.data.get('eval', '?')}); always "
+                f"answering the commonest tag scores {r.majority:.1%}; centre of gravity {cog}."
             )
+    if saved:
+        show_figure(probe_figure(saved, "Probe accuracy per layer"), "probing", key="probe_fig")
+        for r in saved:
+            st.caption(f"{r.task}: saved in `{result_path(lm.path, 'probe', r.task)}`")
             st.dataframe(pd.DataFrame(r.rows()).round(4), hide_index=True, width="stretch")

@@ -99,12 +99,14 @@ def similarity_figure(result: ContextualWord, title: str = "") -> go.Figure:
 
 
 def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> go.Figure:
-    """One PCA scatter per layer, each occurrence a dot coloured by its sentence."""
+    """One PCA scatter per layer, each occurrence a dot coloured by its sentence (its marker by its sense)."""
     chosen = list(layers) if layers is not None else list(range(result.projection.shape[0]))
     fig = make_subplots(rows=1, cols=len(chosen), subplot_titles=[f"layer {i}" for i in chosen])
     by_sentence: dict[int, list[int]] = {}
     for k, occ in enumerate(result.occurrences):
         by_sentence.setdefault(occ.sentence_index, []).append(k)
+    senses = list(dict.fromkeys(o.sense for o in result.occurrences))
+    symbols = ("circle", "diamond", "square", "triangle-up", "x", "star")
     for col, layer in enumerate(chosen, start=1):
         for s, ks in by_sentence.items():
             occ = result.occurrences[ks[0]]
@@ -113,16 +115,25 @@ def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> g
                 x=result.projection[layer, ks, 0],
                 y=result.projection[layer, ks, 1],
                 mode="markers",
-                marker=dict(size=11, color=COLOURS[s % len(COLOURS)], symbol="circle" if s < 8 else "diamond"),
+                marker=dict(
+                    size=11,
+                    color=COLOURS[s % len(COLOURS)],
+                    symbol=symbols[senses.index(occ.sense) % len(symbols)],
+                    line=dict(width=1, color="white"),
+                ),
                 name=label,
                 legendgroup=str(s),
                 showlegend=col == 1,
                 hovertext=[result.occurrences[k].sentence for k in ks],
                 hoverinfo="text",
+                row=1,
+                col=col,
             )
-        fig.update_xaxes(showticklabels=False, row=1, col=col)
-        fig.update_yaxes(showticklabels=False, row=1, col=col)
-    return style_figure(fig, "", height=330, legend=dict(orientation="h", y=-0.15))
+        fig.update_xaxes(showticklabels=False, zeroline=False, row=1, col=col)
+        fig.update_yaxes(showticklabels=False, zeroline=False, row=1, col=col)
+    style_figure(fig, "", height=340, legend=dict(orientation="h", y=-0.12))
+    fig.update_layout(margin=dict(t=36))
+    return fig
 
 
 def probe_figure(results: Sequence[ProbeResult], title: str = "") -> go.Figure:
@@ -182,6 +193,7 @@ def pruning_figure(curve: PruningCurve, metric: str = "accuracy", title: str = "
         x=share + share[::-1],
         y=curve.random_max + curve.random_min[::-1],
         fill="toself",
+        mode="lines",
         fillcolor="rgba(127,127,127,0.18)",
         line=dict(width=0),
         name=f"random orders (range of {curve.random_orders})",
