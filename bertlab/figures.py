@@ -241,8 +241,33 @@ def _token_ticks(tokens: Sequence[str]) -> dict:
     return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=list(tokens))
 
 
-def attention_heatmap(tokens: Sequence[str], matrix: np.ndarray, title: str = "", off: bool = False) -> go.Figure:
-    """One head's (T, T) attention: row = the token attending, column = the token attended to."""
+def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool) -> dict:
+    """A colour bar for attention weights; with `mark_uniform`, a tick at 1/n (n tokens), the
+    weight every token gets from a head that looks everywhere alike."""
+    bar: dict = dict(title="weight", thickness=12)
+    if mark_uniform and tokens > 0 and 1 / tokens < zmax:
+        ticks = [0.0, 1 / tokens] + [v for v in (0.25, 0.5, 0.75, 1.0) if v <= zmax and v - 1 / tokens > 0.08]
+        bar |= dict(
+            tickmode="array",
+            tickvals=ticks,
+            ticktext=["0", f"uniform 1/{tokens}"] + [f"{v:g}" for v in ticks[2:]],
+        )
+    return bar
+
+
+def attention_heatmap(
+    tokens: Sequence[str],
+    matrix: np.ndarray,
+    title: str = "",
+    off: bool = False,
+    zmax: float | None = None,
+    mark_uniform: bool = False,
+) -> go.Figure:
+    """One head's (T, T) attention: row = the token attending, column = the token attended to.
+
+    `zmax` None scales the colours to this head's strongest weight (detail within one head); give
+    1.0 where heads or training steps are compared, so the same colour means the same weight.
+    `mark_uniform` labels 1/T on the colour bar: the weight of a head that has learned nothing."""
     m = np.asarray(matrix, dtype=float)
     T = len(tokens)
     if m.shape != (T, T):
@@ -256,8 +281,8 @@ def attention_heatmap(tokens: Sequence[str], matrix: np.ndarray, title: str = ""
             customdata=hover,
             colorscale="Blues",
             zmin=0,
-            zmax=max(0.05, float(np.nanmax(m))) if m.size else 1,  # darkest = this head's strongest weight
-            colorbar=dict(title="weight", thickness=12),
+            zmax=zmax or (max(0.05, float(np.nanmax(m))) if m.size else 1),
+            colorbar=weight_colorbar(zmax or 1.0, T, mark_uniform),
             hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
         )
     )
@@ -342,11 +367,15 @@ def head_grid(
     tokens: Sequence[str],
     off: Sequence[tuple[int, int]] = (),
     title: str = "",
+    zmax: float | None = None,
+    mark_uniform: bool = False,
 ) -> go.Figure:
     """Every head at once: an L x A grid of small attention maps (small multiples).
 
     Drawn as one tiled heatmap (fast for BERT-base's 144 heads); gaps between tiles are blank and
-    heads switched off show as empty tiles with a cross.
+    heads switched off show as empty tiles with a cross. `zmax`, `mark_uniform`: as
+    `attention_heatmap` (None: the strongest weight of any head). When the tiles are big enough,
+    the first column of tiles names its rows' tokens and the last row its columns'.
     """
     att = np.asarray(attentions, dtype=float)
     if att.ndim != 4:
@@ -372,10 +401,10 @@ def head_grid(
             customdata=custom,
             colorscale="Blues",
             zmin=0,
-            zmax=_max_or(z, 1.0),  # one scale for every tile, so heads compare
+            zmax=zmax or _max_or(z, 1.0),  # one scale for every tile, so heads compare
             hovertemplate="%{customdata}: %{z:.2f}<extra></extra>",
             hoverongaps=False,
-            colorbar=dict(title="weight", thickness=12),
+            colorbar=weight_colorbar(zmax or _max_or(z, 1.0), T, mark_uniform),
         )
     )
     for layer, head in off_set:
@@ -387,19 +416,31 @@ def head_grid(
             type="line", x0=c - 0.5, y0=r + T - 0.5, x1=c + T - 0.5, y1=r - 0.5, line=dict(color=GREY, width=1)
         )
     centres = [i * step + (T - 1) / 2 for i in range(max(L, A))]
-    fig.update_xaxes(
-        tickvals=centres[:A], ticktext=[f"head {h + 1}" for h in range(A)], side="top", showgrid=False, zeroline=False
-    )
-    fig.update_yaxes(
-        tickvals=centres[:L],
-        ticktext=[f"layer {x + 1}" for x in range(L)],
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-        scaleanchor="x",
-    )
+    labelled = T <= 24 and max(L, A) <= 6  # token names fit beside tiles this big
+    fig.update_xaxes(showgrid=False, zeroline=False, side="bottom")
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    if labelled:  # tokens along the first tile column and under the last tile row; layers and heads as notes
+        fig.update_yaxes(tickvals=list(range(T)), ticktext=list(tokens), tickfont_size=9)
+        fig.update_xaxes(
+            tickvals=[(A - 1) * step + j for j in range(T)], ticktext=list(tokens), tickfont_size=9, tickangle=-60
+        )
+        for layer in range(L):
+            fig.add_annotation(
+                text=f"layer {layer + 1}", x=-0.01, xref="paper", y=centres[layer], yref="y", xanchor="right",
+                showarrow=False, textangle=-90, font=dict(size=11, color=GREY),
+            )  # fmt: skip
+    else:
+        fig.update_xaxes(tickvals=centres[:A], ticktext=[f"head {h + 1}" for h in range(A)])
+        fig.update_yaxes(tickvals=centres[:L], ticktext=[f"layer {x + 1}" for x in range(L)])
+    for head in range(A):  # head names above the grid, below the title
+        fig.add_annotation(
+            text=f"head {head + 1}", x=centres[head], xref="x", y=1.0, yref="paper", yanchor="bottom",
+            showarrow=False, font=dict(size=11, color=GREY),
+        )  # fmt: skip
     cell = max(70, min(150, 900 // max(A, 1)))
-    return style_figure(fig, title, height=min(1400, 90 + cell * L))
+    style_figure(fig, title, height=min(1400, 110 + cell * L + (60 if labelled else 0)))
+    fig.update_layout(margin=dict(t=(40 if title else 10) + 24, l=90 if labelled else 10))
+    return fig
 
 
 def stat_heatmap(stats: HeadStats, name: str, title: str = "") -> go.Figure:
@@ -449,7 +490,15 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
                 colorscale="Blues" if share else "Viridis",
                 zmin=0,
                 zmax=1 if share else _max_or(v, 1.0),
-                showscale=False,
+                # one bar for the shares (all 0-100%), one for the entropy (bits)
+                showscale=(k == 1) or not share,
+                colorbar=dict(
+                    thickness=10,
+                    len=1.0,
+                    x=1.0 if share else 1.07,
+                    title=dict(text="share" if share else "bits", side="top"),
+                    tickformat=".0%" if share else ".1f",
+                ),
                 hovertemplate=f"{HEAD_STATS[name][0]}<br>layer %{{y}}, head %{{x}}: %{{z:.2f}}<extra></extra>",
                 xgap=1,
                 ygap=1,
@@ -469,8 +518,8 @@ def stats_overview(stats: HeadStats, title: str = "") -> go.Figure:
         ticks = list(range(1, A + 1)) if A <= 8 else sorted({1, (A + 1) // 2, A})
         fig.update_xaxes(tickvals=ticks, tickfont_size=9, row=1, col=k, title_text="head" if k == 1 else None)
     fig.update_annotations(font_size=12)
-    style_figure(fig, title, height=max(200, 100 + 22 * L))
-    fig.update_layout(margin=dict(t=60 if title else 30))
+    style_figure(fig, title, height=max(220, 110 + 22 * L))
+    fig.update_layout(margin=dict(t=60 if title else 30, r=90))
     return fig
 
 
@@ -591,8 +640,9 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
             fig.add_vline(
                 x=c["tokens"],
                 line=dict(color=GREY, dash="dot"),
-                annotation_text=f"stage {c['stage']}",
-                annotation_position="bottom right",
+                annotation_text=f"stage {c['stage']} starts",
+                annotation_position="top left",
+                annotation_font=dict(size=11, color="#5f6368"),
             )
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
@@ -600,7 +650,7 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
             x=at["tokens"],
             line=dict(color=GREY, dash="dash"),
             annotation_text=f"step {marker_step:,}",
-            annotation_position="top left",
+            annotation_position="bottom left",
         )
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")

@@ -328,7 +328,8 @@ def has_history(path: str | Path) -> bool:
 
 
 def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
-    """Rows for a table: each probe sentence, its top answers at `step` and at the last snapshot."""
+    """Rows for a table: each probe sentence, its top answers at `step` and at the last snapshot
+    (one column when `step` is the last)."""
     now, last = history.at(step), history.snapshots[-1]
     rows = []
     for i, sentence in enumerate(history.probes.fill_mask):
@@ -336,11 +337,8 @@ def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
         def fmt(c: Sequence[tuple[str, float]]) -> str:
             return ", ".join(f"{w} ({p:.0%})" for w, p in c[:5])
 
-        rows.append(
-            {
-                "sentence": sentence,
-                f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else "",
-                f"final (step {last.step:,})": fmt(last.fill_mask[i]) if i < len(last.fill_mask) else "",
-            }
-        )
+        row = {"sentence": sentence, f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else ""}
+        if now.step != last.step:
+            row[f"final (step {last.step:,})"] = fmt(last.fill_mask[i]) if i < len(last.fill_mask) else ""
+        rows.append(row)
     return rows

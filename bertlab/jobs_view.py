@@ -3,7 +3,8 @@
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
 return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
 
-Imports plotly and bertlab.estimates / formatting / runs (what it draws) / figures (colours); never
+Imports plotly and bertlab.estimates / formatting / runs (what it draws) / runfolder (a run's task
+labels, for chance levels) / figures (colours); never
 streamlit.
 """
 
@@ -21,6 +22,7 @@ from plotly.subplots import make_subplots
 from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
 from bertlab.formatting import format_duration
+from bertlab.runfolder import read_run_config
 from bertlab.runs import Job
 
 GREEN = "#3b8f5a"
@@ -91,8 +93,22 @@ def score_keys(train: Sequence[dict], evals: Sequence[dict]) -> tuple[list[str],
     return tk, ek
 
 
-def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
-    """Loss, accuracy and learning rate against the step, train lines solid, eval points dashed."""
+def chance_levels(job: Job) -> dict[str, float]:
+    """What guessing scores, per accuracy key of a run: 50% for next-sentence prediction; for a
+    fine-tuned classifier (sentence or pair: accuracy), one over its number of labels."""
+    levels = {"nsp_acc": 0.5}
+    config = read_run_config(job.run_dir) or {}
+    setup = config.get("task_setup") or {}
+    labels = setup.get("labels") or []
+    if setup.get("shape") in ("single", "pair") and len(labels) > 1:
+        levels["accuracy"] = 1 / len(labels)
+    return levels
+
+
+def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, float] | None = None) -> go.Figure | None:
+    """Loss, accuracy and learning rate against the step, train lines solid, eval points dashed;
+    the step axis from 0 (one point is not a lonely dot on a 19-21 axis); `chance`: a dotted
+    line at what guessing scores for each accuracy shown (see `chance_levels`)."""
     train, evals = split_metrics(metrics)
     if not train and not evals:
         return None
@@ -124,8 +140,24 @@ def curves_figure(metrics: Sequence[dict], title: str = "") -> go.Figure | None:
     x, y = _series(train, "lr")
     if x:
         fig.add_trace(go.Scatter(x=x, y=y, name="learning rate", mode=_line_mode(x), line=dict(color=GREY)), 1, 3)
-    fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(title_text="step", showgrid=True, gridcolor="#eee", rangemode="tozero")
+    last_step = max([x for t in fig.data for x in (t.x or ()) if _finite(x)], default=0)
+    if last_step and last_step < 10:  # plotly's auto range around a few early steps still reads oddly
+        fig.update_xaxes(range=[0, last_step * 1.1 + 1])
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    _, eval_keys = score_keys(train, evals)
+    for key in dict.fromkeys([*eval_keys, *score_keys(train, evals)[0]]):
+        level = (chance or {}).get(key)
+        if level is not None:
+            fig.add_hline(
+                y=level,
+                line=dict(color=GREY, dash="dot"),
+                annotation_text=f"chance ({key.replace('_', ' ')}): {level:.0%}",
+                annotation_position="bottom right",
+                annotation_font=dict(size=10, color="#5f6368"),
+                row=1,
+                col=2,
+            )
     scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
     fig.update_yaxes(
         tickformat=".0%",
@@ -185,7 +217,8 @@ def _score_text(key: str, value: float) -> str:
 
 
 def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
-    """(label, value) pairs for the metric row: step, loss, accuracy, throughput, ETA, GPU memory."""
+    """(label, value) pairs for the metric row: step, loss, accuracy (with what chance scores
+    beside it), throughput, ETA, GPU memory."""
     train, evals = split_metrics(metrics)
     last = train[-1] if train else (job.status.get("last_train") or {})
     out = [("Step", f"{job.step:,}" + (f" / {job.total_steps:,}" if job.total_steps else ""))]
@@ -198,7 +231,9 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     if evals and eval_keys:
         value = evals[-1].get(eval_keys[0])
         if _finite(value):
-            out.append((f"Eval {eval_keys[0].replace('_', ' ')}", _score_text(eval_keys[0], value)))
+            level = chance_levels(job).get(eval_keys[0])
+            beside = f" (chance {level:.0%})" if level is not None else ""
+            out.append((f"Eval {eval_keys[0].replace('_', ' ')}{beside}", _score_text(eval_keys[0], value)))
     elif train_keys and _finite(last.get(train_keys[0])):
         out.append((f"Train {train_keys[0].replace('_', ' ')}", _score_text(train_keys[0], last[train_keys[0]])))
     if _finite(last.get("tokens_per_s")):

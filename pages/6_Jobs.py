@@ -15,6 +15,7 @@ from bertlab.history import has_history
 from bertlab.jobs import JobRegistry
 from bertlab.jobs_view import (
     answer_html,
+    chance_levels,
     curves_figure,
     job_heading,
     job_label,
@@ -115,7 +116,7 @@ def live() -> None:
     elif job.state == "preparing":
         st.info("Preparing: reading the data and building the model…")
 
-    fig = curves_figure(metrics)
+    fig = curves_figure(metrics, chance=chance_levels(job))
     if fig is not None:
         show_figure(fig, f"{job.id}-curves", key=f"curves-{job.id}", export=False)
     elif job.state not in ("queued", "preparing"):

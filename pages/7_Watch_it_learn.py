@@ -66,8 +66,10 @@ with left:
 with right:
     concept(
         "While a model pretrains, it keeps small copies of itself at steps 10, 20, 30, 50, 70, 100, 200 … "
-        "Slide through them: at first the masked LM answers the most common tokens (*the*, *,*, *.*) "
-        "whatever the sentence; later the answers fit the context. Attention starts nearly uniform; heads "
+        "Slide through them: in the first few dozen steps its answers are still random word pieces; by a few "
+        "hundred steps it answers the most common tokens (*the*, *,*, *.*) whatever the sentence; later the "
+        "answers fit the context. Attention starts nearly uniform (every token gets about 1/n of it, marked "
+        "on the colour bar, and the same colours mean the same weight at every step); heads "
         "that look at the previous or next token, at [SEP] or at [CLS] form as the loss falls "
         "(Clark et al. 2019 call them positional and 'no-op' heads)."
     )
@@ -116,19 +118,17 @@ if history.curve:
     )
 
 st.subheader("What it fills in")
-st.dataframe(pd.DataFrame(fill_mask_table(history, step)), hide_index=True, width="stretch")
+st.table(pd.DataFrame(fill_mask_table(history, step)).set_index("sentence"))  # wraps long answers
 if snap.nsp:
     pairs = history.probes.pairs
     st.markdown("**Does B follow A?** P(IsNext) at this step")
-    st.dataframe(
+    st.table(
         pd.DataFrame(
             [
                 {"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": f"{p:.0%}"}
                 for (a, b, real), p in zip(pairs, snap.nsp, strict=False)
             ]
-        ),
-        hide_index=True,
-        width="stretch",
+        ).set_index("A")
     )
 
 st.subheader("Where it looks")
@@ -140,14 +140,24 @@ L, A = maps.shape[:2]
 layer = a2.number_input("Layer", 1, L, 1, key="wil_layer")
 head = a3.number_input("Head", 1, A, 1, key="wil_head")
 g1, g2 = st.columns([2, 3])
-with g1:
+with g1:  # one colour scale (0 to 1) at every step, 1/n marked: a near-uniform head looks pale, as it is
     show_figure(
-        attention_heatmap(tokens, maps[layer - 1, head - 1], title=f"Head {head_label(layer - 1, head - 1)}"),
+        attention_heatmap(
+            tokens,
+            maps[layer - 1, head - 1],
+            title=f"Head {head_label(layer - 1, head - 1)}",
+            zmax=1.0,
+            mark_uniform=True,
+        ),
         "attention-head",
         key="wil_head_fig",
     )
 with g2:
-    show_figure(head_grid(maps, tokens, title="Every head at this step"), "attention-heads", key="wil_grid")
+    show_figure(
+        head_grid(maps, tokens, title="Every head at this step", zmax=1.0, mark_uniform=True),
+        "attention-heads",
+        key="wil_grid",
+    )
 
 st.subheader("What kind of heads it has")
 stats = HeadStats(

@@ -33,6 +33,8 @@ PAGES = [
     ("Next_sentence", "Next sentence prediction", ".js-plotly-plot"),
     ("Attention", "Attention", ".js-plotly-plot"),
     ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
+    ("Train", "Train", "[data-testid='stMetric']"),
+    ("Jobs", "Jobs", "[data-testid='stMarkdown']"),
     ("Watch_it_learn", "Watch it learn", ".js-plotly-plot"),
     ("Ablations", "Ablations", ".js-plotly-plot"),
     ("Why_it_answered", "Why it answered", ".js-plotly-plot"),
@@ -195,8 +197,9 @@ def page(browser):
 @pytest.mark.parametrize("path,title,content", PAGES, ids=[p[0] or "Home" for p in PAGES])
 def test_page_renders(server, page, shots, path, title, content):
     page.goto(f"{server}/{path}", timeout=60_000)
+    # the title first: a cold first load stays blank (no status widget yet) for over a second
+    page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
     _wait_idle(page)
-    page.get_by_role("heading", name=title).first.wait_for(timeout=30_000)
     page.wait_for_selector(content, timeout=30_000)
     _wait_idle(page)
     _check_clean(page, path or "Home")

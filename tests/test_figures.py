@@ -91,7 +91,8 @@ def test_head_grid_tiles_every_head():
     assert np.isnan(z[5, :]).all()  # the gap between layers
     assert np.isnan(z[step : step + 5, 2 * step : 2 * step + 5]).all()  # the head switched off
     assert len(fig.layout.shapes) == 2  # its cross
-    assert list(fig.layout.xaxis.ticktext) == ["head 1", "head 2", "head 3"]
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("head")] == ["head 1", "head 2", "head 3"]
+    assert list(fig.layout.xaxis.ticktext) == TOKENS  # tiles this big name their tokens (the last row's)
     assert fig.data[0].customdata[0][0] == "L1-H1: [CLS] → [CLS]"
 
 
@@ -167,5 +168,38 @@ def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
     fig = learning_curve_figure(curve, marker_step=20)
     lines = {(s.x0, s.line.dash) for s in fig.layout.shapes}
     assert lines == {(2_000, "dash"), (3_000, "dot")}
-    assert "stage 2" in {a.text for a in fig.layout.annotations}
+    assert "stage 2 starts" in {a.text for a in fig.layout.annotations}
     assert len(learning_curve_figure(curve[:2]).layout.shapes) == 0  # one stage, no marker: no lines
+
+
+def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():
+    """Issue 25: step 10's near-uniform head must not look as dark as a trained one."""
+    import numpy as np
+
+    from bertlab.figures import attention_heatmap, head_grid
+
+    tokens = ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    uniform = np.full((5, 5), 0.2)
+    fig = attention_heatmap(tokens, uniform, zmax=1.0, mark_uniform=True)
+    assert fig.data[0].zmax == 1.0 and "uniform 1/5" in fig.data[0].colorbar.ticktext
+    assert attention_heatmap(tokens, uniform).data[0].zmax == 0.2  # the Attention page's own-head scale
+    grid = head_grid(np.full((2, 2, 5, 5), 0.2), tokens, title="Every head", zmax=1.0, mark_uniform=True)
+    assert grid.data[0].zmax == 1.0 and "uniform 1/5" in grid.data[0].colorbar.ticktext
+    assert list(grid.layout.yaxis.ticktext) == tokens  # the small maps name their tokens
+    assert grid.layout.margin.t > 40  # the head names sit below the title, not on it
+
+
+def test_head_statistics_have_colour_scales_and_the_stage_line_a_label():
+    import numpy as np
+
+    from bertlab.attention import HEAD_STATS, HeadStats
+    from bertlab.figures import learning_curve_figure, stats_overview
+
+    stats = HeadStats({name: np.random.default_rng(0).random((2, 3)) for name in HEAD_STATS}, num_inputs=1)
+    bars = [t for t in stats_overview(stats).data if t.showscale]
+    assert len(bars) == 2  # one for the shares, one for the entropy
+    curve = [
+        {"step": 10, "tokens": 1000, "mlm_acc": 0.01, "stage": 1},
+        {"step": 20, "tokens": 2000, "mlm_acc": 0.05, "stage": 2},
+    ]
+    assert any(a.text == "stage 2 starts" for a in learning_curve_figure(curve).layout.annotations)

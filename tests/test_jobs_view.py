@@ -56,3 +56,31 @@ def test_live_numbers_say_how_long_a_run_took_once_it_has_ended(tmp_path):
     for state in ("finished", "failed", "cancelled"):
         assert "Took" in shown[state] and "ETA" not in shown[state], state
     assert shown["finished"]["Step"] == "4 / 8" and shown["finished"]["Train loss"] == "2.500"
+
+
+def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_its_accuracy(tmp_path):
+    """Issue 25: one point on a 19-21 axis looked empty; 'Eval accuracy 49.9%' said nothing of chance."""
+    import json
+
+    from bertlab.jobs_view import chance_levels, live_numbers
+    from bertlab.runs import read_job
+
+    run_dir = tmp_path / "sst2-run"
+    run_dir.mkdir()
+    (run_dir / "status.json").write_text(json.dumps({"state": "finished", "step": 20, "total_steps": 20}))
+    (run_dir / "run_config.json").write_text(
+        json.dumps({"kind": "finetune", "task_setup": {"shape": "single", "labels": ["0", "1"]}})
+    )
+    metrics = [
+        {"split": "train", "step": 20, "loss": 0.69, "accuracy": 0.52},
+        {"split": "eval", "step": 20, "accuracy": 0.499},
+    ]
+    job = read_job(run_dir)
+    assert chance_levels(job) == {"nsp_acc": 0.5, "accuracy": 0.5}
+    assert dict(live_numbers(job, metrics))["Eval accuracy (chance 50%)"] == "49.9%"
+    fig = curves_figure(metrics, chance=chance_levels(job))
+    assert fig.layout.xaxis.rangemode == "tozero"  # the lone step-20 point sits at the right of 0..20
+    chance_lines = [s for s in fig.layout.shapes if s.y0 == 0.5 and s.y1 == 0.5]
+    assert len(chance_lines) == 1 and any("chance" in a.text for a in fig.layout.annotations)
+    early = curves_figure([{"split": "train", "step": 1, "loss": 3.0}])
+    assert early.layout.xaxis.range == (0, 2.1)
