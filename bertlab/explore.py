@@ -201,3 +201,45 @@ def independent_text(tokenizer: BertTokenizer, max_length: int, result: FillMask
     return fill_text(
         result.text, enc, [m.position for m in result.masks], [m.candidates[0].token for m in result.masks]
     )
+
+
+@dataclass(frozen=True)
+class AnswerChange:
+    """What switching heads off did to one candidate answer of a [MASK]."""
+
+    word: str
+    before: float  # probability with all heads (NaN: not among the candidates asked for)
+    after: float  # probability with the heads off
+    rank_before: int | None  # 1 = the top answer; None when not among the candidates
+    rank_after: int | None
+
+    def sentence(self, heads_off: int) -> str:
+        """'**mat**: 34% (1st) with all heads → 12% (3rd) with 4 heads off' (markdown)."""
+
+        def part(p: float, rank: int | None) -> str:
+            return "not in the top answers" if rank is None else f"{p:.1%} (answer {rank})"
+
+        return (
+            f"**{self.word}**: {part(self.before, self.rank_before)} with all heads → "
+            f"{part(self.after, self.rank_after)} with {heads_off} head{'' if heads_off == 1 else 's'} off"
+        )
+
+
+def answer_changes(rows: Sequence[dict], show: int = 8) -> list[AnswerChange]:
+    """The answers worth showing from `AblationComparison.fill_rows` (word, 'all heads', 'heads
+    off'): the top `show` with all heads, then any that rose into the top `show` with the heads
+    off, each with its rank under both. Ordered by the probability with all heads."""
+
+    def ranks(key: str) -> dict[str, int]:
+        kept = sorted((r for r in rows if r[key] == r[key]), key=lambda r: -r[key])  # NaN != NaN: not ranked
+        return {r["token"]: i + 1 for i, r in enumerate(kept)}
+
+    before, after = ranks("all heads"), ranks("heads off")
+    wanted = [w for w, k in before.items() if k <= show] + [
+        w for w, k in after.items() if k <= show and before.get(w, show + 1) > show
+    ]
+    by_word = {r["token"]: r for r in rows}
+    return [
+        AnswerChange(w, by_word[w]["all heads"], by_word[w]["heads off"], before.get(w), after.get(w))
+        for w in dict.fromkeys(wanted)
+    ]

@@ -188,27 +188,41 @@ def answer_trajectory_figure(guesses: Sequence[LayerGuess], token_id: int, word:
     return style_figure(fig, f"How sure each layer is of the final answer '{word}'", height=300)
 
 
-def comparison_bar(rows: Sequence[dict], title: str = "") -> go.Figure:
-    """Grouped bars: probability with all heads vs with some heads off (from `AblationComparison.fill_rows`)."""
-    labels = _unique_labels([r["token"] for r in rows])
+def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title: str = "") -> go.Figure:
+    """One row per answer word (from `explore.answer_changes`): a dot at its probability with all
+    heads, a dot with the heads off, an arrow from one to the other, so what happened to each word
+    reads along its own row; the `focus` word in bold."""
     fig = go.Figure()
-    for key, colour in (("all heads", BLUE), ("heads off", ORANGE)):
-        values = [0.0 if np.isnan(r[key]) else r[key] for r in rows]
-        fig.add_bar(
-            x=labels,
-            y=values,
-            name=key,
-            marker_color=colour,
-            text=["" if np.isnan(r[key]) else percent(r[key]) for r in rows],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.2%}<extra>" + key + "</extra>",
+    words = [c.word for c in changes]
+    labels = [f"<b>{w}</b>" if w == focus else w for w in _unique_labels(words)]
+    for row, c in enumerate(changes):
+        if c.before == c.before and c.after == c.after:  # both known (NaN != NaN)
+            fig.add_annotation(
+                x=c.after, y=row, ax=c.before, ay=row, xref="x", yref="y", axref="x", ayref="y",
+                showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5, arrowcolor=GREY, text="",
+            )  # fmt: skip
+    for key, name, colour in (("before", "all heads", BLUE), ("after", "heads off", ORANGE)):
+        values = [getattr(c, key) for c in changes]
+        fig.add_trace(
+            go.Scatter(
+                x=[v if v == v else None for v in values],
+                y=list(range(len(changes))),
+                mode="markers+text",
+                name=name,
+                marker=dict(color=colour, size=11),
+                text=[percent(v) if v == v else "" for v in values],
+                textposition="top center",
+                textfont=dict(size=11, color=colour),
+                hovertemplate="%{y}: %{x:.2%}<extra>" + name + "</extra>",
+            )
         )
-    top = max([0.0] + [r[k] for r in rows for k in ("all heads", "heads off") if not np.isnan(r[k])])
-    fig.update_yaxes(tickformat=_tick_format(top), rangemode="tozero", showgrid=True, gridcolor="#eee")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
-    style_figure(fig, title, height=360)
-    fig.update_layout(margin=dict(t=70))
+    top = max([0.0] + [v for c in changes for v in (c.before, c.after) if v == v])
+    fig.update_xaxes(
+        title="probability", tickformat=_tick_format(top), range=[0, top * 1.12 + 1e-9], showgrid=True, gridcolor="#eee"
+    )
+    fig.update_yaxes(tickvals=list(range(len(changes))), ticktext=labels, autorange="reversed", tickfont=dict(size=14))
+    style_figure(fig, title, height=max(220, 90 + 38 * len(changes)))
+    fig.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), margin=dict(t=60))
     return fig
 
 
@@ -287,7 +301,7 @@ def attention_heatmap(
         )
     )
     side = max(340, min(760, 24 * T + 170))
-    fig.update_xaxes(**_token_ticks(tokens), tickangle=-60, side="top")
+    fig.update_xaxes(**_token_ticks(tokens), tickangle=-90, side="top")  # upright words never run into each other
     fig.update_yaxes(**_token_ticks(tokens), autorange="reversed")
     if off:
         fig.add_annotation(
@@ -316,8 +330,8 @@ def attention_lines(
         xs: list[float | None] = []
         ys: list[float | None] = []
         sel = np.argwhere((m >= lo) & ((m < hi) | (hi == 1.0)))
-        for i, j in sel:
-            xs += [0.0, 1.0, None]
+        for i, j in sel:  # lines stop short of the words at x = 0 and 1
+            xs += [0.08, 0.92, None]
             ys += [float(i), float(j), None]
         if xs:
             level = (lo + hi) / 2

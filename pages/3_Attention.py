@@ -16,12 +16,12 @@ from bertlab.attention import (
     make_head_mask,
 )
 from bertlab.errors import BertLabError
-from bertlab.explore import input_notes
+from bertlab.explore import answer_changes, input_notes
 from bertlab.figures import (
+    answer_change_figure,
     attention_heatmap,
     attention_lines,
     bertviz_html,
-    comparison_bar,
     head_grid,
     stat_heatmap,
     stats_overview,
@@ -228,7 +228,8 @@ with tab_off:
             st.info("All heads are on. Switch some off above to see what changes.", icon=":material/touch_app:")
         else:
             try:
-                cmp = compare_ablation(lm, head_mask, mask_text=mask_text, text_a=text_a, text_b=text_b, top_k=8)
+                # many candidates, so a word that fell out of the top answers still has its probability
+                cmp = compare_ablation(lm, head_mask, mask_text=mask_text, text_a=text_a, text_b=text_b, top_k=200)
             except BertLabError as exc:
                 show_error(exc)
                 cmp = None
@@ -238,14 +239,15 @@ with tab_off:
                 r1, r2 = st.columns([3, 2], gap="large")
                 with r1:
                     if cmp.fill_base is not None:
-                        before = cmp.fill_base.masks[0].candidates[0]
-                        after = cmp.fill_ablated.masks[0].candidates[0]
-                        st.markdown(
-                            f"**Fill-mask, first [MASK]**: all heads → **{before.word}** ({before.score:.0%}); "
-                            f"with {len(off_pairs)} off → **{after.word}** ({after.score:.0%})"
+                        changes = answer_changes(cmp.fill_rows(0), show=6)
+                        words = [c.word for c in changes]
+                        focus = st.selectbox(
+                            "The word you care about", words, key="att_focus_word", help="default: the top answer"
                         )
+                        chosen = next(c for c in changes if c.word == focus)
+                        st.markdown("First [MASK]: " + chosen.sentence(len(off_pairs)))
                         show_figure(
-                            comparison_bar(cmp.fill_rows(0), title="Top answers, all heads vs heads off"),
+                            answer_change_figure(changes, focus=focus, title="Each answer: all heads → heads off"),
                             "ablation-fill-mask",
                             key="att_cmp_bar",
                         )

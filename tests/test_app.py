@@ -245,6 +245,11 @@ def test_attention_page_and_ablation(app_env):
     assert_clean(at)
     assert "2 head(s) switched off" in messages(at)
     assert any(m.label == "P(IsNext) with the heads off" for m in at.metric)
+    focus = at.selectbox(key="att_focus_word")  # what happened to the word you care about, in one line
+    assert any(m.value.startswith(f"First [MASK]: **{focus.value}**: ") for m in at.markdown)
+    other = focus.options[-1]
+    focus.set_value(other).run()
+    assert any(f"**{other}**" in m.value and "heads off" in m.value for m in at.markdown)
     open_tab(at, "One head")  # the choice holds while another tab is open
     assert "2 head(s) switched off" in messages(at)
     open_tab(at, "Switch heads off")

@@ -114,12 +114,19 @@ def test_stat_figures():
 def test_nsp_and_comparison_figures():
     fig = F.nsp_figure(0.8)
     assert [t.x[0] for t in fig.data] == [0.8, pytest.approx(0.2)]
+    from bertlab.explore import answer_changes
+
     rows = [
         {"token": "mat", "all heads": 0.5, "heads off": 0.2},
+        {"token": "floor", "all heads": 0.1, "heads off": 0.05},
         {"token": "rug", "all heads": float("nan"), "heads off": 0.3},
     ]
-    cmp = F.comparison_bar(rows)
-    assert list(cmp.data[0].y) == [0.5, 0.0] and list(cmp.data[1].y) == [0.2, 0.3]
+    changes = answer_changes(rows, show=1)  # the top answer, and the word that rose into the top with heads off
+    assert [(c.word, c.rank_before, c.rank_after) for c in changes] == [("mat", 1, 2), ("rug", None, 1)]
+    assert changes[0].sentence(2) == "**mat**: 50.0% (answer 1) with all heads → 20.0% (answer 2) with 2 heads off"
+    fig = F.answer_change_figure(changes, focus="mat")
+    assert list(fig.data[0].x) == [0.5, None] and list(fig.data[1].x) == [0.2, 0.3]  # one row per word
+    assert list(fig.layout.yaxis.ticktext) == ["<b>mat</b>", "rug"] and len(fig.layout.annotations) == 1  # arrow
 
 
 def test_export(monkeypatch):
