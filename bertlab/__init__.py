@@ -28,20 +28,24 @@ __all__ = [
 
 
 def __getattr__(name):  # lazy: `import bertlab` stays cheap for the CLI's --help
-    if name in ("load_model", "LoadedModel", "default_model_path"):
-        from bertlab import inference
+    if name in ("load_model", "LoadedModel"):
+        from bertlab import inference  # deferred: torch
 
         return getattr(inference, name)
+    if name == "default_model_path":
+        from bertlab.checkpoint import default_model_path  # deferred: torch
+
+        return default_model_path
     if name in ("BertForPreTraining", "BertModel"):
-        from bertlab import model
+        from bertlab import model  # deferred: torch
 
         return getattr(model, name)
     if name == "BertTokenizer":
-        from bertlab.tokenizer import BertTokenizer
+        from bertlab.tokenizer import BertTokenizer  # deferred: the `tokenizers` library
 
         return BertTokenizer
     if name == "save_checkpoint":
-        from bertlab.checkpoint import save_checkpoint
+        from bertlab.checkpoint import save_checkpoint  # deferred: torch
 
         return save_checkpoint
     raise AttributeError(f"module 'bertlab' has no attribute {name!r}")

@@ -2,9 +2,9 @@
 
 Owns: where checkpoints live (`checkpoints/`, and the final models of run folders), a cheap
 description of each one read from `config.json` alone (no weights loaded), and the model card
-shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint,
-bertlab.errors, bertlab.model_card (the plain words of card keys), bertlab.runfolder (where runs live) and bertlab.inference (for
-the default path); loads no weights, never imports streamlit.
+shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint
+(the folder format and the default path), bertlab.errors, bertlab.model_card (the plain words of card
+keys) and bertlab.runfolder (where runs live); loads no weights, never imports streamlit.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertlab.checkpoint import HUB_ID, is_checkpoint_dir, load_config
-from bertlab.config import BertConfig
+from bertlab.checkpoint import HUB_ID, default_model_path, is_checkpoint_dir, load_config
+from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
-from bertlab.inference import default_model_path
 from bertlab.model_card import metric_rows, plain_value, training_rows
 from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
 
@@ -55,23 +54,6 @@ class CheckpointEntry:
     kind: str
     exists: bool = True
     summary: str = ""
-
-
-def parameter_count(config: BertConfig) -> int:
-    """Parameters of a BertForPreTraining with this config (tied decoder counted once).
-
-    Embeddings (word, position, segment, LayerNorm), L layers of attention + feed-forward with
-    their LayerNorms, the pooler, the MLM transform and output bias, and the NSP head.
-    """
-    H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
-    emb = (V + config.max_position_embeddings + config.type_vocab_size) * H + 2 * H
-    attention = 4 * (H * H + H) + 2 * H  # Q, K, V, output dense + LayerNorm
-    ffn = (H * F + F) + (F * H + H) + 2 * H
-    layers = config.num_layers * (attention + ffn)
-    pooler = H * H + H
-    mlm = (H * H + H) + 2 * H + V  # transform dense, LayerNorm, output bias (decoder tied to embeddings)
-    nsp = (2 * H + 2) if config.use_nsp_head else 0
-    return emb + layers + pooler + mlm + nsp
 
 
 def human_count(n: int) -> str:

@@ -8,8 +8,10 @@ one weights file, safetensors first) when online. Nothing untrusted is unpickled
 safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
 filled, then renamed into place (bertlab.atomic).
 
+Also owns where the shipped default model lies (`default_model_path`).
+
 Imports torch, safetensors, bertlab.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
-bertlab.errors (bertlab.hub inside `resolve`).
+bertlab.errors, bertlab.hub (Hub ids) and bertlab.runfolder (the repository root).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from bertlab import hub
 from bertlab.atomic import atomic_dir
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
 from bertlab.model import BertForPreTraining
+from bertlab.runfolder import REPO_ROOT
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
@@ -39,6 +43,13 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 NSP_KEYS = ("cls.seq_relationship.weight", "bert.pooler.dense.weight")  # NSP needs both
 OPTIONAL_PREFIXES = ("bert.pooler.",)  # BertForMaskedLM has no pooler; only NSP needs it
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+DEFAULT_MODEL_NAME = "bertlab-mini"
+
+
+def default_model_path() -> Path:
+    """The shipped default checkpoint (or `$BERTLAB_MODEL` when set)."""
+    env = os.environ.get("BERTLAB_MODEL")
+    return Path(env) if env else REPO_ROOT / "checkpoints" / DEFAULT_MODEL_NAME
 
 
 def is_checkpoint_dir(path: str | Path) -> bool:
@@ -121,8 +132,6 @@ def resolve(path_or_id: str | Path) -> Path:
         or (parent != Path(".") and parent.is_dir())  # checkpoints/typo: a path, not a Hub owner/name
     ):
         raise CheckpointError(f"{text}: no such checkpoint folder" + _siblings_hint(parent))
-    from bertlab import hub  # torch-free; imports only bertlab.config and bertlab.errors
-
     cached = hub.cached_snapshot(text)
     if cached is not None:
         return cached

@@ -115,6 +115,23 @@ class BertConfig:
             raise CheckpointError(f"{source}: {exc}") from exc
 
 
+def parameter_count(config: BertConfig) -> int:
+    """Parameters of a BertForPreTraining with this config (tied decoder counted once).
+
+    Embeddings (word, position, segment, LayerNorm), L layers of attention + feed-forward with
+    their LayerNorms, the pooler, the MLM transform and output bias, and the NSP head.
+    """
+    H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
+    emb = (V + config.max_position_embeddings + config.type_vocab_size) * H + 2 * H
+    attention = 4 * (H * H + H) + 2 * H  # Q, K, V, output dense + LayerNorm
+    ffn = (H * F + F) + (F * H + H) + 2 * H
+    layers = config.num_layers * (attention + ffn)
+    pooler = H * H + H
+    mlm = (H * H + H) + 2 * H + V  # transform dense, LayerNorm, output bias (decoder tied to embeddings)
+    nsp = (2 * H + 2) if config.use_nsp_head else 0
+    return emb + layers + pooler + mlm + nsp
+
+
 def _preset(layers: int, hidden: int, heads: int) -> BertConfig:
     return BertConfig(hidden_size=hidden, num_layers=layers, num_heads=heads, intermediate_size=4 * hidden)
 

@@ -227,8 +227,7 @@ def _task_tokens(cfg, micro_batch: int, stamp: float) -> TaskTokens:
 def _task_tokenizer(cfg):
     """(tokenizer, max positions, whose it is) of the model a fine-tuning job starts from; for random
     weights with a vocabulary still to be trained, the shipped model's (about the same lengths)."""
-    from bertlab.checkpoint import load_config, resolve  # deferred: torch
-    from bertlab.inference import default_model_path
+    from bertlab.checkpoint import default_model_path, load_config, resolve  # deferred: torch
     from bertlab.tokenizer import BertTokenizer
 
     if cfg.model and Path(cfg.model).expanduser().is_dir():  # a Hub id is not downloaded for an estimate

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from bertlab.config import BertConfig
+from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -40,8 +40,6 @@ class HubModel:
 
     @property
     def parameters(self) -> int:
-        from bertlab.catalog import parameter_count  # catalog imports checkpoint -> torch; only when asked
-
         cfg = BertConfig(
             vocab_size=BASE_VOCAB[self.uncased],
             hidden_size=self.hidden,

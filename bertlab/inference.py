@@ -2,7 +2,7 @@
 
 `load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `inspect` and
 `layer_predictions`; each returns dataclasses and accepts batches. Imports torch and the lower
-bertlab layers (config, model, tokenizer, checkpoint, batching, hardware, runfolder); never streamlit.
+bertlab layers (config, model, tokenizer, checkpoint, batching, hardware); never streamlit.
 """
 
 from __future__ import annotations
@@ -12,29 +12,18 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from bertlab.batching import pad_batch
-from bertlab.checkpoint import NSP_KEYS, load_pretraining_model
+from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model
 from bertlab.errors import InputError
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
-from bertlab.runfolder import REPO_ROOT
 from bertlab.tokenizer import BertTokenizer, Encoding
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MODEL_NAME = "bertlab-mini"
-
-
-def default_model_path() -> Path:
-    """The shipped default checkpoint (or `$BERTLAB_MODEL` when set)."""
-    env = os.environ.get("BERTLAB_MODEL")
-    return Path(env) if env else REPO_ROOT / "checkpoints" / DEFAULT_MODEL_NAME
-
 
 # --------------------------------------------------------------------------------------
 # Results

@@ -4,8 +4,8 @@ recipe will check it before it is queued, and turned into the command line a job
 Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
-Imports the standard library and bertlab.config / errors / hardware / runfolder; the recipes
-(bertlab.pretrain and bertlab.pretrain_config, bertlab.finetune.cli, with torch) only when a spec
+Imports the standard library and bertlab.config / errors / finetune.args / hardware / runfolder;
+the pretraining recipe (bertlab.pretrain and bertlab.pretrain_config, with torch) only when a spec
 is checked.
 """
 
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from bertlab.config import PRESETS
 from bertlab.errors import InputError
+from bertlab.finetune.args import add_args as add_finetune_args
 from bertlab.hardware import gpu_count
 from bertlab.runfolder import REPO_ROOT
 
@@ -75,9 +76,9 @@ class _RaisingParser(argparse.ArgumentParser):
 
 def _recipe_parser(kind: str) -> argparse.ArgumentParser:
     if kind == "pretrain":
-        from bertlab.pretrain import add_args
+        from bertlab.pretrain import add_args  # deferred: the pretraining recipe imports torch
     elif kind == "finetune":
-        from bertlab.finetune.cli import add_args
+        add_args = add_finetune_args
     else:
         raise JobError(f"unknown job kind {kind!r}; use one of {', '.join(KINDS)}")
     p = _RaisingParser(prog=f"bertlab {kind}", add_help=False)
@@ -177,7 +178,7 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
 
 def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
     """The pretraining config a job's arguments give, read from `cwd` and checked (size, corpus, shapes)."""
-    from bertlab.pretrain_config import load_config_file
+    from bertlab.pretrain_config import load_config_file  # deferred: torch (the data and training configs)
 
     with _chdir(cwd):
         cfg = load_config_file(ns.config, ns.overrides)

@@ -69,8 +69,8 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
 def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     import argparse
 
+    from bertlab.checkpoint import default_model_path
     from bertlab.finetune.cli import add_args, config_from_args
-    from bertlab.inference import default_model_path
 
     p = argparse.ArgumentParser()
     add_args(p)

@@ -29,16 +29,12 @@ from torch import nn
 
 from bertlab.config import BertConfig
 from bertlab.errors import InputError
+from bertlab.finetune.args import FEATURES_HELP
 from bertlab.model import BertModel, EncoderOutput, init_weights
 
 log = logging.getLogger(__name__)
 
 MODES = ("finetune", "feature")
-FEATURES_HELP = (
-    "last | layer:N (0 = embeddings, 1..L, or -1 = last) | sum4 (unweighted sum of the last four) | "
-    "wsum4 (learned weighted sum of the last four) | cat4 (concatenation of the last four) | "
-    "mix (learned weighted sum of the embeddings and every layer)"
-)
 ARCHITECTURES = {
     "single": "BertForSequenceClassification",
     "pair": "BertForSequenceClassification",
