@@ -32,6 +32,14 @@ FILL_MASK_EXAMPLES: tuple[str, ...] = (
 )
 
 # (label, sentence A, sentence B, is B really the next sentence?)
+# Sentences about nothing in particular: following any sentence A with them, a model that reads B
+# should say NotNext.
+UNRELATED_SENTENCES = (
+    "Volcanoes form where tectonic plates meet.",
+    "The committee will vote on the budget on Tuesday.",
+    "She tuned the old piano by ear.",
+    "Copper conducts electricity well.",
+)
 NSP_EXAMPLES: tuple[tuple[str, str, str, bool], ...] = (
     ("IsNext: the store (paper's example)", "The man went to the store.", "He bought a gallon of milk.", True),
     ("NotNext: penguins (paper's example)", "The man went to the store.", "Penguins are flightless birds.", False),

@@ -195,6 +195,23 @@ def training_rows(card: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def nsp_on_unseen_text(card: dict | None) -> str:
+    """How well the model tells IsNext from NotNext, from its card: on held-out instances of its own
+    corpus and on text it has not seen (unseen_english), in words; '' when the card has neither."""
+    card = card or {}
+    own = (card.get("metrics") or {}).get("nsp_acc")
+    unseen = ((card.get("unseen_english") or {}).get("overall") or {}).get("nsp_acc")
+    if not isinstance(unseen, (int, float)):
+        return (
+            f"On held-out text of its own corpus it is right {own:.1%} of the time." if isinstance(own, float) else ""
+        )
+    text = f"On pairs from text it has not seen (web text) it is right only **{unseen:.1%}** of the time"
+    text += " (chance: 50%)" if unseen < 0.65 else ""
+    if isinstance(own, (int, float)):
+        text += f", against {own:.1%} on held-out pairs made from its own pretraining corpus"
+    return text + "."
+
+
 def runnable_command(command: str) -> str:
     """A recorded command as a user can run it here: a --run-dir (or run_dir=) given as an
     absolute path on the machine that trained the model becomes runs/<its name>."""

@@ -9,8 +9,9 @@ import streamlit as st
 
 from bertlab.diagrams import input_embeddings_figure
 from bertlab.errors import BertLabError
-from bertlab.explore import NSP_EXAMPLES, input_notes
+from bertlab.explore import NSP_EXAMPLES, UNRELATED_SENTENCES, input_notes
 from bertlab.figures import nsp_figure
+from bertlab.model_card import nsp_on_unseen_text
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 setup_page("Next sentence", ":material/link:")
@@ -95,6 +96,31 @@ else:
             )
         st.caption(f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()}.")
     show_figure(nsp_figure(p), "nsp", key="nsp_bar", export=False)
+    how_well = nsp_on_unseen_text(lm.card)
+    if how_well:
+        st.info(
+            f"**How far to trust it.** {how_well} It learned NSP on mostly 19th-century books and Wikipedia, "
+            "where a random B came from another document in another style; on short plain sentences like these, "
+            "its answer says little about whether B follows A.",
+            icon=":material/info:",
+        )
+    st.markdown("**Is it reading B at all?** P(IsNext) for sentence A followed by sentences unrelated to it:")
+    try:
+        baseline = [(b, lm.next_sentence(text_a, b).is_next_prob) for b in UNRELATED_SENTENCES]
+    except BertLabError as exc:
+        show_error(exc)
+        baseline = []
+    if baseline:
+        st.table(pd.DataFrame([{"B (unrelated to A)": b, "P(IsNext)": f"{q:.0%}"} for b, q in baseline]))
+        high = sum(q >= 0.5 for _, q in baseline)
+        st.caption(
+            f"{high} of {len(baseline)} unrelated sentences get IsNext. "
+            + (
+                "When unrelated sentences score as high as yours, the model is not telling whether B follows A."
+                if high
+                else "It tells these apart from A, so your pair's score means more."
+            )
+        )
 
 st.subheader("The input, as in the paper's Figure 2")
 st.markdown(

@@ -203,6 +203,25 @@ def test_next_sentence_answers(app_env):
     value = at.metric[0].value
     assert value.endswith("%") and 0 <= float(value.rstrip("%")) <= 100
     assert len(plotly_charts(at)) == 2  # P(IsNext) bar and the Figure 2 input diagram
+    assert (
+        len(at.table[0].value) == 4
+        and "unrelated sentences get IsNext" in at.caption[-1].value
+        or any("unrelated sentences get IsNext" in c.value for c in at.caption)
+    )
+
+
+def test_next_sentence_says_how_well_the_shipped_model_does_on_unseen_text(app_env):
+    """Issue 25: 'The man went to the store.' + penguins gets 80.8% IsNext; the page says why to doubt it,
+    with the shipped card's own number (55.5% on web text), not one written into the page."""
+    card = json.loads((REPO / "checkpoints/bertlab-mini/model_card.json").read_text())
+    unseen = card["unseen_english"]["overall"]["nsp_acc"]
+    at = open_page()
+    at.session_state["bertlab_model"] = str(REPO / "checkpoints" / "bertlab-mini")
+    at.run()
+    at.switch_page(NSP).run()
+    assert not at.exception
+    note = " ".join(i.value for i in at.info)
+    assert f"right only **{unseen:.1%}** of the time (chance: 50%)" in note and "How far to trust it" in note
 
 
 def test_next_sentence_example_and_empty(app_env):
