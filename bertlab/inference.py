@@ -7,11 +7,13 @@ bertlab layers (config, model, tokenizer, checkpoint, batching, hardware); never
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +26,7 @@ from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import BertTokenizer, Encoding
 
 log = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------------------
 # Results
@@ -213,6 +216,20 @@ def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequen
 # --------------------------------------------------------------------------------------
 # The loaded model
 # --------------------------------------------------------------------------------------
+def _fp32_inference(method: Callable) -> Callable:
+    """Run a LoadedModel method without gradients and without autocast, whatever the caller has on:
+    answers must not depend on the caller's precision. bf16 autocast changed the top answer to 1 of
+    12 probe sentences on the shipped model (tests/test_inference.py), and a CPU without bf16
+    instructions computes bf16 far slower than fp32; so inference stays in the model's own dtype."""
+
+    @functools.wraps(method)
+    def run(self: LoadedModel, *args: Any, **kwargs: Any) -> Any:
+        with torch.inference_mode(), torch.autocast(self.device.type, enabled=False):
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class LoadedModel:
     """A BERT checkpoint ready for inference (eval mode, no gradients)."""
 
@@ -287,7 +304,7 @@ class LoadedModel:
         return hm.to(device=self.device, dtype=next(self.model.parameters()).dtype)
 
     # --- fill-mask -----------------------------------------------------------------------
-    @torch.inference_mode()
+    @_fp32_inference
     def fill_mask(
         self,
         text: str | Sequence[str],
@@ -392,7 +409,7 @@ class LoadedModel:
         return [chosen[p] for p in positions], order
 
     # --- next sentence prediction ---------------------------------------------------------
-    @torch.inference_mode()
+    @_fp32_inference
     def next_sentence(
         self,
         text_a: str | Sequence[str],
@@ -422,7 +439,7 @@ class LoadedModel:
         return results[0] if single else results
 
     # --- inspection ----------------------------------------------------------------------
-    @torch.inference_mode()
+    @_fp32_inference
     def inspect(
         self,
         text: str,
@@ -468,7 +485,7 @@ class LoadedModel:
             nsp_is_next_prob=nsp,
         )
 
-    @torch.inference_mode()
+    @_fp32_inference
     def layer_predictions(
         self,
         text: str,

@@ -388,3 +388,37 @@ def test_lone_surrogate_or_invalid_utf8_is_an_input_error(lm, bad):
         lm.inspect(bad)
     with pytest.raises(InputError, match="not valid Unicode"):
         lm.layer_predictions(bad)
+
+
+# Sentences whose answers must not depend on the caller's precision. On the shipped model bf16
+# autocast changed the top answer to the first one ("mr, true" became "true, mr"), so inference runs
+# in fp32 whatever autocast is on around it.
+PROBE = [
+    "The capital of France is [MASK].",
+    "The doctor told the [MASK] to rest.",
+    "She opened the door and [MASK] into the room.",
+    "The children were playing in the [MASK].",
+    "My father [MASK] a doctor in London.",
+    "I drank a cup of [MASK] this morning.",
+    "He [MASK] the letter and put it in his pocket.",
+    "The sun rises in the [MASK].",
+    "They went to the [MASK] to buy bread.",
+    "It was a dark and [MASK] night.",
+    "The [MASK] barked at the stranger.",
+    "She was born in [MASK] and grew up in Paris.",
+]
+
+
+def test_probe_answers_are_fp32_under_a_callers_bf16_autocast():
+    lm = load_model(device="cpu")  # the shipped model
+    fp32 = [[c.token for c in r.masks[0].candidates] for r in lm.fill_mask(PROBE, top_k=5)]
+    nsp = lm.next_sentence("The man went to the store.", "He bought a gallon of milk.").is_next_prob
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        again = [[c.token for c in r.masks[0].candidates] for r in lm.fill_mask(PROBE, top_k=5)]
+        nsp_again = lm.next_sentence("The man went to the store.", "He bought a gallon of milk.").is_next_prob
+        on = torch.is_autocast_enabled("cpu")
+        with torch.no_grad():  # a plain call of the model in this context does run in bf16
+            hidden = lm.model.bert.encoder.layer[0].intermediate.dense(torch.zeros(1, lm.config.hidden_size))
+    assert on and hidden.dtype == torch.bfloat16
+    assert again == fp32
+    assert nsp_again == nsp
