@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from bertlab import __version__
 from bertlab.errors import BertLabError, InputError
 from bertlab.formatting import one_line, printable
+from bertlab.runfolder import runs_root
 
 if TYPE_CHECKING:
     from bertlab.inference import FillMaskResult
@@ -52,7 +53,7 @@ def check_argv_text(label: str, text: str) -> None:
 
 
 def _load(args):
-    from bertlab.inference import load_model
+    from bertlab.inference import load_model  # deferred: torch, for the commands that load a model
 
     return load_model(args.model, device=args.device)
 
@@ -138,8 +139,6 @@ def _info_args(p):
 
 
 def _info(args) -> int:
-    from bertlab.runfolder import runs_root
-
     lm = _load(args)
     runs = runs_root()
     data = {
@@ -193,31 +192,31 @@ BUILTIN = {
 # being run: name -> (help, a function that imports the module and returns its (add_args, run)).
 # The help is written here so that `bertlab --help` imports none of them.
 def _pretrain() -> tuple[AddArgs, Run]:
-    from bertlab import pretrain
+    from bertlab import pretrain  # deferred, as each command below: torch
 
     return pretrain.add_args, pretrain.run
 
 
 def _export() -> tuple[AddArgs, Run]:
-    from bertlab import export
+    from bertlab import export  # deferred: torch
 
     return export.add_args, export.run
 
 
 def _finetune() -> tuple[AddArgs, Run]:
-    from bertlab.finetune import cli
+    from bertlab.finetune import cli  # deferred: torch
 
     return cli.add_args, cli.run
 
 
 def _jobs() -> tuple[AddArgs, Run]:
-    from bertlab import jobs_cli
+    from bertlab import jobs_cli  # deferred: the job registry and estimates, not needed for --help
 
     return jobs_cli.add_args, jobs_cli.run
 
 
 def _ablate() -> tuple[AddArgs, Run]:
-    from bertlab import ablations_cli
+    from bertlab import ablations_cli  # deferred: not needed for --help
 
     return ablations_cli.add_args, ablations_cli.run
 

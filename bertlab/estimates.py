@@ -137,10 +137,10 @@ def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_lab
 
     with torch.device("meta"):
         if pretraining_heads:
-            from bertlab.model import BertForPreTraining
+            from bertlab.model import BertForPreTraining  # deferred: torch
 
             return BertForPreTraining(config).num_parameters()
-        from bertlab.finetune.models import HeadConfig, build_task_model
+        from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
 
         return build_task_model(config, HeadConfig(shape="single", num_labels=num_labels)).num_parameters()
 
@@ -267,7 +267,7 @@ def measured_step_seconds(
     count is put back afterwards."""
     import torch
 
-    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
     from bertlab.model import BertForPreTraining
 
     g = torch.Generator().manual_seed(0)

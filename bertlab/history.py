@@ -201,7 +201,7 @@ def build_history(
     Raises:
         InputError: the folder kept no snapshots.
     """
-    from bertlab.inference import load_model
+    from bertlab.inference import load_model  # deferred: torch, only when snapshots are probed
 
     snaps = list_snapshots(run_dir)
     if not snaps:

@@ -3,7 +3,8 @@ biases, not LayerNorm), the learning-rate schedule (linear warm-up over a fracti
 a number of steps, then linear, cosine or constant), and mixed precision (which autocast dtype a
 device gets, and its context).
 
-Imports torch, bertlab.errors and bertlab.hardware (which CPU instructions exist); `TrainConfig` (bertlab.training) for its type only. The loop
+Imports torch, bertlab.errors, bertlab.hardware (which CPU instructions exist) and
+bertlab.train_types (`TrainConfig`; its `SCHEDULES` names the decays `lr_factor` knows). The loop
 that uses these is bertlab.training.
 """
 
@@ -13,19 +14,14 @@ import contextlib
 import logging
 import math
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
 
 import torch
 
 from bertlab.errors import InputError
 from bertlab.hardware import cpu_bf16_instructions
-
-if TYPE_CHECKING:
-    from bertlab.training import TrainConfig
+from bertlab.train_types import TrainConfig
 
 log = logging.getLogger(__name__)
-
-SCHEDULES = ("linear", "cosine", "constant")  # the decays `lr_factor` knows
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:

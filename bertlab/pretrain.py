@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from bertlab.atomic import building
-from bertlab.checkpoint import save_checkpoint
+from bertlab.checkpoint import load_pretraining_model, save_checkpoint
 from bertlab.config import BertConfig
 from bertlab.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
 from bertlab.errors import InputError
@@ -332,8 +332,6 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
     The checkpoint must have the same shapes (size, vocabulary, NSP head); a run that resumes
     loads its own checkpoint over these weights afterwards.
     """
-    from bertlab.checkpoint import load_pretraining_model
-
     source, _, info = load_pretraining_model(path)
     theirs = source.state_dict()
     mismatched = [

@@ -19,7 +19,7 @@ from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.corpus import DEFAULT_CORPUS
 from bertlab.errors import InputError
 from bertlab.pretraining_data import DataConfig
-from bertlab.training import TrainConfig
+from bertlab.train_types import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The training loop shared by pretraining and fine-tuning.
 
-Owns: `TrainConfig` (optimisation and budget), the budget in steps, tokens or wall-clock time that
-drives the LR schedule (`Progress`), gradient accumulation and clipping, the fp16 grad scaler,
+Owns: the budget in steps, tokens or wall-clock time that drives the LR schedule (`Progress`,
+with `TrainConfig` and `TrainTask` defined in bertlab.train_types and re-exported here), gradient
+accumulation and clipping, the fp16 grad scaler,
 periodic evaluation, log-spaced snapshots, atomic checkpoints with exact resume, graceful
 SIGTERM/SIGINT, and torchrun / DDP. `Trainer` runs these as named steps: set-up, resume,
 accumulate + optimizer step, log, evaluate, save or stop, and the final model with its card. The
@@ -13,7 +14,7 @@ supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer n
 global RNGs: the recipes do, before they build the model.
 
 Imports torch and bertlab.checkpoint / errors / formatting / hardware / optimization / runfolder /
-training_runtime; never streamlit.
+train_types / training_runtime; never streamlit.
 """
 
 from __future__ import annotations
@@ -24,21 +25,20 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import torch
 import torch.distributed as dist
 
+from bertlab.checkpoint import load_state, normalize_keys, read_weights
 from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.hardware import own_start_time, pick_device
 from bertlab.optimization import (
     COMPILE_PROBE_STEPS,
-    SCHEDULES,
     autocast_context,
     build_optimizer,
     compile_pays,
@@ -56,6 +56,7 @@ from bertlab.runfolder import (
     truncate_metrics,
     update_status,
 )
+from bertlab.train_types import Progress, TrainConfig, TrainTask
 from bertlab.training_runtime import (
     DistInfo,
     GracefulStop,
@@ -71,80 +72,6 @@ from bertlab.training_runtime import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation and budget (Devlin et al. 2018, appendix A.2 for the defaults)."""
-
-    learning_rate: float = 1e-4  # peak LR after warm-up
-    warmup: float = 0.01  # warm-up length: a fraction of the budget (<1) or a number of steps (>=1)
-    schedule: str = "linear"  # decay after warm-up: linear (BERT) | cosine | constant
-    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-6
-    grad_clip: float = 1.0  # max global grad norm; 0 disables
-    batch_size: int = 32  # sequences per optimizer step per process (before accumulation split)
-    grad_accum: int = 1  # micro-batches per optimizer step; batch_size is split across them
-    max_steps: int = 0  # budget in optimizer steps (0 = none)
-    max_tokens: int = 0  # budget in input tokens (0 = none)
-    max_time_s: float = 0.0  # budget in wall-clock seconds of training (0 = none)
-    eval_every: int = 500  # steps between evaluations (0 = only at the end)
-    save_every: int = 1000  # steps between checkpoints (0 = only at the end)
-    save_every_s: float = 600.0  # also checkpoint at least this often in seconds (0 = never by time)
-    log_every: int = 20  # steps between train metric lines
-    # auto | fp32 | bf16 | fp16 ; auto = bf16 on CUDA (fp16 without bf16) and on a CPU with bf16
-    # instructions (AVX-512 BF16, AMX), fp32 on other CPUs
-    precision: str = "auto"
-    # torch.compile the training step: True | False | "auto" (when the task's shapes are static and
-    # the projected time saved pays for the compile; decided after a few eager steps)
-    compile: bool | str = "auto"
-    seed: int = 0
-    device: str = "auto"  # auto | cpu | cuda
-    num_threads: int = 0  # CPU threads for torch (0 = leave torch's default)
-    snapshots: bool = False  # keep small (fp16) model snapshots at log-spaced steps (see snapshot_steps)
-
-    def __post_init__(self):
-        if not (self.max_steps or self.max_tokens or self.max_time_s):
-            raise InputError("give a training budget: max_steps, max_tokens or max_time_s")
-        if self.batch_size % self.grad_accum:
-            raise InputError(f"batch_size {self.batch_size} must be divisible by grad_accum {self.grad_accum}")
-        if self.compile not in (True, False, "auto"):
-            raise InputError(f"compile must be true, false or auto, not {self.compile!r}")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
-        if self.learning_rate <= 0:
-            raise InputError("learning_rate must be positive")
-        if self.schedule not in SCHEDULES:
-            raise InputError(f"schedule must be one of {SCHEDULES}, not {self.schedule!r}")
-
-
-class TrainTask(Protocol):
-    """What the trainer needs from a recipe (pretraining, a fine-tuning task)."""
-
-    # every training batch has the same shapes (a compiled step traces once): compile="auto" may compile
-    static_shapes: bool
-
-    def batches(self, epoch: int, start: int, rank: int, world: int) -> Iterator[dict[str, torch.Tensor]]:
-        """Training batches of epoch `epoch`, skipping the first `start` batches (for exact resume).
-        Each batch is a dict of tensors for the model, with `num_tokens` (int) allowed."""
-
-    def batches_per_epoch(self, world: int) -> int: ...
-
-    def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
-        """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
-
-    def evaluate(
-        self, model: torch.nn.Module, device: torch.device, autocast: Callable[[], AbstractContextManager]
-    ) -> dict[str, float]:
-        """Held-out metrics; called on rank 0 only, model in eval mode."""
-
-    def save_model(self, directory: Path, model: torch.nn.Module, extra: dict) -> None:
-        """Write the model in its Hugging Face-compatible format (atomically); for the final model,
-        `extra["card_updates"]` holds steps, tokens, epochs, time and metrics for its model card."""
-
-    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
-        """Turn summed batch metrics into rates (accuracy, ...) for a log line."""
 
 
 # --------------------------------------------------------------------------------------
@@ -165,31 +92,6 @@ def is_snapshot_step(step: int) -> bool:
         return False
     base = 10 ** int(math.floor(math.log10(step)))
     return step % base == 0 and step // base in (1, 2, 3, 5, 7)
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint."""
-
-    step: int = 0  # optimizer steps done
-    epoch: int = 0
-    batch_in_epoch: int = 0  # batches of `epoch` consumed
-    tokens: int = 0  # input tokens seen (all processes)
-    train_time_s: float = 0.0  # wall-clock seconds spent training (excludes eval/saving)
-    phase: int = 0  # data phase (e.g. short sequences first, then long); epoch counts restart per phase
-
-    def fraction(self, cfg: TrainConfig) -> float:
-        parts = []
-        if cfg.max_steps:
-            parts.append(self.step / cfg.max_steps)
-        if cfg.max_tokens:
-            parts.append(self.tokens / cfg.max_tokens)
-        if cfg.max_time_s:
-            parts.append(self.train_time_s / cfg.max_time_s)
-        return max(parts)
-
-    def done(self, cfg: TrainConfig) -> bool:
-        return self.fraction(cfg) >= 1.0
 
 
 # --------------------------------------------------------------------------------------
@@ -286,8 +188,6 @@ class Trainer:
         ckpt_dir = self.ckpt_dir
         if not (ckpt_dir / TRAINER_STATE_FILE).is_file():
             raise InputError(f"--resume: {ckpt_dir} holds no checkpoint; start without --resume")
-        from bertlab.checkpoint import load_state, normalize_keys, read_weights
-
         weights = model_dir(ckpt_dir)
         load_state(self.model, normalize_keys(read_weights(weights)), str(weights), required_prefixes=())
         state = load_training_state(ckpt_dir)

@@ -3,8 +3,8 @@ SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, the
 (optimizer, scaler, progress, RNG) that every checkpoint saves beside the model, and the clean-up
 of saves a kill interrupted.
 
-Imports torch, numpy, bertlab.atomic (atomic directories), bertlab.runfolder (file names) and
-bertlab.checkpoint (inside `recover_saves`); never streamlit.
+Imports torch, numpy, bertlab.atomic (atomic directories), bertlab.runfolder (file names),
+bertlab.checkpoint (what a complete checkpoint is) and bertlab.train_types; never streamlit.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from bertlab.atomic import atomic_dir, recover_dir
+from bertlab.checkpoint import is_checkpoint_dir
 from bertlab.errors import InputError
 from bertlab.runfolder import (
     MODEL_DIR,
@@ -34,11 +35,11 @@ from bertlab.runfolder import (
     model_dir,
     snapshot_root,
 )
+from bertlab.train_types import Progress, TrainTask
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from bertlab.training import Progress, TrainTask
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +164,6 @@ def recover_saves(run_dir: Path) -> None:
     """Leftovers of saves killed between their two renames: the checkpoint, the final model and
     the snapshots are put back from a complete hidden copy where the folder itself is missing, and
     half-written copies go (at base size each is hundreds of MB)."""
-    from bertlab.checkpoint import is_checkpoint_dir
-
     found = recover_dir(checkpoint_dir(run_dir), complete_checkpoint)
     if found is not None:
         log.warning("recovered the checkpoint from %s (a save had been interrupted)", found.name)

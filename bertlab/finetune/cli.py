@@ -24,7 +24,7 @@ from bertlab.finetune.grid import PAPER_GRID, grid_status, settings, submit_grid
 from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 from bertlab.finetune.tasks import get_task
 from bertlab.runfolder import run_log, runs_root
-from bertlab.training import TrainConfig
+from bertlab.train_types import TrainConfig
 
 # flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
 _NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")

@@ -38,6 +38,7 @@ from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model
 from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
+from bertlab.hardware import pick_device
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
@@ -293,8 +294,6 @@ class FinetunedModel:
 
 def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
     """Load a fine-tuned checkpoint folder (ours, or one fine-tuned with transformers) for prediction."""
-    from bertlab.hardware import pick_device
-
     dev = pick_device(device)
     model, tokenizer, setup, card = load_task_model(path)
     model.to(dev)

@@ -1,0 +1,160 @@
+"""The shape of the package: bertlab's import graph has no cycle, counting imports inside
+functions and under TYPE_CHECKING too, so that no deferred import hides one; every deferred
+import says why it is deferred.
+
+The graph is read with `ast`, not by importing: an edge A -> B for each `import B` /
+`from B import x` / `from A's package import B` written in module A, wherever it stands. The
+implicit import of a module's parent package (`bertlab/__init__.py`, `bertlab/finetune/__init__.py`)
+is not an edge: a package's `__init__` may re-export its submodules.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bertlab"
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, e.g. "bertlab.finetune.cli"
+    target: str  # the imported bertlab module
+    line: int
+    deferred: bool  # inside a function
+    type_checking: bool  # under `if TYPE_CHECKING:`
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """{"bertlab.finetune.cli": path, ...}; a package is named by its folder."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
+    """Every import statement with (inside a function, under TYPE_CHECKING)."""
+
+    def visit(node: ast.AST, deferred: bool, type_checking: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, deferred, type_checking
+            yield from visit(
+                child,
+                deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)),
+                type_checking or (isinstance(child, ast.If) and _is_type_checking(child)),
+            )
+
+    yield from visit(tree, False, False)
+
+
+def imports(package: Path = PACKAGE) -> list[Import]:
+    """Every import of one bertlab module by another."""
+    known = modules(package)
+    out = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node, deferred, type_checking in _import_nodes(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:  # relative: from the module's own package upwards
+                    package_parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    package_parts = package_parts[: len(package_parts) - node.level + 1]
+                    base = ".".join(package_parts + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            for target in dict.fromkeys(targets):
+                if target in known and target != name:
+                    out.append(Import(name, target, node.lineno, deferred, type_checking))
+    return out
+
+
+def cycles(edges: list[Import]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        graph.setdefault(e.module, set()).add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_the_graph_sees_deferred_and_relative_imports(tmp_path):
+    pkg = tmp_path / "bertlab"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from bertlab import b\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertlab.sub.c import X\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("from .. import a\nX = 1\n")
+    edges = imports(pkg)
+    assert {(e.module, e.target, e.deferred, e.type_checking) for e in edges} == {
+        ("bertlab.a", "bertlab.b", True, False),
+        ("bertlab.b", "bertlab.sub.c", False, True),
+        ("bertlab.sub.c", "bertlab.a", False, False),
+    }
+    assert cycles(edges) == [["bertlab.a", "bertlab.b", "bertlab.sub.c"]]
+
+
+def test_no_import_cycle():
+    """A lower module never imports a higher one, not even inside a function: move the shared
+    piece down instead of deferring the import."""
+    found = cycles(imports())
+    assert not found, "import cycles (move the shared helper down to a module both can import):\n" + "\n".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_every_deferred_import_says_why():
+    """An import inside a function is there to keep torch (or another heavy module) out of
+    start-up; a comment on its line or the line above says so."""
+    silent = []
+    for e in imports():
+        if not e.deferred or e.type_checking:
+            continue
+        lines = modules()[e.module].read_text(encoding="utf-8").splitlines()
+        if not any("#" in lines[i - 1] for i in (e.line, e.line - 1) if i >= 1):
+            silent.append(f"{e.module}:{e.line} imports {e.target}")
+    assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
