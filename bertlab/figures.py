@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -432,7 +433,9 @@ def head_grid(
     centres = [i * step + (T - 1) / 2 for i in range(max(L, A))]
     labelled = T <= 24 and max(L, A) <= 6  # token names fit beside tiles this big
     fig.update_xaxes(showgrid=False, zeroline=False, side="bottom")
-    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
+    if not labelled:  # square tiles; labelled ones fill the width instead of leaving an empty band
+        fig.update_yaxes(scaleanchor="x", constrain="domain")
     if labelled:  # tokens along the first tile column and under the last tile row; layers and heads as notes
         fig.update_yaxes(tickvals=list(range(T)), ticktext=list(tokens), tickfont_size=9)
         fig.update_xaxes(
@@ -440,7 +443,7 @@ def head_grid(
         )
         for layer in range(L):
             fig.add_annotation(
-                text=f"layer {layer + 1}", x=-0.01, xref="paper", y=centres[layer], yref="y", xanchor="right",
+                text=f"layer {layer + 1}", x=-0.075, xref="paper", y=centres[layer], yref="y", xanchor="right",
                 showarrow=False, textangle=-90, font=dict(size=11, color=GREY),
             )  # fmt: skip
     else:
@@ -451,9 +454,10 @@ def head_grid(
             text=f"head {head + 1}", x=centres[head], xref="x", y=1.0, yref="paper", yanchor="bottom",
             showarrow=False, font=dict(size=11, color=GREY),
         )  # fmt: skip
-    cell = max(70, min(150, 900 // max(A, 1)))
+    # labelled tiles need ~18 px a token row; the page draws this grid full width
+    cell = max(16 * T, 160) if labelled else max(70, min(150, 900 // max(A, 1)))
     style_figure(fig, title, height=min(1400, 110 + cell * L + (60 if labelled else 0)))
-    fig.update_layout(margin=dict(t=(40 if title else 10) + 24, l=90 if labelled else 10))
+    fig.update_layout(margin=dict(t=(40 if title else 10) + 24, l=110 if labelled else 10))
     return fig
 
 
@@ -651,21 +655,18 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
         )
     for prev, c in zip(pts, pts[1:], strict=False):  # where a continued run (a new stage) took over
         if c.get("stage", 1) != prev.get("stage", 1):
-            fig.add_vline(
-                x=c["tokens"],
-                line=dict(color=GREY, dash="dot"),
-                annotation_text=f"stage {c['stage']} starts",
-                annotation_position="top left",
-                annotation_font=dict(size=11, color="#5f6368"),
-            )
+            fig.add_vline(x=c["tokens"], line=dict(color=GREY, dash="dot"))
+            fig.add_annotation(  # by hand: on a log axis an annotation's x is log10 of the value
+                x=math.log10(c["tokens"]), y=1, yref="paper", text=f"stage {c['stage']} starts", showarrow=False,
+                xanchor="right", yanchor="bottom", font=dict(size=11, color="#5f6368"),
+            )  # fmt: skip
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
-        fig.add_vline(
-            x=at["tokens"],
-            line=dict(color=GREY, dash="dash"),
-            annotation_text=f"step {marker_step:,}",
-            annotation_position="bottom left",
-        )
+        fig.add_vline(x=at["tokens"], line=dict(color=GREY, dash="dash"))
+        fig.add_annotation(
+            x=math.log10(at["tokens"]), y=0, yref="paper", text=f"step {marker_step:,}", showarrow=False,
+            xanchor="right", yanchor="bottom", font=dict(size=11, color="#5f6368"),
+        )  # fmt: skip
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
     return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))

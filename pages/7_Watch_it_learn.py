@@ -153,11 +153,16 @@ with g1:  # one colour scale (0 to 1) at every step, 1/n marked: a near-uniform 
         key="wil_head_fig",
     )
 with g2:
-    show_figure(
-        head_grid(maps, tokens, title="Every head at this step", zmax=1.0, mark_uniform=True),
-        "attention-heads",
-        key="wil_grid",
+    st.caption(
+        "Each small map below is one head drawn like the big one: a row per token attending, a column per "
+        "token attended to. Same colours as the big map; 1/n is what a head that has learned nothing gives."
     )
+# every head, full width: tiles big enough to name their tokens
+show_figure(
+    head_grid(maps, tokens, title="Every head at this step", zmax=1.0, mark_uniform=True),
+    "attention-heads",
+    key="wil_grid",
+)
 
 st.subheader("What kind of heads it has")
 stats = HeadStats(
