@@ -18,3 +18,7 @@ class CheckpointError(BertLabError, OSError):
 
 class DataError(BertLabError, ValueError):
     """A data file is malformed; the message names the file and line."""
+
+
+class DistributedError(BertLabError, RuntimeError):
+    """Another process of a torchrun job stopped or can no longer be reached; the message says how to go on."""

@@ -65,6 +65,7 @@ from bertlab.training_runtime import (
     init_distributed,
     load_training_state,
     logging_above,
+    lost_peer,
     prefetch,
     recover_saves,
     save_training_state,
@@ -147,8 +148,12 @@ class Trainer:
             try:
                 return self.loop()
             except BaseException as exc:
-                if self.info.is_main:
-                    update_status(self.run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
+                lost = lost_peer(exc, self.info)
+                if self.info.is_main or lost is not None:  # the process that is gone may be rank 0
+                    error = str(lost) if lost is not None else f"{type(exc).__name__}: {exc}"
+                    update_status(self.run_dir, state="failed", error=error, ended=time.time())
+                if lost is not None:
+                    raise lost from exc
                 raise
             finally:
                 if self.bar is not None:

@@ -1,4 +1,5 @@
-"""What the trainer runs on besides the model and the optimizer: the torchrun process group,
+"""What the trainer runs on besides the model and the optimizer: the torchrun process group (and
+the plain error when another of its processes is gone),
 SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, the training state
 (optimizer, scaler, progress, RNG) that every checkpoint saves beside the model, and the clean-up
 of saves a kill interrupted.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import signal
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -25,7 +27,7 @@ import torch.distributed as dist
 
 from bertlab.atomic import atomic_dir, recover_dir
 from bertlab.checkpoint import is_checkpoint_dir
-from bertlab.errors import InputError
+from bertlab.errors import DistributedError, InputError
 from bertlab.runfolder import (
     MODEL_DIR,
     TENSORBOARD_DIR,
@@ -73,6 +75,30 @@ def init_distributed(device: torch.device) -> DistInfo:
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+# What a failed collective says when the process at the other end is gone (killed, out of memory,
+# its machine down): gloo's and NCCL's RuntimeErrors name themselves or the broken connection.
+_LOST_PEER = ("gloo", "nccl", "connection reset", "connection closed", "broken pipe", "connection refused")
+
+
+def lost_peer(exc: BaseException, info: DistInfo) -> DistributedError | None:
+    """The plain error for `exc` when it is a collective that failed because another process of
+    this torchrun job is gone; None for any other error, and always without a group."""
+    if info.world <= 1 or isinstance(exc, DistributedError):
+        return None
+    text = str(exc)
+    if not isinstance(exc, dist.DistError) and not (
+        isinstance(exc, RuntimeError) and any(k in text.lower() for k in _LOST_PEER)
+    ):
+        return None
+    # gloo's first sentence without its source location: "Read error [10.0.0.2]:4312: Connection reset by peer"
+    cause = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\]\s*", "", text.strip()).split(". ")[0].splitlines()[0]
+    return DistributedError(
+        f"rank {info.rank} lost contact with another process of this {info.world}-process torchrun job "
+        f"(a process or its machine stopped, or the network between them failed: {cause}); "
+        "run every machine's command again with --resume to continue from the last checkpoint"
+    )
 
 
 def all_reduce_sum(values: dict[str, float], info: DistInfo, device: torch.device) -> dict[str, float]:

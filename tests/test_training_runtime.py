@@ -12,6 +12,7 @@ from bertlab.training_runtime import (
     all_reduce_sum,
     complete_checkpoint,
     load_training_state,
+    lost_peer,
     prefetch,
     process_rank,
     rng_state,
@@ -65,3 +66,20 @@ def test_training_state_errors_say_what_is_wrong(tmp_path):
     with pytest.raises(InputError, match="may be corrupt"):
         load_training_state(tmp_path)
     assert not complete_checkpoint(tmp_path)
+
+
+def test_a_lost_peer_is_said_plainly():
+    # (#24) what gloo raises when the other end of a collective was killed
+    gloo = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[10.0.0.2]:31645: Connection reset by peer. This is typically caused by a remote worker hanging."
+    )
+    error = lost_peer(gloo, DistInfo(rank=1, world=4))
+    assert str(error) == (
+        "rank 1 lost contact with another process of this 4-process torchrun job (a process or its machine "
+        "stopped, or the network between them failed: Read error [10.0.0.2]:31645: Connection reset by peer); "
+        "run every machine's command again with --resume to continue from the last checkpoint"
+    )
+    assert lost_peer(gloo, DistInfo()) is None  # no group: not a lost peer
+    assert lost_peer(ValueError("bad batch"), DistInfo(rank=0, world=2)) is None
+    assert lost_peer(RuntimeError("CUDA out of memory"), DistInfo(rank=0, world=2)) is None
