@@ -30,6 +30,9 @@ CLI lists jobs, and in every supervisor right after its job ends, so the queue m
 even when no browser is open. Only jobs of this registry hold slots: a run started by hand with
 `bertlab pretrain` is not counted.
 
+A job across several machines is not launched here: `node_commands` checks it and returns the
+torchrun line each machine runs (bertlab.jobspec.node_commands), for the user to start there.
+
 Cancel sends SIGTERM to the job's process group: the trainer saves a checkpoint and stops
 (state cancelled); the supervisor escalates to SIGKILL after `kill_timeout_s`. Resume relaunches
 with `--resume` (from scratch when no checkpoint was saved yet). Delete removes the folder and is
@@ -59,7 +62,17 @@ from pathlib import Path
 
 from bertlab.atomic import locked
 from bertlab.hardware import gpu_count, pid_alive, process_start_time
-from bertlab.jobspec import JobError, JobSpec, build_command, parse_recipe_args, pretrain_config, validate
+from bertlab.jobspec import (
+    JobError,
+    JobSpec,
+    NodeCommand,
+    build_command,
+    check_recipe_args,
+    node_commands,
+    parse_recipe_args,
+    pretrain_config,
+    validate,
+)
 from bertlab.runfolder import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -168,6 +181,28 @@ class JobRegistry:
         if start:
             self.tick()
         return read_job(run_dir)
+
+    def node_commands(
+        self,
+        spec: JobSpec,
+        nodes: int,
+        master: str,
+        cwd: str | Path | None = None,
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+    ) -> tuple[Path, list[NodeCommand]]:
+        """(run folder, the torchrun line each of `nodes` machines runs) for a job across machines,
+        checked as `submit` checks a job (arguments, paths from `cwd`, config) but neither queued
+        nor started, and no folder is made. The run folder is `run_dir`, else a new name in this
+        runs folder; either must be the same shared folder on every machine (see
+        bertlab.jobspec.node_commands). `spec.num_gpus` is the number of processes per machine."""
+        cwd = Path(cwd or os.getcwd()).resolve()
+        check_recipe_args(spec, cwd)
+        if run_dir is None:
+            name = _slug(spec.name or self._default_name(spec, cwd))
+            run_dir = self.root / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_dir = (cwd / Path(run_dir).expanduser()).resolve()
+        return run_dir, node_commands(spec, run_dir, nodes, master, resume=resume)
 
     def _default_name(self, spec: JobSpec, cwd: Path) -> str:
         """The run's name: the fine-tuning task, or the pretraining config's name (a validated spec reads)."""

@@ -1,6 +1,8 @@
 """`bertlab jobs list|submit|show|cancel|resume|delete|estimate|tick`: the job registry from a terminal.
 
 The work is bertlab.jobs' (and bertlab.estimates' for `estimate`); this module parses and prints.
+`jobs submit --nodes N --master HOST:PORT` prints the torchrun line each machine runs instead of
+queueing the job.
 Torch-free at import, so `bertlab jobs list` starts fast.
 """
 
@@ -9,11 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.jobs import JobRegistry
-from bertlab.jobspec import DEVICES, KINDS, JobSpec, spec_device
+from bertlab.jobspec import DEVICES, KINDS, JobError, JobSpec, spec_device
 from bertlab.runs import Job, waiting_for
 
 
@@ -55,9 +58,18 @@ def add_args(p: argparse.ArgumentParser) -> None:
     s = command(
         "submit",
         "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
-        "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free.",
+        "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free. "
+        "With --nodes N (N > 1) and --master HOST:PORT, print instead the torchrun line to run on each of "
+        "N machines (nothing is queued or started).",
     )
-    s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) for this job")
+    s.add_argument("--gpus", type=int, default=1, help="GPUs (processes under torchrun) for this job, per machine")
+    s.add_argument("--nodes", type=int, default=1, help="machines the job spans; over 1, print each one's command")
+    s.add_argument("--master", default=None, help="with --nodes: HOST:PORT of the first machine (the rendezvous)")
+    s.add_argument(
+        "--run-dir",
+        default=None,
+        help="with --nodes: the run folder, the same shared folder on every machine (default: a new one in --runs)",
+    )
     s.add_argument("--device", default=None, choices=DEVICES, help="queue to wait in (default: from ARGS, else auto)")
     s.add_argument("--name", default="", help="run folder name prefix")
     s.add_argument("--json", action="store_true", help=json_help)
@@ -107,6 +119,28 @@ def _spec_from_args(args: argparse.Namespace) -> JobSpec:
     return JobSpec(args.kind, rest, device=device, num_gpus=args.gpus, name=getattr(args, "name", ""))
 
 
+def _print_node_commands(reg: JobRegistry, args: argparse.Namespace) -> int:
+    """`jobs submit --nodes N --master HOST:PORT`: the line each machine runs, and how to resume."""
+    if args.nodes < 2 or not args.master:
+        raise JobError("--nodes, --master and --run-dir go together: give --nodes N (2 or more) and --master HOST:PORT")
+    spec = _spec_from_args(args)
+    run_dir, lines = reg.node_commands(spec, args.nodes, args.master, run_dir=args.run_dir)
+    _, resume_lines = reg.node_commands(spec, args.nodes, args.master, run_dir=run_dir, resume=True)
+    if args.json:
+        nodes = [{"node": c.node, "argv": list(c.argv), "line": c.line} for c in lines]
+        print(json.dumps({"run_dir": str(run_dir), "nodes": nodes, "resume_line": resume_lines[0].line}, indent=2))
+        return 0
+    print(
+        f"# Run on each of the {args.nodes} machines, from {Path.cwd()} there, with {run_dir} the same shared\n"
+        f"# folder on all of them (rank 0 writes the run there; every rank reads it on --resume)."
+    )
+    print(f"# {args.master} is one of the machines: it hosts the rendezvous. Nothing was queued or started.")
+    for c in lines:
+        print(f"# machine {c.node}\n{c.line}")
+    print(f"# after a failure, resume on every machine with:\n{resume_lines[0].line}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """`bertlab jobs ...`: call the registry and print text or `--json`."""
     reg = JobRegistry(args.runs)
@@ -140,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
             for note in est.notes:
                 print(f"note: {note}")
         return 0
+    if cmd == "submit" and (args.nodes > 1 or args.master or args.run_dir):
+        return _print_node_commands(reg, args)
     if cmd == "submit":
         job = reg.submit(_spec_from_args(args))
         print(json.dumps(job.to_dict(), default=str) if args.json else f"{job.id} {job.state}  ({job.run_dir})")

@@ -1,5 +1,6 @@
 """What a job runs: a `JobSpec` (`bertlab pretrain|finetune ARGS` on a device), checked the way its
-recipe will check it before it is queued, and turned into the command line a job runs.
+recipe will check it before it is queued, and turned into the command line a job runs, or into
+the torchrun line each machine of a several-machine job runs (`node_commands`).
 
 Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
@@ -16,6 +17,7 @@ import contextlib
 import ipaddress
 import math
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -206,6 +208,17 @@ def _chdir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
+def check_recipe_args(spec: JobSpec, cwd: str | Path) -> None:
+    """Check a spec's kind, arguments, paths (relative to `cwd`) and pretraining config the way
+    its recipe will; JobError with a fix-it message. Devices are `validate`'s."""
+    if spec.kind not in KINDS:
+        raise JobError(f"unknown job kind {spec.kind!r}; use one of {', '.join(KINDS)}")
+    ns = parse_recipe_args(spec.kind, spec.args)
+    _check_paths(spec.kind, ns, Path(cwd), spec.after)
+    if spec.kind == "pretrain":
+        pretrain_config(ns, Path(cwd))
+
+
 def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = None) -> JobSpec:
     """Check a spec the way its recipe will (arguments, config, paths, devices) before it is queued.
 
@@ -213,12 +226,7 @@ def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = No
     """
     cwd = Path(cwd or os.getcwd())
     gpus = gpu_count() if gpus is None else gpus
-    if spec.kind not in KINDS:
-        raise JobError(f"unknown job kind {spec.kind!r}; use one of {', '.join(KINDS)}")
-    ns = parse_recipe_args(spec.kind, spec.args)
-    _check_paths(spec.kind, ns, cwd, spec.after)
-    if spec.kind == "pretrain":
-        pretrain_config(ns, cwd)
+    check_recipe_args(spec, cwd)
     device = _resolve_device(spec_device(spec), gpus)
     if spec.num_gpus < 1:
         raise JobError("number of GPUs must be at least 1")
@@ -232,14 +240,9 @@ def validate(spec: JobSpec, cwd: str | Path | None = None, gpus: int | None = No
     return JobSpec(spec.kind, tuple(spec.args), device, spec.num_gpus, spec.name, tuple(spec.after))
 
 
-def build_command(
-    spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None, progress_flag: bool = True
-) -> list[str]:
-    """The command line a job runs (no shell): `python -m bertlab <kind> ...` or torchrun for several GPUs.
-
-    The device goes last so that it wins over a config or an earlier flag.
-    """
-    python = python or sys.executable
+def _recipe_args(spec: JobSpec, run_dir: str | Path, resume: bool, progress_flag: bool) -> list[str]:
+    """`bertlab <kind>`'s arguments for a job: its own, then the device (last, so that it wins over
+    a config or an earlier flag), the run folder and --resume."""
     args = list(spec.args)
     if spec.device in ("cpu", "cuda"):
         args += [f"train.device={spec.device}"] if spec.kind == "pretrain" else ["--device", spec.device]
@@ -248,11 +251,89 @@ def build_command(
         args.append("--resume")
     if progress_flag:
         args.append("--no-progress")  # a progress bar in log.txt is noise; metrics.jsonl has the numbers
+    return args
+
+
+def build_command(
+    spec: JobSpec, run_dir: str | Path, resume: bool = False, python: str | None = None, progress_flag: bool = True
+) -> list[str]:
+    """The command line a job runs (no shell): `python -m bertlab <kind> ...` or torchrun for several GPUs."""
+    python = python or sys.executable
+    args = _recipe_args(spec, run_dir, resume, progress_flag)
     if spec.num_gpus > 1:
         torchrun = Path(python).with_name("torchrun")
         launcher = [str(torchrun)] if torchrun.is_file() else [python, "-m", "torch.distributed.run"]
         return launcher + ["--standalone", "--nproc_per_node", str(spec.num_gpus), "-m", "bertlab", spec.kind, *args]
     return [python, "-m", "bertlab", spec.kind, *args]
+
+
+# --- a job across several machines --------------------------------------------------------
+@dataclass(frozen=True)
+class NodeCommand:
+    """What one machine of a several-machine job runs."""
+
+    node: int  # 0 .. nodes-1; with c10d rendezvous the line is the same on every machine
+    argv: tuple[str, ...]  # the command, no shell
+
+    @property
+    def line(self) -> str:
+        """The command as a shell line to paste."""
+        return shlex.join(self.argv)
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    """(host, port) of 'HOST:PORT' (an IPv6 host in brackets: '[::1]:29500'); JobError when malformed."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise JobError(
+            f"{text!r} is not HOST:PORT; give the address of the first machine and a free port, e.g. 10.0.0.1:29500"
+        )
+    return host, int(port)
+
+
+def node_commands(
+    spec: JobSpec,
+    run_dir: str | Path,
+    nodes: int,
+    master: str,
+    resume: bool = False,
+    launcher: tuple[str, ...] = ("torchrun",),
+) -> list[NodeCommand]:
+    """The torchrun line each of `nodes` machines runs for `spec`: `spec.num_gpus` processes per
+    machine, joined by a c10d rendezvous at `master` ('HOST:PORT' of one of the machines, which
+    hosts the rendezvous), and the run folder's name as the rendezvous id.
+
+    `run_dir` must be the same shared folder on every machine (NFS or similar): rank 0 writes the
+    status, metrics, checkpoints and model there, every rank reads the vocabulary and, on
+    --resume, the checkpoint from there. A failed job resumes with the same lines and `resume`.
+    The data cache may be local to each machine (each one then builds its own).
+
+    Raises:
+        JobError: fewer than 2 machines, or `master` is not HOST:PORT.
+    """
+    if nodes < 2:
+        raise JobError(f"a job across machines needs at least 2 of them, not {nodes}; for one machine submit it")
+    host, port = parse_endpoint(master)
+    endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    argv = (
+        *launcher,
+        "--nnodes",
+        str(nodes),
+        "--nproc-per-node",
+        str(spec.num_gpus),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        Path(run_dir).name,
+        "-m",
+        "bertlab",
+        spec.kind,
+        *_recipe_args(spec, run_dir, resume, progress_flag=True),
+    )
+    return [NodeCommand(node, argv) for node in range(nodes)]
 
 
 # --- specs from form fields (the Train page and `bertlab jobs submit` share these) ----------

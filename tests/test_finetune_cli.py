@@ -4,6 +4,11 @@ a missing file is one error line and exit 2), and the defaults its arguments mak
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from test_finetune_recipe import write_sst2
@@ -82,3 +87,31 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     assert random_init.model is None and random_init.size == "mini"
     with pytest.raises(InputError, match="not both"):
         config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
+
+
+def test_two_nodes_finetune_from_random_init(tmp_path):
+    # (#24) `jobs submit --nodes 2`'s lines for `bertlab finetune`, two torchrun agents on 127.0.0.1
+    # (gloo, c10d): the vocabulary is trained once, in the shared run folder, and the run finishes
+    from bertlab.jobspec import JobSpec, node_commands
+
+    data = write_sst2(tmp_path / "data", 48)
+    args = ("--task", "sst2", "--data", str(data), "--size", "tiny", "--max-steps", "4", "--batch-size", "8")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        master = f"127.0.0.1:{s.getsockname()[1]}"
+    launcher = (sys.executable, "-m", "torch.distributed.run")
+    lines = node_commands(JobSpec("finetune", args, device="cpu"), tmp_path / "run", 2, master, launcher=launcher)
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1")
+    logs = [tmp_path / f"node{line.node}.txt" for line in lines]
+    procs = [
+        subprocess.Popen(line.argv, env=env, cwd=repo, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        for line, log in zip(lines, logs, strict=True)
+    ]
+    for p in procs:
+        p.wait(timeout=300)
+    outputs = [log.read_text() for log in logs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished" and status["world_size"] == 2 and status["step"] == 4
+    assert sum("trained a" in o and "WordPiece vocabulary" in o for o in outputs) == 1

@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 
 from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobError, JobSpec, build_command, finetune_args, pretrain_args
+from bertlab.jobspec import JobError, JobSpec, build_command, finetune_args, node_commands, pretrain_args
 
 
 def test_bad_specs_are_refused_with_a_plain_reason(runs, job_data):
@@ -59,6 +59,36 @@ def test_multi_gpu_command_uses_torchrun():
         "/r",
         "--no-progress",
     ]
+
+
+def test_node_commands_are_one_torchrun_line_per_machine():
+    # (#24) c10d rendezvous at the first machine: the same line on every machine, the run folder's
+    # name as the rendezvous id, the processes per machine from num_gpus
+    spec = JobSpec("finetune", ("--task", "sst2", "--data", "/d"), device="cuda", num_gpus=4)
+    lines = node_commands(spec, "/shared/runs/sst2-1", 3, "10.0.0.1:29500")
+    assert [c.node for c in lines] == [0, 1, 2] and len({c.argv for c in lines}) == 1
+    assert lines[0].line == (
+        "torchrun --nnodes 3 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:29500 "
+        "--rdzv-id sst2-1 -m bertlab finetune --task sst2 --data /d --device cuda --run-dir /shared/runs/sst2-1 "
+        "--no-progress"
+    )
+    resumed = node_commands(JobSpec("pretrain", ("a b",)), "/r", 2, "[::1]:7", resume=True, launcher=("py", "-m", "x"))
+    assert resumed[1].argv[:3] == ("py", "-m", "x") and "[::1]:7" in resumed[1].argv
+    assert resumed[1].argv[-3:] == ("/r", "--resume", "--no-progress") and "'a b'" in resumed[1].line
+    for nodes, master, says in ((1, "h:1", "at least 2"), (2, "h", "HOST:PORT"), (2, "h:0", "HOST:PORT")):
+        with pytest.raises(JobError, match=says):
+            node_commands(spec, "/r", nodes, master)
+
+
+def test_registry_node_commands_check_the_job_and_start_nothing(runs):
+    reg = JobRegistry(runs)
+    spec = JobSpec("pretrain", ("--config", "configs/tiny.yaml", "train.max_steps=5"), name="multi")
+    run_dir, lines = reg.node_commands(spec, 2, "10.0.0.1:29500", cwd=REPO)
+    assert run_dir.parent == runs.resolve() and run_dir.name.startswith("multi-") and not run_dir.exists()
+    assert lines[0].argv[lines[0].argv.index("--run-dir") + 1] == str(run_dir)
+    assert reg.list() == []  # nothing queued
+    with pytest.raises(JobError, match="not found"):
+        reg.node_commands(JobSpec("pretrain", ("--config", "nope.yaml")), 2, "h:1", cwd=REPO)
 
 
 def test_form_fields_become_recipe_arguments():

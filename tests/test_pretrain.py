@@ -9,9 +9,11 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -566,6 +568,153 @@ def test_two_process_gloo_run(tmp_path, vocab_file):
     assert status["state"] == "finished" and status["world_size"] == 2
     train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
     assert train and train[-1]["step"] == 4
+
+
+# `bertlab` under torchrun as a test sees it: each rank keeps its final weights (rank 0 alone saves
+# the model) and each micro-batch waits STEP_SLEEP_S, so a test can kill a node mid-run
+_NODE_ENTRY = """
+import os, sys, time
+import torch
+import bertlab.pretrain as pretrain
+real_train, real_forward = pretrain.train, pretrain.PretrainTask.forward
+
+def slow_forward(self, model, batch):
+    time.sleep(float(os.environ.get("STEP_SLEEP_S", "0")))
+    return real_forward(self, model, batch)
+
+def train_and_keep_weights(task, model, *args, **kwargs):
+    result = real_train(task, model, *args, **kwargs)
+    torch.save(model.state_dict(), os.path.join(os.environ["WEIGHTS_OUT"], f"weights-rank{os.environ['RANK']}.pt"))
+    return result
+
+pretrain.train, pretrain.PretrainTask.forward = train_and_keep_weights, slow_forward
+from bertlab.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_nodes(tmp_path, vocab_file, steps: int, resume: bool = False, step_sleep_s: float = 0.0):
+    """Two torchrun agents on 127.0.0.1 running `node_commands`' lines (gloo, one process each, c10d
+    rendezvous), as two machines sharing the run folder would; returns (processes, their output files)."""
+    from bertlab.jobspec import JobSpec, node_commands
+
+    corpus = _write_corpus(tmp_path / "corpus.txt")
+    args = (
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        f"corpus=[{corpus}]",
+        f"vocab={vocab_file}",
+        f"cache_dir={tmp_path / 'cache'}",
+        "size=tiny",
+        "model_overrides={hidden_size: 32, num_layers: 2, num_heads: 2, intermediate_size: 64}",
+        "data.max_seq_length=32",
+        "train.batch_size=8",
+        f"train.max_steps={steps}",
+        "train.log_every=2",
+        "train.eval_every=0",
+        "train.save_every=4",
+        "train.save_every_s=0",
+        "eval_instances=32",
+    )
+    spec = JobSpec("pretrain", args, device="cpu")
+    launcher = (sys.executable, "-m", "torch.distributed.run")
+    lines = node_commands(spec, tmp_path / "run", 2, f"127.0.0.1:{_free_port()}", resume=resume, launcher=launcher)
+    entry = tmp_path / "node_entry.py"
+    entry.write_text(_NODE_ENTRY)
+    (tmp_path / "weights").mkdir(exist_ok=True)
+    env = _cli_env() | {"WEIGHTS_OUT": str(tmp_path / "weights"), "STEP_SLEEP_S": str(step_sleep_s)}
+    procs, outputs = [], []
+    for line in lines:
+        argv = list(line.argv)
+        at = argv.index("-m", len(launcher))  # `-m bertlab` -> the entry above, same arguments
+        argv[at : at + 2] = [str(entry)]
+        outputs.append(tmp_path / f"node{line.node}{'-resume' if resume else ''}.txt")
+        with open(outputs[-1], "w") as out:
+            procs.append(subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT))
+    return procs, outputs
+
+
+def _wait_nodes(procs, outputs, timeout: float = 300) -> list[int]:
+    try:
+        return [p.wait(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _assert_equal_weights_on_both_ranks(tmp_path):
+    rank0 = torch.load(tmp_path / "weights" / "weights-rank0.pt", weights_only=True)
+    rank1 = torch.load(tmp_path / "weights" / "weights-rank1.pt", weights_only=True)
+    assert rank0.keys() == rank1.keys()
+    for name in rank0:
+        assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
+
+
+def test_two_nodes_on_one_machine_end_with_equal_weights(tmp_path, vocab_file):
+    # (#24) `jobs submit --nodes 2`'s lines, run by two torchrun agents as if on two machines
+    procs, outputs = _start_nodes(tmp_path, vocab_file, steps=4)
+    codes = _wait_nodes(procs, outputs)
+    assert codes == [0, 0], "\n".join(o.read_text()[-2000:] for o in outputs)
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "finished" and status["world_size"] == 2 and status["step"] == 4
+    _assert_equal_weights_on_both_ranks(tmp_path)
+
+
+def _child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a torchrun agent's workers), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == str(pid):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds the node's worker through /proc")
+def test_a_killed_node_fails_the_job_plainly_and_resume_continues(tmp_path, vocab_file):
+    # (#24) the second node's process is killed after the first checkpoint: the job reads failed
+    # with a plain reason, and the same lines with --resume continue from the checkpoint
+    from bertlab.runs import read_job
+
+    procs, outputs = _start_nodes(tmp_path, vocab_file, steps=40, step_sleep_s=0.1)
+    checkpoint = tmp_path / "run" / "checkpoint" / "trainer_state.pt"
+    try:
+        wait_until = time.time() + 240
+        while not checkpoint.is_file() and time.time() < wait_until and all(p.poll() is None for p in procs):
+            time.sleep(0.1)
+        assert checkpoint.is_file(), "\n".join(o.read_text()[-2000:] for o in outputs)
+        for pid in _child_pids(procs[1].pid):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        codes = _wait_nodes(procs, outputs)
+    assert codes[0] != 0 and codes[1] != 0
+    job = read_job(tmp_path / "run")
+    assert job.state == "failed" and 0 < job.step < 40
+    assert "lost contact with another process" in job.error and "--resume" in job.error, job.error
+    assert "bertlab pretrain: error: rank" in outputs[0].read_text()  # the CLI's one line, not a traceback
+
+    procs, outputs = _start_nodes(tmp_path, vocab_file, steps=40, resume=True)
+    codes = _wait_nodes(procs, outputs)
+    assert codes == [0, 0], "\n".join(o.read_text()[-2000:] for o in outputs)
+    assert all(re.search(r"resumed from step [1-9]", o.read_text()) for o in outputs)
+    job = read_job(tmp_path / "run")
+    assert job.state == "finished" and job.step == 40
+    _assert_equal_weights_on_both_ranks(tmp_path)
 
 
 DEFAULT = REPO / "checkpoints" / "bertlab-mini"
