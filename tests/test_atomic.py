@@ -7,10 +7,13 @@ import pytest
 
 from bertlab.atomic import (
     atomic_dir,
+    atomic_file,
+    building,
     leftover_copies,
     locked,
     read_json,
     recover_dir,
+    temporary_name,
     update_json,
     write_json_atomic,
     write_text_atomic,
@@ -111,3 +114,36 @@ def test_renames_are_made_durable(tmp_path, monkeypatch):
     (tmp_path / ".gone.old-1").mkdir()
     recover_dir(tmp_path / "gone", lambda p: True)
     assert events == [("replace", str(tmp_path / "gone")), ("fsync", str(tmp_path))]
+
+
+def test_each_writer_has_its_own_temporary_name_and_building_waits(tmp_path):
+    # (#24) two writers of one file never share a temporary name; a second maker of a file waits
+    # for the first and then finds it made
+    import threading
+
+    target = tmp_path / "cache.npz"
+    assert temporary_name(target) != temporary_name(target)
+    with atomic_file(target) as first, atomic_file(target) as second:  # second renames, then first
+        assert first != second
+        first.write_text("1")
+        second.write_text("2")
+    assert target.read_text() == "1" and sorted(p.name for p in tmp_path.iterdir()) == ["cache.npz"]
+
+    made, entered = [], threading.Event()
+
+    def make_once():
+        with building(tmp_path / "vocab.txt"):
+            if not (tmp_path / "vocab.txt").is_file():
+                made.append(threading.current_thread().name)
+                write_text_atomic(tmp_path / "vocab.txt", "x\n")
+
+    with building(tmp_path / "vocab.txt"):
+        other = threading.Thread(target=lambda: (entered.set(), make_once()), name="second")
+        other.start()
+        entered.wait()
+        other.join(timeout=0.3)
+        assert other.is_alive()  # waits on the lock
+        made.append("first")
+        write_text_atomic(tmp_path / "vocab.txt", "x\n")
+    other.join(timeout=10)
+    assert made == ["first"] and not other.is_alive()
