@@ -4,8 +4,9 @@ Owns what the app's pages (and the CLI or a notebook) need between a user's text
 inference API: splitting text into clickable words and masking them (one [MASK] per WordPiece,
 as whole-word masking does), plain-language notes about an input (words the vocabulary does not
 know, where a too-long input was cut), and example sentences for fill-mask and next sentence
-prediction. Imports bertlab.tokenizer, bertlab.errors and bertlab.inference (result types); never
-streamlit.
+prediction; what a model's card says about its limits and what the embeddings row of the
+layer-by-layer guesses means. Imports bertlab.tokenizer, bertlab.errors, bertlab.model_card and
+bertlab.inference (result types); never streamlit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bertlab.errors import InputError
-from bertlab.inference import FillMaskResult, fill_text
+from bertlab.inference import FillMaskResult, LayerGuess, fill_text
+from bertlab.model_card import training_rows
 from bertlab.tokenizer import BertTokenizer
 
 MASK = "[MASK]"
@@ -251,3 +253,72 @@ def answer_changes(rows: Sequence[dict], show: int = 8) -> list[AnswerChange]:
         AnswerChange(w, by_word[w]["all heads"], by_word[w]["heads off"], before.get(w), after.get(w))
         for w in dict.fromkeys(wanted)
     ]
+
+
+# --------------------------------------------------------------------------------------
+# What a fill-mask answer can be trusted with
+# --------------------------------------------------------------------------------------
+# A fact a small model trained on old books rarely gets: (sentence, the right answer)
+FACT_PROBE = ("The capital of France is [MASK].", "paris")
+
+
+def _millions(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n < 1e7 else f"{n / 1e6:.0f}M"
+
+
+def model_limits(card: dict | None, num_parameters: int, fact_answers: Sequence[str]) -> str:
+    """What the model was trained on and how often it is right, read from its card, and what it
+    answers to `FACT_PROBE` (its top answers, `fact_answers`, best first), as markdown.
+
+    The accuracies are the card's own: `metrics.mlm_acc` (held-out text of its pretraining corpus)
+    and `unseen_english.overall.mlm_acc` (English outside that corpus); a card without them (a Hub
+    model) leaves them out.
+    """
+    card = card or {}
+    rows = dict(training_rows(card))
+    made = f"A {_millions(num_parameters)}-parameter model"
+    tokens = card.get("total_tokens") or card.get("tokens")
+    if isinstance(tokens, (int, float)) and tokens > 0:
+        made += f" trained on {_millions(tokens)} tokens"
+    if rows.get("Text it learned from"):
+        made += f" of {rows['Text it learned from']}"
+    parts = [made + "."]
+    held = (card.get("metrics") or {}).get("mlm_acc")
+    unseen = ((card.get("unseen_english") or {}).get("overall") or {}).get("mlm_acc")
+    if isinstance(held, (int, float)):
+        right = f"It guesses **{held:.1%}** of hidden words right on held-out text from its own corpus"
+        if isinstance(unseen, (int, float)):
+            right += f" and **{unseen:.1%}** on English it has not seen (web text, social media, news, reviews)"
+        parts.append(right + ".")
+    if fact_answers:
+        sentence, truth = FACT_PROBE
+        knows = fact_answers[0].lower() == truth
+        parts.append(
+            ("It knows some facts: " if knows else "It learned how sentences go more than facts about the world: ")
+            + f"“{sentence}” → {', '.join(fact_answers)}."
+        )
+    return " ".join(parts)
+
+
+def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
+    """Why the embeddings row (layer 0) of the layer-by-layer guesses at a [MASK] says nothing
+    about the sentence, with this input's own numbers, as markdown.
+
+    Before layer 1 the vector at the mask is LayerNorm([MASK]'s token embedding + its position and
+    segment embeddings): it depends on where the mask stands, not on any word around it. The MLM
+    head, which at other positions mostly reads the token back (at the embeddings 'france' answers
+    'france'), has no word to read back at a [MASK], so its guess is nearly flat and the same list
+    for every sentence with the mask at that position (a piece such as '##ise' shows joined to the
+    word before the mask: 'is + ##ise').
+    """
+    if guess.layer != 0:
+        raise InputError(f"the embeddings row is layer 0, got layer {guess.layer}")
+    top = guess.candidates[0].score if guess.candidates else 0.0
+    words = ", ".join(c.token for c in guess.candidates[:4])
+    return (
+        "**Not shown: the embeddings (before layer 1).** There the vector at the mask is only the `[MASK]` "
+        "token's own embedding plus its position: no context yet. The head can only read that embedding "
+        f"itself, which stands for no word, so its guess is nearly flat (its best, *{words}*, get at most "
+        f"{top:.1%}; a guess spread evenly over the {vocab_size:,} pieces would give each {1 / vocab_size:.2%}) "
+        "and is the same list for any sentence with the mask at this position."
+    )

@@ -5,11 +5,19 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import pandas as pd
 import streamlit as st
 
 from bertlab.errors import BertLabError
-from bertlab.explore import FILL_MASK_EXAMPLES, independent_text, input_notes, mask_words, maskable_words
+from bertlab.explore import (
+    FACT_PROBE,
+    FILL_MASK_EXAMPLES,
+    embedding_row_note,
+    independent_text,
+    input_notes,
+    mask_words,
+    maskable_words,
+    model_limits,
+)
 from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
 from bertlab.inference import MAX_MASKS
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
@@ -146,31 +154,25 @@ if n > 1:
         st.caption(f"Filled in this order: {order}")
 
 st.subheader("Top answers" + (" for each mask" if n > 1 else ""))
+try:
+    fact = lm.fill_mask(FACT_PROBE[0], top_k=4).masks[0].candidates
+except BertLabError:  # a model whose vocabulary cannot spell the probe: the card's numbers still stand
+    fact = []
+st.info(
+    "**What it can and cannot do.** " + model_limits(lm.card, lm.num_parameters(), [c.word for c in fact]),
+    icon=":material/info:",
+)
 containers = st.tabs([f"[MASK] #{i + 1}" for i in range(n)]) if n > 3 else st.columns(n) if n > 1 else [st.container()]
 for i, (m, box) in enumerate(zip(result.masks, containers, strict=False)):
     with box:
         label = f"[MASK] #{i + 1} (token {m.position})" if n > 1 else f"[MASK] (token {m.position})"
+        # one view: the bars carry the rank (order), the word and its probability; the toggle above
+        # shows the raw WordPieces instead of whole words
         show_figure(
             probability_bar(m.candidates, whole_words, title=label),
             f"fill-mask-{i + 1}",
             key=f"fm_bar_{i}",
             export=(n == 1),
-        )
-        df = pd.DataFrame(
-            [
-                {"rank": r + 1, "word": c.word, "token": c.token, "probability": c.score}
-                for r, c in enumerate(m.candidates)
-            ]
-        )
-        st.dataframe(
-            df if whole_words else df.drop(columns=["word"]),
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "probability": st.column_config.ProgressColumn(
-                    "probability", format="percent", min_value=0.0, max_value=1.0
-                )
-            },
         )
 
 st.subheader("Layer by layer: where does the answer form?")
@@ -188,13 +190,16 @@ try:
 except BertLabError as exc:
     show_error(exc)
     st.stop()
-guesses = [dataclasses.replace(g, candidates=g.candidates[: min(top_k, 10)]) for g in deep]
+# the embeddings row (layer 0) holds no context: the same flat guess for any sentence, so it is
+# left out of the heatmap and said in words (explore.embedding_row_note)
+guesses = [dataclasses.replace(g, candidates=g.candidates[: min(top_k, 10)]) for g in deep if g.layer > 0]
 final = result.masks[which].candidates[0]
 show_figure(
     layer_predictions_figure(guesses, whole_words, title="Top guesses read out of each layer (top row = the answer)"),
     "layer-predictions",
     key="fm_layers",
 )
+st.caption(embedding_row_note(deep[0], len(lm.tokenizer)))
 g1, g2 = st.columns([3, 2], gap="large")
 with g1:
     show_figure(

@@ -138,11 +138,33 @@ def test_fill_mask_answers(app_env):
     at = open_page(FILL)
     assert_clean(at)
     top_k = at.slider(key="fm_topk").value
-    table = at.dataframe[0].value
-    assert len(table) == top_k and {"rank", "token", "probability"} <= set(table.columns)
-    assert table["probability"].between(0, 1).all()
-    assert table["probability"].is_monotonic_decreasing
-    assert len(plotly_charts(at)) >= 3  # answers, layer by layer, answer by layer
+    charts = plotly_charts(at)
+    assert len(charts) >= 3  # answers, layer by layer, answer by layer
+    bars = json.loads(charts[0].proto.spec)["data"][0]
+    assert len(bars["x"]) == top_k and all(0 <= x <= 1 for x in bars["x"])
+    assert bars["x"] == sorted(bars["x"])  # drawn bottom-up: the most likely on top
+    # issue 25: the bars are the one view of the answers (no table repeating them)
+    assert not at.dataframe
+    # issue 25: the embeddings row (no context: the same guess for any sentence) is left out and said why
+    assert json.loads(charts[1].proto.spec)["layout"]["yaxis"]["ticktext"] == ["layer 1", "layer 2"]  # tiny model
+    assert any("no context yet" in c.value and "[MASK]" in c.value for c in at.caption)
+
+
+def test_fill_mask_says_the_shipped_models_limits_from_its_card(app_env):
+    """Issue 25: a word about the model's limits, with the card's held-out and unseen-English
+    accuracies (read from model_card.json, not written into the page) and a fact it misses."""
+    card = json.loads((REPO / "checkpoints/bertlab-mini/model_card.json").read_text())
+    held, unseen = card["metrics"]["mlm_acc"], card["unseen_english"]["overall"]["mlm_acc"]
+    at = open_page()
+    at.session_state["bertlab_model"] = str(REPO / "checkpoints" / "bertlab-mini")
+    at.run()
+    at.switch_page(FILL).run()
+    assert_clean(at)
+    note = " ".join(i.value for i in at.info)
+    assert "What it can and cannot do" in note
+    assert f"**{held:.1%}** of hidden words right on held-out text" in note
+    assert f"**{unseen:.1%}** on English it has not seen" in note
+    assert "“The capital of France is [MASK].” → " in note and "facts" in note
 
 
 def test_fill_mask_several_masks(app_env):
@@ -150,7 +172,7 @@ def test_fill_mask_several_masks(app_env):
     at.text_area(key="fm_text").input("the [MASK] sat on the [MASK] .").run()
     assert_clean(at)
     assert any("Jointly" in m.value for m in at.markdown)
-    assert len(at.dataframe) == 2
+    assert len(plotly_charts(at)) == 2 + 2  # one bar chart per mask, layer by layer, answer by layer
 
 
 @pytest.mark.parametrize(
@@ -191,7 +213,7 @@ def test_fill_mask_click_words(app_env):
     at.pills[0].set_value([1]).run()  # word 1 = "cat"
     assert_clean(at)
     assert any("[MASK]" in m.value for m in at.markdown)
-    assert len(at.dataframe) == 1
+    assert len(plotly_charts(at)) == 3
 
 
 # --------------------------------------------------------------------------------------

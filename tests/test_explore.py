@@ -6,17 +6,20 @@ import pytest
 
 from bertlab.errors import InputError
 from bertlab.explore import (
+    FACT_PROBE,
     FILL_MASK_EXAMPLES,
     NSP_EXAMPLES,
+    embedding_row_note,
     independent_text,
     input_notes,
     mask_words,
     maskable_words,
+    model_limits,
     split_words,
     truncation_point,
     unknown_words,
 )
-from bertlab.inference import load_model
+from bertlab.inference import LayerGuess, load_model
 
 
 def test_split_words_keeps_masks_and_punctuation():
@@ -71,3 +74,33 @@ def test_examples_are_well_formed():
     labels = [label for label, *_ in NSP_EXAMPLES]
     assert len(set(labels)) == len(labels)
     assert {truth for *_, truth in NSP_EXAMPLES} == {True, False}
+
+
+def test_model_limits_reads_the_card():
+    card = {
+        "total_tokens": 52_857_495,
+        "corpus": ["default"],
+        "metrics": {"mlm_acc": 0.3047},
+        "unseen_english": {"overall": {"mlm_acc": 0.2452}},
+    }
+    text = model_limits(card, 5_500_000, ["mr", "true", ".", "mrs"])
+    assert text.startswith("A 5.5M-parameter model trained on 53M tokens of Wikipedia sample (default).")
+    assert "**30.5%** of hidden words right on held-out text from its own corpus" in text
+    assert "**24.5%** on English it has not seen" in text
+    assert "more than facts about the world: “The capital of France is [MASK].” → mr, true, ., mrs." in text
+    assert "It knows some facts" in model_limits(card, 5_500_000, [FACT_PROBE[1], "lyon"])
+    bare = model_limits({}, 110_000_000, [])  # a Hub model: no card numbers, nothing made up
+    assert bare == "A 110M-parameter model."
+
+
+def test_embedding_row_note_says_there_is_no_context(tiny_checkpoint):
+    lm = load_model(tiny_checkpoint, device="cpu")
+    guesses = lm.layer_predictions("the cat sat on the [MASK] .", top_k=4)
+    note = embedding_row_note(guesses[0], len(lm.tokenizer))
+    assert "no context yet" in note and f"{len(lm.tokenizer):,} pieces" in note
+    assert guesses[0].candidates[0].token in note
+    # the embeddings output at a [MASK] depends only on where the mask stands, not on the words around it
+    other = lm.layer_predictions("a dog ran to the [MASK] .", top_k=4)[0]
+    assert [c.token for c in other.candidates] == [c.token for c in guesses[0].candidates]
+    with pytest.raises(InputError, match="layer 0"):
+        embedding_row_note(LayerGuess(1, guesses[1].candidates), 100)
