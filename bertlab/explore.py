@@ -4,9 +4,10 @@ Owns what the app's pages (and the CLI or a notebook) need between a user's text
 inference API: splitting text into clickable words and masking them (one [MASK] per WordPiece,
 as whole-word masking does), plain-language notes about an input (words the vocabulary does not
 know, where a too-long input was cut), and example sentences for fill-mask and next sentence
-prediction; what a model's card says about its limits and what the embeddings row of the
-layer-by-layer guesses means. Imports bertlab.tokenizer, bertlab.errors, bertlab.model_card and
-bertlab.inference (result types); never streamlit.
+prediction; what a model's card says about its limits, what the embeddings row of the layer-by-layer
+guesses means, and how many tokens a pretraining example chooses for the masked LM. Imports
+bertlab.tokenizer, bertlab.errors, bertlab.model_card, bertlab.pretraining_data and bertlab.inference
+(result types); never streamlit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess, fill_text
 from bertlab.model_card import training_rows
+from bertlab.pretraining_data import DataConfig, max_predictions_for, num_to_predict
 from bertlab.tokenizer import BertTokenizer
 
 MASK = "[MASK]"
@@ -322,3 +324,34 @@ def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
         f"{top:.1%}; a guess spread evenly over the {vocab_size:,} pieces would give each {1 / vocab_size:.2%}) "
         "and is the same list for any sentence with the mask at this position."
     )
+
+
+def chosen_count_text(num_tokens: int, num_chosen: int, config: DataConfig) -> str:
+    """Why an example of `num_tokens` tokens ([CLS] and [SEP] included) has `num_chosen` chosen for
+    the masked LM, as markdown: `masked_lm_prob` of the tokens, rounded, capped at
+    `max_predictions_per_seq`, as Google's script counts (`bertlab.pretraining_data.num_to_predict`).
+
+    '15% of the 27 tokens ([CLS] and [SEP] count, as in Google's script) = 4.05, rounded to **4**
+    (the cap is 10 per example: 15% of the 64-token maximum, rounded up)'
+    """
+    share, cap = config.masked_lm_prob, config.max_predictions_per_seq
+    exact = num_tokens * share
+    rounded = max(1, int(round(exact)))
+    target = num_to_predict(num_tokens, config)
+    if cap == max_predictions_for(config.max_seq_length, share):
+        why_cap = f"{share:.0%} of the {config.max_seq_length}-token maximum, rounded up"
+    else:
+        why_cap = "max_predictions_per_seq"
+    text = f"{share:.0%} of the {num_tokens} tokens ([CLS] and [SEP] count, as in Google's script) = {exact:.2f}"
+    if rounded > cap:
+        text += f", rounded to {rounded}, capped at **{cap}** per example ({why_cap})"
+    else:
+        text += f", rounded to **{rounded}** (the cap is {cap} per example: {why_cap})"
+    if num_chosen < target:
+        text += (
+            f"; whole-word masking chose {num_chosen} of these {target}: a word's pieces are chosen together, "
+            f"and a word that would take the count past {target} is skipped"
+            if config.whole_word_mask
+            else f"; only {num_chosen} of these {target} could be chosen"
+        )
+    return text

@@ -96,6 +96,14 @@ def max_predictions_for(max_seq_length: int, masked_lm_prob: float) -> int:
     return max(1, math.ceil(int(max_seq_length) * float(masked_lm_prob) - 1e-9))
 
 
+def num_to_predict(num_tokens: int, config: DataConfig) -> int:
+    """How many of an instance's `num_tokens` tokens ([CLS] and [SEP] included, as Google's script
+    counts) are chosen for the masked LM: `masked_lm_prob` of them, rounded (at least 1), at most
+    `max_predictions_per_seq`. With whole-word masking fewer may be chosen (a word that would go past
+    this number is skipped)."""
+    return min(config.max_predictions_per_seq, max(1, int(round(num_tokens * config.masked_lm_prob))))
+
+
 @dataclass
 class Instance:
     """One pretraining example (token ids; for static masking already masked).
@@ -256,13 +264,13 @@ class Masker:
                 cand.append([i])
         rng.shuffle(cand)
         out = list(ids)
-        num_to_predict = min(cfg.max_predictions_per_seq, max(1, int(round(len(ids) * cfg.masked_lm_prob))))
+        target = num_to_predict(len(ids), cfg)
         chosen: list[tuple[int, int, int]] = []
         covered: set[int] = set()
         for index_set in cand:
-            if len(chosen) >= num_to_predict:
+            if len(chosen) >= target:
                 break
-            if len(chosen) + len(index_set) > num_to_predict:
+            if len(chosen) + len(index_set) > target:
                 continue
             if any(i in covered for i in index_set):
                 continue
@@ -556,6 +564,13 @@ OTHER_DOCUMENTS = [
 ]
 
 
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def _user_document_name(i: int) -> str:
+    return f"your {_ORDINALS[i]} document" if i < len(_ORDINALS) else f"your document {i + 1}"
+
+
 def text_to_documents(text: str) -> list[Document]:
     """User text -> documents: blank lines separate documents; sentences are split for the user."""
     docs = []
@@ -571,15 +586,17 @@ def explain_text(
 ) -> list[ExplainedInstance]:
     """Take `text` through the pretraining pipeline and explain every instance made from it.
 
-    Blank lines separate documents. NotNext B segments come from the other documents; a few
-    built-in documents are added as partners so a single paragraph still gets NotNext examples.
+    Blank lines separate documents. NotNext B segments come from the user's other documents; only
+    when they typed one document are a few built-in texts added as partners, so a single paragraph
+    still gets NotNext examples. Documents are named "your first document", "the built-in text
+    '...'" (never "document B", which reads as segment B).
     """
     config = config or DataConfig()
     docs = text_to_documents(text)
     if not docs:
         raise InputError("the text is empty; type a few sentences (blank lines separate documents)")
-    names_all = [f"your document {i + 1}" for i in range(len(docs))] + [
-        f'built-in document {chr(65 + i)} ("{t[:30]}...")' for i, t in enumerate(OTHER_DOCUMENTS)
+    names_all = [_user_document_name(i) for i in range(len(docs))] + [
+        f'the built-in text "{t[:30]}..."' for t in OTHER_DOCUMENTS
     ]
     token_docs, names = [], []
     n_user = 0
@@ -591,6 +608,8 @@ def explain_text(
             n_user += i < len(docs)
     if n_user == 0:
         raise InputError("the text has no tokens the model knows")
+    if n_user >= 2:  # the user's own documents are the partners: no built-in text in their examples
+        token_docs, names = token_docs[:n_user], names[:n_user]
     rng = random.Random(seed)
     masker = Masker(tokenizer, config)
     out = []

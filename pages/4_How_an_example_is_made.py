@@ -10,6 +10,7 @@ import streamlit as st
 
 from bertlab.diagrams import example_html, legend_html
 from bertlab.errors import BertLabError
+from bertlab.explore import chosen_count_text
 from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
 from pages.common import concept, require_model, setup_page, show_error
 
@@ -36,6 +37,8 @@ with explain:
 with controls:
     text = st.text_area(
         "Your text (a blank line separates documents)",
+        help="A NotNext example takes its B from another of your documents; with only one document, "
+        "from a few built-in texts.",
         value=DEFAULT_TEXT,
         height=170,
         key="ex_text",
@@ -124,7 +127,6 @@ inst = instances[index]
 
 kinds = inst.kinds
 n_chosen = sum(1 for k in kinds if k)
-n_real = sum(1 for t in inst.original_tokens if t not in ("[CLS]", "[SEP]", "[PAD]"))
 counts = {k: sum(1 for x in kinds if x == k) for k in ("mask", "random", "keep")}
 
 h1, h2 = st.columns([1, 3], gap="large")
@@ -141,10 +143,9 @@ st.subheader("The example, token by token")
 st.html(legend_html())
 st.html(example_html(inst.tokens, inst.original_tokens, kinds, inst.segment_ids))
 st.markdown(
-    f"Of **{n_real}** text tokens, **{n_chosen}** were chosen for prediction "
-    f"({n_chosen / max(n_real, 1):.0%}; the target is {masked_lm_prob:.0%}, rounded, at most "
-    f"{config.max_predictions_per_seq} per example = {masked_lm_prob:.0%} of {max_seq_length} tokens): "
-    f"**{counts['mask']}** became `[MASK]`, **{counts['random']}** a random token, **{counts['keep']}** stayed as they were. "
+    f"**{n_chosen}** tokens were chosen for prediction: {chosen_count_text(len(inst.tokens), n_chosen, config)}. "
+    f"Of the {n_chosen}, **{counts['mask']}** became `[MASK]`, **{counts['random']}** a random token, "
+    f"**{counts['keep']}** stayed as they were. "
     "The model must predict the original token (small grey text) at every chosen position, including the unchanged ones."
 )
 

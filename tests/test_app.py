@@ -349,7 +349,37 @@ def test_example_page_cap_follows_the_sequence_length(app_env):
     at.slider(key="ex_mlm").set_value(0.5).run()
     assert_clean(at)
     text = " ".join(m.value for m in at.markdown)
-    assert "at most 128 per example = 50% of 256 tokens" in text
+    assert "(the cap is 128 per example: 50% of the 256-token maximum, rounded up)" in text
+
+
+def test_example_page_says_what_was_rounded(app_env):
+    """Issue 25: '8 were chosen (17%; the target is 15%, rounded…)' did not say what was rounded."""
+    at = open_page(EXAMPLE)
+    assert_clean(at)
+    (text,) = [m.value for m in at.markdown if "were chosen for prediction" in m.value]
+    assert "15% of the " in text and "([CLS] and [SEP] count, as in Google's script) = " in text
+    assert ", rounded to **" in text and "(the cap is 10 per example: 15% of the 64-token maximum" in text
+
+
+def test_example_page_not_next_b_comes_from_the_users_second_document(app_env):
+    """Issue 25: with two documents typed, a NotNext B comes from the user's other document, not a
+    built-in text, and documents are not called 'document B' (it reads as segment B)."""
+    at = open_page(EXAMPLE)
+    at.text_area(key="ex_text").input(
+        "The cat sat on the mat. The dog ran to the park. The bird sang in the tree. The sun was in the sky.\n\n"
+        "The man went to the store. He bought a gallon of milk. He walked home in the rain. The park was wet."
+    ).run()
+    reasons = []
+    for seed in range(3):
+        at.number_input(key="ex_seed").set_value(seed).run()
+        assert_clean(at)
+        for i in range(len(at.selectbox(key="ex_index").options)):
+            at.selectbox(key="ex_index").set_value(i).run()
+            reasons += [m.value for m in at.markdown if m.value.startswith("**Why:**")]
+    not_next = [r for r in reasons if "NotNext" in r]
+    assert not_next, reasons
+    assert all("your first document" in r and "your second document" in r for r in not_next)
+    assert not any("built-in" in r or "document B" in r for r in reasons)
 
 
 def test_example_page_empty_text(app_env):

@@ -9,6 +9,7 @@ from bertlab.explore import (
     FACT_PROBE,
     FILL_MASK_EXAMPLES,
     NSP_EXAMPLES,
+    chosen_count_text,
     embedding_row_note,
     independent_text,
     input_notes,
@@ -20,6 +21,7 @@ from bertlab.explore import (
     unknown_words,
 )
 from bertlab.inference import LayerGuess, load_model
+from bertlab.pretraining_data import DataConfig
 
 
 def test_split_words_keeps_masks_and_punctuation():
@@ -104,3 +106,15 @@ def test_embedding_row_note_says_there_is_no_context(tiny_checkpoint):
     assert [c.token for c in other.candidates] == [c.token for c in guesses[0].candidates]
     with pytest.raises(InputError, match="layer 0"):
         embedding_row_note(LayerGuess(1, guesses[1].candidates), 100)
+
+
+def test_chosen_count_text_says_what_was_rounded():
+    config = DataConfig(max_seq_length=64, masked_lm_prob=0.15, max_predictions_per_seq=10)
+    assert chosen_count_text(57, 9, config) == (
+        "15% of the 57 tokens ([CLS] and [SEP] count, as in Google's script) = 8.55, rounded to **9** "
+        "(the cap is 10 per example: 15% of the 64-token maximum, rounded up)"
+    )
+    capped = DataConfig(max_seq_length=64, masked_lm_prob=0.15, max_predictions_per_seq=5)
+    assert ", rounded to 9, capped at **5** per example (max_predictions_per_seq)" in chosen_count_text(57, 5, capped)
+    whole = DataConfig(max_seq_length=64, masked_lm_prob=0.15, max_predictions_per_seq=10, whole_word_mask=True)
+    assert "whole-word masking chose 8 of these 9" in chosen_count_text(57, 8, whole)

@@ -302,3 +302,17 @@ def test_explain_text(tokenizer):
     assert found_next and found_not_next
     with pytest.raises(InputError):
         explain_text("   ", tokenizer)
+
+
+def test_explain_text_takes_a_not_next_b_from_the_users_other_document(tokenizer):
+    """Issue 25: with two documents typed, a NotNext B comes from the other one, never a built-in
+    text; with one, built-in texts are the partners. No name reads like 'segment B'."""
+    two = "The cat sat on the mat. The dog ran to the park.\n\nThe bird sang in the tree. The sun was in the sky."
+    made = [e for seed in range(8) for e in explain_text(two, tokenizer, DataConfig(max_seq_length=24), seed=seed)]
+    not_next = [e for e in made if not e.is_next]
+    assert not_next and all(e.doc_b in (0, 1) and e.doc_b != e.doc_a for e in not_next)
+    assert all("built-in" not in e.reason and "document B" not in e.reason for e in made)
+    assert any("from your second document, not from your first document" in e.reason for e in not_next)
+    one = "The cat sat on the mat. The dog ran to the park. The bird sang in the tree."
+    made = [e for seed in range(8) for e in explain_text(one, tokenizer, DataConfig(max_seq_length=24), seed=seed)]
+    assert any('from the built-in text "' in e.reason for e in made if not e.is_next)
