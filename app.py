@@ -16,8 +16,10 @@ from bertlab.figures import learning_curve_figure
 from bertlab.history import has_history
 from bertlab.model_card import model_card_markdown, unseen_rows
 from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
+from pages.common.admin import announce
 
 setup_page("Home", ":material/science:")
+announce()  # a shared app: its admin token made and printed to the console once per server process
 
 
 def _same_path(a, b) -> bool:

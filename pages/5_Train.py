@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+import pandas as pd
 import streamlit as st
 
 from bertlab.catalog import find_checkpoints
@@ -13,28 +14,40 @@ from bertlab.estimates import estimate_spec
 from bertlab.finetune.tasks import get_task
 from bertlab.formatting import format_duration
 from bertlab.jobs import JobRegistry
-from bertlab.jobs_view import estimate_caption, estimate_rows, format_count, format_gb
+from bertlab.jobs_view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
 from bertlab.jobspec import (
     FINETUNE_TASKS,
     JobSpec,
     check_path_allowed,
     default_task_data,
     finetune_args,
-    is_loopback_address,
     pretrain_args,
 )
 from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
+from pages.common.admin import job_access_field
 
 setup_page("Train", ":material/model_training:")
 st.title("Train")
+access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 
 PRETRAIN, FINETUNE = "Pretrain a BERT", "Fine-tune on a task"
 RANDOM = "__random__"
 registry = JobRegistry()
 # shared (not listening on loopback only): whoever reaches the app must not make a job read any server file
-shared = not is_loopback_address(st.get_option("server.address"))
+shared = access.shared
 configs = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "configs").glob("*.yaml"))
+
+if not access.allowed:
+    # a shared app without the token: the runs, read-only; no form (its estimate times training steps)
+    st.subheader("Runs so far")
+    runs = registry.list(start_queued=False)
+    if runs:
+        st.dataframe(pd.DataFrame(jobs_table(runs)), hide_index=True, width="stretch")
+    else:
+        st.caption(f"No runs yet in `{registry.root}`.")
+    st.page_link("pages/6_Jobs.py", label="Their curves and logs on the Jobs page", icon=":material/monitoring:")
+    st.stop()
 
 
 @st.cache_data(show_spinner=False)

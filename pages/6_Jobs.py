@@ -28,9 +28,11 @@ from bertlab.jobs_view import (
 from bertlab.runfolder import ACTIVE_STATES
 from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
+from pages.common.admin import job_access_field
 
 setup_page("Jobs", ":material/monitoring:")
 st.title("Jobs")
+access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 
 registry = JobRegistry()
 st.caption(
@@ -140,6 +142,21 @@ def live() -> None:
                 )
             )
 
+    if not access.allowed:
+        # not drawn at all (not only disabled): a forged click on a button this run never drew is dropped
+        st.caption(":material/lock: Read-only: cancelling, resuming and deleting need the admin token (above).")
+    else:
+        _controls(job)
+    if not job.managed:
+        st.caption("Started outside the job registry (no job.json): it cannot be cancelled from here.")
+
+    log_tail = registry.log_tail(job.id, lines=40)
+    with st.expander("Log (last 40 lines)", expanded=job.state == "failed"):
+        st.code(log_tail or "(empty)", language=None)
+
+
+def _controls(job) -> None:
+    """Cancel, Resume and Delete for one run."""
     c1, c2, c3, _ = st.columns([1, 1, 1, 3])
     managed = job.managed
     try:
@@ -169,12 +186,6 @@ def live() -> None:
                 st.rerun()
     except BertLabError as exc:
         st.warning(str(exc), icon=":material/front_hand:")
-    if not managed:
-        st.caption("Started outside the job registry (no job.json): it cannot be cancelled from here.")
-
-    log_tail = registry.log_tail(job.id, lines=40)
-    with st.expander("Log (last 40 lines)", expanded=job.state == "failed"):
-        st.code(log_tail or "(empty)", language=None)
 
 
 live()

@@ -25,6 +25,7 @@ from bertlab.jobs import JobRegistry
 from bertlab.jobspec import FINETUNE_TASKS
 from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
+from pages.common.admin import job_access_field
 
 setup_page("Ablations", ":material/science:")
 st.title("Ablations")
@@ -184,6 +185,7 @@ if record is not None:
 # Launch a suite
 # --------------------------------------------------------------------------------------
 st.subheader("Run this table yourself")
+access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
     default_tasks = list(ab.DEFAULT_TASKS[table])
@@ -210,7 +212,10 @@ with st.form(f"abl_launch_{table}"):
     data = c3.text_input("Task data folder (holds glue/, ud_en_ewt/, wnut17/, squad/)", str(DATA_DEFAULT))
     b1, b2 = st.columns([1, 4])
     estimate_only = b1.form_submit_button("Estimate", icon=":material/timer:")
-    launch = b2.form_submit_button("Launch", type="primary", icon=":material/play_arrow:")
+    launch = (
+        b2.form_submit_button("Launch", type="primary", icon=":material/play_arrow:", disabled=not access.allowed)
+        and access.allowed
+    )  # a forged click on the disabled button launches nothing
 
 if launch or estimate_only:
     try:

@@ -309,13 +309,18 @@ def shared_app(app_env, monkeypatch, tiny_checkpoint, tmp_path):
     """The app as if started with server.address 0.0.0.0, its data roots the repo and tmp_path/data."""
     from streamlit import config
 
+    from pages.common.admin import server_token
+
     data = tmp_path / "data"
     data.mkdir()
     monkeypatch.setenv("BERTLAB_DATA_ROOTS", os.pathsep.join(map(str, (REPO, data, tiny_checkpoint.parent))))
+    monkeypatch.setenv("BERTLAB_ADMIN_TOKEN", "shared-app-test-token")  # (#24) the form needs it when shared
+    server_token.clear()  # one token per server process: this test's "process" starts now
     before = config.get_option("server.address")
     config.set_option("server.address", "0.0.0.0")
     yield data
     config.set_option("server.address", before)
+    server_token.clear()
 
 
 def test_shared_train_page_refuses_paths_outside_the_data_roots(shared_app, tmp_path):
@@ -323,6 +328,7 @@ def test_shared_train_page_refuses_paths_outside_the_data_roots(shared_app, tmp_
     outside = tmp_path / "elsewhere.txt"
     outside.write_text("private words\n")
     at = open_page(TRAIN)
+    at.text_input(key="bertlab_admin_token_field").input("shared-app-test-token").run()
     assert any("shared on the network" in c.value for c in at.caption)
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(outside)).run()
     assert not at.exception
