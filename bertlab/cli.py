@@ -216,7 +216,7 @@ def _jobs() -> tuple[AddArgs, Run]:
 
 
 def _ablate() -> tuple[AddArgs, Run]:
-    from bertlab import ablations_cli  # deferred: not needed for --help
+    from bertlab.ablations import cli as ablations_cli  # deferred: not needed for --help
 
     return ablations_cli.add_args, ablations_cli.run
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab import ablation_results as results
-from bertlab import ablations as ab
-from bertlab import paper_tables
-from bertlab.ablations_view import (
+from bertlab.ablations import paper as paper_tables
+from bertlab.ablations import results
+from bertlab.ablations import suites as ab
+from bertlab.ablations import tables as table_specs
+from bertlab.ablations.view import (
     agreement,
     agreement_text,
     comparison_rows,
@@ -45,6 +46,7 @@ table = (
     st.segmented_control("Table", list(TABLES), format_func=TABLES.get, default="table5", key="abl_table") or "table5"
 )
 paper = paper_tables.PAPER[table]
+table_spec = table_specs.TABLES[table]
 # the row's name stays in view, whole, while a wide table scrolls sideways
 _longest = max(len(label) for _, label, _ in paper.rows)
 VARIANT_COLUMN = {"variant": st.column_config.TextColumn(pinned=True, width=min(320, 24 + 7 * _longest))}
@@ -67,7 +69,7 @@ with right:
 # Our results: the committed set, or a suite from the runs folder
 # --------------------------------------------------------------------------------------
 st.subheader("Ours")
-st.caption(ab.HOW_ROWS_ARE_MADE[table])
+st.caption(table_spec.how_rows_are_made)
 sources: dict[str, str] = {}
 committed = results.results_files(COMMITTED).get(table)
 if committed:
@@ -119,7 +121,7 @@ if rows:
             f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
             "with a paper column. " + agreement_text(table, rows) + ("" if note else " " + paper_tables.WHY_DIFFERENT)
         )
-    elif table == "table6":
+    elif table_spec.shape_grid:
         trend = results.size_trend(rows)
         if trend:
             st.markdown(
@@ -188,23 +190,24 @@ st.subheader("Run this table yourself")
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
-    default_tasks = list(ab.DEFAULT_TASKS[table])
+    default_tasks = list(table_spec.default_tasks)
     tasks = c1.multiselect("Tasks", [t for t in FINETUNE_TASKS if t != "mnli"], default=default_tasks)
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
-    if table == "table7":
+    if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
         size, minutes, grid = "tiny", 0.0, ""
     else:
         model = ""
         size = c2.selectbox(
-            "Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0, disabled=table == "table6"
+            "Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0, disabled=table_spec.shape_grid
         )
         minutes = c2.number_input("Pretraining minutes per variant", 1.0, 24 * 60.0, 10.0, step=1.0)
         grid = (
             c2.text_input(
-                "Grid: layers/hidden/heads, comma-separated", ", ".join(f"{a}/{b}/{c}" for a, b, c in ab.DEFAULT_GRID)
+                "Grid: layers/hidden/heads, comma-separated",
+                ", ".join(f"{a}/{b}/{c}" for a, b, c in table_specs.DEFAULT_GRID),
             )
-            if table == "table6"
+            if table_spec.shape_grid
             else ""
         )
     examples = c3.number_input("Train examples per run (0 = all)", 0, 10_000_000, 2000, step=500)

@@ -1,4 +1,4 @@
-"""bertlab/ablation_results.py: tidy result files and the comparison with the paper."""
+"""bertlab/ablations/results.py: tidy result files and the comparison with the paper."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab import ablation_results as results
+from bertlab.ablations import results
 from bertlab.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def test_committed_results_are_tidy_and_cover_tables_5_and_8():
 
 
 def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
-    from bertlab.ablations_view import agreement_text, comparison_rows
+    from bertlab.ablations.view import agreement_text, comparison_rows
 
     rows = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87]}, task="qnli")
     rows += _rows("table5", {"mlm_nsp": [14.0], "ltr": [16.0]}, task="pretraining", metric="mlm_acc")

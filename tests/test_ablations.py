@@ -16,12 +16,12 @@ import torch
 from test_finetune_recipe import write_sst2, write_upos
 from test_pretrain import _write_corpus
 
-from bertlab import ablation_results as results
-from bertlab import ablations as ab
+from bertlab.ablations import results
+from bertlab.ablations import suites as ab
+from bertlab.ablations.paper import CITATION
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import JobSpec
-from bertlab.paper_tables import CITATION
 from bertlab.runs import read_job, waiting_for
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,11 +1,11 @@
-"""bertlab/ablations_cli.py: `bertlab ablate ...` parses and prints; the work is bertlab.ablations'."""
+"""bertlab/ablations/cli.py: `bertlab ablate ...` parses and prints; the work is bertlab.ablations.suites'."""
 
 import argparse
 import json
 
-from bertlab import ablations as ab
-from bertlab.ablations_cli import add_args, run, spec_from_args
-from bertlab.paper_tables import CITATION
+from bertlab.ablations import suites as ab
+from bertlab.ablations.cli import add_args, run, spec_from_args
+from bertlab.ablations.paper import CITATION
 
 
 def _parse(argv):

@@ -1,7 +1,7 @@
-"""bertlab/ablations_view.py: the paper's tables and ours beside them, as rows and a figure."""
+"""bertlab/ablations/view.py: the paper's tables and ours beside them, as rows and a figure."""
 
-from bertlab.ablations_view import agreement, comparison_rows, paper_rows, results_figure
-from bertlab.paper_tables import PAPER
+from bertlab.ablations.paper import PAPER
+from bertlab.ablations.view import agreement, comparison_rows, paper_rows, results_figure
 
 
 def _rows(values):
@@ -28,8 +28,8 @@ def test_our_rows_beside_the_paper_with_verdicts():
 
 
 def test_verdict_cells_are_short_and_the_whole_sentence_is_kept():
-    from bertlab.ablation_results import verdicts
-    from bertlab.ablations_view import verdict_rows
+    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.view import verdict_rows
 
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
     cell = comparison_rows("table5", rows)[1]["qnli (accuracy): verdict"]
@@ -38,7 +38,7 @@ def test_verdict_cells_are_short_and_the_whole_sentence_is_kept():
 
 
 def test_each_table_gets_its_own_pretraining_note():
-    from bertlab.ablations_view import pretraining_note
+    from bertlab.ablations.view import pretraining_note
 
     assert "next-token" in pretraining_note("table5") and "BiLSTM" in pretraining_note("table5")
     assert "next-token" not in pretraining_note("table8") and "BiLSTM" not in pretraining_note("table8")

@@ -1,10 +1,10 @@
-"""bertlab/paper_tables.py: the paper's Tables 5-8 as printed, and how our task columns map onto them."""
+"""bertlab/ablations/paper.py: the paper's Tables 5-8 as printed, and how our task columns map onto them."""
 
 import re
 
 import pytest
 
-from bertlab.paper_tables import DATA_NOTES, PAPER, PAPER_COLUMN, SHORT_LABELS, short_label, variant_label
+from bertlab.ablations.paper import DATA_NOTES, PAPER, PAPER_COLUMN, SHORT_LABELS, short_label, variant_label
 
 
 @pytest.mark.parametrize("key", sorted(PAPER))

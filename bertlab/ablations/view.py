@@ -1,9 +1,9 @@
 """What the Ablations page draws: the paper's table, ours beside it with verdicts, and figures.
 
-Takes the paper's tables (bertlab.paper_tables) and tidy result rows (bertlab.ablation_results); returns rows (lists
+Takes the paper's tables (bertlab.ablations.paper) and tidy result rows (bertlab.ablations.results); returns rows (lists
 of dicts for st.dataframe), plotly figures and the page's notes. Nothing here runs a job or reads a file.
 
-Imports plotly, bertlab.paper_tables, bertlab.ablation_results and bertlab.figures (colours); never streamlit.
+Imports plotly, bertlab.ablations' paper, results and tables, and bertlab.figures (colours); never streamlit.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.ablation_results import Verdict, main_metric, summarize, verdicts
+from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, short_label
+from bertlab.ablations.results import Verdict, main_metric, summarize, verdicts
+from bertlab.ablations.tables import TABLES
 from bertlab.figures import BLUE, FONT, GREY, ORANGE
-from bertlab.paper_tables import AXIS_TITLES, PAPER, PAPER_COLUMN, short_label
 
 GREEN = "#3b8f5a"
 RED = "#c0392b"
@@ -30,19 +31,13 @@ def paper_rows(table: str) -> list[dict]:
 # Left-to-right variants are scored on next-token accuracy (their pretraining task), not masked-token
 # accuracy: their pretraining column does not compare with the masked-LM rows.
 NEXT_TOKEN_VARIANTS = ("ltr",)
-PRETRAINING_NOTES = {
-    "table5": " For the left-to-right model it is next-token accuracy, a different task, so it does not "
-    "compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no pretraining run of its own.",
-    "table8": " Each variant trains on its own mix but is scored on the same mix, so the column says how much "
-    "of the language each one learned.",
-}
 
 
 def pretraining_note(table: str) -> str:
     """What the pretraining column of a table's results means."""
     return (
         "The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for every variant)."
-        + PRETRAINING_NOTES.get(table, "")
+        + TABLES[table].pretraining_note
     )
 
 

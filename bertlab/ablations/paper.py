@@ -3,7 +3,7 @@ their citation, and how our runs are read against them: which of our task column
 paper column (`PAPER_COLUMN`), where our data differs (`DATA_NOTES`) and why results may differ
 (`WHY_DIFFERENT`).
 
-Data only: the suites (bertlab.ablations), their results (bertlab.ablation_results), the
+Data only: the table specs (bertlab.ablations.tables), the suites, their results, the
 `bertlab ablate` CLI and the Ablations page all read it. Imports nothing from bertlab.
 """
 

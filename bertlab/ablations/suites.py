@@ -1,18 +1,19 @@
 """The paper's ablations (Devlin et al. 2019, Tables 5-8) as suites of ordinary jobs.
 
-Owns: what each suite runs (`SuiteSpec` -> `plan`; in words for the page, `HOW_ROWS_ARE_MADE`),
+Owns: what each suite runs (`SuiteSpec` -> `plan`, from its table's `TableSpec` in
+bertlab.ablations.tables),
 launching a suite into a `JobRegistry` (one pretraining job per variant, then one fine-tuning job per
 variant x task column x seed, each waiting for its pretraining job) and a suite's progress
 (`suite_runs`, `progress_matrix`). The paper's tables that the suites
-reproduce are bertlab.paper_tables'; the results and the comparison with the paper are
-bertlab.ablation_results'.
+reproduce are bertlab.ablations.paper's; the results and the comparison with the paper are
+bertlab.ablations.results'.
 
 A suite lives in RUNS/ablations/<suite id>/suite.json (its spec and the ids of its jobs); every run in
 it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page. Every variant is
 pretrained with the shipped model's recipe (configs/default-model.yaml) and its vocabulary, at the
 suite's size and wall-clock budget, so that only the ablated knob differs.
 
-Torch-free at import: imports bertlab.paper_tables, bertlab.jobs and its torch-free neighbours
+Torch-free at import: imports bertlab.ablations.tables / paper, bertlab.jobs and its torch-free neighbours
 (jobspec, runs, estimates, runfolder, hardware); `estimate` builds a model on the meta device to count its
 parameters.
 """
@@ -28,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
 from bertlab.atomic import write_json_atomic
 from bertlab.config import PRESETS, preset
 from bertlab.errors import InputError
@@ -36,7 +38,6 @@ from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_count
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
-from bertlab.paper_tables import PAPER
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
 from bertlab.runs import read_job, waiting_for
 
@@ -62,26 +63,6 @@ PERCENT_METRICS = (
 # --------------------------------------------------------------------------------------
 # What a suite runs
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Variant:
-    """One row of a table: how its model is pretrained, and what its fine-tuning adds."""
-
-    key: str
-    label: str
-    pretrain: tuple[str, ...] | None = ()  # overrides of the base recipe; None = no pretraining (the suite's model)
-    shares: str | None = None  # use the pretrained model of this variant instead of pretraining again
-    finetune: tuple[str, ...] = ()  # extra `bertlab finetune` arguments
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column: a task, and how it is trained (fine-tuning or frozen features)."""
-
-    key: str
-    task: str
-    finetune: tuple[str, ...] = ()
-
-
 TYPICAL_LENGTH = {
     "sst2": 40,
     "cola": 24,
@@ -94,30 +75,6 @@ TYPICAL_LENGTH = {
     "ner": 48,
     "squad": 384,
 }
-FEATURE_ARGS = ("--mode", "feature", "--features", "cat4")
-MASK_MIXES = (
-    ("mask80_same10_rnd10", 0.8, 0.1),
-    ("mask100", 1.0, 0.0),
-    ("mask80_rnd20", 0.8, 0.2),
-    ("mask80_same20", 0.8, 0.0),
-    ("same20_rnd80", 0.0, 0.8),
-    ("rnd100", 0.0, 1.0),
-)
-TABLE7_FEATURES = (
-    ("embeddings", "layer:0"),
-    ("second_to_last", "layer:-2"),
-    ("last", "layer:-1"),
-    ("wsum4", "wsum4"),
-    ("cat4", "cat4"),
-    ("mix", "mix"),
-)
-DEFAULT_TASKS = {
-    "table5": ("sst2", "mrpc", "qnli", "rte"),
-    "table6": ("sst2", "mrpc"),
-    "table7": ("upos", "ner"),
-    "table8": ("upos", "ner"),
-}
-DEFAULT_GRID = ((2, 128, 2), (4, 128, 2), (2, 256, 4), (4, 256, 4), (4, 256, 1))
 
 
 @dataclass(frozen=True)
@@ -125,7 +82,7 @@ class SuiteSpec:
     """A suite before it runs: which table, on what, at what scale."""
 
     table: str  # table5 | table6 | table7 | table8
-    tasks: tuple[str, ...] = ()  # () = DEFAULT_TASKS[table]
+    tasks: tuple[str, ...] = ()  # () = the table's default_tasks
     seeds: int = 3  # fine-tuning restarts per variant and task (mean +- std)
     size: str = "tiny"  # model preset of every pretrained variant (Table 6: the grid instead)
     budget_s: float = 600.0  # wall-clock pretraining seconds per variant
@@ -143,8 +100,8 @@ class SuiteSpec:
     overrides: tuple[str, ...] = ()  # extra `bertlab pretrain` overrides for every variant (KEY=VALUE), last
 
     def __post_init__(self):
-        if self.table not in PAPER:
-            raise InputError(f"unknown table {self.table!r}; choose one of {', '.join(PAPER)}")
+        if self.table not in TABLES:
+            raise InputError(f"unknown table {self.table!r}; choose one of {', '.join(TABLES)}")
         for t in self.tasks:
             if t not in FINETUNE_TASKS:
                 raise InputError(f"unknown task {t!r}; choose from {', '.join(FINETUNE_TASKS)}")
@@ -152,15 +109,19 @@ class SuiteSpec:
             raise InputError(f"seeds must be between 1 and 20, not {self.seeds}")
         if self.size not in PRESETS:
             raise InputError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
-        if self.table != "table7" and not self.budget_s > 0:
+        if self.table_spec.pretrains and not self.budget_s > 0:
             raise InputError("give a pretraining budget in seconds (more than 0)")
         for layers, hidden, heads in self.grid:
             if min(layers, hidden, heads) < 1 or hidden % heads:
                 raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
 
     @property
+    def table_spec(self) -> TableSpec:
+        return TABLES[self.table]
+
+    @property
     def task_list(self) -> tuple[str, ...]:
-        return self.tasks or DEFAULT_TASKS[self.table]
+        return self.tasks or self.table_spec.default_tasks
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -192,64 +153,14 @@ def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-# What our rows of each table are, in words, for the page (the README says the same)
-HOW_ROWS_ARE_MADE = {
-    "table5": "Every variant is pretrained from scratch with the shipped model's recipe, at the same size and "
-    "budget. **No NSP** keeps MLM + NSP's input packing (`[CLS] A [SEP] B [SEP]` with segment embeddings, B always "
-    "the true continuation), so only the loss differs. **LTR & No NSP** has causal attention and a next-token "
-    "loss; its classifiers read the last real token, the only one that has seen the whole input (as GPT's do), "
-    "not `[CLS]`, which sees only itself. **+ BiLSTM** adds a BiLSTM on the LTR model while fine-tuning.",
-    "table6": "Every (layers, width, heads) shape is pretrained from scratch with the shipped model's recipe and "
-    "the same budget; the perplexity is masked-LM perplexity on held-out documents.",
-    "table7": "One pretrained model, frozen, feeding a two-layer BiLSTM tagger (the paper's set-up): the "
-    "embeddings, the second-to-last or the last layer, a *learned* weighted sum of the last four layers, their "
-    "concatenation, or a learned weighted sum of every layer (softmax weights and a scale, trained with the "
-    "tagger); against fine-tuning the whole model.",
-    "table8": "Every mix is pretrained from scratch with the shipped model's recipe on the same budget, and scored "
-    "on the same held-out 80/10/10 masking; each is fine-tuned, and used frozen (the last four layers "
-    "concatenated into a two-layer BiLSTM tagger, the paper's Appendix C.2).",
-}
-
-
 def variants(spec: SuiteSpec) -> tuple[Variant, ...]:
     """The rows of the suite's table, in the paper's order."""
-    labels = {key: label for key, label, _ in PAPER[spec.table].rows}
-    if spec.table == "table5":
-        return (
-            Variant("mlm_nsp", labels["mlm_nsp"], ("data.objective=mlm_nsp",)),
-            Variant("no_nsp", labels["no_nsp"], ("data.objective=mlm",)),
-            Variant("ltr", labels["ltr"], ("data.objective=ltr",)),
-            Variant("ltr_bilstm", labels["ltr_bilstm"], shares="ltr", finetune=("--bilstm",)),
-        )
-    if spec.table == "table6":
-        out = []
-        for layers, hidden, heads in spec.grid or DEFAULT_GRID:
-            override = (
-                f"model_overrides={{num_layers: {layers}, hidden_size: {hidden}, num_heads: {heads}, "
-                f"intermediate_size: {4 * hidden}}}"
-            )
-            out.append(Variant(f"L{layers}-H{hidden}-A{heads}", f"#L={layers} #H={hidden} #A={heads}", (override,)))
-        return tuple(out)
-    if spec.table == "table7":
-        feats = tuple(
-            Variant(key, labels[key], None, finetune=("--mode", "feature", "--features", f))
-            for key, f in TABLE7_FEATURES
-        )
-        return (Variant("finetune", labels["finetune"], None), *feats)
-    return tuple(
-        Variant(key, labels[key], (f"data.mask_token_prob={m}", f"data.random_token_prob={r}"))
-        for key, m, r in MASK_MIXES
-    )
+    return spec.table_spec.variants(spec.grid)
 
 
 def columns(spec: SuiteSpec) -> tuple[Column, ...]:
-    """The task columns: Table 8 trains each task both ways (fine-tuning and frozen features)."""
-    cols = []
-    for task in spec.task_list:
-        cols.append(Column(task, task))
-        if spec.table == "table8":
-            cols.append(Column(f"{task}-feature", task, FEATURE_ARGS))
-    return tuple(cols)
+    """The task columns (a table with feature columns trains each task both ways)."""
+    return spec.table_spec.columns(spec.task_list)
 
 
 @dataclass(frozen=True)
@@ -370,7 +281,7 @@ def estimate_suite(spec: SuiteSpec, gpus: int | None = None) -> dict:
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and gpus > 0)  # as the queue resolves "auto"
     vs = variants(spec)
     n_pretrain = sum(1 for v in vs if v.pretrain is not None and v.shares is None)
-    cfg = preset("mini" if spec.table == "table7" and not spec.model else spec.size)
+    cfg = preset("mini" if not spec.table_spec.pretrains and not spec.model else spec.size)
     device = "cuda" if on_gpu else "cpu"
     per_run = []
     for col in columns(spec):
@@ -421,7 +332,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     registry = registry or JobRegistry()
     suite_id = f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs = plan(spec, suite_id)
-    if spec.table == "table7":
+    if not spec.table_spec.pretrains:
         model = Path(spec.model or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
         if spec.model and not (model / "config.json").is_file():
             raise InputError(f"model {spec.model} is not a checkpoint folder (no config.json)")

@@ -7,7 +7,8 @@ paper's units: percent for accuracy / F1 / correlations, plain numbers for perpl
 CSV: <table>.json (the suite's settings, commit, hardware) and, for a committed set, <table>.md (what
 it shows, in words).
 
-Torch-free: imports bertlab.ablations (suites), paper_tables, atomic, errors, jobs, runfolder.
+Torch-free: imports bertlab.ablations' suites, tables and paper, bertlab.finetune.tasks (each
+task's metrics), atomic, errors, jobs, runfolder.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.ablations import CSV_COLUMNS, DEFAULT_GRID, PERCENT_METRICS, suite_runs
+from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN
+from bertlab.ablations.suites import CSV_COLUMNS, PERCENT_METRICS, suite_runs
+from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
+from bertlab.finetune.tasks import get_task
 from bertlab.jobs import JobRegistry
-from bertlab.paper_tables import CITATION, PAPER, PAPER_COLUMN
 from bertlab.runfolder import REPO_ROOT
 
 
@@ -136,9 +139,10 @@ def pretraining_budget(spec: dict) -> str:
 def describe_spec(spec: dict) -> str:
     """One line on how a result set was made, from its suite spec."""
     parts = []
-    if spec.get("table") == "table7":
+    table = TABLES.get(str(spec.get("table")))
+    if table is not None and not table.pretrains:
         parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
-    elif spec.get("table") == "table6":
+    elif table is not None and table.shape_grid:
         parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {pretraining_budget(spec)} each")
     else:
         parts.append(
@@ -196,8 +200,6 @@ def main_metric(table: str, task: str) -> str:
     col = PAPER_COLUMN.get(table, {}).get(task)
     if task == "pretraining":
         return paper.metrics[paper.columns.index(col)] if col in paper.columns else "mlm_acc"
-    from bertlab.finetune.tasks import get_task  # torch-free
-
     spec = get_task(task.removesuffix("-feature"))
     if col in paper.columns and paper.metrics[paper.columns.index(col)] in spec.metrics:
         return paper.metrics[paper.columns.index(col)]

@@ -3,7 +3,7 @@
     bertlab ablate run table5 --size tiny --budget-s 600 --tasks sst2,mrpc,qnli,rte --seeds 3
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
 
-The work is bertlab.ablations'; this module parses and prints. Torch-free.
+The work is bertlab.ablations.suites' and .results'; this module parses and prints. Torch-free.
 """
 
 from __future__ import annotations
@@ -11,20 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from bertlab import ablation_results as results
-from bertlab import ablations as ab
+from bertlab.ablations import results
+from bertlab.ablations import suites as ab
+from bertlab.ablations.paper import CITATION, PAPER
+from bertlab.ablations.tables import TABLES
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
-from bertlab.paper_tables import CITATION, PAPER
 
 
 def _suite_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("table", choices=sorted(PAPER), help="which of the paper's tables")
+    p.add_argument("table", choices=sorted(TABLES), help="which of the paper's tables")
     p.add_argument(
         "--tasks",
         default="",
         help="comma-separated fine-tuning tasks (default depends on the table: "
-        + "; ".join(f"{t}: {','.join(v)}" for t, v in ab.DEFAULT_TASKS.items())
+        + "; ".join(f"{t}: {','.join(v)}" for t, v in ((k, spec.default_tasks) for k, spec in TABLES.items()))
         + ")",
     )
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning restarts per variant and task (mean +- std)")
@@ -116,7 +117,7 @@ def _print_table(rows: list[dict]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`bertlab ablate ...`: call bertlab.ablations and print text or `--json`."""
+    """`bertlab ablate ...`: call bertlab.ablations.suites / results and print text or `--json`."""
     registry = JobRegistry(args.runs)
     cmd = args.ablate_command
     if cmd in ("run", "estimate"):

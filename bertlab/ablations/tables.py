@@ -1,0 +1,178 @@
+"""What each of the paper's ablation tables is as a suite of runs: one `TableSpec` per table in
+`TABLES`, saying which variants (rows) it pretrains and how, which task columns it fine-tunes on by
+default, whether it probes one given model instead of pretraining, and what the page says about
+how our rows are made. A new table is one new `TableSpec` here plus its paper numbers
+(bertlab.ablations.paper); the suites, results, view, CLI and page read these instead of testing
+the table's name.
+
+Data only: imports bertlab.ablations.paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bertlab.ablations.paper import PAPER, PaperTable
+
+Grid = tuple[tuple[int, int, int], ...]  # (layers, hidden, heads) of each model shape
+
+FEATURE_ARGS = ("--mode", "feature", "--features", "cat4")
+DEFAULT_GRID: Grid = ((2, 128, 2), (4, 128, 2), (2, 256, 4), (4, 256, 4), (4, 256, 1))
+MASK_MIXES = (
+    ("mask80_same10_rnd10", 0.8, 0.1),
+    ("mask100", 1.0, 0.0),
+    ("mask80_rnd20", 0.8, 0.2),
+    ("mask80_same20", 0.8, 0.0),
+    ("same20_rnd80", 0.0, 0.8),
+    ("rnd100", 0.0, 1.0),
+)
+TABLE7_FEATURES = (
+    ("embeddings", "layer:0"),
+    ("second_to_last", "layer:-2"),
+    ("last", "layer:-1"),
+    ("wsum4", "wsum4"),
+    ("cat4", "cat4"),
+    ("mix", "mix"),
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of a table: how its model is pretrained, and what its fine-tuning adds."""
+
+    key: str
+    label: str
+    pretrain: tuple[str, ...] | None = ()  # overrides of the base recipe; None = no pretraining (the suite's model)
+    shares: str | None = None  # use the pretrained model of this variant instead of pretraining again
+    finetune: tuple[str, ...] = ()  # extra `bertlab finetune` arguments
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: a task, and how it is trained (fine-tuning or frozen features)."""
+
+    key: str
+    task: str
+    finetune: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One ablation table as a suite: its rows, its columns and what the page says about them."""
+
+    key: str  # "table5": the paper table's key (bertlab.ablations.paper.PAPER)
+    default_tasks: tuple[str, ...]  # task columns when a suite names none
+    how_rows_are_made: str  # for the page (the README says the same)
+    make_variants: Callable[[Grid], tuple[Variant, ...]]  # the rows, in the paper's order, from the suite's grid
+    pretrains: bool = True  # False: the rows probe one given model (a suite's `model`), nothing is pretrained
+    feature_columns: bool = False  # each task also as a column trained on frozen features (FEATURE_ARGS)
+    shape_grid: bool = False  # the rows are model shapes (a suite's `grid`), not one size; scored by size trend
+    pretraining_note: str = ""  # added to the page's note on the pretraining column
+
+    @property
+    def paper(self) -> PaperTable:
+        return PAPER[self.key]
+
+    def labels(self) -> dict[str, str]:
+        """variant key -> the paper's row label."""
+        return {key: label for key, label, _ in self.paper.rows}
+
+    def variants(self, grid: Grid = ()) -> tuple[Variant, ...]:
+        return self.make_variants(grid)
+
+    def columns(self, tasks: tuple[str, ...]) -> tuple[Column, ...]:
+        """The task columns: with `feature_columns`, each task both ways (fine-tuning, frozen features)."""
+        cols = []
+        for task in tasks:
+            cols.append(Column(task, task))
+            if self.feature_columns:
+                cols.append(Column(f"{task}-feature", task, FEATURE_ARGS))
+        return tuple(cols)
+
+
+def _table5(grid: Grid) -> tuple[Variant, ...]:
+    labels = TABLES["table5"].labels()
+    return (
+        Variant("mlm_nsp", labels["mlm_nsp"], ("data.objective=mlm_nsp",)),
+        Variant("no_nsp", labels["no_nsp"], ("data.objective=mlm",)),
+        Variant("ltr", labels["ltr"], ("data.objective=ltr",)),
+        Variant("ltr_bilstm", labels["ltr_bilstm"], shares="ltr", finetune=("--bilstm",)),
+    )
+
+
+def _table6(grid: Grid) -> tuple[Variant, ...]:
+    out = []
+    for layers, hidden, heads in grid or DEFAULT_GRID:
+        override = (
+            f"model_overrides={{num_layers: {layers}, hidden_size: {hidden}, num_heads: {heads}, "
+            f"intermediate_size: {4 * hidden}}}"
+        )
+        out.append(Variant(f"L{layers}-H{hidden}-A{heads}", f"#L={layers} #H={hidden} #A={heads}", (override,)))
+    return tuple(out)
+
+
+def _table7(grid: Grid) -> tuple[Variant, ...]:
+    labels = TABLES["table7"].labels()
+    feats = tuple(
+        Variant(key, labels[key], None, finetune=("--mode", "feature", "--features", f)) for key, f in TABLE7_FEATURES
+    )
+    return (Variant("finetune", labels["finetune"], None), *feats)
+
+
+def _table8(grid: Grid) -> tuple[Variant, ...]:
+    labels = TABLES["table8"].labels()
+    return tuple(
+        Variant(key, labels[key], (f"data.mask_token_prob={m}", f"data.random_token_prob={r}"))
+        for key, m, r in MASK_MIXES
+    )
+
+
+TABLES: dict[str, TableSpec] = {
+    t.key: t
+    for t in (
+        TableSpec(
+            "table5",
+            default_tasks=("sst2", "mrpc", "qnli", "rte"),
+            how_rows_are_made="Every variant is pretrained from scratch with the shipped model's recipe, at the "
+            "same size and budget. **No NSP** keeps MLM + NSP's input packing (`[CLS] A [SEP] B [SEP]` with segment "
+            "embeddings, B always the true continuation), so only the loss differs. **LTR & No NSP** has causal "
+            "attention and a next-token loss; its classifiers read the last real token, the only one that has seen "
+            "the whole input (as GPT's do), not `[CLS]`, which sees only itself. **+ BiLSTM** adds a BiLSTM on the "
+            "LTR model while fine-tuning.",
+            make_variants=_table5,
+            pretraining_note=" For the left-to-right model it is next-token accuracy, a different task, so it does "
+            "not compare with the masked-LM rows. + BiLSTM fine-tunes the LTR model: it has no pretraining run of "
+            "its own.",
+        ),
+        TableSpec(
+            "table6",
+            default_tasks=("sst2", "mrpc"),
+            how_rows_are_made="Every (layers, width, heads) shape is pretrained from scratch with the shipped "
+            "model's recipe and the same budget; the perplexity is masked-LM perplexity on held-out documents.",
+            make_variants=_table6,
+            shape_grid=True,
+        ),
+        TableSpec(
+            "table7",
+            default_tasks=("upos", "ner"),
+            how_rows_are_made="One pretrained model, frozen, feeding a two-layer BiLSTM tagger (the paper's set-up): "
+            "the embeddings, the second-to-last or the last layer, a *learned* weighted sum of the last four layers, "
+            "their concatenation, or a learned weighted sum of every layer (softmax weights and a scale, trained "
+            "with the tagger); against fine-tuning the whole model.",
+            make_variants=_table7,
+            pretrains=False,
+        ),
+        TableSpec(
+            "table8",
+            default_tasks=("upos", "ner"),
+            how_rows_are_made="Every mix is pretrained from scratch with the shipped model's recipe on the same "
+            "budget, and scored on the same held-out 80/10/10 masking; each is fine-tuned, and used frozen (the "
+            "last four layers concatenated into a two-layer BiLSTM tagger, the paper's Appendix C.2).",
+            make_variants=_table8,
+            feature_columns=True,
+            pretraining_note=" Each variant trains on its own mix but is scored on the same mix, so the column "
+            "says how much of the language each one learned.",
+        ),
+    )
+}
