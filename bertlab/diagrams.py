@@ -57,9 +57,11 @@ def input_embeddings_figure(
             x0 = k * (w + xgap)
             tok, seg = tokens[i], segment_ids[i]
             seg_name = "A" if seg == 0 else "B"
+            # a subscript '.' or ',' is a speck under the E: punctuation is quoted so it reads as a token
+            sub = tok if any(ch.isalnum() for ch in tok) else f"'{tok}'"
             texts = (
-                html.escape(tok),
-                f"E<sub>{html.escape(tok)}</sub>",
+                html.escape(tok, quote=False),
+                f"E<sub>{html.escape(sub, quote=False)}</sub>",
                 f"E<sub>{seg_name}</sub>",
                 f"E<sub>{i}</sub>",
             )

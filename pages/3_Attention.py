@@ -168,7 +168,10 @@ with tab_stats:
                 pd.DataFrame([{"head": head_label(layer, head), "value": v} for layer, head, v in top]),
                 hide_index=True,
                 width="stretch",
-                column_config={"value": st.column_config.NumberColumn(format="%.3f")},
+                # the same units as the map beside it: shares in %, entropy in bits
+                column_config={
+                    "value": st.column_config.NumberColumn(format="%.2f bits" if which == "entropy" else "percent")
+                },
             )
         table = pd.DataFrame(stats.rows())
         st.download_button(

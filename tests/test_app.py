@@ -274,6 +274,13 @@ def test_attention_tabs_draw_only_when_open(app_env):
     assert len(plotly_charts(at)) == 2  # overview and one statistic
     assert len(at.dataframe) == 1
 
+    def value_format() -> str:
+        return json.loads(at.dataframe[0].proto.columns)["value"]["type_config"]["format"]
+
+    assert value_format() == "percent"  # a share, in % as on the map beside it (was 0.036 beside 4%)
+    at.selectbox(key="att_stat").set_value("entropy").run()
+    assert value_format() == "%.2f bits"
+
 
 def test_attention_page_and_ablation(app_env):
     at = open_page(ATTENTION)

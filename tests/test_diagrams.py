@@ -20,6 +20,8 @@ def test_input_embeddings_figure_is_figure_2():
     texts = annotation_texts(D.input_embeddings_figure(tokens, segments))
     assert texts.count("E<sub>A</sub>") == 4 and texts.count("E<sub>B</sub>") == 3
     assert "E<sub>6</sub>" in texts and "E<sub>dog</sub>" in texts
+    punctuated = annotation_texts(D.input_embeddings_figure(["[CLS]", "dog", ".", "[SEP]"], [0, 0, 0, 0]))
+    assert "E<sub>'.'</sub>" in punctuated and "E<sub>[SEP]</sub>" in punctuated  # '.' shows, quoted
     assert any("Segment" in t for t in texts) and any("Position" in t for t in texts)
     wrapped = D.input_embeddings_figure(tokens * 3, segments * 3, per_row=8)
     assert annotation_texts(wrapped).count("<b>Input</b>") == 3  # three bands
