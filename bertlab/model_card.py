@@ -6,7 +6,8 @@ continued-pretraining lineage, its learning curve, held-out metrics and scores o
 not seen, and the credits for its data. `model_card.json` itself is written by the recipes
 (bertlab.pretrain); this module only reads its fields, and owns the plain words every card key is shown in
 (METRIC_WORDS, TRAINING_WORDS) for the Home page, bertlab.catalog and README.md. Imports the
-standard library and bertlab.formatting; no torch, no streamlit.
+standard library, bertlab.formatting and bertlab.objectives (what each objective is called); no
+torch, no streamlit.
 """
 
 from __future__ import annotations
@@ -16,12 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bertlab.formatting import format_duration
-
-OBJECTIVES = {
-    "mlm_nsp": "masked LM + next sentence prediction, as in Devlin et al. 2018",
-    "mlm": "masked LM only: the paper's No NSP ablation (same input packing, no NSP loss or head)",
-    "ltr": "left-to-right LM without NSP: the paper's LTR & No NSP ablation (causal attention, next-token loss)",
-}
+from bertlab.objectives import OBJECTIVES
 
 # The paper's pretraining recipe (Devlin et al. 2018, section A.2) in bertlab's config names.
 PAPER = {
@@ -34,13 +30,6 @@ PAPER = {
 PAPER_DATA = {
     "masked_lm_prob": (0.15, "{:.0%} of tokens masked (the paper: 15%)"),
     "masking": ("static", "{} masking (the paper: static, each sequence masked 10 ways)"),
-}
-
-
-OBJECTIVES_SHORT = {
-    "mlm_nsp": "masked LM + next sentence prediction",
-    "mlm": "masked LM only (no next sentence prediction)",
-    "ltr": "left-to-right LM (no next sentence prediction)",
 }
 
 
@@ -139,7 +128,7 @@ TRAINING_WORDS: tuple[tuple[str | tuple[str, str], str, Callable[[object, dict],
     ("corpus", "Text it learned from", _corpus),
     ("corpus_documents", "Documents", lambda v, c: _count(v)),
     ("corpus_sentences", "Sentences", lambda v, c: _count(v)),
-    ("objective", "Pretraining tasks", lambda v, c: OBJECTIVES_SHORT.get(str(v), str(v))),
+    ("objective", "Pretraining tasks", lambda v, c: o.short if (o := OBJECTIVES.get(str(v))) else str(v)),
     ("train_instances", "Training sequences", lambda v, c: _count(v)),
     ("init_from", "Continued from", _init_from),
     ("tokens", "Input tokens seen", lambda v, c: _count(v)),
@@ -221,7 +210,8 @@ def runnable_command(command: str) -> str:
 
 
 def objective_text(objective: str | None) -> str:
-    return OBJECTIVES.get(objective or "mlm_nsp", f"objective {objective!r}")
+    spec = OBJECTIVES.get(objective or "mlm_nsp")
+    return spec.description if spec else f"objective {objective!r}"
 
 
 def recipe_deviations(card: dict) -> list[str]:

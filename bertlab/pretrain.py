@@ -101,7 +101,7 @@ class PretrainTask:
     def static_shapes(self) -> bool:
         """Batches are padded to the phase's length and the masked positions to their cap (the
         left-to-right LM scores every position: its shapes follow the data)."""
-        return self.cfg.data.objective != "ltr"
+        return self.cfg.data.objective_spec.static_shapes
 
     def phase_at(self, fraction: float) -> int:
         return 1 if len(self.phases) > 1 and fraction >= self.cfg.phase2_at else 0

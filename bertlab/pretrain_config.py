@@ -74,9 +74,12 @@ class PretrainConfig:
         return at
 
     def model_config(self, vocab_size: int) -> BertConfig:
-        nsp = self.data.objective == "mlm_nsp"
-        direction = "left_to_right" if self.data.objective == "ltr" else "bidirectional"
-        overrides = {"vocab_size": vocab_size, "use_nsp_head": nsp, "attention_direction": direction}
+        objective = self.data.objective_spec  # which heads and attention the objective needs
+        overrides = {
+            "vocab_size": vocab_size,
+            "use_nsp_head": objective.nsp,
+            "attention_direction": objective.attention_direction,
+        }
         overrides.update(self.model_overrides)
         overrides.setdefault("max_position_embeddings", 512)
         return preset(self.size, **overrides)

@@ -4,8 +4,9 @@
 Owns: the data config (`DataConfig`), segment pairs A/B with 50% IsNext / 50% NotNext (B from
 another document, the unused sentences put back), `short_seq_prob`, `truncate_seq_pair`, the
 masked-LM choice (15% of tokens; 80% [MASK] / 10% random / 10% kept; whole-word option), static
-(`dupe_factor` copies) and dynamic (fresh masks every epoch) masking, the paper's objectives
-(MLM+NSP, MLM only, left-to-right LM), a cache keyed by a hash of everything that made the data,
+(`dupe_factor` copies) and dynamic (fresh masks every epoch) masking, instances and labels as
+the objective says (bertlab.objectives: MLM+NSP, MLM only, left-to-right LM; maskers by name in
+`MASKERS`), a cache keyed by a hash of everything that made the data,
 collation into padded batches, and explanations of any instance for the app.
 
 One deliberate departure: the 10% random replacement draws from the vocabulary *minus* the
@@ -15,7 +16,8 @@ mislead the NSP head (a second [SEP] looks like a segment boundary), and a rando
 turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
 token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
 
-Imports numpy, torch (for batches), bertlab.atomic, bertlab.batching, bertlab.corpus and bertlab.tokenizer.
+Imports numpy, torch (for batches), bertlab.atomic, bertlab.batching, bertlab.corpus, bertlab.objectives
+and bertlab.tokenizer.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import logging
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,14 +39,11 @@ from bertlab.atomic import atomic_file
 from bertlab.batching import pad_batch
 from bertlab.corpus import Document, split_sentences
 from bertlab.errors import InputError
+from bertlab.objectives import Objective, get_objective
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
-OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
-# Objectives whose inputs are [CLS] A [SEP] B [SEP]: No NSP keeps MLM + NSP's packing and segment
-# embeddings (B is then always the real continuation), so the ablation changes the loss only.
-PAIRED = ("mlm_nsp", "mlm")
 KIND_NONE, KIND_MASK, KIND_RANDOM, KIND_KEEP = 0, 1, 2, 3
 KIND_NAMES = {KIND_NONE: "", KIND_MASK: "mask", KIND_RANDOM: "random", KIND_KEEP: "keep"}
 IS_NEXT, NOT_NEXT = 0, 1  # label 0 = IsNext, as in Google's and Hugging Face's code
@@ -67,14 +66,13 @@ class DataConfig:
     whole_word_mask: bool = False  # choose whole words (all their ## pieces) at once
     dupe_factor: int = 5  # static masking: copies of the data, each with different masks
     masking: str = "static"  # static | dynamic (fresh masks every epoch, RoBERTa-style)
-    objective: str = "mlm_nsp"  # mlm_nsp | mlm (No NSP ablation) | ltr (left-to-right LM, no NSP)
+    objective: str = "mlm_nsp"  # bertlab.objectives: mlm_nsp | mlm (No NSP ablation) | ltr (left-to-right LM, no NSP)
     random_next_prob: float = 0.5  # share of NotNext pairs
     heldout_fraction: float = 0.02  # documents kept out of training for evaluation
     min_heldout_documents: int = 2
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise InputError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")
+        get_objective(self.objective)  # InputError naming the known objectives
         if self.masking not in ("static", "dynamic"):
             raise InputError(f"masking must be static or dynamic, not {self.masking!r}")
         if not 0 < self.masked_lm_prob < 1:
@@ -87,6 +85,10 @@ class DataConfig:
     @property
     def keep_token_prob(self) -> float:
         return 1.0 - self.mask_token_prob - self.random_token_prob
+
+    @property
+    def objective_spec(self) -> Objective:
+        return get_objective(self.objective)
 
 
 def max_predictions_for(max_seq_length: int, masked_lm_prob: float) -> int:
@@ -232,7 +234,7 @@ def create_single_instances(
 
 def pair_config(config: DataConfig) -> DataConfig:
     """The config pairs are made with: without NSP, B is never a random other document."""
-    return config if config.objective == "mlm_nsp" else dataclasses.replace(config, random_next_prob=0.0)
+    return config if config.objective_spec.nsp else dataclasses.replace(config, random_next_prob=0.0)
 
 
 class Masker:
@@ -287,6 +289,23 @@ class Masker:
         return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
 
 
+# Maskers by the name an Objective gives (`Objective.masker`): each is made from the tokenizer and
+# the data config, and called on an instance's ids with an RNG like `Masker`.
+MaskerFactory = Callable[[BertTokenizer, DataConfig], Callable[..., tuple[list[int], list[int], list[int], list[int]]]]
+MASKERS: dict[str, MaskerFactory] = {"bert": Masker}
+
+
+def register_masker(name: str, factory: MaskerFactory) -> None:
+    """Add a masker an `Objective` can name (e.g. span masking)."""
+    MASKERS[name] = factory
+
+
+def make_masker(tokenizer: BertTokenizer, config: DataConfig):
+    """The masker of the config's objective, or None for an objective that masks nothing."""
+    name = config.objective_spec.masker
+    return None if name is None else MASKERS[name](tokenizer, config)
+
+
 def tokenize_documents(
     documents: Sequence[Document], tokenizer: BertTokenizer, batch: int = 20000
 ) -> list[list[list[int]]]:
@@ -318,25 +337,26 @@ def create_instances(
     order = list(range(len(docs)))
     rng.shuffle(order)
     docs = [docs[i] for i in order]
-    masker = Masker(tokenizer, config)
+    masker = make_masker(tokenizer, config)
+    paired = config.objective_spec.paired
     dupe = config.dupe_factor if dupe_factor is None else dupe_factor
     instances: list[Instance] = []
     for _ in range(dupe):
         for di in range(len(docs)):
-            if config.objective in PAIRED:
+            if paired:
                 made = create_pair_instances(docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
             else:
                 made = create_single_instances(docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
             for inst in made:
                 inst.doc_a, inst.doc_b = order[inst.doc_a], order[inst.doc_b]
-                if mask and config.objective != "ltr":
+                if mask and masker is not None:
                     apply_mask(inst, masker, rng)
             instances.extend(made)
     rng.shuffle(instances)
     return instances
 
 
-def apply_mask(inst: Instance, masker: Masker, rng: random.Random) -> Instance:
+def apply_mask(inst: Instance, masker: Callable, rng: random.Random) -> Instance:
     inst.input_ids, inst.masked_positions, inst.masked_labels, inst.mask_kinds = masker(inst.input_ids, rng)
     return inst
 
@@ -434,10 +454,12 @@ def collate(
 ) -> dict[str, torch.Tensor]:
     """Pad to the longest instance (or to `pad_to`); labels -100 where nothing is predicted.
 
-    For the `ltr` objective the label at position t is the token at t+1 (next-token prediction).
+    With an objective's `next_token_labels` (the `ltr` objective) the label at position t is the
+    token at t+1 (next-token prediction); with its `nsp`, `nsp_labels` (0 = IsNext) too.
     """
     B, T = len(instances), max(max(len(x.input_ids) for x in instances), pad_to or 0)  # noqa: N806
-    paired = config.objective in PAIRED
+    objective = config.objective_spec
+    paired = objective.paired
     types = (
         [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances]
         if paired
@@ -447,13 +469,13 @@ def collate(
     labels = np.full((B, T), -100, dtype=np.int64)
     for b, x in enumerate(instances):
         n = len(x.input_ids)
-        if config.objective == "ltr":
+        if objective.next_token_labels:
             labels[b, : n - 1] = x.input_ids[1:n]
         elif x.masked_positions:
             labels[b, x.masked_positions] = x.masked_labels
     batch["mlm_labels"] = torch.from_numpy(labels)
     batch["num_tokens"] = int(batch["attention_mask"].sum())
-    if config.objective == "mlm_nsp":
+    if objective.nsp:
         batch["nsp_labels"] = torch.tensor([NOT_NEXT if x.is_random_next else IS_NEXT for x in instances])
     return batch
 
@@ -465,7 +487,7 @@ class PretrainingBatches:
     def __init__(self, store: InstanceStore, config: DataConfig, tokenizer: BertTokenizer, batch_size: int, seed: int):
         self.store, self.config, self.batch_size, self.seed = store, config, batch_size, seed
         self.pad_id = tokenizer.pad_id
-        self.masker = Masker(tokenizer, config) if config.masking == "dynamic" and config.objective != "ltr" else None
+        self.masker = make_masker(tokenizer, config) if config.masking == "dynamic" else None
 
     def num_batches(self, world: int = 1) -> int:
         return (len(self.store) // self.batch_size) // world
@@ -526,12 +548,13 @@ def explain_instance(
     def name(d: int) -> str:
         return doc_names[d] if doc_names and d < len(doc_names) else f"document {d}"
 
-    if objective == "mlm":
+    spec = get_objective(objective)
+    if spec.paired and not spec.nsp:
         reason = (
             "No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
             f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs."
         )
-    elif objective != "mlm_nsp":
+    elif not spec.nsp:
         reason = "No next-sentence task: the input is one stretch of contiguous text from " + name(inst.doc_a) + "."
     elif inst.is_random_next:
         reason = (
@@ -544,7 +567,7 @@ def explain_instance(
         tokens=tokens,
         original_tokens=original,
         kinds=kinds,
-        segment_ids=inst.segment_ids if objective in PAIRED else [0] * len(tokens),
+        segment_ids=inst.segment_ids if spec.paired else [0] * len(tokens),
         a_end=inst.a_len + 1,
         is_next=not inst.is_random_next,
         doc_a=inst.doc_a,
@@ -611,15 +634,15 @@ def explain_text(
     if n_user >= 2:  # the user's own documents are the partners: no built-in text in their examples
         token_docs, names = token_docs[:n_user], names[:n_user]
     rng = random.Random(seed)
-    masker = Masker(tokenizer, config)
+    masker = make_masker(tokenizer, config)
     out = []
     for di in range(n_user):
-        if config.objective in PAIRED:
+        if config.objective_spec.paired:
             made = create_pair_instances(token_docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
         else:
             made = create_single_instances(token_docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
         for inst in made:
-            if config.objective != "ltr":
+            if masker is not None:
                 apply_mask(inst, masker, rng)
             out.append(explain_instance(inst, tokenizer, names, config.objective))
     return out

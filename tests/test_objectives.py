@@ -1,0 +1,87 @@
+"""bertlab/objectives.py: each pretraining objective is one spec that the data, the model config,
+the trainer's task and the card read; a new objective is one spec plus its masker."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from test_pretrain import _config
+
+from bertlab import model_card, pretraining_data
+from bertlab.errors import InputError
+from bertlab.objectives import OBJECTIVES, Objective, get_objective
+from bertlab.pretrain import run_pretraining
+from bertlab.pretraining_data import DataConfig, collate, create_instances, tokenize_documents
+
+
+def test_the_papers_objectives():
+    assert tuple(OBJECTIVES) == ("mlm_nsp", "mlm", "ltr")
+    nsp, mlm, ltr = (OBJECTIVES[k] for k in ("mlm_nsp", "mlm", "ltr"))
+    assert nsp.paired and nsp.nsp and nsp.masker == "bert" and nsp.static_shapes
+    assert mlm.paired and not mlm.nsp and mlm.masker == "bert"  # No NSP keeps the packing, drops the loss
+    assert not ltr.paired and ltr.masker is None and ltr.next_token_labels and not ltr.static_shapes
+    assert ltr.attention_direction == "left_to_right"
+    assert model_card.objective_text("mlm") == mlm.description
+    with pytest.raises(InputError, match=r"objective must be one of \('mlm_nsp', 'mlm', 'ltr'\), not 'span'"):
+        DataConfig(objective="span")
+    with pytest.raises(InputError, match="not 'span'"):
+        get_objective("span")
+
+
+class FirstWordMasker:
+    """A toy masker: the first token after [CLS] is replaced by [MASK] and predicted."""
+
+    def __init__(self, tokenizer, config: DataConfig):
+        self.mask_id = tokenizer.mask_id
+
+    def __call__(self, ids, rng: random.Random):
+        out = list(ids)
+        out[1] = self.mask_id
+        return out, [1], [ids[1]], [pretraining_data.KIND_MASK]
+
+
+TOY = Objective(
+    "first_word",
+    paired=False,
+    nsp=False,
+    masker="first_word",
+    next_token_labels=False,
+    attention_direction="bidirectional",
+    description="guess the first word of each stretch of text",
+    short="first-word LM",
+)
+
+
+@pytest.fixture
+def toy_objective(monkeypatch):
+    """One spec and one masker, registered for this test only."""
+    monkeypatch.setitem(OBJECTIVES, TOY.name, TOY)
+    monkeypatch.setitem(pretraining_data.MASKERS, "first_word", FirstWordMasker)
+    return TOY
+
+
+def test_a_toy_objective_makes_its_own_instances_and_labels(toy_objective, tokenizer):
+    config = DataConfig(objective="first_word", max_seq_length=16, dupe_factor=1)
+    docs = tokenize_documents([["the cat sat on the mat .", "the dog ran ."]] * 3, tokenizer)
+    instances = create_instances(docs, tokenizer, config, seed=0)
+    assert instances and all(x.masked_positions == [1] for x in instances)
+    assert all(tokenizer.cls_id not in x.input_ids[1:] for x in instances)  # unpaired: [CLS] text [SEP]
+    batch = collate(instances, config)
+    assert "nsp_labels" not in batch and not batch["token_type_ids"].any()  # no NSP, one segment
+    assert (batch["mlm_labels"] != -100).sum(dim=1).tolist() == [1] * len(instances)
+
+
+def test_a_toy_objective_pretrains(toy_objective, tmp_path, vocab_file):
+    import dataclasses
+
+    cfg = _config(tmp_path, vocab_file, max_steps=2)
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, objective="first_word"))
+    result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    assert result.state == "finished"
+    config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
+    assert config["bertlab"]["use_nsp_head"] is False and config["bertlab"]["objective"] == "first_word"
+    card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
+    assert card["objective"] == "first_word"
+    assert "guess the first word" in model_card.objective_text(card["objective"])
