@@ -141,3 +141,25 @@ def test_loopback_pages_are_unchanged(app_env):  # noqa: F811
     at = open_page(TRAIN)
     assert not [t for t in at.text_input if t.key == FIELD]
     assert not at.button(key="train_launch").disabled
+
+
+# --------------------------------------------------------------------------------------
+# A class on one app: one student's jobs never hold up another's exploring
+# --------------------------------------------------------------------------------------
+def test_a_full_job_queue_does_not_hold_up_exploring(app_env):  # noqa: F811
+    """30 queued jobs of one user, and the queue's lock held (as while a job launches): the exploring
+    pages answer anyway, because nothing on them reads or waits on the job queue."""
+    from bertlab.atomic import locked
+    from bertlab.jobspec import JobSpec
+    from bertlab.runfolder import RUNS_LOCK_FILE
+
+    registry = JobRegistry(app_env)
+    for n in range(30):
+        registry.submit(JobSpec("pretrain", ("--config", "configs/tiny.yaml"), name=f"mine-{n}"), start=False)
+    assert sum(j.state == "queued" for j in registry.list(start_queued=False)) == 30
+    with locked(app_env / RUNS_LOCK_FILE):  # a page that waited on the queue would time out here
+        at = open_page("pages/1_Fill_mask.py")
+        for page in ("pages/2_Next_sentence.py", "pages/3_Attention.py"):
+            at.switch_page(page).run()
+            assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, [e.value for e in at.error]
