@@ -73,3 +73,13 @@ def test_sense_lines():
     assert sentences == ["the bank of the river", "the bank: a money place"] and senses == ["river", "?"]
     assert parse_sense_lines(["a bank", "the bank"]) == (["a bank", "the bank"], None)
     assert parse_sense_lines(BANK_EXAMPLE)[1] == ["river"] * 3 + ["money"] * 3
+
+
+def test_pca_legend_names_cut_sentences_at_a_word_boundary(tokenizer):
+    from bertlab.interpret.views import pca_figure
+
+    lm = pretrained(tokenizer)
+    long = "the bird sang by the river in the park and the city and the tree"
+    fig = pca_figure(contextual_word(lm, "river", [long, "a big river"], senses=["x", "y"]))
+    names = [t.name for t in fig.data if t.showlegend]
+    assert names == ["1 (x): the bird sang by the river in the park…", "2 (y): a big river"]

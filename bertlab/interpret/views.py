@@ -98,6 +98,14 @@ def similarity_figure(result: ContextualWord, title: str = "") -> go.Figure:
     return style_figure(fig, title, height=380, legend=dict(orientation="h", y=-0.3))
 
 
+def _shortened(text: str, limit: int) -> str:
+    """`text` cut at a word boundary to at most about `limit` characters, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> go.Figure:
     """One PCA scatter per layer, each occurrence a dot coloured by its sentence (its marker by its sense)."""
     chosen = list(layers) if layers is not None else list(range(result.projection.shape[0]))
@@ -110,7 +118,7 @@ def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> g
     for col, layer in enumerate(chosen, start=1):
         for s, ks in by_sentence.items():
             occ = result.occurrences[ks[0]]
-            label = f"{s + 1}" + (f" ({occ.sense})" if occ.sense else "") + f": {occ.sentence[:40]}"
+            label = f"{s + 1}" + (f" ({occ.sense})" if occ.sense else "") + f": {_shortened(occ.sentence, 40)}"
             fig.add_scatter(
                 x=result.projection[layer, ks, 0],
                 y=result.projection[layer, ks, 1],
