@@ -310,9 +310,7 @@ def compare_ablation(
     Raises:
         InputError: from fill_mask (no [MASK], empty text) or a mask of the wrong shape.
     """
-    L, A = model.config.num_layers, model.config.num_heads
-    if tuple(head_mask.shape) != (L, A):
-        raise InputError(f"head mask has shape {tuple(head_mask.shape)}; this model needs ({L}, {A})")
+    model._head_mask(head_mask)  # the one shape check, before any work: InputError for a wrong shape
     out = AblationComparison(off=heads_off(head_mask))
     if mask_text is not None and mask_text.strip():
         out.fill_base = model.fill_mask(mask_text, top_k=top_k, joint=False)

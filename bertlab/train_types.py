@@ -81,6 +81,13 @@ class TrainTask(Protocol):
 
     def batches_per_epoch(self, world: int) -> int: ...
 
+    def phase_at(self, fraction: float) -> int:
+        """The data phase for `fraction` of the budget spent: 0 for a task with one phase; pretraining
+        may switch from short sequences to long ones (epoch counts restart in each phase)."""
+
+    def set_phase(self, phase: int) -> None:
+        """Serve phase `phase` from `batches` and `batches_per_epoch` (on start, resume and a switch)."""
+
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss and per-batch metric sums for logging (e.g. {"mlm_correct": 3, "mlm_count": 20})."""
 

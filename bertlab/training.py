@@ -305,17 +305,15 @@ class Trainer:
     def loop(self) -> TrainResult:
         """Epochs of optimizer steps until the budget is spent or a stop is asked for."""
         cfg, p, task = self.cfg, self.progress, self.task
-        phase_at = getattr(task, "phase_at", None)  # optional: data phases (short sequences first, then long)
         while not p.done(cfg):
-            if phase_at is not None:
-                task.set_phase(p.phase)
+            task.set_phase(p.phase)
             batches = task.batches(p.epoch, p.batch_in_epoch, self.info.rank, self.info.world)
             if self.device.type == "cuda":
                 batches = prefetch(batches)
             exhausted = False
             while not p.done(cfg):
-                if phase_at is not None and phase_at(p.fraction(cfg)) != p.phase:
-                    p.phase = phase_at(p.fraction(cfg))
+                if task.phase_at(p.fraction(cfg)) != p.phase:
+                    p.phase = task.phase_at(p.fraction(cfg))
                     p.epoch, p.batch_in_epoch = 0, 0
                     log.info("step %d: data phase %d starts (same optimizer and schedule)", p.step, p.phase)
                     break

@@ -155,6 +155,12 @@ class FinetuneTask:
         n = len(self.train_features) // world if world > 1 else len(self.train_features)
         return math.ceil(n / self.micro_batch)
 
+    def phase_at(self, fraction: float) -> int:
+        return 0  # one data phase
+
+    def set_phase(self, phase: int) -> None:
+        pass
+
     def forward(self, model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(**batch)
         shape = self.spec.shape
