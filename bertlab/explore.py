@@ -16,10 +16,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bertlab.data_config import DataConfig, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess, fill_text
 from bertlab.model_card import training_rows
-from bertlab.pretraining_data import DataConfig, max_predictions_for, num_to_predict
+from bertlab.pretraining_data import num_to_predict
 from bertlab.tokenizer import BertTokenizer
 
 MASK = "[MASK]"

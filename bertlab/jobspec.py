@@ -5,9 +5,9 @@ the torchrun line each machine of a several-machine job runs (`node_commands`).
 Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
-Imports the standard library and bertlab.config / errors / finetune.args / hardware / runfolder;
-the pretraining recipe (bertlab.pretrain and bertlab.pretrain_config, with torch) only when a spec
-is checked.
+Imports the standard library and bertlab.config / data_config / errors / finetune.args / hardware /
+pretrain_config / runfolder, all torch-free; the pretraining recipe (bertlab.pretrain, with torch,
+for its arguments) only when a spec is checked.
 """
 
 from __future__ import annotations
@@ -15,23 +15,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
-import math
 import os
 import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bertlab.config import PRESETS
+from bertlab.data_config import check_masked_lm_prob, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
 from bertlab.hardware import gpu_count
+from bertlab.pretrain_config import PretrainConfig, load_config_file
 from bertlab.runfolder import REPO_ROOT
-
-if TYPE_CHECKING:
-    from bertlab.pretrain_config import PretrainConfig
 
 KINDS = ("pretrain", "finetune")
 DEVICES = ("auto", "cpu", "cuda")
@@ -180,8 +177,6 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
 
 def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
     """The pretraining config a job's arguments give, read from `cwd` and checked (size, corpus, shapes)."""
-    from bertlab.pretrain_config import load_config_file  # deferred: torch (the data and training configs)
-
     with _chdir(cwd):
         cfg = load_config_file(ns.config, ns.overrides)
         if cfg.size not in PRESETS:
@@ -373,11 +368,13 @@ def pretrain_args(
     if max_seq_length:
         args.append(f"data.max_seq_length={int(max_seq_length)}")
     if masked_lm_prob:
-        if not 0.0 < masked_lm_prob < 1.0:
-            raise JobError(f"the masked share must be between 0 and 1, got {masked_lm_prob}")
+        try:
+            check_masked_lm_prob(masked_lm_prob)
+        except InputError as exc:
+            raise JobError(str(exc)) from None
         args.append(f"data.masked_lm_prob={masked_lm_prob}")
     if max_seq_length and masked_lm_prob:
-        args.append(f"data.max_predictions_per_seq={math.ceil(int(max_seq_length) * masked_lm_prob - 1e-9)}")
+        args.append(f"data.max_predictions_per_seq={max_predictions_for(max_seq_length, masked_lm_prob)}")
     if snapshots:
         args.append("train.snapshots=true")
     return tuple(args) + tuple(overrides)

@@ -17,8 +17,8 @@ from typing import Any
 
 from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.corpus import DEFAULT_CORPUS
+from bertlab.data_config import DataConfig
 from bertlab.errors import InputError
-from bertlab.pretraining_data import DataConfig
 from bertlab.train_types import TrainConfig
 
 

@@ -8,10 +8,11 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bertlab.data_config import DataConfig, max_predictions_for
 from bertlab.diagrams import example_html, legend_html
 from bertlab.errors import BertLabError
 from bertlab.explore import chosen_count_text
-from bertlab.pretraining_data import DataConfig, explain_text, max_predictions_for
+from bertlab.pretraining_data import explain_text
 from pages.common import concept, require_model, setup_page, show_error
 
 setup_page("How an example is made", ":material/extension:")
