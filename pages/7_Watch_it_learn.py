@@ -13,7 +13,15 @@ from bertlab.attention import HEAD_STATS, HeadStats, head_label
 from bertlab.catalog import runs_root, shipped_model_path
 from bertlab.errors import BertLabError
 from bertlab.figures import attention_heatmap, head_grid, learning_curve_figure, stats_overview
-from bertlab.history import build_history, fill_mask_table, has_history, history_for, load_history, save_history
+from bertlab.history import (
+    HISTORY_FILE,
+    build_history,
+    fill_mask_table,
+    has_history,
+    history_for,
+    load_history,
+    save_history,
+)
 from pages.common import chosen_model, concept, setup_page, show_error, show_figure
 
 setup_page("Watch it learn", ":material/timeline:")
@@ -43,7 +51,7 @@ def cached_history(path: str, stamp: float):
 
 
 def history_stamp(path: str) -> float:
-    f = Path(path) / "learning_history.json"
+    f = Path(path) / HISTORY_FILE
     return f.stat().st_mtime if f.is_file() else 0.0
 
 
