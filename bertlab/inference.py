@@ -130,6 +130,9 @@ class LayerGuess:
 # Helpers
 # --------------------------------------------------------------------------------------
 MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
+# per text: a model reads at most 512 tokens (about 2,500 characters); a pasted book would only cost
+# tokenizing and drawing time that every other user of a shared app waits through
+MAX_TEXT_CHARS = 10_000
 _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
 
 
@@ -289,6 +292,11 @@ class LoadedModel:
             ) from None
         if not text.strip():
             raise InputError(f"{what} is empty; type a sentence")
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputError(
+                f"{what} has {len(text):,} characters; at most {MAX_TEXT_CHARS:,} are read "
+                "(a model sees at most 512 word pieces anyway): shorten it"
+            )
         return text
 
     def _head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -10,6 +10,7 @@ from bertlab.catalog import find_run_checkpoints, is_finetuned
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes
 from bertlab.finetune.predict import load_finetuned
+from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
 from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
 from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
@@ -54,10 +55,12 @@ with controls:
     text_b = None
     model, target, model_name = lm, None, "the model in the sidebar"
     if kind == MASK:
-        text = st.text_input("Sentence with a [MASK]", "The capital of France is [MASK].", key="why_text")
+        text = st.text_input(
+            "Sentence with a [MASK]", "The capital of France is [MASK].", key="why_text", max_chars=MAX_TEXT_CHARS
+        )
     elif kind == NSP:
-        text = st.text_input("Sentence A", "The cat sat on the mat.", key="why_a")
-        text_b = st.text_input("Sentence B", "It was warm in the sun.", key="why_b")
+        text = st.text_input("Sentence A", "The cat sat on the mat.", key="why_a", max_chars=MAX_TEXT_CHARS)
+        text_b = st.text_input("Sentence B", "It was warm in the sun.", key="why_b", max_chars=MAX_TEXT_CHARS)
         target = IsNext()
     else:
         tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
@@ -75,9 +78,16 @@ with controls:
             show_error(exc)
             st.stop()
         model_name = f"{path} ({model.task})"
-        text = st.text_input("Text (the question, for question answering)", "a gripping, funny film", key="why_ft")
+        text = st.text_input(
+            "Text (the question, for question answering)",
+            "a gripping, funny film",
+            key="why_ft",
+            max_chars=MAX_TEXT_CHARS,
+        )
         if model.task_shape in ("pair", "regression", "qa"):
-            text_b = st.text_input("Second text (the context, for question answering)", key="why_ft_b")
+            text_b = st.text_input(
+                "Second text (the context, for question answering)", key="why_ft_b", max_chars=MAX_TEXT_CHARS
+            )
 
 if not text.strip() or (text_b is not None and not text_b.strip()):
     st.warning("Type the sentence(s) to explain.", icon=":material/edit_note:")

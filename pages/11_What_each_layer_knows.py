@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.errors import BertLabError
+from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
@@ -31,13 +32,14 @@ with contextual_tab:
             "(`river: …`) to compare the same sense with the other one."
         )
     with controls:
-        word = st.text_input("Word", "bank", key="ctx_word")
+        word = st.text_input("Word", "bank", key="ctx_word", max_chars=MAX_TEXT_CHARS)
         lines = st.text_area(
             f"Sentences that use it, one a line (at most {MAX_SENTENCES}); 'sense: sentence' to name its sense",
             "\n".join(BANK_EXAMPLE),
             height=180,
             key="ctx_lines",
             help=f"Each sentence is one forward pass and every pair is compared, so at most {MAX_SENTENCES} at once.",
+            max_chars=MAX_TEXT_CHARS,
         )
     sentences, senses = parse_sense_lines(lines.splitlines())
     try:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from bertlab.catalog import find_checkpoints
 from bertlab.errors import BertLabError
-from bertlab.inference import load_model
+from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
@@ -47,7 +47,12 @@ with controls:
     path_b = st.selectbox(
         "Model B", others or [current], format_func=lambda p: labels.get(p, p), key="cmp_b", disabled=not others
     )
-    text = st.text_input("Sentence with a [MASK]", "The man went to the [MASK] to buy some milk.", key="cmp_text")
+    text = st.text_input(
+        "Sentence with a [MASK]",
+        "The man went to the [MASK] to buy some milk.",
+        key="cmp_text",
+        max_chars=MAX_TEXT_CHARS,
+    )
 
 try:
     other = lm if path_b == current else _second(path_b)

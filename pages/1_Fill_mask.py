@@ -19,7 +19,7 @@ from bertlab.explore import (
     model_limits,
 )
 from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
-from bertlab.inference import MAX_MASKS
+from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 setup_page("Fill-mask", ":material/format_color_text:")
@@ -69,7 +69,7 @@ with controls:
             "so a cap keeps one request from tying up the machine. [mask] in lowercase works too.",
             height=90,
             on_change=_typed,
-            persist_state="session",  # the sentence stays while the user visits other pages
+            persist_state="session",  # the sentence stays while the user visits other pages, max_chars=MAX_TEXT_CHARS
         )
         masked = text
     else:
@@ -79,6 +79,7 @@ with controls:
             key="fm_click_text",
             persist_state="session",
             height=90,
+            max_chars=MAX_TEXT_CHARS,
         )
         words = maskable_words(text)
         picked = st.pills(

@@ -11,6 +11,7 @@ from bertlab.diagrams import input_embeddings_figure
 from bertlab.errors import BertLabError
 from bertlab.explore import NSP_EXAMPLES, UNRELATED_SENTENCES, input_notes
 from bertlab.figures import nsp_figure
+from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.model_card import nsp_on_unseen_text
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
@@ -54,8 +55,12 @@ with controls:
         on_change=_use_example,
         placeholder="Pick an IsNext or NotNext pair…",
     )
-    text_a = st.text_area("Sentence A", key="nsp_a", height=80, on_change=_typed, persist_state="session")
-    text_b = st.text_area("Sentence B", key="nsp_b", height=80, on_change=_typed, persist_state="session")
+    text_a = st.text_area(
+        "Sentence A", key="nsp_a", height=80, on_change=_typed, persist_state="session", max_chars=MAX_TEXT_CHARS
+    )
+    text_b = st.text_area(
+        "Sentence B", key="nsp_b", height=80, on_change=_typed, persist_state="session", max_chars=MAX_TEXT_CHARS
+    )
 
 if not text_a.strip() or not text_b.strip():
     st.warning(

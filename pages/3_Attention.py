@@ -26,6 +26,7 @@ from bertlab.figures import (
     stat_heatmap,
     stats_overview,
 )
+from bertlab.inference import MAX_TEXT_CHARS
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
 setup_page("Attention", ":material/visibility:")
@@ -58,9 +59,14 @@ with controls:
         key="att_a",
         height=70,
         persist_state="session",
+        max_chars=MAX_TEXT_CHARS,
     )
     text_b = st.text_input(
-        "Sentence B (optional)", value="It fell asleep in the sun.", key="att_b", persist_state="session"
+        "Sentence B (optional)",
+        value="It fell asleep in the sun.",
+        key="att_b",
+        persist_state="session",
+        max_chars=MAX_TEXT_CHARS,
     )
 
 if not text_a.strip():
@@ -222,7 +228,11 @@ with tab_off:
         )
 
         mask_text = st.text_input(
-            "Fill-mask sentence", value="The cat sat on the [MASK].", key="att_mask_text", persist_state="page"
+            "Fill-mask sentence",
+            value="The cat sat on the [MASK].",
+            key="att_mask_text",
+            persist_state="page",
+            max_chars=MAX_TEXT_CHARS,
         )
         if "[mask]" not in mask_text.lower():
             st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon=":material/edit_note:")

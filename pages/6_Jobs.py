@@ -12,6 +12,7 @@ from bertlab.errors import BertLabError
 from bertlab.figures import probability_bar
 from bertlab.hardware import gpu_stats
 from bertlab.history import has_history
+from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.jobs import JobRegistry
 from bertlab.jobs_view import (
     answer_html,
@@ -219,7 +220,12 @@ if job is not None and job.state == "finished" and job.has_model:
     st.subheader("Try it")
     model_dir = run_model_dir(job.run_dir)
     if job.kind == "pretrain":
-        text = st.text_input("A sentence with [MASK]", value="The cat sat on the [MASK].", key=f"try-mask-{job.id}")
+        text = st.text_input(
+            "A sentence with [MASK]",
+            value="The cat sat on the [MASK].",
+            key=f"try-mask-{job.id}",
+            max_chars=MAX_TEXT_CHARS,
+        )
         try:
             lm = _pretrained(str(model_dir), _stamp(model_dir))
             result = lm.fill_mask(text, top_k=5)
@@ -249,17 +255,24 @@ if job is not None and job.state == "finished" and job.has_model:
         )
         key = f"try-{job.id}"
         if shape == "qa":
-            question = st.text_input("Question", value="Where is the Eiffel Tower?", key=f"{key}-q")
+            question = st.text_input(
+                "Question", value="Where is the Eiffel Tower?", key=f"{key}-q", max_chars=MAX_TEXT_CHARS
+            )
             context = st.text_area(
                 "Context",
                 value="The Eiffel Tower is a wrought-iron tower in Paris, France. It was built in 1889.",
                 key=f"{key}-c",
                 height=110,
+                max_chars=MAX_TEXT_CHARS,
             )
             inputs = (question, context)
         elif shape in ("pair", "regression"):
-            a = st.text_input("Sentence A", value="A man is playing a guitar.", key=f"{key}-a")
-            b = st.text_input("Sentence B", value="A person plays an instrument.", key=f"{key}-b")
+            a = st.text_input(
+                "Sentence A", value="A man is playing a guitar.", key=f"{key}-a", max_chars=MAX_TEXT_CHARS
+            )
+            b = st.text_input(
+                "Sentence B", value="A person plays an instrument.", key=f"{key}-b", max_chars=MAX_TEXT_CHARS
+            )
             inputs = (a, b)
         else:
             inputs = (
@@ -267,6 +280,7 @@ if job is not None and job.state == "finished" and job.has_model:
                     "Sentence",
                     value="A gripping, beautifully made film." if shape == "single" else "Alice moved to Paris in May.",
                     key=f"{key}-s",
+                    max_chars=MAX_TEXT_CHARS,
                 ),
                 None,
             )

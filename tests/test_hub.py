@@ -270,3 +270,20 @@ def test_picker_offers_googles_berts_online_and_downloads_with_progress(request,
     chosen = Path(at.session_state["bertlab_model"])
     assert chosen.is_relative_to(tmp_path / "hub") and chosen == hub.cached_snapshot(repo_id)
     assert f"{repo_id} (Hub, cached)" in " ".join(at.sidebar.selectbox[0].options)
+    # on a shared app (not on loopback) a download, possibly gigabytes, needs the admin token
+    from streamlit import config
+
+    from pages.common.admin import server_token
+
+    monkeypatch.setenv("BERTLAB_ADMIN_TOKEN", "s3cret-token")
+    server_token.clear()
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    try:
+        at.run()
+        assert not at.exception
+        assert at.sidebar.button(key="bertlab_hub_go").disabled
+        assert any("downloading needs the admin token" in c.value for c in at.sidebar.caption)
+    finally:
+        config.set_option("server.address", before)
+        server_token.clear()

@@ -422,3 +422,14 @@ def test_probe_answers_are_fp32_under_a_callers_bf16_autocast():
     assert on and hidden.dtype == torch.bfloat16
     assert again == fp32
     assert nsp_again == nsp
+
+
+def test_a_pasted_book_is_refused_with_its_length(lm):
+    from bertlab.inference import MAX_TEXT_CHARS
+
+    book = "The cat sat on the [MASK]. " + "And the dog sat by the door. " * (MAX_TEXT_CHARS // 25)
+    with pytest.raises(InputError, match="at most 10,000 are read"):
+        lm.fill_mask(book)
+    with pytest.raises(InputError, match="sentence B has"):
+        lm.next_sentence("A short one.", book)
+    assert lm.fill_mask(book[: MAX_TEXT_CHARS - 10]).masks  # under the cap it is read (and truncated) as before

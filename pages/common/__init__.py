@@ -37,6 +37,7 @@ from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
 from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
 from bertlab.runfolder import REPO_ROOT
+from pages.common.admin import current_access
 
 log = logging.getLogger("bertlab.app")
 
@@ -223,7 +224,15 @@ def _google_berts() -> None:
             help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019). The download "
             "lands in the usual Hugging Face cache and is listed above from then on.",
         )
-        if st.button("Download and use", key="bertlab_hub_go", icon=":material/download:"):
+        access = current_access()  # a download can be gigabytes: on a shared app it needs the admin token
+        if not access.allowed:
+            st.caption(
+                ":material/lock: On a shared app, downloading needs the admin token of whoever started it "
+                "(type it on the Train or Jobs page)."
+            )
+        if st.button("Download and use", key="bertlab_hub_go", icon=":material/download:", disabled=not access.allowed):
+            if not current_access().allowed:  # checked again on the click itself
+                return
             bar = st.progress(0.0, text=f"Fetching {choice.repo_id}...")
             try:
                 path = download(choice.repo_id, lambda f, text: bar.progress(min(1.0, f), text=text))

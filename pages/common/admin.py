@@ -33,6 +33,14 @@ def _keep_typed() -> None:
     st.session_state[TOKEN_KEY] = st.session_state.get(_FIELD_KEY, "")
 
 
+def current_access() -> Access:
+    """What this session may do now, from the token it typed on any page; draws nothing."""
+    address = st.get_option("server.address")
+    if not is_shared(address):
+        return job_access(address, None, None)
+    return job_access(address, server_token().value, st.session_state.get(TOKEN_KEY))
+
+
 def job_access_field() -> Access:
     """Loopback: allowed, nothing drawn. Shared: the token field (with the reason while refused)."""
     address = st.get_option("server.address")
