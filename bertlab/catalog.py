@@ -18,6 +18,7 @@ from bertlab.checkpoint import HUB_ID, default_model_path, is_checkpoint_dir, lo
 from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
 from bertlab.model_card import metric_rows, plain_value, training_rows
+from bertlab.model_card import read_card as read_card  # public here too (bertlab.catalog.read_card)
 from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
 
 log = logging.getLogger(__name__)
@@ -62,19 +63,6 @@ def human_count(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f}{unit}"
     return str(n)
-
-
-def read_card(directory: str | Path) -> dict:
-    """`model_card.json` of a checkpoint folder, or {} when absent or unreadable."""
-    path = Path(directory) / "model_card.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        log.warning("%s is not readable JSON (%s); ignoring it", path, exc)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def read_config(directory: str | Path) -> BertConfig:

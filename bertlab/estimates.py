@@ -551,23 +551,37 @@ def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max
 
 
 def estimate_spec(
-    spec: JobSpec, cwd: str | Path | None = None, runs_dir: str | Path | None = None, measure: bool = True
+    spec: JobSpec,
+    cwd: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    measure: bool = True,
+    model_config: BertConfig | None = None,
+    gpus: int | None = None,
 ) -> Estimate:
     """The estimate of a job spec (validated first; raises JobError when it would not run): the
     model the job will really run (a fine-tuning job without --model starts from the shipped
-    model), its real token counts, and whether it compiles."""
+    model), its real token counts, and whether it compiles.
+
+    `model_config`: the shape of a fine-tuning job's starting model when an earlier job has yet to
+    write it (an ablation suite's pretrained variant). `gpus`: the GPUs to plan for (None: this
+    machine's). A pretraining budget in tokens (train.max_tokens) is steps of batch x sequence
+    length tokens, as the trainer counts them on packed sequences."""
     cwd = Path(cwd or os.getcwd())
-    spec = validate(spec, cwd)
+    spec = validate(spec, cwd, gpus)
     ns = parse_recipe_args(spec.kind, spec.args)
     if spec.kind == "pretrain":
         cfg = pretrain_config(ns, cwd)
         t = cfg.train
         model_cfg = cfg.model_config(cfg.vocab_size)
+        steps = t.max_steps
+        if t.max_tokens:
+            token_steps = math.ceil(t.max_tokens / (t.batch_size * cfg.data.max_seq_length * max(1, spec.num_gpus)))
+            steps = min(steps, token_steps) if steps else token_steps
         est = estimate(
             model_cfg,
             batch_size=t.batch_size,
             seq_length=cfg.data.max_seq_length,
-            max_steps=t.max_steps,
+            max_steps=steps,
             max_time_s=t.max_time_s,
             device=spec.device,
             num_gpus=spec.num_gpus,
@@ -582,7 +596,7 @@ def estimate_spec(
         if _compiles(t.compile, est, static_shapes=True):
             est = with_compile(est, model_cfg)
         return est
-    return _finetune_estimate(spec, ns, cwd, runs_dir, measure)
+    return _finetune_estimate(spec, ns, cwd, runs_dir, measure, model_config)
 
 
 def _compiles(setting: object, est: Estimate, static_shapes: bool) -> bool:
@@ -597,7 +611,9 @@ def _compiles(setting: object, est: Estimate, static_shapes: bool) -> bool:
     return compile_pays(est.seconds, est.device)[0]
 
 
-def _finetune_estimate(spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool) -> Estimate:
+def _finetune_estimate(
+    spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool, model_config: BertConfig | None = None
+) -> Estimate:
     from bertlab.finetune.cli import config_from_args  # deferred: the recipe imports torch
 
     cfg = config_from_args(ns)
@@ -606,7 +622,10 @@ def _finetune_estimate(spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool) ->
         cfg = dataclasses.replace(cfg, model=str(cwd / cfg.model))
     if not str(cfg.data).startswith("hf:") and not Path(cfg.data).expanduser().is_absolute():
         cfg = dataclasses.replace(cfg, data=str(cwd / cfg.data))
-    model_cfg = _model_config(cwd, cfg.model, None) if cfg.model else preset(cfg.size, vocab_size=cfg.vocab_size)
+    if model_config is not None:
+        model_cfg = model_config
+    else:
+        model_cfg = _model_config(cwd, cfg.model, None) if cfg.model else preset(cfg.size, vocab_size=cfg.vocab_size)
     t = cfg.train
     micro = max(1, t.batch_size // max(1, t.grad_accum))
     if cfg.max_seq_length > model_cfg.max_position_embeddings:  # the recipe cuts inputs to the model's positions

@@ -4,7 +4,7 @@ Owns: how a pretrained model is described to users: what objective it was traine
 was made (command, data, optimisation), where its recipe departs from the paper's, its
 continued-pretraining lineage, its learning curve, held-out metrics and scores on English it has
 not seen, and the credits for its data. `model_card.json` itself is written by the recipes
-(bertlab.pretrain); this module only reads its fields, and owns the plain words every card key is shown in
+(bertlab.pretrain); this module only reads it (`read_card`) and its fields, and owns the plain words every card key is shown in
 (METRIC_WORDS, TRAINING_WORDS) for the Home page, bertlab.catalog and README.md. Imports the
 standard library, bertlab.formatting and bertlab.objectives (what each objective is called); no
 torch, no streamlit.
@@ -12,6 +12,8 @@ torch, no streamlit.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 from bertlab.formatting import format_duration
 from bertlab.objectives import OBJECTIVES
 
+log = logging.getLogger(__name__)
 # The paper's pretraining recipe (Devlin et al. 2018, section A.2) in bertlab's config names.
 PAPER = {
     "learning_rate": (1e-4, "peak learning rate {} (the paper: 1e-4)"),
@@ -36,6 +39,19 @@ PAPER_DATA = {
 # --------------------------------------------------------------------------------------
 # Plain words for every model-card key shown to users (Home, the cards, README.md)
 # --------------------------------------------------------------------------------------
+def read_card(directory: str | Path) -> dict:
+    """`model_card.json` of a checkpoint folder, or {} when absent or unreadable."""
+    path = Path(directory) / "model_card.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("%s is not readable JSON (%s); ignoring it", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _share(x: object) -> str:
     return f"{x:.1%}" if isinstance(x, (int, float)) else str(x)
 

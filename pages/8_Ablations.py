@@ -15,6 +15,7 @@ from bertlab.ablations import tables as table_specs
 from bertlab.ablations.view import (
     agreement,
     agreement_text,
+    column_widths,
     comparison_rows,
     paper_rows,
     pretraining_note,
@@ -47,14 +48,19 @@ table = (
 )
 paper = paper_tables.PAPER[table]
 table_spec = table_specs.TABLES[table]
-# the row's name stays in view, whole, while a wide table scrolls sideways
-_longest = max(len(label) for _, label, _ in paper.rows)
-VARIANT_COLUMN = {"variant": st.column_config.TextColumn(pinned=True, width=min(320, 24 + 7 * _longest))}
+
+
+def fitted(rows: list[dict]) -> dict:
+    """Each column as wide as its name and its longest cell (no cut-off header); the row's name pinned,
+    so that it stays in view while a wide table scrolls sideways within the page."""
+    return {k: st.column_config.Column(width=w, pinned=k == "variant") for k, w in column_widths(rows).items()}
+
 
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"The paper: {paper.question}")
-    st.dataframe(pd.DataFrame(paper_rows(table)), hide_index=True, column_config=VARIANT_COLUMN)
+    printed = paper_rows(table)
+    st.dataframe(pd.DataFrame(printed), hide_index=True, column_config=fitted(printed))
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
     concept(
@@ -82,7 +88,10 @@ except OSError as exc:
 for s in suites:
     sources[s["id"]] = f"Suite {s['id']} (your runs)"
 if not sources:
-    st.info("No results for this table yet: none shipped and no suite of yours. Launch one below.")
+    st.info(
+        "No results yet for this table: none shipped and no suite of yours. Launch one below, or from a "
+        f"terminal, at equal tokens:\n\n`{ab.command(ab.suggested_spec(table))}`"
+    )
     rows: list[dict] = []
     record = None
 else:
@@ -99,7 +108,12 @@ else:
         rows = []
 
 if rows:
-    spec = results.results_spec(COMMITTED / f"{table}.json") if not record else record.get("spec", {})
+    if record is None:
+        meta = results.results_meta(COMMITTED / f"{table}.json")
+    else:
+        meta = {"spec": record.get("spec", {}), "models": results.model_records(record, registry)}
+    spec = meta.get("spec") or {}
+    what = results.what_rows_are(meta)  # "tiny, 4.0M tokens": our rows are not BERT-base
     if spec:
         st.caption(results.describe_spec(spec))
     notes = [
@@ -109,7 +123,8 @@ if rows:
     ]
     for note in notes:
         st.caption(f"⚠ {note}.")
-    st.dataframe(pd.DataFrame(comparison_rows(table, rows)), hide_index=True, column_config=VARIANT_COLUMN)
+    ours = comparison_rows(table, rows, what)
+    st.dataframe(pd.DataFrame(ours), hide_index=True, column_config=fitted(ours))
     if any(r["task"] == "pretraining" for r in rows):
         st.caption(pretraining_note(table))
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
@@ -132,9 +147,10 @@ if rows:
                 + paper_tables.WHY_DIFFERENT
             )
     if note:
-        st.markdown(note)
+        st.markdown("#### What this table teaches\n\n" + note)
     with st.expander("Every verdict"):
-        st.dataframe(pd.DataFrame(verdict_rows(results.verdicts(table, rows), table)), hide_index=True)
+        every = verdict_rows(results.verdicts(table, rows), table, what)
+        st.dataframe(pd.DataFrame(every), hide_index=True, column_config=fitted(every))
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     st.download_button(
@@ -166,7 +182,7 @@ def _progress(record: dict) -> None:
         {**row, "variant": paper_tables.variant_label(table, row["variant"])}
         for row in ab.progress_matrix(record, runs)
     ]
-    st.dataframe(pd.DataFrame(matrix), hide_index=True, column_config=VARIANT_COLUMN)
+    st.dataframe(pd.DataFrame(matrix), hide_index=True, column_config=fitted(matrix))
     failed = [r for r in runs if r.state in ("failed", "missing")]
     for r in failed[:5]:
         st.warning(
@@ -195,13 +211,22 @@ with st.form(f"abl_launch_{table}"):
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
-        size, minutes, grid = "tiny", 0.0, ""
+        size, minutes, millions, grid = "tiny", 0.0, 0.0, ""
     else:
         model = ""
         size = c2.selectbox(
-            "Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=0, disabled=table_spec.shape_grid
+            "Model size", ["tiny", "mini", "small", "medium", "base", "large"], index=1, disabled=table_spec.shape_grid
         )
-        minutes = c2.number_input("Pretraining minutes per variant", 1.0, 24 * 60.0, 10.0, step=1.0)
+        millions = c2.number_input(
+            "Pretraining tokens per variant (millions; equal tokens)",
+            0.0,
+            100_000.0,
+            ab.DEFAULT_BUDGET_TOKENS / 1e6,
+            step=5.0,
+            help="Every variant sees the same number of tokens, so a faster variant gets no more training. "
+            "0 = equal wall-clock instead (the minutes below).",
+        )
+        minutes = c2.number_input("…or minutes per variant (when tokens is 0)", 1.0, 24 * 60.0, 10.0, step=1.0)
         grid = (
             c2.text_input(
                 "Grid: layers/hidden/heads, comma-separated",
@@ -228,6 +253,7 @@ if launch or estimate_only:
             seeds=int(seeds),
             size=size,
             budget_s=float(minutes) * 60,
+            budget_tokens=int(millions * 1e6),
             grid=ab.parse_grid(grid) if grid else (),
             model=model.strip(),
             data=data.strip(),
@@ -240,16 +266,23 @@ if launch or estimate_only:
             raise InputError(f"the data folder {spec.data} does not exist")
         est = ab.estimate_suite(spec)
         if estimate_only:
-            st.info(f"This suite makes {est['text']}.", icon=":material/timer:")
+            st.info(f"This suite makes {est.text}.", icon=":material/timer:")
+            each = est.rows()
+            st.dataframe(pd.DataFrame(each), hide_index=True, column_config=fitted(each))
+            st.caption(
+                "Each run's time is the Train page's estimate of the same job (its real model and token counts, "
+                f"throughput from an earlier run or timed here now), plus {ab.STARTUP_S:.0f} s to start. "
+                f"The same suite from a terminal: `{ab.command(spec)}`"
+            )
             st.stop()
         suite_dir = ab.launch(spec, registry)
-        st.success(f"Suite {suite_dir.name} queued: {est['text']}. Pick it under *Results* above to watch it.")
+        st.success(f"Suite {suite_dir.name} queued: {est.text}. Pick it under *Results* above to watch it.")
         st.session_state[f"abl_source_{table}"] = suite_dir.name
         st.rerun()
     except BertLabError as exc:
         show_error(exc)
 st.caption(
     "Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
-    f"`bertlab ablate run {table} --seeds 3 --budget-s 600`; `bertlab ablate estimate {table}` says how long "
-    f"it takes. Runs go to `{registry.root}`."
+    f"`{ab.command(ab.suggested_spec(table))}`; `bertlab ablate estimate {table} ...` lists each run and its "
+    f"time. Runs go to `{registry.root}`."
 )

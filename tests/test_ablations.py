@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_finetune_recipe import write_sst2, write_upos
+from test_finetune_recipe import write_squad, write_sst2, write_upos
 from test_pretrain import _write_corpus
 
 from bertlab.ablations import results
@@ -21,7 +21,7 @@ from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobSpec
+from bertlab.jobspec import JobSpec, parse_recipe_args, pretrain_config
 from bertlab.runs import read_job, waiting_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,6 +76,29 @@ def test_table7_probes_one_model_without_pretraining():
         "mix": "mix",
     }
     assert all(r.spec.args[r.spec.args.index("--model") + 1] == "/some/model" for r in runs)
+
+
+def test_table5_runs_squad_and_mrpc_by_default_on_a_dev_split_fixed_across_seeds():
+    runs = ab.plan(ab.SuiteSpec("table5", seeds=3, budget_s=60), "s")
+    assert {r.column for r in runs} == {"pretraining", "squad", "mrpc", "sst2", "qnli", "rte"}
+    squad = [r.spec.args for r in runs if r.column == "squad"]
+    assert all(a[a.index("--split-dev") + 1] == "0.8" for a in squad)  # split by article, one split (SPLIT_SEED)
+    assert {a[a.index("--seed") + 1] for a in squad} == {"0", "1", "2"}
+
+
+def test_table6_at_equal_tokens_gives_every_shape_the_same_token_budget():
+    spec = ab.SuiteSpec("table6", grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"), budget_tokens=40_000_000)
+    pre = [r.spec.args for r in ab.plan(spec, "s") if r.column == "pretraining"]
+    assert len(pre) == 3
+    for args in pre:  # tokens are the budget; no wall-clock or step cap that a faster shape would win
+        assert {"train.max_tokens=40000000", "train.max_time_s=0.0", "train.max_steps=0"} <= set(args)
+    est = ab.estimate_suite(spec, gpus=0, measure=False)
+    pre_est = [r for r in est.runs if r.column == "pretraining"]
+    cfg = pretrain_config(parse_recipe_args("pretrain", pre[0]), REPO)
+    per_step = cfg.train.batch_size * cfg.data.max_seq_length  # the recipe's packed sequences
+    assert {r.steps for r in pre_est} == {-(-40_000_000 // per_step)}  # the same steps for every shape
+    assert "40M tokens each" in est.text
+    assert "--budget-tokens 40M" in ab.command(spec)
 
 
 def test_table6_grid_varies_layers_width_and_heads():
@@ -168,15 +191,32 @@ def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
     assert launched == [(pretraining[0], [0]), (pretraining[1], [1])]  # the third waits for a free GPU
 
 
+def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
+    from bertlab.estimates import estimate_spec
+
+    data = tmp_path / "data"
+    write_sst2(data / "glue" / "SST-2", n=40)
+    spec = ab.SuiteSpec("table7", tasks=("sst2",), seeds=2, data=str(data), max_train_examples=32, epochs=1)
+    est = ab.estimate_suite(spec, gpus=0, measure=False)
+    assert [r.column for r in est.runs] == ["sst2"] * 7 * 2 and len(est.rows()) == 14
+    run = next(r for r in ab.plan(spec, "s") if r.variant == "last")
+    train_page = estimate_spec(replace(run.spec, device="cpu"), ab.REPO_ROOT, measure=False, gpus=0)
+    mine = next(r for r in est.runs if r.variant == "last")
+    assert mine.steps == train_page.steps == 1
+    assert mine.seconds == pytest.approx(train_page.total_s + ab.STARTUP_S)
+
+
 def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them():
     spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600)
-    cpu = ab.estimate_suite(spec, gpus=0)
-    assert cpu["pretraining_runs"] == 3 and cpu["finetuning_runs"] == 4 * 2 * 3
-    assert cpu["total_s"] == cpu["side_by_side_s"] > 3 * 600 and "on CPU" in cpu["text"]
-    gpu = ab.estimate_suite(spec, gpus=2)  # device auto: the queue puts every job on a GPU
-    assert gpu["finetuning_s"] < cpu["finetuning_s"] and "2 GPUs side by side" in gpu["text"]
-    assert gpu["side_by_side_s"] == pytest.approx(2 * 600 + gpu["finetuning_s"] / 2)
-    assert ab.estimate_suite(replace(spec, device="cpu"), gpus=2)["gpus"] == 0
+    cpu = ab.estimate_suite(spec, gpus=0, measure=False)
+    assert cpu.pretraining_runs == 3 and cpu.finetuning_runs == 4 * 2 * 3
+    assert cpu.total_s == cpu.side_by_side_s > 3 * 600 and "on CPU" in cpu.text
+    gpu = ab.estimate_suite(spec, gpus=2, measure=False)  # device auto: the queue puts every job on a GPU
+    assert gpu.finetuning_s < cpu.finetuning_s and "2 GPUs side by side" in gpu.text
+    pre = [r.seconds for r in gpu.runs if r.column == "pretraining"]  # 600 s, compiling and start-up
+    assert len(set(pre)) == 1 and pre[0] >= 600 + ab.STARTUP_S
+    assert gpu.side_by_side_s == pytest.approx(2 * pre[0] + gpu.finetuning_s / 2)  # three runs on two GPUs
+    assert ab.estimate_suite(replace(spec, device="cpu"), gpus=2, measure=False).to_dict()["gpus"] == 0
 
 
 def test_the_progress_matrix_shows_every_seed():
@@ -203,11 +243,12 @@ def test_the_progress_matrix_shows_every_seed():
 def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, vocab_file):
     data = tmp_path / "data"
     write_sst2(data / "glue" / "SST-2", n=40)
+    write_squad(data / "squad" / "dev-v1.1.json", n=20)
     corpus = _write_corpus(tmp_path / "corpus.txt")
     spec = ab.SuiteSpec(
         "table5",
-        tasks=("sst2",),
-        seeds=2,
+        tasks=("sst2", "squad"),
+        seeds=1,
         budget_s=30,
         data=str(data),
         corpus=str(corpus),
@@ -236,6 +277,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     suite_dir = ab.launch(spec, registry)
     record = ab.read_suite(suite_dir)
     assert len(record["runs"]) == 3 + 4 * 2 and record["commit"] and record["estimate"]["total_s"] > 0
+    assert len(record["estimate"]["runs"]) == len(record["runs"])
     deadline = time.monotonic() + 420
     while time.monotonic() < deadline:
         registry.tick()
@@ -247,18 +289,26 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     assert not bad, bad
     matrix = ab.progress_matrix(record, runs)
     assert [row["variant"] for row in matrix] == ["mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"]
-    assert matrix[0]["sst2"] == "2/2 ✓✓" and matrix[3]["pretraining"] == ""
+    assert matrix[0]["sst2"] == matrix[0]["squad"] == "1/1 ✓" and matrix[3]["pretraining"] == ""
     csv_path, json_path = results.write_results(record, tmp_path / "out", registry)
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == ab.CSV_COLUMNS
     acc = [r for r in rows if r["task"] == "sst2" and r["metric"] == "accuracy"]
-    assert len(acc) == 4 * 2 and all(0 <= float(r["value"]) <= 100 for r in acc)
+    assert len(acc) == 4 and all(0 <= float(r["value"]) <= 100 for r in acc)
+    for metric in ("exact_match", "f1"):  # SQuAD: EM and F1 rows, in percent, for every variant
+        squad = [r for r in rows if r["task"] == "squad" and r["metric"] == metric]
+        assert {r["variant"] for r in squad} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
+        assert all(0 <= float(r["value"]) <= 100 for r in squad)
     assert {r["variant"] for r in rows if r["task"] == "pretraining"} == {"mlm_nsp", "no_nsp", "ltr"}
     meta = json.loads(json_path.read_text())
     assert meta["spec"]["table"] == "table5" and meta["citation"] == CITATION
+    assert set(meta["models"]) == {"mlm_nsp", "no_nsp", "ltr"} and meta["models"]["ltr"]["tokens"] > 0
+    what = results.what_rows_are(meta)  # each row says what its model is, from its run's own card
+    assert what["ltr_bilstm"] == what["ltr"] and what["mlm_nsp"].startswith("tiny, ")
     vs = results.verdicts("table5", results.read_results(csv_path))
     assert {v.variant for v in vs if v.task == "sst2"} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
+    assert {v.metric for v in vs if v.task == "squad"} == {"f1"}  # the paper's SQuAD column
     assert all(v.paper is not None for v in vs if v.task == "sst2")
     assert ab.list_suites(registry)[0]["id"] == record["id"]
 
@@ -340,7 +390,9 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
 def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch, table):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     at = _open(table)
-    assert any("No results for this table yet" in i.value for i in at.info)
+    empty = next(i.value for i in at.info if "No results yet" in i.value)
+    assert ab.command(ab.suggested_spec(table)) in empty  # the exact command, at equal tokens
+    assert "--budget-tokens 40M" in empty or table == "table7"
     assert len(at.dataframe) == 1  # the paper's
     assert not at.error
 

@@ -1,5 +1,7 @@
 """bertlab/ablations/view.py: the paper's tables and ours beside them, as rows and a figure."""
 
+import pytest
+
 from bertlab.ablations.paper import PAPER
 from bertlab.ablations.view import agreement, comparison_rows, paper_rows, results_figure
 
@@ -19,8 +21,8 @@ def test_paper_rows_are_the_printed_table():
 
 def test_our_rows_beside_the_paper_with_verdicts():
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
-    table = comparison_rows("table5", rows)
-    assert [r["variant"] for r in table][:2] == [label for _, label, _ in PAPER["table5"].rows][:2]
+    table = comparison_rows("table5", rows, {"mlm_nsp": "tiny, 4.0M tokens"})
+    assert [r["variant"] for r in table][:2] == ["MLM + NSP (tiny, 4.0M tokens)", "No NSP"]  # not BERT-base
     assert any("verdict" in k for k in table[1])
     counts = agreement("table5", rows)
     assert counts["compared"] == counts["reproduced"] + counts["not_reproduced"] == 1
@@ -50,5 +52,23 @@ def test_table8_figure_names_the_mixes_briefly():
         for v, x in (("mask80_same10_rnd10", 60.0), ("mask80_rnd20", 40.0))
     ]
     fig = results_figure("table8", rows)
-    assert list(fig.data[0].x) == ["80/10/10", "80/0/20"]
+    assert list(fig.data[0].x) == ["80/0/20"]  # the difference from the baseline row, 80/10/10
+    assert list(fig.data[0].y) == [-20.0]
     assert fig.layout.xaxis.title.text == "[MASK] / same / random (%)"
+
+
+def test_differences_are_drawn_from_zero_with_error_bars_on_a_readable_scale():
+    rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [80, 81, 83]})
+    fig = results_figure("table5", rows)
+    ours, paper = fig.data
+    assert ours.y[0] == pytest.approx(1 / 3) and ours.error_y.array[0] > 0  # a third of a point, with its noise
+    assert paper.y[0] == pytest.approx(84.9 - 88.4)  # the paper's QNLI difference, on the same axis
+    lo, hi = fig.layout.yaxis.range
+    assert lo < -3.5 and hi > 3.5 and fig.layout.yaxis.zeroline  # zero in the middle, not a cliff
+
+
+def test_column_widths_fit_every_header():
+    from bertlab.ablations.view import column_widths
+
+    widths = column_widths([{"variant": "x", "squad (f1): verdict": "✓ ours -1.0, paper -10.7"}])
+    assert widths["squad (f1): verdict"] >= 7 * len("✓ ours -1.0, paper -10.7") and widths["variant"] >= 7 * 7

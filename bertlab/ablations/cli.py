@@ -1,6 +1,6 @@
 """`bertlab ablate ...`: launch the paper's ablation suites as jobs, follow them, collect their tables.
 
-    bertlab ablate run table5 --size tiny --budget-s 600 --tasks sst2,mrpc,qnli,rte --seeds 3
+    bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
 
 The work is bertlab.ablations.suites' and .results'; this module parses and prints. Torch-free.
@@ -19,6 +19,15 @@ from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
 
 
+def _tokens(text: str) -> int:
+    """'40M', '4000000' or '2.5e6' -> tokens."""
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}.get(text.strip()[-1:].lower(), 1)
+    try:
+        return int(float(text.strip()[:-1] if scale != 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; write e.g. 40M or 4000000") from None
+
+
 def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", choices=sorted(TABLES), help="which of the paper's tables")
     p.add_argument(
@@ -30,7 +39,14 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning restarts per variant and task (mean +- std)")
     p.add_argument("--size", default="tiny", help="model preset of every pretrained variant")
-    p.add_argument("--budget-s", type=float, default=600.0, help="pretraining seconds per variant")
+    p.add_argument(
+        "--budget-tokens",
+        type=_tokens,
+        default=0,
+        help="pretraining input tokens per variant, e.g. 40M: every variant sees the same tokens, so its speed "
+        "decides nothing (the fair comparison; replaces --budget-s)",
+    )
+    p.add_argument("--budget-s", type=float, default=600.0, help="pretraining seconds per variant (equal wall-clock)")
     p.add_argument("--grid", default="", help="table6: layers/hidden/heads entries, e.g. '2/128/2,4/256/4'")
     p.add_argument("--model", default="", help="table7: the pretrained model to probe (default: the shipped model)")
     p.add_argument(
@@ -82,6 +98,7 @@ def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
         seeds=args.seeds,
         size=args.size,
         budget_s=args.budget_s,
+        budget_tokens=args.budget_tokens,
         grid=ab.parse_grid(args.grid) if args.grid else (),
         model=args.model,
         data=args.data,
@@ -124,14 +141,18 @@ def run(args: argparse.Namespace) -> int:
         spec = spec_from_args(args)
         est = ab.estimate_suite(spec)
         if cmd == "estimate":
-            print(json.dumps(est) if args.json else est["text"])
+            if args.json:
+                print(json.dumps(est.to_dict()))
+            else:
+                _print_table(est.rows())
+                print(est.text)
             return 0
         suite_dir = ab.launch(spec, registry)
         record = ab.read_suite(suite_dir)
         if args.json:
             print(json.dumps({"suite": record["id"], "dir": str(suite_dir), "jobs": len(record["runs"])}))
         else:
-            print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est['text']})")
+            print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est.text})")
             print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
         return 0
     if cmd == "list":

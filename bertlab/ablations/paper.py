@@ -163,6 +163,10 @@ SHORT_LABELS = {
 }
 AXIS_TITLES = {"table8": "[MASK] / same / random (%)"}
 
+# Our rows are not BERT-base: where the paper's label names its model, ours names only the variant (and the
+# page adds what our model is, from its card: "MLM + NSP (tiny, 4M tokens)")
+OUR_NAMES = {"table5": {"mlm_nsp": "MLM + NSP"}, "table7": {"finetune": "Fine-tuning"}}
+
 
 def variant_label(table: str, key: str) -> str:
     return next((label for k, label, _ in PAPER[table].rows if k == key), key)
@@ -171,3 +175,9 @@ def variant_label(table: str, key: str) -> str:
 def short_label(table: str, key: str) -> str:
     """A row's label for a figure's axis: SHORT_LABELS where the paper's is long, else the paper's."""
     return SHORT_LABELS.get(table, {}).get(key) or variant_label(table, key)
+
+
+def our_label(table: str, key: str, what: str = "") -> str:
+    """Our row's label: the paper's without its model's name (OUR_NAMES), and what our model is, when known."""
+    name = OUR_NAMES.get(table, {}).get(key) or variant_label(table, key)
+    return f"{name} ({what})" if what else name

@@ -8,7 +8,7 @@ CSV: <table>.json (the suite's settings, commit, hardware) and, for a committed 
 it shows, in words).
 
 Torch-free: imports bertlab.ablations' suites, tables and paper, bertlab.finetune.tasks (each
-task's metrics), atomic, errors, jobs, runfolder.
+task's metrics), atomic, errors, jobs, model_card (reading a run's card), runfolder.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.finetune.tasks import get_task
 from bertlab.jobs import JobRegistry
-from bertlab.runfolder import REPO_ROOT
+from bertlab.model_card import read_card
+from bertlab.runfolder import REPO_ROOT, model_dir
 
 
 def _paper_units(metric: str, value: float) -> float:
@@ -59,6 +60,44 @@ def collect(record: dict, registry: JobRegistry | None = None) -> list[dict]:
     return rows
 
 
+def model_records(record: dict, registry: JobRegistry | None = None) -> dict[str, dict]:
+    """variant -> what its model is, from the model card its own pretraining run wrote (size, tokens,
+    steps, training seconds); for a table that pretrains nothing, the probed model's card, for every row."""
+    registry = registry or JobRegistry()
+    spec = record.get("spec") or {}
+    keep = ("name", "size", "objective", "steps", "tokens", "train_time_s", "total_tokens", "total_train_time_s")
+    table = TABLES.get(str(record.get("table")))
+    if table is not None and not table.pretrains:
+        card = read_card(Path(spec.get("model") or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser())
+        return {r["variant"]: {k: card[k] for k in keep if k in card} for r in record["runs"]} if card else {}
+    out = {}
+    for r in suite_runs(record, registry):
+        if r.column == "pretraining" and r.state == "finished":
+            card = read_card(model_dir(registry.root / r.job))
+            if card:
+                out[r.variant] = {k: card[k] for k in keep if k in card}
+    return out
+
+
+def what_rows_are(meta: dict) -> dict[str, str]:
+    """variant -> what our model is, in a few words ('tiny, 4.0M tokens'), from the cards recorded
+    beside the results (`models` in <table>.json); for an older set without them, from its suite's
+    size and budget ('tiny, 8 min'). Rows that share a model (+ BiLSTM) get its words too."""
+    spec = meta.get("spec") or {}
+    models = meta.get("models") or {}
+    table = TABLES.get(str(spec.get("table") or meta.get("table")))
+    out = {}
+    for key, card in models.items():
+        tokens = card.get("total_tokens") or card.get("tokens")
+        name = f"{card['name']}, " if table is not None and not table.pretrains and card.get("name") else ""
+        out[key] = f"{name}{card.get('size', '?')}" + (f", {tokens / 1e6:.1f}M tokens" if tokens else "")
+    if table is not None and table.pretrains:
+        fallback = f"{spec.get('size', '?')}, {pretraining_budget(spec).removeprefix('for ').removeprefix('on ')}"
+        for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ())):
+            out.setdefault(v.key, out.get(v.shares or "", fallback))
+    return out
+
+
 def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | None = None) -> tuple[Path, Path]:
     """<table>.csv (tidy rows) and <table>.json (suite spec, commit, hardware, run ids) under out_dir."""
     out_dir = Path(out_dir)
@@ -72,6 +111,7 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
         w.writerows(rows)
     meta = {k: record.get(k) for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe")}
     meta["citation"] = CITATION
+    meta["models"] = model_records(record, registry)
     meta["collected"] = time.time()
     meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
     write_json_atomic(json_path, meta, indent=1)
@@ -106,19 +146,28 @@ def results_root() -> Path:
     return Path(env).expanduser() if env else REPO_ROOT / "results" / "ablations"
 
 
-def results_spec(json_path: str | Path) -> dict:
-    """The suite spec recorded beside a results CSV ({} when there is none or it does not parse)."""
+def results_meta(json_path: str | Path) -> dict:
+    """The record beside a results CSV: suite spec, commit, hardware, each row's model ({} when there
+    is none or it does not parse)."""
     try:
         meta = json.loads(Path(json_path).read_text())
     except (OSError, ValueError):
         return {}
-    return meta.get("spec", {}) if isinstance(meta, dict) and isinstance(meta.get("spec"), dict) else {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def results_spec(json_path: str | Path) -> dict:
+    """The suite spec recorded beside a results CSV ({} when there is none or it does not parse)."""
+    spec = results_meta(json_path).get("spec")
+    return spec if isinstance(spec, dict) else {}
 
 
 def pretraining_budget(spec: dict) -> str:
-    """Each variant's pretraining budget as the suite ran it ("for 8 min", "on 4M tokens"): its budget_s, unless an override
+    """Each variant's pretraining budget as the suite ran it ("for 8 min", "on 4M tokens"): its budget_tokens or
+    budget_s, unless an override
     (`--set train.max_time_s=0 --set train.max_tokens=4000000`, the last one wins) replaced it."""
-    budget = {"max_time_s": float(spec.get("budget_s") or 0), "max_steps": 0.0, "max_tokens": 0.0}
+    tokens = float(spec.get("budget_tokens") or 0)
+    budget = {"max_time_s": 0.0 if tokens else float(spec.get("budget_s") or 0), "max_steps": 0.0, "max_tokens": tokens}
     for override in spec.get("overrides") or ():
         key, _, value = str(override).partition("=")
         if key.strip().removeprefix("train.") in budget:

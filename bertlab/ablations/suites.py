@@ -11,17 +11,16 @@ bertlab.ablations.results'.
 A suite lives in RUNS/ablations/<suite id>/suite.json (its spec and the ids of its jobs); every run in
 it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page. Every variant is
 pretrained with the shipped model's recipe (configs/default-model.yaml) and its vocabulary, at the
-suite's size and wall-clock budget, so that only the ablated knob differs.
+suite's size and budget (equal tokens, or equal wall-clock), so that only the ablated knob differs.
 
 Torch-free at import: imports bertlab.ablations.tables / paper, bertlab.jobs and its torch-free neighbours
-(jobspec, runs, estimates, runfolder, hardware); `estimate` builds a model on the meta device to count its
-parameters.
+(jobspec, runs, estimates, runfolder, hardware); `estimate_suite` asks bertlab.estimates for each job,
+as the Train page does (it may time a training step of the model here).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import subprocess
@@ -31,13 +30,21 @@ from pathlib import Path
 
 from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
 from bertlab.atomic import write_json_atomic
-from bertlab.config import PRESETS, preset
+from bertlab.config import PRESETS
 from bertlab.errors import InputError
-from bertlab.estimates import estimate
+from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_count
 from bertlab.jobs import JobRegistry
-from bertlab.jobspec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.jobspec import (
+    DEFAULT_TASK_DATA,
+    FINETUNE_TASKS,
+    JobError,
+    JobSpec,
+    default_task_data,
+    parse_recipe_args,
+    pretrain_config,
+)
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
 from bertlab.runs import read_job, waiting_for
 
@@ -63,18 +70,7 @@ PERCENT_METRICS = (
 # --------------------------------------------------------------------------------------
 # What a suite runs
 # --------------------------------------------------------------------------------------
-TYPICAL_LENGTH = {
-    "sst2": 40,
-    "cola": 24,
-    "mrpc": 64,
-    "rte": 96,
-    "qnli": 64,
-    "mnli": 64,
-    "stsb": 48,
-    "upos": 40,
-    "ner": 48,
-    "squad": 384,
-}
+STARTUP_S = 15.0  # a job's start-up before its first step (imports, data, model), on top of its estimate
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,8 @@ class SuiteSpec:
     tasks: tuple[str, ...] = ()  # () = the table's default_tasks
     seeds: int = 3  # fine-tuning restarts per variant and task (mean +- std)
     size: str = "tiny"  # model preset of every pretrained variant (Table 6: the grid instead)
-    budget_s: float = 600.0  # wall-clock pretraining seconds per variant
+    budget_s: float = 600.0  # wall-clock pretraining seconds per variant (when budget_tokens is 0)
+    budget_tokens: int = 0  # pretraining input tokens per variant: equal tokens, so speed decides nothing
     grid: tuple[tuple[int, int, int], ...] = ()  # Table 6: (layers, hidden, heads); () = DEFAULT_GRID
     model: str = ""  # Table 7: the pretrained model to probe ("" = the shipped model)
     data: str = ""  # folder holding glue/, ud_en_ewt/, wnut17/, squad/ ("" = this workspace's ../shared/data)
@@ -109,8 +106,10 @@ class SuiteSpec:
             raise InputError(f"seeds must be between 1 and 20, not {self.seeds}")
         if self.size not in PRESETS:
             raise InputError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
-        if self.table_spec.pretrains and not self.budget_s > 0:
-            raise InputError("give a pretraining budget in seconds (more than 0)")
+        if self.budget_tokens < 0:
+            raise InputError(f"the token budget must be 0 (use budget_s) or more, not {self.budget_tokens}")
+        if self.table_spec.pretrains and not (self.budget_s > 0 or self.budget_tokens > 0):
+            raise InputError("give a pretraining budget: tokens per variant, or seconds (more than 0)")
         for layers, hidden, heads in self.grid:
             if min(layers, hidden, heads) < 1 or hidden % heads:
                 raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
@@ -134,6 +133,52 @@ class SuiteSpec:
         data["grid"] = tuple(tuple(g) for g in data.get("grid") or ())
         data["overrides"] = tuple(data.get("overrides") or ())
         return cls(**data)
+
+
+DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page offers: a mini model leaves the plateau
+
+
+def suggested_spec(table: str) -> SuiteSpec:
+    """The suite the page suggests for a table: a pretrained table at equal tokens (DEFAULT_BUDGET_TOKENS,
+    mini models), one thread per job as on a small shared machine; Table 7 on the shipped model."""
+    if not TABLES[table].pretrains:
+        return SuiteSpec(table, threads=1)
+    return SuiteSpec(table, size="mini", budget_tokens=DEFAULT_BUDGET_TOKENS, threads=1)
+
+
+def command(spec: SuiteSpec) -> str:
+    """The `bertlab ablate run` line that launches `spec` from a terminal (settings left at their
+    defaults are left out)."""
+    default = SuiteSpec(spec.table)
+    args = ["bertlab ablate run", spec.table]
+    if spec.tasks:
+        args += ["--tasks", ",".join(spec.tasks)]
+    if spec.table_spec.pretrains:
+        if not spec.table_spec.shape_grid:
+            args += ["--size", spec.size]
+        args += ["--budget-tokens", f"{spec.budget_tokens / 1e6:g}M"] if spec.budget_tokens else []
+        args += ["--budget-s", f"{spec.budget_s:g}"] if not spec.budget_tokens else []
+    if spec.grid:
+        args += ["--grid", ",".join(f"{a}/{b}/{c}" for a, b, c in spec.grid)]
+    if spec.model:
+        args += ["--model", spec.model]
+    for name, flag in (
+        ("seeds", "--seeds"),
+        ("max_train_examples", "--max-train-examples"),
+        ("max_eval_examples", "--max-eval-examples"),
+        ("epochs", "--epochs"),
+        ("finetune_lr", "--lr"),
+        ("threads", "--threads"),
+        ("data", "--data"),
+        ("corpus", "--corpus"),
+    ):
+        if getattr(spec, name) != getattr(default, name):
+            args += [
+                flag,
+                f"{getattr(spec, name):g}" if isinstance(getattr(spec, name), float) else str(getattr(spec, name)),
+            ]
+    args += [f"--set {o}" for o in spec.overrides]
+    return " ".join(args)
 
 
 def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
@@ -192,9 +237,9 @@ def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str
         BASE_RECIPE,
         f"name={_prefix(spec)}-{variant.key}",
         f"size={spec.size}",
-        f"train.max_time_s={float(spec.budget_s)}",
+        f"train.max_time_s={0.0 if spec.budget_tokens else float(spec.budget_s)}",
         "train.max_steps=0",
-        "train.max_tokens=0",
+        f"train.max_tokens={int(spec.budget_tokens)}",
         "train.snapshots=false",
         f"vocab={BASE_VOCAB}",
     ]
@@ -273,45 +318,137 @@ def suites_root(registry: JobRegistry) -> Path:
     return registry.root / SUITES_DIR
 
 
-def estimate_suite(spec: SuiteSpec, gpus: int | None = None) -> dict:
-    """Rough total time: the pretraining budgets plus each fine-tuning run's estimated training
-    time and ~15 s of start-up, one after another; and with several GPUs (gpus: None = this
-    machine's), the time when the queue runs one job per GPU side by side."""
+@dataclass(frozen=True)
+class RunEstimate:
+    """One job of a suite before it runs, with the Train page's estimate of the same job."""
+
+    variant: str
+    column: str  # "pretraining" or the task column
+    seed: int
+    name: str  # the job's name, as the Jobs page will list it
+    steps: int | None
+    seconds: float  # estimated training (and compiling) time plus STARTUP_S
+    source: str  # where the seconds a step come from (an earlier run, timed here now, tabulated)
+
+
+@dataclass(frozen=True)
+class SuiteEstimate:
+    """How long a suite takes: each run's estimate, and the totals one after another or side by side."""
+
+    runs: tuple[RunEstimate, ...]
+    on_gpu: bool
+    slots: int  # jobs the queue runs at once (one per GPU; one on CPU)
+    budget: str  # each variant's pretraining budget in words ("" when the table pretrains nothing)
+
+    @property
+    def pretraining_runs(self) -> int:
+        return sum(r.column == "pretraining" for r in self.runs)
+
+    @property
+    def finetuning_runs(self) -> int:
+        return len(self.runs) - self.pretraining_runs
+
+    @property
+    def pretraining_s(self) -> float:
+        return sum(r.seconds for r in self.runs if r.column == "pretraining")
+
+    @property
+    def finetuning_s(self) -> float:
+        return sum(r.seconds for r in self.runs if r.column != "pretraining")
+
+    @property
+    def total_s(self) -> float:
+        return self.pretraining_s + self.finetuning_s
+
+    @property
+    def side_by_side_s(self) -> float:
+        """With several GPUs: the pretraining runs in rounds of `slots` (the longest of each round), then
+        the fine-tuning runs spread over the slots."""
+        pre = sorted((r.seconds for r in self.runs if r.column == "pretraining"), reverse=True)
+        rounds = sum(pre[i] for i in range(0, len(pre), self.slots))
+        return rounds + self.finetuning_s / self.slots
+
+    @property
+    def text(self) -> str:
+        pre = f"{self.pretraining_runs} pretraining run(s)" + (f" ({self.budget} each)" if self.budget else "")
+        text = (
+            f"{pre} and {self.finetuning_runs} fine-tuning runs on {'GPU' if self.on_gpu else 'CPU'}: about "
+            f"{format_duration(self.total_s)} one after another"
+        )
+        if self.slots > 1:
+            text += f", about {format_duration(self.side_by_side_s)} on this machine's {self.slots} GPUs side by side"
+        return text
+
+    def rows(self) -> list[dict]:
+        """One row per run for a table: variant, column, seed, steps, time and the estimate's source."""
+        return [
+            {
+                "run": r.name,
+                "variant": r.variant,
+                "task": r.column,
+                "seed": "" if r.column == "pretraining" else r.seed,
+                "steps": r.steps,
+                "time": format_duration(r.seconds),
+                "from": r.source,
+            }
+            for r in self.runs
+        ]
+
+    def to_dict(self) -> dict:
+        return {
+            "pretraining_runs": self.pretraining_runs,
+            "finetuning_runs": self.finetuning_runs,
+            "pretraining_s": self.pretraining_s,
+            "finetuning_s": self.finetuning_s,
+            "total_s": self.total_s,
+            "gpus": self.slots if self.on_gpu else 0,
+            "side_by_side_s": self.side_by_side_s,
+            "text": self.text,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def budget_text(spec: SuiteSpec) -> str:
+    """Each variant's pretraining budget in words: 'on 40M tokens' or 'for 10 min'."""
+    if not spec.table_spec.pretrains:
+        return ""
+    if spec.budget_tokens:
+        return f"{spec.budget_tokens / 1e6:g}M tokens"
+    return format_duration(spec.budget_s)
+
+
+def estimate_suite(spec: SuiteSpec, gpus: int | None = None, measure: bool = True) -> SuiteEstimate:
+    """Every run of the suite with the estimate the Train page gives the same job
+    (bertlab.estimates.estimate_spec: the real model, the task's real token counts, throughput
+    measured in an earlier run or timed here), plus STARTUP_S each. A fine-tuning run of a variant
+    that is still to be pretrained is estimated on that variant's model shape. gpus: None = this
+    machine's; with several, the queue runs one job per GPU side by side."""
     gpus = gpu_count() if gpus is None else gpus
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and gpus > 0)  # as the queue resolves "auto"
-    vs = variants(spec)
-    n_pretrain = sum(1 for v in vs if v.pretrain is not None and v.shares is None)
-    cfg = preset("mini" if not spec.table_spec.pretrains and not spec.model else spec.size)
     device = "cuda" if on_gpu else "cpu"
-    per_run = []
-    for col in columns(spec):
-        n = spec.max_train_examples or 10000
-        steps = max(1, math.ceil(n * (spec.epochs or 3.0) / 32))
-        seq = TYPICAL_LENGTH.get(col.task, 96)  # batches are padded to their longest example, not to 128
-        est = estimate(cfg, batch_size=32, seq_length=seq, max_steps=steps, device=device, pretraining=False)
-        per_run.append((est.seconds or 0.0) + 15.0)
-    n_finetune = len(vs) * spec.seeds
-    finetune_s = n_finetune * sum(per_run)
-    total = n_pretrain * spec.budget_s + finetune_s
-    slots = max(1, gpus) if on_gpu else 1  # the queue runs one job per GPU, one CPU job at a time by default
-    side_by_side = math.ceil(n_pretrain / slots) * spec.budget_s + finetune_s / slots
-    text = (
-        f"{n_pretrain} pretraining run(s) of {format_duration(spec.budget_s)} and "
-        f"{n_finetune * len(per_run)} fine-tuning runs on {'GPU' if on_gpu else 'CPU'}: about "
-        f"{format_duration(total)} one after another"
-    )
-    if slots > 1:
-        text += f", about {format_duration(side_by_side)} on this machine's {slots} GPUs side by side"
-    return {
-        "pretraining_runs": n_pretrain,
-        "finetuning_runs": n_finetune * len(per_run),
-        "pretraining_s": n_pretrain * spec.budget_s,
-        "finetuning_s": finetune_s,
-        "total_s": total,
-        "gpus": slots if on_gpu else 0,
-        "side_by_side_s": side_by_side,
-        "text": text,
-    }
+    shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
+    shapes: dict[str, object] = {}  # variant -> the config of the model its pretraining job writes
+    seen: dict[tuple, tuple[int | None, float, str]] = {}  # a job's arguments but its seed -> its estimate
+    out = []
+    for r in plan(spec, "estimate"):
+        job = replace(r.spec, device=device)
+        model_config = None
+        if r.column == "pretraining":
+            cfg = pretrain_config(parse_recipe_args("pretrain", job.args), REPO_ROOT)
+            shapes[r.variant] = cfg.model_config(cfg.vocab_size)
+        elif r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
+            job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
+            model_config = shapes[r.needs]
+        key = (job.kind, tuple(a for i, a in enumerate(job.args) if i == 0 or job.args[i - 1] != "--seed"), r.needs)
+        if key not in seen:
+            try:
+                est = estimate_spec(job, REPO_ROOT, measure=measure, model_config=model_config, gpus=gpus)
+            except JobError as exc:
+                raise InputError(f"cannot estimate {job.name}: {exc}") from exc
+            seen[key] = (est.steps, (est.total_s or 0.0) + STARTUP_S, est.throughput_source)
+        steps, seconds, source = seen[key]
+        out.append(RunEstimate(r.variant, r.column, r.seed, job.name, steps, seconds, source))
+    return SuiteEstimate(tuple(out), on_gpu, max(1, gpus) if on_gpu else 1, budget_text(spec))
 
 
 def _commit() -> str:
@@ -352,7 +489,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "commit": _commit(),
         "hardware": f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores",
         "base_recipe": BASE_RECIPE,
-        "estimate": estimate_suite(spec),
+        "estimate": estimate_suite(spec).to_dict(),
         "runs": [],
     }
     pretrained: dict[str, tuple[str, Path]] = {}

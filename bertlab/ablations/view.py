@@ -8,15 +8,16 @@ Imports plotly, bertlab.ablations' paper, results and tables, and bertlab.figure
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, short_label
+from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label
 from bertlab.ablations.results import Verdict, main_metric, summarize, verdicts
 from bertlab.ablations.tables import TABLES
-from bertlab.figures import BLUE, FONT, GREY, ORANGE
+from bertlab.figures import BLUE, FONT, GREY
 
 GREEN = "#3b8f5a"
 RED = "#c0392b"
@@ -52,12 +53,19 @@ def _fmt(mean: float | None, std: float | None, n: int | None = None) -> str:
     return text + (f" (n={n})" if n and n > 1 else "")
 
 
-def comparison_rows(table: str, rows: Sequence[dict]) -> list[dict]:
-    """One row per variant: for each of our task columns, our mean ± std over seeds, the paper's
-    number for the matching column (if any) and the verdict."""
+def our_labels(table: str, what: Mapping[str, str] | None = None) -> dict[str, str]:
+    """variant -> our row's label: the variant without the paper's model name, and what our model is
+    (`what`, from bertlab.ablations.results.what_rows_are): 'MLM + NSP (tiny, 4.0M tokens)'."""
+    what = what or {}
+    return {key: our_label(table, key, what.get(key, "")) for key in variant_labels(table)}
+
+
+def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
+    """One row per variant, labelled as ours (`our_labels`): for each of our task columns, our mean ±
+    std over seeds, the paper's number for the matching column (if any) and the verdict."""
     vs = verdicts(table, list(rows))
     cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
-    labels = variant_labels(table)
+    labels = our_labels(table, what)
     by_variant: dict[str, dict] = {}
     columns: dict[str, None] = {"variant": None}
     for v in vs:
@@ -99,82 +107,94 @@ def agreement(table: str, rows: Sequence[dict]) -> dict:
 
 
 def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figure:
-    """One panel per task column: our mean per variant with ± std error bars (seeds), and, where
-    the paper has the column, the paper's difference from its baseline added to our baseline (so the
-    directions can be compared on one axis)."""
+    """One panel per task column: each variant's difference from the baseline row (our means), drawn
+    from a zero line, with error bars of the difference's noise over seeds (sqrt(std_variant² +
+    std_baseline²)), and the paper's difference from its baseline beside it (green diamonds). The
+    axis spans at least ±3 points, so that a 1-point difference does not look like a cliff."""
     cells = summarize(list(rows))
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
+    paper = PAPER[table]
     labels = {key: short_label(table, key) for key in variant_labels(table)}
-    order = [k for k, _, _ in PAPER[table].rows] + sorted({c.variant for c in cells} - set(labels))
+    order = [k for k, _, _ in paper.rows if k != paper.baseline] + sorted(
+        {c.variant for c in cells} - set(labels) - {paper.baseline}
+    )
     fig = make_subplots(
         rows=1,
         cols=max(1, len(tasks)),
-        subplot_titles=[f"{t} ({main_metric(table, t)})" for t in tasks] or [""],
-        horizontal_spacing=0.06,
+        subplot_titles=[_panel_title(table, t) for t in tasks] or [""],
+        horizontal_spacing=0.07,
     )
-    paper = PAPER[table]
     prow = {k: vals for k, _, vals in paper.rows}
-    paper_legend = True
+    legend = {"ours": True, "paper": True}
     for i, task in enumerate(tasks, 1):
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
+        base = mine.get(paper.baseline)
         vs = [v for v in order if v in mine]
+        if base is None or not vs:
+            continue
+        deltas = [mine[v].mean - base.mean for v in vs]
+        noise = [math.hypot(mine[v].std, base.std) for v in vs]
         fig.add_trace(
             go.Bar(
                 x=[labels.get(v, v) for v in vs],
-                y=[mine[v].mean for v in vs],
-                error_y={"type": "data", "array": [mine[v].std for v in vs], "visible": True, "color": GREY},
-                marker_color=[ORANGE if v == paper.baseline else BLUE for v in vs],
-                name="ours (mean ± std over seeds; orange: the baseline row)",
-                showlegend=i == 1,
-                hovertemplate="%{x}<br>%{y:.1f}<extra>ours</extra>",
+                y=deltas,
+                error_y={"type": "data", "array": noise, "visible": True, "color": GREY},
+                marker_color=BLUE,
+                name="ours: variant − baseline (± noise over seeds)",
+                showlegend=legend["ours"],
+                hovertemplate="%{x}<br>%{y:+.1f} points<extra>ours</extra>",
             ),
             row=1,
             col=i,
         )
+        legend["ours"] = False
         col = PAPER_COLUMN.get(table, {}).get(task)
-        base = mine.get(paper.baseline)
-        if col in paper.columns and base is not None:
+        paper_deltas = []
+        if col in paper.columns:
             ci = paper.columns.index(col)
             pb = prow[paper.baseline][ci]
-            xs = [labels.get(v, v) for v in vs if v in prow]
-            ys = [base.mean + (prow[v][ci] - pb) for v in vs if v in prow]
+            pts = [(labels.get(v, v), prow[v][ci] - pb) for v in vs if v in prow and prow[v][ci] is not None]
+            paper_deltas = [d for _, d in pts]
             fig.add_trace(
                 go.Scatter(
-                    x=xs,
-                    y=ys,
+                    x=[x for x, _ in pts],
+                    y=paper_deltas,
                     mode="markers",
-                    marker={"symbol": "diamond", "size": 10, "color": GREEN},
-                    name="paper's difference from its baseline, drawn from ours",
-                    showlegend=paper_legend,
-                    hovertemplate="%{x}<br>paper-implied %{y:.1f}<extra>paper</extra>",
+                    marker={"symbol": "diamond", "size": 11, "color": GREEN},
+                    name="the paper: variant − its baseline",
+                    showlegend=legend["paper"],
+                    hovertemplate="%{x}<br>%{y:+.1f} points<extra>paper</extra>",
                 ),
                 row=1,
                 col=i,
             )
-            paper_legend = False
-        values = [mine[v].mean for v in vs]
-        if values:
-            lo, hi = min(values), max(values)
-            pad = max(1.0, (hi - lo) * 0.6)
-            fig.update_yaxes(
-                range=[max(0.0, lo - pad) if metric != "mlm_perplexity" else lo - pad, hi + pad], row=1, col=i
-            )
+            legend["paper"] = False
+        reach = max([3.0] + [abs(d) + n for d, n in zip(deltas, noise, strict=True)] + [abs(d) for d in paper_deltas])
+        fig.update_yaxes(
+            range=[-1.1 * reach, 1.1 * reach], zeroline=True, zerolinewidth=2, zerolinecolor=GREY, row=1, col=i
+        )
+    fig.update_yaxes(title_text=f"difference from {our_label(table, paper.baseline)}", row=1, col=1)
     fig.update_xaxes(tickangle=-30, title_text=AXIS_TITLES.get(table))
     fig.update_layout(
-        title=title or PAPER[table].title,
+        title=title or f"{paper.title}: each row's difference from {our_label(table, paper.baseline)}",
         font=FONT,
-        height=430,
-        bargap=0.3,
-        legend={"orientation": "h", "y": -0.45},
-        margin={"t": 70, "b": 140, "l": 40, "r": 20},
+        height=450,
+        bargap=0.35,
+        legend={"orientation": "h", "y": -0.5},
+        margin={"t": 80, "b": 150, "l": 60, "r": 20},
         plot_bgcolor="white",
     )
     return fig
 
 
-def verdict_rows(vs: Sequence[Verdict], table: str) -> list[dict]:
-    labels = variant_labels(table)
+def _panel_title(table: str, task: str) -> str:
+    metric = main_metric(table, task)
+    return f"{task} ({metric}{', lower is better' if metric == 'mlm_perplexity' else ''})"
+
+
+def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | None = None) -> list[dict]:
+    labels = our_labels(table, what)
     return [
         {
             "variant": labels.get(v.variant, v.variant),
@@ -203,3 +223,10 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
     return f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."
+
+
+def column_widths(rows: Sequence[dict], most: int = 420) -> dict[str, int]:
+    """Pixels each column of a table needs to show its name and its longest cell whole (up to
+    `most`; a wider table scrolls sideways): a header is never cut off."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: min(most, 24 + round(7.5 * max([len(str(k))] + [len(str(r.get(k, ""))) for r in rows]))) for k in names}
