@@ -61,6 +61,7 @@ with left:
     st.subheader(f"The paper: {paper.question}")
     printed = paper_rows(table)
     st.dataframe(pd.DataFrame(printed), hide_index=True, column_config=fitted(printed))
+    st.markdown(f"**What the paper found.** {paper_tables.PAPER_FINDINGS[table]}")
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
     concept(

@@ -208,6 +208,27 @@ def test_page_renders(server, page, shots, path, title, content):
     _screenshot(page, shots / f"{path or 'Home'}.png")
 
 
+@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
+def test_ablations_every_table(server, page, shots, table):
+    """Each table renders clean: the committed ones with our rows and the differences figure, one
+    without results with the command that makes them (screenshots: check that no column name is cut)."""
+    from bertlab.ablations.paper import PAPER
+    from bertlab.ablations.results import results_files, results_root
+
+    page.goto(f"{server}/Ablations", timeout=60_000)
+    page.get_by_role("heading", name="Ablations").first.wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text(PAPER[table].title, exact=True).first.click()
+    _wait_idle(page)
+    if table in results_files(results_root()):
+        page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+        page.get_by_text("What this table teaches").first.wait_for(timeout=30_000)
+    else:
+        page.get_by_text("No results yet").first.wait_for(timeout=30_000)
+    _check_clean(page, table)
+    _screenshot(page, shots / f"Ablations-{table}.png")
+
+
 def test_fill_mask_without_mask_warns(server, page, shots):
     page.goto(f"{server}/Fill_mask", timeout=60_000)
     _wait_idle(page)

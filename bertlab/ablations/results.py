@@ -198,9 +198,11 @@ def describe_spec(spec: dict) -> str:
             f"{spec.get('size', '?')} models pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
         )
     n = spec.get("max_train_examples") or "all"
+    lr = spec.get("finetune_lr")
     parts.append(
-        f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs, "
-        f"{spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
+        f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs"
+        + (f" at learning rate {lr:g} (frozen features: 1e-3)" if isinstance(lr, (int, float)) else "")
+        + f", {spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
         "dev examples"
     )
     return "; ".join(parts) + "."
