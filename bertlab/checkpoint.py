@@ -8,10 +8,12 @@ one weights file, safetensors first) when online. Nothing untrusted is unpickled
 safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
 filled, then renamed into place (bertlab.atomic).
 
-Also owns where the shipped default model lies (`default_model_path`).
+Also owns where the shipped default model lies (`default_model_path`). The folder's file names and
+the cheap checks on it (`is_model_folder`, `folder_stamp`) live in the torch-free
+`bertlab.modelfolder`, re-exported here.
 
 Imports torch, safetensors, bertlab.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
-bertlab.errors, bertlab.hub (Hub ids) and bertlab.runfolder (the repository root).
+bertlab.errors, bertlab.hub (Hub ids), bertlab.modelfolder and bertlab.runfolder (the repository root).
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ from bertlab.atomic import atomic_dir
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError
 from bertlab.model import BertForPreTraining
+from bertlab.modelfolder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, has_config, is_model_folder, weights_path
+from bertlab.modelfolder import folder_stamp as folder_stamp  # re-exported: checkpoint owns the folder
 from bertlab.runfolder import REPO_ROOT
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
-WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_NAME = SAFETENSORS_FILE
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 NSP_KEYS = ("cls.seq_relationship.weight", "bert.pooler.dense.weight")  # NSP needs both
 OPTIONAL_PREFIXES = ("bert.pooler.",)  # BertForMaskedLM has no pooler; only NSP needs it
@@ -52,13 +56,7 @@ def default_model_path() -> Path:
     return Path(env) if env else REPO_ROOT / "checkpoints" / DEFAULT_MODEL_NAME
 
 
-def is_checkpoint_dir(path: str | Path) -> bool:
-    p = Path(path)
-    return (
-        p.is_dir()
-        and (p / "config.json").is_file()
-        and any((p / n).is_file() for n in (WEIGHTS_NAME, "pytorch_model.bin"))
-    )
+is_checkpoint_dir = is_model_folder  # config.json and a weights file; the name callers know
 
 
 def export_state_dict(model: torch.nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
@@ -97,7 +95,7 @@ def save_checkpoint(
         cfg = config.to_hf_dict(architecture, extra_config)
         if dtype is not None:
             cfg["torch_dtype"] = str(dtype).replace("torch.", "")
-        (tmp / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+        (tmp / CONFIG_FILE).write_text(json.dumps(cfg, indent=2), encoding="utf-8")
         save_file(export_state_dict(model, dtype), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
         (tmp / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
         if tokenizer is not None:
@@ -120,8 +118,8 @@ def resolve(path_or_id: str | Path) -> Path:
     if p.exists():
         if not p.is_dir():
             raise CheckpointError(f"{p}: is a file; give the checkpoint folder that holds config.json")
-        if not (p / "config.json").is_file():
-            raise CheckpointError(f"{p}: not a checkpoint folder (no config.json)")
+        if not has_config(p):
+            raise CheckpointError(f"{p}: not a checkpoint folder (no {CONFIG_FILE})")
         return p
     text = str(path_or_id)
     parent = p.parent
@@ -148,7 +146,7 @@ def resolve(path_or_id: str | Path) -> Path:
 def _siblings_hint(parent: Path) -> str:
     """' (checkpoints/ holds: a, b)' naming the checkpoint folders beside a mistyped one, or ''."""
     try:
-        found = sorted(d.name for d in parent.iterdir() if (d / "config.json").is_file())
+        found = sorted(d.name for d in parent.iterdir() if has_config(d))
     except OSError:
         return ""
     return f" ({parent}/ holds: {', '.join(found[:8])})" if found else ""
@@ -159,7 +157,7 @@ def _env_true(name: str) -> bool:
 
 
 def load_config(directory: str | Path) -> tuple[BertConfig, dict]:
-    path = Path(directory) / "config.json"
+    path = Path(directory) / CONFIG_FILE
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -175,11 +173,10 @@ def load_config(directory: str | Path) -> tuple[BertConfig, dict]:
 
 def weights_file(directory: str | Path) -> Path:
     """The weights file a checkpoint folder holds: `model.safetensors`, else `pytorch_model.bin`."""
-    d = Path(directory)
-    for name in (WEIGHTS_NAME, "pytorch_model.bin"):
-        if (d / name).is_file():
-            return d / name
-    raise CheckpointError(f"{d}: no {WEIGHTS_NAME} or pytorch_model.bin; the weights file is missing")
+    found = weights_path(directory)
+    if found is None:
+        raise CheckpointError(f"{Path(directory)}: no {WEIGHTS_NAME} or {PYTORCH_FILE}; the weights file is missing")
+    return found
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:

@@ -10,8 +10,8 @@ A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spa
 of them once and the file is saved in the run folder; `bertlab export` copies it beside a shipped
 checkpoint, so the history of the shipped model needs no snapshots at all.
 
-Imports bertlab.attention, bertlab.atomic, bertlab.inference and bertlab.runfolder (file names and
-metrics); never streamlit.
+Imports bertlab.attention, bertlab.atomic, bertlab.inference, bertlab.modelfolder (which snapshot
+holds a model) and bertlab.runfolder (file names and metrics); never streamlit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 from bertlab.atomic import read_json, write_text_atomic
 from bertlab.attention import HEAD_STATS, head_statistics
 from bertlab.errors import InputError
+from bertlab.modelfolder import has_config
 from bertlab.runfolder import read_metrics, snapshot_root
 
 if TYPE_CHECKING:
@@ -126,9 +127,7 @@ def list_snapshots(run_dir: str | Path) -> list[Path]:
     root = snapshot_root(run_dir)
     if not root.is_dir():
         return []
-    return sorted(
-        p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "config.json").is_file()
-    )
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and has_config(p))
 
 
 def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
@@ -319,6 +318,13 @@ def history_for(path: str | Path) -> LearningHistory | None:
         if int(snap.name.split("-")[1]) not in have:
             return None
     return history
+
+
+def history_stamp(path: str | Path) -> float:
+    """The modification time of a folder's `learning_history.json` (0.0 when absent): it changes
+    when the history is rebuilt, so a cache keyed on it reads the new one."""
+    file = Path(path) / HISTORY_FILE
+    return file.stat().st_mtime if file.is_file() else 0.0
 
 
 def has_history(path: str | Path) -> bool:

@@ -6,7 +6,8 @@ config, vocabulary and weights are in the local Hugging Face cache, found withou
 `cached_snapshot` (one repo's cached folder), `is_online`, and `download` (one weights file, never both .bin and .safetensors, with a progress
 callback), which leaves the files in the usual Hugging Face cache.
 
-Imports bertlab.config (shapes) and huggingface_hub (only inside download); torch-free.
+Imports bertlab.config (shapes), bertlab.modelfolder (file names) and huggingface_hub (only inside
+download); torch-free.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from urllib.parse import urlparse
 
 from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
+from bertlab.modelfolder import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILES, is_model_folder
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-OTHER_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "tokenizer.json")
+OTHER_FILES = (CONFIG_FILE, VOCAB_FILE, "tokenizer_config.json", "tokenizer.json")
 BASE_VOCAB = {True: 30522, False: 28996}  # uncased / cased WordPiece vocabularies
 
 
@@ -95,11 +96,7 @@ def hub_cache_dir() -> Path:
 
 
 def _snapshot_ok(snapshot: Path) -> bool:
-    return (
-        (snapshot / "config.json").is_file()
-        and any((snapshot / w).is_file() for w in WEIGHT_FILES)
-        and ((snapshot / "vocab.txt").is_file() or (snapshot / "tokenizer.json").is_file())
-    )
+    return is_model_folder(snapshot) and ((snapshot / VOCAB_FILE).is_file() or (snapshot / "tokenizer.json").is_file())
 
 
 def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
@@ -125,7 +122,7 @@ def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
             if not _snapshot_ok(snap):
                 continue
             try:
-                model_type = json.loads((snap / "config.json").read_text()).get("model_type", "bert")
+                model_type = json.loads((snap / CONFIG_FILE).read_text()).get("model_type", "bert")
             except (OSError, ValueError, AttributeError):
                 continue
             if model_type == "bert":
@@ -189,8 +186,8 @@ def download(repo_id: str, progress: Callable[[float, str], None] | None = None)
             f"{repo_id}: the Hugging Face Hub could not list it ({type(exc).__name__}); "
             "are you online, and is the id right?"
         ) from exc
-    weights = next((w for w in WEIGHT_FILES if w in files), None)
-    if weights is None or "config.json" not in files:
+    weights = next((w for w in WEIGHTS_FILES if w in files), None)
+    if weights is None or CONFIG_FILE not in files:
         raise CheckpointError(f"{repo_id}: no config.json with model.safetensors or pytorch_model.bin on the Hub")
     wanted = [f for f in OTHER_FILES if f in files] + [weights]
     done = [0]

@@ -18,7 +18,7 @@ Every other module names these files through this one. Reads are forgiving (a mi
 half-written file reads as empty), writes are atomic (bertlab.atomic).
 
 Standard library only (no torch); imports bertlab.atomic, bertlab.errors, bertlab.formatting (an
-error on one line) and bertlab.hardware (process probes, to refuse a folder another live process
+error on one line), bertlab.modelfolder (is the model written) and bertlab.hardware (process probes, to refuse a folder another live process
 trains). `run_log` keeps a command-line run's log lines in its log.txt, as a job's are.
 """
 
@@ -38,6 +38,7 @@ from bertlab.atomic import locked, read_json, update_json, write_json_atomic, wr
 from bertlab.errors import InputError
 from bertlab.formatting import one_line
 from bertlab.hardware import ancestors, own_start_time, pid_alive
+from bertlab.modelfolder import has_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +103,7 @@ def has_checkpoint(run_dir: str | Path) -> bool:
 
 def has_model(run_dir: str | Path) -> bool:
     """True once the final model is written (the trainer writes it last)."""
-    return (model_dir(run_dir) / "config.json").is_file()
+    return has_config(model_dir(run_dir))
 
 
 # --- status.json -----------------------------------------------------------------------

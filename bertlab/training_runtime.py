@@ -5,7 +5,7 @@ SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, the
 of saves a kill interrupted.
 
 Imports torch, numpy, bertlab.atomic (atomic directories), bertlab.runfolder (file names),
-bertlab.checkpoint (what a complete checkpoint is) and bertlab.train_types; never streamlit.
+bertlab.checkpoint and bertlab.modelfolder (what a complete checkpoint is) and bertlab.train_types; never streamlit.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import torch.distributed as dist
 from bertlab.atomic import atomic_dir, recover_dir
 from bertlab.checkpoint import is_checkpoint_dir
 from bertlab.errors import DistributedError, InputError
+from bertlab.modelfolder import has_config
 from bertlab.runfolder import (
     MODEL_DIR,
     TENSORBOARD_DIR,
@@ -183,7 +184,7 @@ def complete_checkpoint(path: Path) -> bool:
         torch.load(path / TRAINER_STATE_FILE, map_location="cpu", weights_only=True)
     except Exception:
         return False
-    return (path / MODEL_DIR / "config.json").is_file()
+    return has_config(path / MODEL_DIR)
 
 
 def recover_saves(run_dir: Path) -> None:

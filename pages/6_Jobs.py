@@ -26,6 +26,7 @@ from bertlab.jobs_view import (
     probabilities_figure,
     tags_html,
 )
+from bertlab.modelfolder import folder_stamp
 from bertlab.runfolder import ACTIVE_STATES
 from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
@@ -209,11 +210,6 @@ def _pretrained(path: str, stamp: float):
     return load_model(path, device="cpu")
 
 
-def _stamp(path: Path) -> float:
-    files = [f for f in ("config.json", "model.safetensors") if (path / f).is_file()]
-    return max((path / f).stat().st_mtime for f in files) if files else 0.0
-
-
 job = by_id.get(st.session_state.get(PICK))
 if job is not None and job.state == "finished" and job.has_model:
     st.divider()
@@ -227,7 +223,7 @@ if job is not None and job.state == "finished" and job.has_model:
             max_chars=MAX_TEXT_CHARS,
         )
         try:
-            lm = _pretrained(str(model_dir), _stamp(model_dir))
+            lm = _pretrained(str(model_dir), folder_stamp(model_dir))
             result = lm.fill_mask(text, top_k=5)
             cols = st.columns(min(3, len(result.masks)) or 1)
             for n, (m, col) in enumerate(zip(result.masks, cols * len(result.masks), strict=False)):
@@ -244,7 +240,7 @@ if job is not None and job.state == "finished" and job.has_model:
             show_error(exc)
     elif job.kind == "finetune":
         try:
-            fm = _finetuned(str(model_dir), _stamp(model_dir))
+            fm = _finetuned(str(model_dir), folder_stamp(model_dir))
         except Exception as exc:
             show_error(exc)
             st.stop()

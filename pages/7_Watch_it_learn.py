@@ -14,11 +14,11 @@ from bertlab.catalog import runs_root, shipped_model_path
 from bertlab.errors import BertLabError
 from bertlab.figures import attention_heatmap, head_grid, learning_curve_figure, stats_overview
 from bertlab.history import (
-    HISTORY_FILE,
     build_history,
     fill_mask_table,
     has_history,
     history_for,
+    history_stamp,
     load_history,
     save_history,
 )
@@ -48,11 +48,6 @@ def sources() -> dict[str, str]:
 @st.cache_data(show_spinner=False, max_entries=8)
 def cached_history(path: str, stamp: float):
     return load_history(path)
-
-
-def history_stamp(path: str) -> float:
-    f = Path(path) / HISTORY_FILE
-    return f.stat().st_mtime if f.is_file() else 0.0
 
 
 found = sources()

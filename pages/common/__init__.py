@@ -36,6 +36,7 @@ from bertlab.figures import image_export_available, plotly_config, to_html, to_i
 from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
 from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.modelfolder import folder_stamp
 from bertlab.runfolder import REPO_ROOT
 from pages.common.admin import current_access
 
@@ -247,15 +248,6 @@ def _google_berts() -> None:
 # --------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------
-def _stamp(path: str) -> float:
-    """Changes when a local checkpoint is rewritten, so the cache loads it again."""
-    p = Path(path).expanduser()
-    times = [
-        (p / n).stat().st_mtime for n in ("config.json", "model.safetensors", "pytorch_model.bin") if (p / n).is_file()
-    ]
-    return max(times) if times else 0.0
-
-
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def _load(path: str, stamp: float) -> LoadedModel:
     lm = load_model(path, device="auto")
@@ -279,7 +271,7 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
             )
     try:
         cleaned = check_choice(choice)
-        return _load(cleaned, _stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
+        return _load(cleaned, folder_stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
     except BertLabError as exc:
         if choice == shipped and not Path(shipped).exists():
             return None, (
