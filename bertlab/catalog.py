@@ -3,7 +3,7 @@
 Owns: where checkpoints live (`checkpoints/`, and the final models of run folders), a cheap
 description of each one read from `config.json` alone (no weights loaded), and the model card
 shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint
-(the folder format and the default path), bertlab.errors, bertlab.model_card (the plain words of card
+and bertlab.modelfolder (the folder format and the default path), bertlab.errors, bertlab.model_card (the plain words of card
 keys) and bertlab.runfolder (where runs live); loads no weights, never imports streamlit.
 """
 
@@ -19,6 +19,7 @@ from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
 from bertlab.model_card import metric_rows, plain_value, training_rows
 from bertlab.model_card import read_card as read_card  # public here too (bertlab.catalog.read_card)
+from bertlab.modelfolder import CONFIG_FILE, has_config
 from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ def read_config(directory: str | Path) -> BertConfig:
     Raises:
         CheckpointError: no config.json, or not a BERT config.
     """
-    if not (Path(directory) / "config.json").is_file():
-        raise CheckpointError(f"{directory}: not a checkpoint folder (no config.json)")
+    if not has_config(directory):
+        raise CheckpointError(f"{directory}: not a checkpoint folder (no {CONFIG_FILE})")
     return load_config(directory)[0]
 
 
@@ -92,7 +93,7 @@ def is_finetuned(directory: str | Path) -> bool:
     """True for a fine-tuned task model (its config.json has a `bertlab.finetune` section): it has
     a task head instead of the masked-LM and NSP heads, so the probing pages cannot use it."""
     try:
-        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+        config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
     section = config.get("bertlab") if isinstance(config, dict) else None
@@ -113,7 +114,7 @@ def find_run_checkpoints(root: str | Path | None = None, include_finetuned: bool
     for run_dir in root.iterdir():
         if has_model(run_dir) and (include_finetuned or not is_finetuned(model_dir(run_dir))):
             found.append(model_dir(run_dir))
-    found.sort(key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
+    found.sort(key=lambda p: (p / CONFIG_FILE).stat().st_mtime, reverse=True)
     return [CheckpointEntry(f"{p.parent.name} (run)", str(p), RUN, True, summarize(p)) for p in found]
 
 
@@ -195,7 +196,7 @@ def check_choice(text: str) -> str:
         raise CheckpointError(f"{text}: no such folder; give a checkpoint folder that holds config.json")
     if not p.is_dir():
         raise CheckpointError(f"{text}: is a file; give the checkpoint folder that holds config.json")
-    if not (p / "config.json").is_file():
+    if not has_config(p):
         inner = [c for c in (MODEL_DIR, CHECKPOINT_DIR) if is_checkpoint_dir(p / c)]
         hint = f" (did you mean {p / inner[0]}?)" if inner else ""
         raise CheckpointError(f"{text}: not a checkpoint folder: no config.json{hint}")

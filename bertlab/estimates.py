@@ -9,7 +9,7 @@ device, from timing a few training steps of the job's model on this machine now
 (`measured_step_seconds`), or, for a model too big to time here, from a tabulated FLOP/s
 (`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds `compile_s` in front.
 
-Imports the standard library and bertlab.config / errors / formatting / hardware / jobspec /
+Imports the standard library and bertlab.config / errors / formatting / hardware / jobspec / modelfolder /
 runfolder / runs; torch, the model classes and the fine-tuning recipe only inside the functions
 that build models or read task data (deferred so the jobs CLI starts without torch).
 """
@@ -33,6 +33,7 @@ from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_stats
 from bertlab.jobspec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
+from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
 from bertlab.runs import run_dirs
 
@@ -666,7 +667,7 @@ def _finetune_estimate(
 def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:
     """The config of a fine-tuning job's starting model: its config.json when the folder is here,
     else (a Hub id, or a model an earlier job will write) the preset `size` or mini."""
-    path = cwd / Path(model).expanduser() / "config.json" if model else None
+    path = cwd / Path(model).expanduser() / CONFIG_FILE if model else None
     if path is None or not path.is_file():
         return preset(size or "mini")
     try:

@@ -45,6 +45,7 @@ from bertlab.jobspec import (
     parse_recipe_args,
     pretrain_config,
 )
+from bertlab.modelfolder import has_config
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
 from bertlab.runs import read_job, waiting_for
 
@@ -471,7 +472,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     runs = plan(spec, suite_id)
     if not spec.table_spec.pretrains:
         model = Path(spec.model or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
-        if spec.model and not (model / "config.json").is_file():
+        if spec.model and not has_config(model):
             raise InputError(f"model {spec.model} is not a checkpoint folder (no config.json)")
     for task in spec.task_list:
         data = _task_args(spec, task)[3]
