@@ -9,16 +9,17 @@ from pathlib import Path
 
 import streamlit as st
 
+from bertlab.app_pages import APP_PAGES, page_titled
 from bertlab.catalog import model_card, read_readme, shipped_model_path
 from bertlab.config import preset
 from bertlab.diagrams import architecture_figure
 from bertlab.figures import learning_curve_figure
 from bertlab.history import has_history
 from bertlab.model_card import model_card_markdown, unseen_rows
-from pages.common import DEFAULT_ICON, PAGE_ICONS, app_pages, concept, load_chosen_model, setup_page, show_figure
+from pages.common import concept, load_chosen_model, setup_page, show_figure
 from pages.common.admin import announce
 
-setup_page("Home", ":material/science:")
+PAGE = setup_page(__file__)
 announce()  # a shared app: its admin token made and printed to the console once per server process
 
 
@@ -29,22 +30,7 @@ def _same_path(a, b) -> bool:
         return False
 
 
-PAGE_BLURBS = {
-    "Fill mask": "Fill-mask: what goes in the [MASK]?",
-    "Next sentence": "Next sentence: does B follow A?",
-    "Attention": "Attention: what each head looks at; switching heads off",
-    "How an example is made": "How a pretraining example is made",
-    "Train": "Train: pretrain or fine-tune a BERT of your own",
-    "Jobs": "Jobs: follow and manage training runs",
-    "Watch it learn": "Watch it learn: slide through training and see the answers and heads form",
-    "Ablations": "Ablations: the paper's Tables 5-8 and ours",
-    "Why it answered": "Why it answered: which words made it say that; attention rollout and flow",
-    "What each layer knows": "What each layer knows: one word in many sentences, and probes per layer",
-    "Which heads matter": "Which heads matter: head importance and pruning curves",
-    "Compare models": "Compare models: two models on one sentence, side by side",
-}
-
-st.title("BERT Lab")
+st.title(PAGE.heading)
 st.markdown(
     "See how **BERT** (Devlin et al. 2018) works by taking it apart. Ask it to fill in a `[MASK]`, "
     "to tell whether one sentence follows another, look at what each attention head looks at, "
@@ -79,8 +65,8 @@ with left:
         "output *T*ᵢ feeds the masked-LM head."
     )
     st.subheader("Pages")
-    for path, label in app_pages()[1:]:
-        st.page_link(path, label=PAGE_BLURBS.get(label, label), icon=PAGE_ICONS.get(label, DEFAULT_ICON))
+    for page in APP_PAGES[1:]:
+        st.page_link(page.file, label=page.blurb, icon=page.icon)
 with right:
     config = lm.config if lm is not None else preset("mini")
     caption = "the chosen model" if lm is not None else "a mini BERT (no model loaded)"
@@ -135,9 +121,9 @@ if lm is not None:
         show_figure(learning_curve_figure(curve), "learning-curve", key="home_curve")
         if has_history(lm.path):
             st.page_link(
-                "pages/7_Watch_it_learn.py",
+                page_titled("Watch it learn").file,
                 label="Watch it learn: its answers and attention heads at every step",
-                icon=":material/timeline:",
+                icon=page_titled("Watch it learn").icon,
             )
     unseen = (lm.card or {}).get("unseen_english") or {}
     if unseen.get("domains"):

@@ -17,8 +17,8 @@ from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
 from bertlab.interpret.views import attribution_figure, flow_figure, raw_and_rollout_figures, shaded_tokens_html
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
-setup_page("Why it answered", ":material/psychology_alt:")
-st.title("Why it answered")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned model's answer"

@@ -14,8 +14,8 @@ from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import pca_figure, probe_figure, similarity_figure
 from pages.common import concept, require_model, setup_page, show_error, show_figure
 
-setup_page("What each layer knows", ":material/layers:")
-st.title("What each layer knows")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 contextual_tab, probe_tab = st.tabs(["Contextual vs static", "Probing classifiers"])

@@ -13,8 +13,8 @@ from bertlab.interpret.saved import read_results
 from bertlab.interpret.views import importance_figure, pruning_figure
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
 
-setup_page("Which heads matter", ":material/account_tree:")
-st.title("Which heads matter")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 SIDEBAR, TUNED = "The model in the sidebar (masked LM)", "A fine-tuned classifier (saved results)"

@@ -12,8 +12,8 @@ from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
 
-setup_page("Compare models", ":material/compare:")
-st.title("Compare models")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 

@@ -22,8 +22,8 @@ from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, 
 from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
-setup_page("Fill-mask", ":material/format_color_text:")
-st.title("Fill-mask")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 TYPE, CLICK = "Type [MASK] yourself", "Click words to mask them"

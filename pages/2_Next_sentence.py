@@ -15,8 +15,8 @@ from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.model_card import nsp_on_unseen_text
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
-setup_page("Next sentence", ":material/link:")
-st.title("Next sentence prediction")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 EXAMPLES = {label: (a, b, truth) for label, a, b, truth in NSP_EXAMPLES}

@@ -29,8 +29,8 @@ from bertlab.figures import (
 from bertlab.inference import MAX_TEXT_CHARS
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
-setup_page("Attention", ":material/visibility:")
-st.title("Attention")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 L, A = lm.config.num_layers, lm.config.num_heads
 LABELS = [head_label(layer, head) for layer, head in all_heads(L, A)]

@@ -15,8 +15,8 @@ from bertlab.explore import chosen_count_text
 from bertlab.pretraining_data import explain_text
 from pages.common import concept, require_model, setup_page, show_error
 
-setup_page("How an example is made", ":material/extension:")
-st.title("How a pretraining example is made")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 lm = require_model()
 
 DEFAULT_TEXT = (

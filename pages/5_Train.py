@@ -7,6 +7,7 @@ import shlex
 import pandas as pd
 import streamlit as st
 
+from bertlab.app_pages import page_titled
 from bertlab.catalog import find_checkpoints
 from bertlab.config import PRESETS
 from bertlab.errors import BertLabError
@@ -27,8 +28,9 @@ from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field
 
-setup_page("Train", ":material/model_training:")
-st.title("Train")
+PAGE = setup_page(__file__)
+JOBS = page_titled("Jobs")
+st.title(PAGE.heading)
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 
 PRETRAIN, FINETUNE = "Pretrain a BERT", "Fine-tune on a task"
@@ -46,7 +48,7 @@ if not access.allowed:
         st.dataframe(pd.DataFrame(jobs_table(runs)), hide_index=True, width="stretch")
     else:
         st.caption(f"No runs yet in `{registry.root}`.")
-    st.page_link("pages/6_Jobs.py", label="Their curves and logs on the Jobs page", icon=":material/monitoring:")
+    st.page_link(JOBS.file, label="Their curves and logs on the Jobs page", icon=JOBS.icon)
     st.stop()
 
 
@@ -310,7 +312,7 @@ with form:
         else:
             st.session_state["jobs_focus"] = job.id
             st.success(f"Job **{job.id}** is {job.state}. Its folder: `{job.run_dir}`")
-            st.page_link("pages/6_Jobs.py", label="Watch it on the Jobs page", icon=":material/monitoring:")
+            st.page_link(JOBS.file, label="Watch it on the Jobs page", icon=JOBS.icon)
     if spec is not None:
         with st.expander("The same job from a terminal"):
             gpus_flag = f"--gpus {spec.num_gpus} " if spec.num_gpus > 1 else ""

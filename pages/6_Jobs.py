@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
 from bertlab.figures import probability_bar
 from bertlab.hardware import gpu_stats
@@ -32,8 +33,8 @@ from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
-setup_page("Jobs", ":material/monitoring:")
-st.title("Jobs")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 
 registry = JobRegistry()
@@ -57,7 +58,7 @@ def _jobs():
 jobs = _jobs()
 if not jobs:
     st.info(f"No runs yet in `{registry.root}`. Launch one on the Train page.")
-    st.page_link("pages/5_Train.py", label="Train", icon=":material/model_training:")
+    st.page_link(page_titled("Train").file, label="Train", icon=page_titled("Train").icon)
     st.stop()
 
 ids = [j.id for j in jobs]
@@ -127,9 +128,9 @@ def live() -> None:
         st.caption("No metrics written yet.")
     if has_history(job.run_dir):
         st.page_link(
-            "pages/7_Watch_it_learn.py",
+            page_titled("Watch it learn").file,
             label="Watch it learn: its answers and heads at every snapshot",
-            icon=":material/timeline:",
+            icon=page_titled("Watch it learn").icon,
             query_params={"run": Path(job.run_dir).name},
         )
 

@@ -24,8 +24,8 @@ from bertlab.history import (
 )
 from pages.common import chosen_model, concept, setup_page, show_error, show_figure
 
-setup_page("Watch it learn", ":material/timeline:")
-st.title("Watch it learn")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 
 
 def sources() -> dict[str, str]:

@@ -22,6 +22,7 @@ from bertlab.ablations.view import (
     results_figure,
     verdict_rows,
 )
+from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import FINETUNE_TASKS
@@ -29,8 +30,8 @@ from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
-setup_page("Ablations", ":material/science:")
-st.title("Ablations")
+PAGE = setup_page(__file__)
+st.title(PAGE.heading)
 
 COMMITTED = results.results_root()
 DATA_DEFAULT = REPO_ROOT.parent / "shared" / "data"
@@ -198,7 +199,9 @@ if record is not None:
     st.caption("Runs finished of all seeds, then one mark per seed: ✓ finished, ▶ running, · queued, ✗ failed.")
     busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in ab.suite_runs(record, registry))
     st.fragment(_progress, run_every=3.0 if busy else None)(record)
-    st.page_link("pages/6_Jobs.py", label="Every run of the suite is on the Jobs page", icon=":material/work_history:")
+    st.page_link(
+        page_titled("Jobs").file, label="Every run of the suite is on the Jobs page", icon=page_titled("Jobs").icon
+    )
 
 # --------------------------------------------------------------------------------------
 # Launch a suite

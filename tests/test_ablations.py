@@ -19,6 +19,7 @@ from test_pretrain import _write_corpus
 from bertlab.ablations import results
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION
+from bertlab.app_pages import page_titled
 from bertlab.errors import InputError
 from bertlab.jobs import JobRegistry
 from bertlab.jobspec import JobSpec, parse_recipe_args, pretrain_config
@@ -343,7 +344,7 @@ def test_weighted_sums_learn_their_layer_weights(tiny_checkpoint, features, laye
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-PAGE = "pages/8_Ablations.py"
+PAGE = page_titled("Ablations").file
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ import pytest
 from test_pages_jobs import JOBS, TRAIN, app_env, fake_run, open_page  # noqa: F401  (app_env: a fixture)
 
 from bertlab.access import ADMIN_TOKEN_ENV, AdminToken, admin_token, is_shared, job_access, startup_message
+from bertlab.app_pages import page_titled
 from bertlab.jobs import JobRegistry
 
 TOKEN = "class-of-30-secret-token"
-ABLATIONS = "pages/8_Ablations.py"
+ABLATIONS = page_titled("Ablations").file
 FIELD = "bertlab_admin_token_field"
 
 
@@ -158,8 +159,8 @@ def test_a_full_job_queue_does_not_hold_up_exploring(app_env):  # noqa: F811
         registry.submit(JobSpec("pretrain", ("--config", "configs/tiny.yaml"), name=f"mine-{n}"), start=False)
     assert sum(j.state == "queued" for j in registry.list(start_queued=False)) == 30
     with locked(app_env / RUNS_LOCK_FILE):  # a page that waited on the queue would time out here
-        at = open_page("pages/1_Fill_mask.py")
-        for page in ("pages/2_Next_sentence.py", "pages/3_Attention.py"):
+        at = open_page(page_titled("Fill-mask").file)
+        for page in (page_titled("Next sentence").file, page_titled("Attention").file):
             at.switch_page(page).run()
             assert not at.exception, [e.value for e in at.exception]
         assert not at.error, [e.value for e in at.error]

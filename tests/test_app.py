@@ -15,14 +15,13 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from bertlab.app_pages import page_titled  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 60  # seconds per run; the default 3 s is too short for a first model load on 2 busy cores
 
 FILL, NSP, ATTENTION, EXAMPLE = (
-    "pages/1_Fill_mask.py",
-    "pages/2_Next_sentence.py",
-    "pages/3_Attention.py",
-    "pages/4_How_an_example_is_made.py",
+    page_titled(t).file for t in ("Fill-mask", "Next sentence", "Attention", "How an example is made")
 )
 
 

@@ -21,27 +21,22 @@ from pathlib import Path
 import pytest
 from test_history import make_run
 
+from bertlab.app_pages import APP_PAGES, page_titled
+
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 
-# (url path, title text, selector that proves the page drew its main content)
-PAGES = [
-    ("", "BERT Lab", ".js-plotly-plot"),
-    ("Fill_mask", "Fill-mask", ".js-plotly-plot"),
-    ("Next_sentence", "Next sentence prediction", ".js-plotly-plot"),
-    ("Attention", "Attention", ".js-plotly-plot"),
-    ("How_an_example_is_made", "How a pretraining example is made", "[data-testid='stMetric']"),
-    ("Train", "Train", "[data-testid='stMetric']"),
-    ("Jobs", "Jobs", "[data-testid='stMarkdown']"),
-    ("Watch_it_learn", "Watch it learn", ".js-plotly-plot"),
-    ("Ablations", "Ablations", ".js-plotly-plot"),
-    ("Why_it_answered", "Why it answered", ".js-plotly-plot"),
-    ("What_each_layer_knows", "What each layer knows", ".js-plotly-plot"),
-    ("Which_heads_matter", "Which heads matter", ".js-plotly-plot"),
-    ("Compare_models", "Compare models", ".js-plotly-plot"),
-]
+# the selector that proves a page drew its main content: a figure, unless named here
+CONTENT = {
+    "How an example is made": "[data-testid='stMetric']",
+    "Train": "[data-testid='stMetric']",
+    "Jobs": "[data-testid='stMarkdown']",
+}
+# (url path, heading, content selector) of every registered page
+PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
+ABLATIONS, FILL, ATTENTION, WATCH = (page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn"))
 
 
 def _free_port() -> int:
@@ -215,8 +210,8 @@ def test_ablations_every_table(server, page, shots, table):
     from bertlab.ablations.paper import PAPER
     from bertlab.ablations.results import results_files, results_root
 
-    page.goto(f"{server}/Ablations", timeout=60_000)
-    page.get_by_role("heading", name="Ablations").first.wait_for(timeout=60_000)
+    page.goto(f"{server}/{ABLATIONS.url_path}", timeout=60_000)
+    page.get_by_role("heading", name=ABLATIONS.heading).first.wait_for(timeout=60_000)
     _wait_idle(page)
     page.get_by_text(PAPER[table].title, exact=True).first.click()
     _wait_idle(page)
@@ -230,7 +225,7 @@ def test_ablations_every_table(server, page, shots, table):
 
 
 def test_fill_mask_without_mask_warns(server, page, shots):
-    page.goto(f"{server}/Fill_mask", timeout=60_000)
+    page.goto(f"{server}/{FILL.url_path}", timeout=60_000)
     _wait_idle(page)
     box = page.get_by_role("textbox", name="Sentence with one or more [MASK]", exact=True)
     box.fill("A sentence without any mask at all.")
@@ -243,7 +238,7 @@ def test_fill_mask_without_mask_warns(server, page, shots):
 
 
 def test_attention_tabs(server, page, shots):
-    page.goto(f"{server}/Attention", timeout=60_000)
+    page.goto(f"{server}/{ATTENTION.url_path}", timeout=60_000)
     _wait_idle(page)
 
     def visit(tab: str, name: str, act=None) -> None:
@@ -273,7 +268,7 @@ def test_attention_tabs(server, page, shots):
 
 
 def test_fill_mask_click_a_word(server, page, shots):
-    page.goto(f"{server}/Fill_mask", timeout=60_000)
+    page.goto(f"{server}/{FILL.url_path}", timeout=60_000)
     _wait_idle(page)
     page.get_by_text("Click words to mask them", exact=True).click()
     _wait_idle(page)
@@ -286,9 +281,9 @@ def test_fill_mask_click_a_word(server, page, shots):
 
 
 def test_watch_it_learn_on_a_tiny_run(server, page, shots):
-    page.goto(f"{server}/Watch_it_learn?run=tiny-run", timeout=60_000)
+    page.goto(f"{server}/{WATCH.url_path}?run=tiny-run", timeout=60_000)
     _wait_idle(page)
-    page.get_by_role("heading", name="Watch it learn").first.wait_for(timeout=30_000)
+    page.get_by_role("heading", name=WATCH.heading).first.wait_for(timeout=30_000)
     page.wait_for_selector(".js-plotly-plot", timeout=60_000)  # the history is built on this first visit
     _wait_idle(page)
     _check_clean(page, "Watch it learn (tiny run)")

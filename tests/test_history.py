@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import tiny_config
 
+from bertlab.app_pages import page_titled
 from bertlab.checkpoint import save_checkpoint
 from bertlab.errors import InputError
 from bertlab.history import (
@@ -25,6 +26,7 @@ from bertlab.history import (
 from bertlab.model import BertForPreTraining
 
 REPO = Path(__file__).resolve().parent.parent
+WATCH = page_titled("Watch it learn").file
 STEPS = (10, 20, 30)
 
 
@@ -130,7 +132,7 @@ def test_watch_it_learn_page_builds_the_history_and_slides(monkeypatch, tmp_path
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
     at.query_params["run"] = run.name
-    at.switch_page("pages/7_Watch_it_learn.py").run()
+    at.switch_page(WATCH).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error and not at.warning, [w.value for w in at.warning]
     assert (run / HISTORY_FILE).is_file()  # built on the first visit, kept for the next
@@ -158,7 +160,7 @@ def test_watch_it_learn_page_without_any_history(monkeypatch, tmp_path, tiny_che
     monkeypatch.setattr("bertlab.catalog.shipped_model_path", lambda: tmp_path / "nothing")
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/7_Watch_it_learn.py").run()
+    at.switch_page(WATCH).run()
     assert not at.exception
     assert any("Keep snapshots" in i.value for i in at.info)
 
@@ -175,7 +177,7 @@ def test_watch_it_learn_page_on_the_shipped_model(monkeypatch, tmp_path):
     app_env(monkeypatch, tmp_path / "runs", None)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     at.run()
-    at.switch_page("pages/7_Watch_it_learn.py").run()
+    at.switch_page(WATCH).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error and not at.warning
     assert "bertlab-mini" in at.selectbox(key="wil_source").value

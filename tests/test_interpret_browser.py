@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 from test_browser import _check_clean, _screenshot, _wait_idle, browser, browser_model, page, server, shots  # noqa: F401
 
+from bertlab.app_pages import page_titled
+
 pytestmark = pytest.mark.browser
+LAYERS, WHY = page_titled("What each layer knows"), page_titled("Why it answered")
 
 
 def test_probing_tab(server, page, shots):  # noqa: F811
-    page.goto(f"{server}/What_each_layer_knows", timeout=60_000)
-    page.get_by_role("heading", name="What each layer knows").first.wait_for(timeout=60_000)
+    page.goto(f"{server}/{LAYERS.url_path}", timeout=60_000)
+    page.get_by_role("heading", name=LAYERS.heading).first.wait_for(timeout=60_000)
     _wait_idle(page)
     page.get_by_role("tab", name="Probing classifiers").click()
     _wait_idle(page)
@@ -22,8 +25,8 @@ def test_probing_tab(server, page, shots):  # noqa: F811
 
 
 def test_why_it_answered_nsp(server, page, shots):  # noqa: F811
-    page.goto(f"{server}/Why_it_answered", timeout=60_000)
-    page.get_by_role("heading", name="Why it answered").first.wait_for(timeout=60_000)
+    page.goto(f"{server}/{WHY.url_path}", timeout=60_000)
+    page.get_by_role("heading", name=WHY.heading).first.wait_for(timeout=60_000)
     _wait_idle(page)
     page.get_by_text("Next sentence: P(IsNext)").click()
     _wait_idle(page)

@@ -11,16 +11,14 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from bertlab.app_pages import page_titled  # noqa: E402
 from bertlab.interpret.probing import ProbeResult  # noqa: E402
 from bertlab.interpret.saved import write_result  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 90
 WHY, LAYERS, HEADS, COMPARE = (
-    "pages/10_Why_it_answered.py",
-    "pages/11_What_each_layer_knows.py",
-    "pages/12_Which_heads_matter.py",
-    "pages/13_Compare_models.py",
+    page_titled(t).file for t in ("Why it answered", "What each layer knows", "Which heads matter", "Compare models")
 )
 
 

@@ -19,11 +19,12 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from bertlab.app_pages import page_titled  # noqa: E402
 from bertlab.jobs import JobRegistry  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 60  # seconds per run: the default 3 s is too short on 2 busy cores
-TRAIN, JOBS = "pages/5_Train.py", "pages/6_Jobs.py"
+TRAIN, JOBS = page_titled("Train").file, page_titled("Jobs").file
 
 
 @pytest.fixture

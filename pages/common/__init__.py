@@ -3,7 +3,8 @@
 Every page of the app (Home and pages/N_*.py) starts with:
 
     from pages.common import setup_page, require_model
-    setup_page("Fill-mask")
+    PAGE = setup_page(__file__)   # its title, icon and heading: bertlab.app_pages.APP_PAGES
+    st.title(PAGE.heading)
     lm = require_model()          # the model picked in the sidebar, loaded once (st.cache_resource)
 
 This folder has no .py files at the top of pages/, so Streamlit does not list it as a page.
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import streamlit as st
 import torch
 
+from bertlab.app_pages import APP_PAGES, AppPage, app_page
 from bertlab.catalog import (
     HUB,
     CheckpointEntry,
@@ -37,7 +38,6 @@ from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
 from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
 from bertlab.modelfolder import folder_stamp
-from bertlab.runfolder import REPO_ROOT
 from pages.common.admin import current_access
 
 log = logging.getLogger("bertlab.app")
@@ -59,54 +59,25 @@ def _set_threads() -> None:
         torch.set_num_threads(n)
 
 
-# Icons (Streamlit's bundled Material font: they draw offline) for pages by their name; any
-# other page in pages/ gets the default.
-PAGE_ICONS = {
-    "Home": ":material/home:",
-    "Fill mask": ":material/format_color_text:",
-    "Next sentence": ":material/link:",
-    "Attention": ":material/visibility:",
-    "How an example is made": ":material/extension:",
-    "Train": ":material/model_training:",
-    "Jobs": ":material/work_history:",
-    "Watch it learn": ":material/timeline:",
-    "Ablations": ":material/science:",
-    "Why it answered": ":material/psychology_alt:",
-    "What each layer knows": ":material/layers:",
-    "Which heads matter": ":material/account_tree:",
-    "Compare models": ":material/compare:",
-}
-DEFAULT_ICON = ":material/article:"
-
-
-def app_pages() -> list[tuple[str, str]]:
-    """(path relative to the repo, label) of Home and every pages/N_Name.py, in Streamlit's order."""
-    found = []
-    for path in (REPO_ROOT / "pages").glob("*.py"):
-        m = re.match(r"^(\d*)_?(.+)\.py$", path.name)
-        if path.name.startswith((".", "_")) or not m:
-            continue
-        number = float(m.group(1)) if m.group(1) else float("inf")
-        found.append((number, m.group(2).lower(), f"pages/{path.name}", m.group(2).replace("_", " ")))
-    return [("app.py", "Home")] + [(p, label) for _, _, p, label in sorted(found)]
-
-
 def navigation() -> None:
-    """Sidebar links to every page (.streamlit/config.toml hides Streamlit's own list, which
-    would call the home page "app")."""
+    """Sidebar links to every registered page (.streamlit/config.toml hides Streamlit's own list,
+    which would call the home page "app")."""
     with st.sidebar:
         st.markdown("### :material/science: BERT Lab")
-        for path, label in app_pages():
-            st.page_link(path, label=label, icon=PAGE_ICONS.get(label, DEFAULT_ICON))
+        for page in APP_PAGES:
+            st.page_link(page.file, label=page.label, icon=page.icon)
         st.divider()
 
 
-def setup_page(title: str, icon: str = ":material/science:") -> None:
-    """Page config (wide layout, title), thread count, navigation and the sidebar model picker."""
-    st.set_page_config(page_title=f"{title} · BERT Lab", page_icon=icon, layout="wide")
+def setup_page(file: str) -> AppPage:
+    """Page config (wide layout, the registered title and icon), thread count, navigation and the
+    sidebar model picker. `file`: the page's `__file__`. Returns its registration (the heading)."""
+    page = app_page(file)
+    st.set_page_config(page_title=f"{page.title} · BERT Lab", page_icon=page.icon, layout="wide")
     _set_threads()
     navigation()
     model_picker()
+    return page
 
 
 # --------------------------------------------------------------------------------------
