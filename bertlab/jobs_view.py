@@ -3,9 +3,11 @@
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
 return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
 
+Also owns what a run's state means to the person watching it (`state_messages`, what can be done
+with it now), so that the Jobs page draws messages instead of testing state names.
+
 Imports plotly and bertlab.estimates / formatting / runs (what it draws) / runfolder (a run's task
-labels, for chance levels) / figures (colours); never
-streamlit.
+labels, for chance levels; the state names) / figures (colours); never streamlit.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -22,7 +25,7 @@ from plotly.subplots import make_subplots
 from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
 from bertlab.formatting import format_duration
-from bertlab.runfolder import read_run_config
+from bertlab.runfolder import ACTIVE_STATES, read_run_config
 from bertlab.runs import Job
 
 GREEN = "#3b8f5a"
@@ -280,6 +283,95 @@ def job_label(job: Job) -> str:
 def job_heading(job: Job) -> str:
     """Markdown heading text with the state's icon (Streamlit renders :material/...: in markdown)."""
     return f"{STATE_ICONS.get(job.state, '')} {job.id} — {job.kind or '?'}, {job.state}"
+
+
+# --------------------------------------------------------------------------------------
+# What a run's state means to the person watching it
+# --------------------------------------------------------------------------------------
+WAITING_STATES = ("queued", *ACTIVE_STATES)  # not ended yet: the page refreshes itself while one is
+
+
+@dataclass(frozen=True)
+class StateMessage:
+    """One message about a run's state; the page draws it with st.error / st.warning / st.info."""
+
+    level: str  # "error", "warning" or "info"
+    text: str  # markdown
+    icon: str | None = None  # Streamlit's bundled Material icon, or None for the level's own
+
+
+def state_messages(job: Job) -> list[StateMessage]:
+    """What to tell the user about a run's state, in the order to show it: a record that cannot be
+    fully read (any state but failed), then what its state means and what Resume would do."""
+    out = []
+    if job.state != "failed" and job.error:  # shown despite a file it cannot read: say which and why
+        out.append(
+            StateMessage("warning", f"Part of this run's record cannot be read: {job.error}", ":material/warning:")
+        )
+    if job.state == "failed":
+        text = f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```"
+        out.append(StateMessage("error", text, ":material/error:"))
+    elif job.state == "cancelled" and job.alive:
+        out.append(StateMessage("info", "Stopping: saving a checkpoint and exiting…"))
+    elif job.state == "cancelled":
+        resume = (
+            f"Resume continues from its last checkpoint (step {job.status.get('checkpoint_step', '?')})."
+            if job.has_checkpoint
+            else "No checkpoint was saved; Resume starts it again."
+        )
+        out.append(StateMessage("info", "Cancelled. " + resume))
+    elif job.state == "queued":
+        out.append(StateMessage("info", "Waiting for a free device; it starts when the job ahead of it ends."))
+    elif job.state == "preparing":
+        out.append(StateMessage("info", "Preparing: reading the data and building the model…"))
+    return out
+
+
+def is_waiting(job: Job) -> bool:
+    """Queued or active, or cancelled but still saving: the page keeps refreshing while one is."""
+    return job.state in WAITING_STATES or job.alive
+
+
+def progress_fraction(job: Job) -> float | None:
+    """The progress bar's value (0-1) while the run is active and says how far it is; else None."""
+    if job.state not in ACTIVE_STATES or job.progress is None:
+        return None
+    return min(1.0, max(0.0, float(job.progress)))
+
+
+def expects_metrics(job: Job) -> bool:
+    """False while queued or preparing: no metrics yet is no news then."""
+    return job.state not in ("queued", "preparing")
+
+
+def uses_gpu_now(job: Job) -> bool:
+    """True while an active run trains on a GPU (worth showing the GPUs' load)."""
+    return (job.device or "").startswith("cuda") and job.state in ACTIVE_STATES
+
+
+def can_cancel(job: Job) -> bool:
+    """Only a registry job that has not ended can be cancelled."""
+    return job.managed and job.state in WAITING_STATES
+
+
+def can_resume(job: Job) -> bool:
+    """A cancelled or failed run whose processes are gone can be queued again."""
+    return not job.alive and job.state in ("cancelled", "failed")
+
+
+def log_expanded(job: Job) -> bool:
+    """The log opens by itself when the run failed: its last lines say why."""
+    return job.state == "failed"
+
+
+def can_try(job: Job) -> bool:
+    """A finished run whose model is written can be tried on the page."""
+    return job.state == "finished" and job.has_model
+
+
+def can_delete(job: Job) -> bool:
+    """Not while a process of it lives or it is active (a queued run can go)."""
+    return not job.alive and job.state not in ACTIVE_STATES
 
 
 # --------------------------------------------------------------------------------------

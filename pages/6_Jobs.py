@@ -17,18 +17,27 @@ from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.jobs import JobRegistry
 from bertlab.jobs_view import (
     answer_html,
+    can_cancel,
+    can_delete,
+    can_resume,
+    can_try,
     chance_levels,
     curves_figure,
+    expects_metrics,
+    is_waiting,
     job_heading,
     job_label,
     jobs_table,
     label_text,
     live_numbers,
+    log_expanded,
     probabilities_figure,
+    progress_fraction,
+    state_messages,
     tags_html,
+    uses_gpu_now,
 )
 from bertlab.modelfolder import folder_stamp
-from bertlab.runfolder import ACTIVE_STATES
 from bertlab.runfolder import model_dir as run_model_dir
 from pages.common import setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
@@ -44,7 +53,6 @@ st.caption(
     + "); the `bertlab` command uses the same one."
 )
 PICK = "jobs_pick"
-WAITING = ("queued", *ACTIVE_STATES)
 
 
 def _jobs():
@@ -69,16 +77,11 @@ if st.session_state.get(PICK) not in ids:
     st.session_state[PICK] = ids[0]
 by_id = {j.id: j for j in jobs}
 st.selectbox("Run", ids, key=PICK, format_func=lambda i: job_label(by_id[i]))
-something_runs = any(j.state in WAITING or j.alive for j in jobs)  # alive: a cancelled job still saving
+something_runs = any(is_waiting(j) for j in jobs)  # a cancelled job still saving counts too
+DRAW = {"error": st.error, "warning": st.warning, "info": st.info}
 
 
-@st.fragment(run_every=2.0 if something_runs else None)
-def live() -> None:
-    """Redrawn every 2 s while a job is queued or running (only this part of the page)."""
-    now = _jobs()
-    if something_runs and not any(j.state in WAITING or j.alive for j in now):
-        st.rerun()  # the last job ended: redraw the whole page once (and stop refreshing)
-    job = next((j for j in now if j.id == st.session_state.get(PICK)), None)
+def _runs_table(now) -> None:
     with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
         st.dataframe(
             pd.DataFrame(jobs_table(now)),
@@ -88,43 +91,28 @@ def live() -> None:
                 "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")
             },
         )
-    if job is None:
-        st.warning("This run is gone (deleted?). Pick another one.")
-        return
 
+
+def _state(job, metrics) -> None:
+    """The run's heading, numbers, progress and what its state means."""
     st.subheader(job_heading(job))
     st.caption(f"`{job.run_dir}`" + (f" · `{job.command}`" if job.command else ""))
-    metrics = registry.metrics(job.id)
     numbers = live_numbers(job, metrics)
     for col, (label, value) in zip(st.columns(len(numbers)), numbers, strict=True):
         col.metric(label, value)
-    if job.state in ("running", "preparing") and job.progress is not None:
-        st.progress(min(1.0, max(0.0, float(job.progress))))
+    fraction = progress_fraction(job)
+    if fraction is not None:
+        st.progress(fraction)
+    for message in state_messages(job):
+        DRAW[message.level](message.text, icon=message.icon)
 
-    if job.state != "failed" and job.error:  # shown despite a file it cannot read: say which and why
-        st.warning(f"Part of this run's record cannot be read: {job.error}", icon=":material/warning:")
-    if job.state == "failed":
-        st.error(f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```", icon=":material/error:")
-    elif job.state == "cancelled" and job.alive:
-        st.info("Stopping: saving a checkpoint and exiting…")
-    elif job.state == "cancelled":
-        st.info(
-            "Cancelled. "
-            + (
-                f"Resume continues from its last checkpoint (step {job.status.get('checkpoint_step', '?')})."
-                if job.has_checkpoint
-                else "No checkpoint was saved; Resume starts it again."
-            )
-        )
-    elif job.state == "queued":
-        st.info("Waiting for a free device; it starts when the job ahead of it ends.")
-    elif job.state == "preparing":
-        st.info("Preparing: reading the data and building the model…")
 
+def _curves(job, metrics) -> None:
+    """The learning curves, the link to its snapshots, and the GPUs' load while it trains."""
     fig = curves_figure(metrics, chance=chance_levels(job))
     if fig is not None:
         show_figure(fig, f"{job.id}-curves", key=f"curves-{job.id}", export=False)
-    elif job.state not in ("queued", "preparing"):
+    elif expects_metrics(job):
         st.caption("No metrics written yet.")
     if has_history(job.run_dir):
         st.page_link(
@@ -133,18 +121,31 @@ def live() -> None:
             icon=page_titled("Watch it learn").icon,
             query_params={"run": Path(job.run_dir).name},
         )
-
-    if (job.device or "").startswith("cuda") and job.state in ("running", "preparing"):
-        stats = gpu_stats()
-        if stats:
-            st.caption(
-                " · ".join(
-                    f"GPU {g.index} ({g.name}): {g.utilization_pct:.0f}% busy, "
-                    f"{g.memory_used_gb:.1f} / {g.memory_total_gb:.0f} GB"
-                    for g in stats
-                )
+    stats = gpu_stats() if uses_gpu_now(job) else []
+    if stats:
+        st.caption(
+            " · ".join(
+                f"GPU {g.index} ({g.name}): {g.utilization_pct:.0f}% busy, "
+                f"{g.memory_used_gb:.1f} / {g.memory_total_gb:.0f} GB"
+                for g in stats
             )
+        )
 
+
+@st.fragment(run_every=2.0 if something_runs else None)
+def live() -> None:
+    """Redrawn every 2 s while a job is queued or running (only this part of the page)."""
+    now = _jobs()
+    if something_runs and not any(is_waiting(j) for j in now):
+        st.rerun()  # the last job ended: redraw the whole page once (and stop refreshing)
+    job = next((j for j in now if j.id == st.session_state.get(PICK)), None)
+    _runs_table(now)
+    if job is None:
+        st.warning("This run is gone (deleted?). Pick another one.")
+        return
+    metrics = registry.metrics(job.id)
+    _state(job, metrics)
+    _curves(job, metrics)
     if not access.allowed:
         # not drawn at all (not only disabled): a forged click on a button this run never drew is dropped
         st.caption(":material/lock: Read-only: cancelling, resuming and deleting need the admin token (above).")
@@ -152,21 +153,19 @@ def live() -> None:
         _controls(job)
     if not job.managed:
         st.caption("Started outside the job registry (no job.json): it cannot be cancelled from here.")
-
     log_tail = registry.log_tail(job.id, lines=40)
-    with st.expander("Log (last 40 lines)", expanded=job.state == "failed"):
+    with st.expander("Log (last 40 lines)", expanded=log_expanded(job)):
         st.code(log_tail or "(empty)", language=None)
 
 
 def _controls(job) -> None:
     """Cancel, Resume and Delete for one run."""
     c1, c2, c3, _ = st.columns([1, 1, 1, 3])
-    managed = job.managed
     try:
         if c1.button(
             "Cancel",
             key=f"cancel-{job.id}",
-            disabled=not managed or job.state not in WAITING,
+            disabled=not can_cancel(job),
             icon=":material/stop:",
             help="Stop it: the trainer saves a checkpoint first, so Resume continues from there.",
         ):
@@ -175,13 +174,13 @@ def _controls(job) -> None:
         if c2.button(
             "Resume",
             key=f"resume-{job.id}",
-            disabled=job.alive or job.state not in ("cancelled", "failed"),
+            disabled=not can_resume(job),
             icon=":material/play_arrow:",
             help="Queue it again, continuing from its last checkpoint.",
         ):
             registry.resume(job.id)
             st.rerun()
-        with c3.popover("Delete", icon=":material/delete:", disabled=job.alive or job.state in WAITING[1:]):
+        with c3.popover("Delete", icon=":material/delete:", disabled=not can_delete(job)):
             st.write(f"Delete `{job.run_dir}` and everything in it?")
             if st.button("Yes, delete", key=f"delete-{job.id}", type="primary"):
                 registry.delete(job.id)
@@ -212,7 +211,7 @@ def _pretrained(path: str, stamp: float):
 
 
 job = by_id.get(st.session_state.get(PICK))
-if job is not None and job.state == "finished" and job.has_model:
+if job is not None and can_try(job):
     st.divider()
     st.subheader("Try it")
     model_dir = run_model_dir(job.run_dir)

@@ -4,13 +4,24 @@ import math
 
 from bertlab.jobs_view import (
     answer_html,
+    can_cancel,
+    can_delete,
+    can_resume,
+    can_try,
     curves_figure,
+    expects_metrics,
     format_count,
     format_gb,
+    is_waiting,
     label_text,
+    log_expanded,
+    progress_fraction,
     split_metrics,
+    state_messages,
     tags_html,
+    uses_gpu_now,
 )
+from bertlab.runs import Job
 
 
 def test_numbers_read_short():
@@ -84,3 +95,55 @@ def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_
     assert len(chance_lines) == 1 and any("chance" in a.text for a in fig.layout.annotations)
     early = curves_figure([{"split": "train", "step": 1, "loss": 3.0}])
     assert early.layout.xaxis.range == (0, 2.1)
+
+
+def _job(tmp_path, state: str, **kw) -> Job:
+    return Job(id="r", run_dir=tmp_path, kind="pretrain", state=state, managed=True, alive=False, submitted=0.0, **kw)
+
+
+def test_each_state_says_what_it_means(tmp_path):
+    def said(job):
+        return [(m.level, m.text, m.icon) for m in state_messages(job)]
+
+    assert said(_job(tmp_path, "running", progress=0.4)) == []
+    assert said(_job(tmp_path, "queued")) == [
+        ("info", "Waiting for a free device; it starts when the job ahead of it ends.", None)
+    ]
+    assert said(_job(tmp_path, "preparing")) == [("info", "Preparing: reading the data and building the model…", None)]
+    assert said(_job(tmp_path, "failed", error="boom")) == [
+        ("error", "This run failed.\n\n```\nboom\n```", ":material/error:")
+    ]
+    assert "no error recorded" in said(_job(tmp_path, "failed"))[0][1]
+    stopping = _job(tmp_path, "cancelled")
+    stopping.alive = True
+    assert said(stopping) == [("info", "Stopping: saving a checkpoint and exiting…", None)]
+    assert said(_job(tmp_path, "cancelled")) == [
+        ("info", "Cancelled. No checkpoint was saved; Resume starts it again.", None)
+    ]
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "trainer_state.pt").write_bytes(b"")
+    saved = _job(tmp_path, "cancelled", status={"checkpoint_step": 40})
+    assert said(saved)[0][1] == "Cancelled. Resume continues from its last checkpoint (step 40)."
+    unreadable = said(_job(tmp_path, "finished", error="status.json: bad JSON"))
+    assert unreadable == [
+        ("warning", "Part of this run's record cannot be read: status.json: bad JSON", ":material/warning:")
+    ]
+
+
+def test_what_a_state_allows(tmp_path):
+    queued, running, failed = (_job(tmp_path, s) for s in ("queued", "running", "failed"))
+    assert is_waiting(queued) and is_waiting(running) and not is_waiting(failed)
+    assert can_cancel(queued) and can_cancel(running) and not can_cancel(failed)
+    assert can_resume(failed) and not can_resume(running)
+    assert can_delete(queued) and can_delete(failed) and not can_delete(running)
+    assert not expects_metrics(queued) and expects_metrics(running) and log_expanded(failed)
+    assert progress_fraction(_job(tmp_path, "running", progress=1.7)) == 1.0
+    assert progress_fraction(_job(tmp_path, "finished", progress=0.5)) is None
+    assert uses_gpu_now(_job(tmp_path, "running", device="cuda:0")) and not uses_gpu_now(running)
+    assert not can_try(_job(tmp_path, "finished"))  # no model written
+    leftover = _job(tmp_path, "cancelled")
+    leftover.alive = True  # still saving: not resumable or deletable, and the page keeps refreshing
+    assert is_waiting(leftover) and not can_resume(leftover) and not can_delete(leftover)
+    unmanaged = _job(tmp_path, "running")
+    unmanaged.managed = False
+    assert not can_cancel(unmanaged)
