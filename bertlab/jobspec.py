@@ -6,8 +6,8 @@ Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
 Imports the standard library and bertlab.config / data_config / errors / finetune.args / hardware /
-pretrain_config / runfolder, all torch-free; the pretraining recipe (bertlab.pretrain, with torch,
-for its arguments) only when a spec is checked.
+pretrain_config (the pretraining arguments) / runfolder, all torch-free: checking a spec imports
+no recipe.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
 from bertlab.hardware import gpu_count
 from bertlab.pretrain_config import PretrainConfig, load_config_file
+from bertlab.pretrain_config import add_args as add_pretrain_args
 from bertlab.runfolder import REPO_ROOT
 
 KINDS = ("pretrain", "finetune")
@@ -75,7 +76,7 @@ class _RaisingParser(argparse.ArgumentParser):
 
 def _recipe_parser(kind: str) -> argparse.ArgumentParser:
     if kind == "pretrain":
-        from bertlab.pretrain import add_args  # deferred: the pretraining recipe imports torch
+        add_args = add_pretrain_args
     elif kind == "finetune":
         add_args = add_finetune_args
     else:

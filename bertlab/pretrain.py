@@ -41,6 +41,7 @@ from bertlab.history import history_for, save_history
 from bertlab.model import BertForPreTraining
 from bertlab.model_card import recipe_deviations
 from bertlab.pretrain_config import PretrainConfig, load_config_file
+from bertlab.pretrain_config import add_args as add_args  # `bertlab pretrain`'s arguments, torch-free there
 from bertlab.pretraining_data import (
     DataConfig,
     InstanceStore,
@@ -515,16 +516,6 @@ def card_of_run(
 # --------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------
-def add_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of `bertlab pretrain`."""
-    p.add_argument("--config", help="YAML config (see configs/)")
-    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
-    p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time> in $BERTLAB_RUNS or the repository)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
-    p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step")
-    p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")
-
-
 def run(args: argparse.Namespace) -> int:
     """`bertlab pretrain`: train (or resume) and print the result as one JSON line."""
     logging.getLogger("bertlab").setLevel(logging.INFO)

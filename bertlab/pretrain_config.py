@@ -1,5 +1,7 @@
-"""A pretraining run's settings: `PretrainConfig` (every field is saved in run_config.json) and
-`load_config_file`, which reads a YAML/JSON config and applies `section.key=value` overrides.
+"""A pretraining run's settings: `PretrainConfig` (every field is saved in run_config.json),
+`load_config_file`, which reads a YAML/JSON config and applies `section.key=value` overrides, and
+`add_args`, the arguments of `bertlab pretrain` (torch-free, so that bertlab.jobspec checks a
+queued job's arguments with them before anything heavy is imported).
 Every value is checked when the config is read (types, ranges, the data sections of `phase2` and
 `eval_data`), so a bad config fails before any data is prepared.
 
@@ -10,6 +12,7 @@ when a file or an override is read. The recipe that runs a config is bertlab.pre
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -161,3 +164,13 @@ def load_config_file(path: str | Path | None, overrides: list[str] | None = None
             node = node.setdefault(part, {})
         node[parts[-1]] = _parse_value(value)
     return PretrainConfig.from_dict(data)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of `bertlab pretrain`."""
+    p.add_argument("--config", help="YAML config (see configs/)")
+    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
+    p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time> in $BERTLAB_RUNS or the repository)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step")
+    p.add_argument("--no-progress", action="store_true", help="no terminal progress bar")

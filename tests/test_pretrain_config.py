@@ -3,6 +3,8 @@ starts (unknown keys, types, budgets, the phase2 / eval_data sections, dropout),
 config parses."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,14 @@ def test_ablation_readme_names_only_files_that_exist():
     for name in named:
         assert (REPO / "configs" / "ablations" / name).is_file() or (REPO / "configs" / name).is_file(), name
     assert "base-recipe" not in text
+
+
+def test_checking_a_pretraining_job_imports_no_torch():
+    """`bertlab pretrain`'s arguments live here, torch-free: jobspec parses a queued job's with them."""
+    code = (
+        "import sys; from bertlab.jobspec import parse_recipe_args; "
+        "ns = parse_recipe_args('pretrain', ('--config', 'c.yaml', 'train.max_steps=3')); "
+        "assert ns.overrides == ['train.max_steps=3'] and ns.config == 'c.yaml'; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
