@@ -7,7 +7,7 @@ managing jobs needs the admin token of the person who started it ($BERTLAB_ADMIN
 at start-up and printed to the server's console). The token guards the web app only: the `bertlab`
 command is run by someone already at the machine.
 
-Imports only the standard library and bertlab.jobspec (torch-free); never streamlit.
+Imports only the standard library and bertlab.jobs.spec (torch-free); never streamlit.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from bertlab.jobspec import is_loopback_address
+from bertlab.jobs.spec import is_loopback_address
 
 ADMIN_TOKEN_ENV = "BERTLAB_ADMIN_TOKEN"
 MIN_TOKEN_LENGTH = 12  # shorter tokens set by hand are accepted, with a warning at start-up

@@ -210,7 +210,7 @@ def _finetune() -> tuple[AddArgs, Run]:
 
 
 def _jobs() -> tuple[AddArgs, Run]:
-    from bertlab import jobs_cli  # deferred: the job registry and estimates, not needed for --help
+    from bertlab.jobs import cli as jobs_cli  # deferred: the job registry and estimates, not needed for --help
 
     return jobs_cli.add_args, jobs_cli.run
 

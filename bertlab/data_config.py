@@ -1,7 +1,7 @@
 """How pretraining instances are made, as a frozen `DataConfig` (defaults = the paper / Google's
 `create_pretraining_data.py`), and the prediction cap a sequence length and masking share call for
 (`max_predictions_for`). The config's checks live here, so the Train page's forms and a queued
-job (bertlab.jobspec) check the same way the data pipeline does, without importing it.
+job (bertlab.jobs.spec) check the same way the data pipeline does, without importing it.
 
 Imports bertlab.errors and bertlab.objectives; no torch (bertlab.pretraining_data, which makes
 the instances, re-exports both).

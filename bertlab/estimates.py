@@ -9,7 +9,7 @@ device, from timing a few training steps of the job's model on this machine now
 (`measured_step_seconds`), or, for a model too big to time here, from a tabulated FLOP/s
 (`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds `compile_s` in front.
 
-Imports the standard library and bertlab.config / errors / formatting / hardware / jobspec / modelfolder /
+Imports the standard library and bertlab.config / errors / formatting / hardware / jobs.spec / modelfolder /
 runfolder / runs; torch, the model classes and the fine-tuning recipe only inside the functions
 that build models or read task data (deferred so the jobs CLI starts without torch).
 """
@@ -32,10 +32,10 @@ from bertlab.config import BertConfig, preset
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_stats
-from bertlab.jobspec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
+from bertlab.jobs.runs import run_dirs
+from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
-from bertlab.runs import run_dirs
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A pretraining run's settings: `PretrainConfig` (every field is saved in run_config.json),
 `load_config_file`, which reads a YAML/JSON config and applies `section.key=value` overrides, and
-`add_args`, the arguments of `bertlab pretrain` (torch-free, so that bertlab.jobspec checks a
+`add_args`, the arguments of `bertlab pretrain` (torch-free, so that bertlab.jobs.spec checks a
 queued job's arguments with them before anything heavy is imported).
 Every value is checked when the config is read (types, ranges, the data sections of `phase2` and
 `eval_data`), so a bad config fails before any data is prepared.

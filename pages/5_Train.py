@@ -14,9 +14,8 @@ from bertlab.errors import BertLabError
 from bertlab.estimates import estimate_spec
 from bertlab.finetune.tasks import get_task
 from bertlab.formatting import format_duration
-from bertlab.jobs import JobRegistry
-from bertlab.jobs_view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
-from bertlab.jobspec import (
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.spec import (
     FINETUNE_TASKS,
     JobSpec,
     check_path_allowed,
@@ -24,6 +23,7 @@ from bertlab.jobspec import (
     finetune_args,
     pretrain_args,
 )
+from bertlab.jobs.view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
 from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field

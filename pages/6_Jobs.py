@@ -14,8 +14,8 @@ from bertlab.figures import probability_bar
 from bertlab.hardware import gpu_stats
 from bertlab.history import has_history
 from bertlab.inference import MAX_TEXT_CHARS
-from bertlab.jobs import JobRegistry
-from bertlab.jobs_view import (
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.view import (
     answer_html,
     can_cancel,
     can_delete,

@@ -24,8 +24,8 @@ from bertlab.ablations.view import (
 )
 from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError, InputError
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import FINETUNE_TASKS
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.spec import FINETUNE_TASKS
 from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field

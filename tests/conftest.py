@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bertlab.config import BertConfig
-from bertlab.jobspec import JobSpec, pretrain_args
+from bertlab.jobs.spec import JobSpec, pretrain_args
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 

@@ -21,9 +21,9 @@ from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION
 from bertlab.app_pages import page_titled
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobSpec, parse_recipe_args, pretrain_config
-from bertlab.runs import read_job, waiting_for
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job, waiting_for
+from bertlab.jobs.spec import JobSpec, parse_recipe_args, pretrain_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from test_pages_jobs import JOBS, TRAIN, app_env, fake_run, open_page  # noqa: F
 
 from bertlab.access import ADMIN_TOKEN_ENV, AdminToken, admin_token, is_shared, job_access, startup_message
 from bertlab.app_pages import page_titled
-from bertlab.jobs import JobRegistry
+from bertlab.jobs.registry import JobRegistry
 
 TOKEN = "class-of-30-secret-token"
 ABLATIONS = page_titled("Ablations").file
@@ -151,7 +151,7 @@ def test_a_full_job_queue_does_not_hold_up_exploring(app_env):  # noqa: F811
     """30 queued jobs of one user, and the queue's lock held (as while a job launches): the exploring
     pages answer anyway, because nothing on them reads or waits on the job queue."""
     from bertlab.atomic import locked
-    from bertlab.jobspec import JobSpec
+    from bertlab.jobs.spec import JobSpec
     from bertlab.runfolder import RUNS_LOCK_FILE
 
     registry = JobRegistry(app_env)

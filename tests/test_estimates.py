@@ -10,7 +10,7 @@ from conftest import REPO, tiny_spec
 
 from bertlab.config import BertConfig, preset
 from bertlab.estimates import compile_seconds, count_parameters, estimate, estimate_spec
-from bertlab.jobspec import JobError, JobSpec
+from bertlab.jobs.spec import JobError, JobSpec
 
 
 def test_parameter_count_matches_the_model():
@@ -156,7 +156,7 @@ def _write_sst2(folder, n: int = 160):
 def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
     from bertlab.estimates import task_tokens
     from bertlab.finetune.cli import config_from_args
-    from bertlab.jobspec import finetune_args, parse_recipe_args
+    from bertlab.jobs.spec import finetune_args, parse_recipe_args
 
     data = _write_sst2(tmp_path / "sst2")
     args = finetune_args("sst2", str(data), max_steps=10, batch_size=16)
@@ -177,7 +177,7 @@ def test_a_finetuning_estimate_is_within_2x_of_the_measured_time(runs, tmp_path)
     """Estimate a short fine-tuning job (timed here now), run it, and compare with its own training time."""
     from bertlab.finetune.cli import config_from_args
     from bertlab.finetune.recipe import run_finetuning
-    from bertlab.jobspec import finetune_args, parse_recipe_args
+    from bertlab.jobs.spec import finetune_args, parse_recipe_args
 
     data = _write_sst2(tmp_path / "sst2")
     args = (*finetune_args("sst2", str(data), max_steps=12, batch_size=16), "--threads", "1")

@@ -92,7 +92,7 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
 def test_two_nodes_finetune_from_random_init(tmp_path):
     # (#24) `jobs submit --nodes 2`'s lines for `bertlab finetune`, two torchrun agents on 127.0.0.1
     # (gloo, c10d): the vocabulary is trained once, in the shared run folder, and the run finishes
-    from bertlab.jobspec import JobSpec, node_commands
+    from bertlab.jobs.spec import JobSpec, node_commands
 
     data = write_sst2(tmp_path / "data", 48)
     args = ("--task", "sst2", "--data", str(data), "--size", "tiny", "--max-steps", "4", "--batch-size", "8")

@@ -9,7 +9,7 @@ from test_finetune_recipe import write_sst2
 
 from bertlab.errors import InputError
 from bertlab.finetune.grid import PAPER_GRID, grid_args, grid_rows, read_grid, settings, submit_grid
-from bertlab.jobs import JobRegistry
+from bertlab.jobs.registry import JobRegistry
 
 
 def test_the_grid_is_the_papers():

@@ -4,7 +4,7 @@ import pytest
 
 from bertlab.errors import InputError
 from bertlab.finetune.tasks import SHAPES, TASKS, get_task
-from bertlab.jobspec import FINETUNE_TASKS
+from bertlab.jobs.spec import FINETUNE_TASKS
 
 
 def test_every_task_has_a_known_shape_and_a_main_metric_first():

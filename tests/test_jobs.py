@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO, dead_pid, fake_launched_job, log_of, tiny_spec, wait_for
 
 from bertlab.hardware import own_start_time, pid_alive, process_start_time
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobError, JobSpec
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job
+from bertlab.jobs.spec import JobError, JobSpec
 from bertlab.runfolder import read_metrics, update_status
-from bertlab.runs import read_job
 
 
 # --------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""bertlab/jobs_cli.py: `bertlab jobs ...` from a terminal."""
+"""bertlab/jobs/cli.py: `bertlab jobs ...` from a terminal."""
 
 from __future__ import annotations
 
 import json
 
-from bertlab.jobs import JobRegistry
+from bertlab.jobs.registry import JobRegistry
 
 
 def test_cli_submit_list_show_and_cancel_a_queued_job(runs, capsys, monkeypatch):

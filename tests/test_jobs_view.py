@@ -1,8 +1,9 @@
-"""bertlab/jobs_view.py: what the Train and Jobs pages draw, from plain data."""
+"""bertlab/jobs/view.py: what the Train and Jobs pages draw, from plain data."""
 
 import math
 
-from bertlab.jobs_view import (
+from bertlab.jobs.runs import Job
+from bertlab.jobs.view import (
     answer_html,
     can_cancel,
     can_delete,
@@ -21,7 +22,6 @@ from bertlab.jobs_view import (
     tags_html,
     uses_gpu_now,
 )
-from bertlab.runs import Job
 
 
 def test_numbers_read_short():
@@ -52,8 +52,8 @@ def test_predictions_as_html_escape_their_text():
 def test_live_numbers_say_how_long_a_run_took_once_it_has_ended(tmp_path):
     import json
 
-    from bertlab.jobs_view import live_numbers
-    from bertlab.runs import read_job
+    from bertlab.jobs.runs import read_job
+    from bertlab.jobs.view import live_numbers
 
     metrics = [{"split": "train", "step": 4, "loss": 2.5, "tokens_per_s": 1500.0}]
     shown = {}
@@ -73,8 +73,8 @@ def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_
     """Issue 25: one point on a 19-21 axis looked empty; 'Eval accuracy 49.9%' said nothing of chance."""
     import json
 
-    from bertlab.jobs_view import chance_levels, live_numbers
-    from bertlab.runs import read_job
+    from bertlab.jobs.runs import read_job
+    from bertlab.jobs.view import chance_levels, live_numbers
 
     run_dir = tmp_path / "sst2-run"
     run_dir.mkdir()

@@ -1,4 +1,4 @@
-"""bertlab/jobspec.py: job specs checked the way their recipes will, commands, form fields, paths."""
+"""bertlab/jobs/spec.py: job specs checked the way their recipes will, commands, form fields, paths."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import pytest
 from conftest import REPO
 
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobError, JobSpec, build_command, finetune_args, node_commands, pretrain_args
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.spec import JobError, JobSpec, build_command, finetune_args, node_commands, pretrain_args
 
 
 def test_bad_specs_are_refused_with_a_plain_reason(runs, job_data):
@@ -130,7 +130,7 @@ def test_form_fields_become_recipe_arguments():
 
 def test_check_path_allowed_keeps_a_shared_app_inside_the_data_roots(tmp_path, monkeypatch):
     # (#14) a shared app's Train page handed any server path to training
-    from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
+    from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
 
     root = tmp_path / "data"
     (root / "books").mkdir(parents=True)

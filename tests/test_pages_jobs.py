@@ -20,7 +20,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from bertlab.app_pages import page_titled  # noqa: E402
-from bertlab.jobs import JobRegistry  # noqa: E402
+from bertlab.jobs.registry import JobRegistry  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 60  # seconds per run: the default 3 s is too short on 2 busy cores

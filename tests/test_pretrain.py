@@ -604,7 +604,7 @@ def _free_port() -> int:
 def _start_nodes(tmp_path, vocab_file, steps: int, resume: bool = False, step_sleep_s: float = 0.0):
     """Two torchrun agents on 127.0.0.1 running `node_commands`' lines (gloo, one process each, c10d
     rendezvous), as two machines sharing the run folder would; returns (processes, their output files)."""
-    from bertlab.jobspec import JobSpec, node_commands
+    from bertlab.jobs.spec import JobSpec, node_commands
 
     corpus = _write_corpus(tmp_path / "corpus.txt")
     args = (
@@ -689,7 +689,7 @@ def _child_pids(pid: int) -> list[int]:
 def test_a_killed_node_fails_the_job_plainly_and_resume_continues(tmp_path, vocab_file):
     # (#24) the second node's process is killed after the first checkpoint: the job reads failed
     # with a plain reason, and the same lines with --resume continue from the checkpoint
-    from bertlab.runs import read_job
+    from bertlab.jobs.runs import read_job
 
     procs, outputs = _start_nodes(tmp_path, vocab_file, steps=40, step_sleep_s=0.1)
     checkpoint = tmp_path / "run" / "checkpoint" / "trainer_state.pt"

@@ -72,7 +72,7 @@ def test_ablation_readme_names_only_files_that_exist():
 def test_checking_a_pretraining_job_imports_no_torch():
     """`bertlab pretrain`'s arguments live here, torch-free: jobspec parses a queued job's with them."""
     code = (
-        "import sys; from bertlab.jobspec import parse_recipe_args; "
+        "import sys; from bertlab.jobs.spec import parse_recipe_args; "
         "ns = parse_recipe_args('pretrain', ('--config', 'c.yaml', 'train.max_steps=3')); "
         "assert ns.overrides == ['train.max_steps=3'] and ns.config == 'c.yaml'; "
         "assert 'torch' not in sys.modules, 'torch imported'"

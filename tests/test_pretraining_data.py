@@ -255,7 +255,7 @@ def test_objectives_without_nsp(tokenizer):
 
 def test_max_predictions_follow_the_sequence_length():
     from bertlab.data_config import max_predictions_for
-    from bertlab.jobspec import pretrain_args
+    from bertlab.jobs.spec import pretrain_args
 
     assert max_predictions_for(128, 0.15) == 20 and max_predictions_for(512, 0.15) == 77  # Google's README
     assert max_predictions_for(64, 0.2) == 13 and max_predictions_for(8, 0.01) == 1

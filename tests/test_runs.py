@@ -10,8 +10,8 @@ import pytest
 from conftest import dead_pid, fake_launched_job
 
 from bertlab.hardware import process_start_time
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobError
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.spec import JobError
 
 
 def test_dead_process_is_reported_failed_with_its_log(runs):
@@ -93,7 +93,7 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, c
     b = jobs["bad"]
     assert isinstance(b.step, int) and isinstance(b.submitted, float) and b.num_gpus >= 1
     assert b.state in ("failed", "cancelled", "finished") and b.error
-    from bertlab.jobs_view import jobs_table
+    from bertlab.jobs.view import jobs_table
 
     assert jobs_table(list(jobs.values()))  # the Jobs page's table is drawn
     assert good.exists()
@@ -104,7 +104,7 @@ def test_one_bad_run_folder_never_takes_the_list_down(runs, status, job_extra, c
         assert finished.state == "finished"  # its final model is there: it ended well
         # what cannot be read, and nothing about a process gone without finishing
         assert len(finished.error.splitlines()) == 1 and "status.json" in finished.error
-        from bertlab.jobs_cli import _job_line
+        from bertlab.jobs.cli import _job_line
 
         assert finished.error in _job_line(finished)  # `jobs list` says why beside the run
     # the queue goes on: another job is submitted, started and listed beside the bad folder
@@ -155,7 +155,7 @@ def test_plain_run_whose_pid_was_reused_reads_as_failed(runs):
 
 
 def test_run_dirs_lists_run_folders_newest_first(tmp_path):
-    from bertlab.runs import run_dirs
+    from bertlab.jobs.runs import run_dirs
 
     assert run_dirs(tmp_path / "missing") == []
     for i, name in enumerate(("old", "new")):

@@ -16,7 +16,7 @@ from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry
+from bertlab.jobs.registry import JobRegistry
 
 
 def _tokens(text: str) -> int:

@@ -28,7 +28,7 @@ from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.finetune.tasks import get_task
-from bertlab.jobs import JobRegistry
+from bertlab.jobs.registry import JobRegistry
 from bertlab.model_card import read_card
 from bertlab.runfolder import REPO_ROOT, model_dir
 

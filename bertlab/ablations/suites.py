@@ -14,7 +14,7 @@ pretrained with the shipped model's recipe (configs/default-model.yaml) and its 
 suite's size and budget (equal tokens, or equal wall-clock), so that only the ablated knob differs.
 
 Torch-free at import: imports bertlab.ablations.tables / paper, bertlab.jobs and its torch-free neighbours
-(jobspec, runs, estimates, runfolder, hardware); `estimate_suite` asks bertlab.estimates for each job,
+(jobs.spec, jobs.runs, estimates, runfolder, hardware); `estimate_suite` asks bertlab.estimates for each job,
 as the Train page does (it may time a training step of the model here).
 """
 
@@ -35,8 +35,9 @@ from bertlab.errors import InputError
 from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_count
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import (
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job, waiting_for
+from bertlab.jobs.spec import (
     DEFAULT_TASK_DATA,
     FINETUNE_TASKS,
     JobError,
@@ -47,7 +48,6 @@ from bertlab.jobspec import (
 )
 from bertlab.modelfolder import has_config
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
-from bertlab.runs import read_job, waiting_for
 
 SUITES_DIR = "ablations"  # under the runs folder
 SUITE_FILE = "suite.json"

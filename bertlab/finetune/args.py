@@ -1,5 +1,5 @@
 """The arguments of `bertlab finetune`, torch-free: bertlab.finetune.cli parses them, and
-bertlab.jobspec checks a queued job's arguments with them before anything heavy is imported.
+bertlab.jobs.spec checks a queued job's arguments with them before anything heavy is imported.
 
 Also owns the help text of the feature choices (`FEATURES_HELP`), which bertlab.finetune.models
 checks `features` against. Imports argparse and bertlab.finetune.tasks; never torch.

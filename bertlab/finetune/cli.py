@@ -2,7 +2,7 @@
 log.txt kept in the run folder, the result printed as one JSON line), and the paper's grid
 queued as jobs (--grid paper) or reported (--grid-status).
 
-`add_args` (defined in bertlab.finetune.args, torch-free, which bertlab.jobspec uses to check a
+`add_args` (defined in bertlab.finetune.args, torch-free, which bertlab.jobs.spec uses to check a
 job's arguments) / `run` are what bertlab.cli calls. Imports bertlab.finetune.recipe (torch),
 bertlab.runfolder (the run's log.txt) and bertlab.finetune.grid (the job registry, for --grid);
 never streamlit.

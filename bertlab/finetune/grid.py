@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.errors import InputError
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import JobSpec
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job
+from bertlab.jobs.spec import JobSpec
 from bertlab.runfolder import JOB_FILE
-from bertlab.runs import read_job
 
 PAPER_GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 GRIDS_DIR = "grids"

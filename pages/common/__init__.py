@@ -36,7 +36,7 @@ from bertlab.explore import InputNote
 from bertlab.figures import image_export_available, plotly_config, to_html, to_image
 from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
 from bertlab.inference import LoadedModel, load_model
-from bertlab.jobspec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
 from bertlab.modelfolder import folder_stamp
 from pages.common.admin import current_access
 

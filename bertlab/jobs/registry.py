@@ -31,16 +31,16 @@ even when no browser is open. Only jobs of this registry hold slots: a run start
 `bertlab pretrain` is not counted.
 
 A job across several machines is not launched here: `node_commands` checks it and returns the
-torchrun line each machine runs (bertlab.jobspec.node_commands), for the user to start there.
+torchrun line each machine runs (bertlab.jobs.spec.node_commands), for the user to start there.
 
 Cancel sends SIGTERM to the job's process group: the trainer saves a checkpoint and stops
 (state cancelled); the supervisor escalates to SIGKILL after `kill_timeout_s`. Resume relaunches
 with `--resume` (from scratch when no checkpoint was saved yet). Delete removes the folder and is
 refused while the job's processes are alive.
 
-The pieces around the registry: bertlab.jobspec (what a job runs, checked), bertlab.runs (jobs
+The pieces around the registry: bertlab.jobs.spec (what a job runs, checked), bertlab.jobs.runs (jobs
 as read from disk), bertlab.estimates (cost before running), bertlab.hardware (process and GPU
-probes), bertlab.jobs_cli (`bertlab jobs ...`); bertlab.runfolder owns the files.
+probes), bertlab.jobs.cli (`bertlab jobs ...`); bertlab.runfolder owns the files.
 
 Imports the standard library and those modules; the recipes (with torch) only to validate a job,
 so the supervisor and the `bertlab jobs` CLI stay small. Never imports streamlit.
@@ -62,7 +62,8 @@ from pathlib import Path
 
 from bertlab.atomic import locked
 from bertlab.hardware import gpu_count, pid_alive, process_start_time
-from bertlab.jobspec import (
+from bertlab.jobs.runs import Job, error_from_log, read_job, waiting_for
+from bertlab.jobs.spec import (
     JobError,
     JobSpec,
     NodeCommand,
@@ -92,7 +93,6 @@ from bertlab.runfolder import (
     update_status,
     write_job_file,
 )
-from bertlab.runs import Job, error_from_log, read_job, waiting_for
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class JobRegistry:
         checked as `submit` checks a job (arguments, paths from `cwd`, config) but neither queued
         nor started, and no folder is made. The run folder is `run_dir`, else a new name in this
         runs folder; either must be the same shared folder on every machine (see
-        bertlab.jobspec.node_commands). `spec.num_gpus` is the number of processes per machine."""
+        bertlab.jobs.spec.node_commands). `spec.num_gpus` is the number of processes per machine."""
         cwd = Path(cwd or os.getcwd()).resolve()
         check_recipe_args(spec, cwd)
         if run_dir is None:
@@ -511,7 +511,3 @@ def _main(argv: list[str]) -> int:
         return supervise(argv[1])
     print("usage: python -m bertlab.jobs supervise RUN_DIR  (internal; use `bertlab jobs ...`)", file=sys.stderr)
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
-from bertlab.jobs import JobRegistry
-from bertlab.jobspec import DEVICES, KINDS, JobError, JobSpec, spec_device
-from bertlab.runs import Job, waiting_for
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import Job, waiting_for
+from bertlab.jobs.spec import DEVICES, KINDS, JobError, JobSpec, spec_device
 
 
 def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:

@@ -25,8 +25,8 @@ from plotly.subplots import make_subplots
 from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
 from bertlab.formatting import format_duration
+from bertlab.jobs.runs import Job
 from bertlab.runfolder import ACTIVE_STATES, read_run_config
-from bertlab.runs import Job
 
 GREEN = "#3b8f5a"
 # Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).
