@@ -377,6 +377,26 @@ def attention_lines(
     return style_figure(fig, title, height=max(260, 22 * T + 60))
 
 
+def _tiles(att: np.ndarray, tokens: Sequence[str], off: set[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The L x A grid of (T, T) maps as one array, a blank row and column between tiles and NaN
+    for heads switched off, with each cell's hover text ('L1-H2: the → cat')."""
+    L, A, T, _ = att.shape
+    step = T + 1
+    z = np.full((L * step - 1, A * step - 1), np.nan)
+    custom = np.full(z.shape, "", dtype=object)
+    for layer in range(L):
+        for head in range(A):
+            r, c = layer * step, head * step
+            if (layer, head) in off:
+                continue
+            z[r : r + T, c : c + T] = att[layer, head]
+            name = head_label(layer, head)
+            for i in range(T):
+                for j in range(T):
+                    custom[r + i, c + j] = f"{name}: {tokens[i]} → {tokens[j]}"
+    return z, custom
+
+
 def head_grid(
     attentions: np.ndarray,
     tokens: Sequence[str],
@@ -397,19 +417,8 @@ def head_grid(
         raise InputError(f"attentions must be (L, A, T, T), got {att.shape}")
     L, A, T, _ = att.shape
     step = T + 1
-    z = np.full((L * step - 1, A * step - 1), np.nan)
-    custom = np.full(z.shape, "", dtype=object)
     off_set = set(off)
-    for layer in range(L):
-        for head in range(A):
-            r, c = layer * step, head * step
-            if (layer, head) in off_set:
-                continue
-            z[r : r + T, c : c + T] = att[layer, head]
-            name = head_label(layer, head)
-            for i in range(T):
-                for j in range(T):
-                    custom[r + i, c + j] = f"{name}: {tokens[i]} → {tokens[j]}"
+    z, custom = _tiles(att, tokens, off_set)
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -422,7 +431,7 @@ def head_grid(
             colorbar=weight_colorbar(zmax or _max_or(z, 1.0), T, mark_uniform),
         )
     )
-    for layer, head in off_set:
+    for layer, head in off_set:  # a cross over each head switched off
         r, c = layer * step, head * step
         fig.add_shape(
             type="line", x0=c - 0.5, y0=r - 0.5, x1=c + T - 0.5, y1=r + T - 0.5, line=dict(color=GREY, width=1)

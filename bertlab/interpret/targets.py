@@ -167,13 +167,10 @@ def _check_kind(subject: Subject, target: Target) -> None:
         raise InputError("AnswerSpan needs a question-answering model")
 
 
-def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None] | None, target: Target) -> Prepared:
-    """Encode `texts` (and `texts_b`) and find, with one forward pass, the position and class of `target`.
-
-    Raises:
-        InputError: empty text, no [MASK] for a MaskedWord, a token not in the vocabulary, a target
-            that does not fit the model.
-    """
+def _checked_texts(
+    subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None] | None, target: Target
+) -> Sequence[str | None]:
+    """The second texts, one per text (None where there is none), once the inputs fit the target."""
     _check_kind(subject, target)
     if not texts:
         raise InputError("no texts given")
@@ -186,6 +183,17 @@ def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None
             raise InputError("every text must be a non-empty string; type a sentence")
     if isinstance(target, IsNext | AnswerSpan) and any(b is None for b in texts_b):
         raise InputError(f"{type(target).__name__} reads a pair: give the second text (text_b)")
+    return texts_b
+
+
+def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None] | None, target: Target) -> Prepared:
+    """Encode `texts` (and `texts_b`) and find, with one forward pass, the position and class of `target`.
+
+    Raises:
+        InputError: empty text, no [MASK] for a MaskedWord, a token not in the vocabulary, a target
+            that does not fit the model.
+    """
+    texts_b = _checked_texts(subject, texts, texts_b, target)
     tok = subject.tokenizer
     encs = [tok.encode(a, b, max_length=subject.max_length) for a, b in zip(texts, texts_b, strict=True)]
     batch = pad_batch([e.ids for e in encs], tok.pad_id, [e.type_ids for e in encs])
