@@ -15,10 +15,7 @@ from bertlab.attention import (
     head_statistics,
     make_head_mask,
 )
-from bertlab.errors import BertLabError
-from bertlab.explore import answer_changes, input_notes
-from bertlab.figures import (
-    answer_change_figure,
+from bertlab.attention_figures import (
     attention_heatmap,
     attention_lines,
     bertviz_html,
@@ -26,6 +23,9 @@ from bertlab.figures import (
     stat_heatmap,
     stats_overview,
 )
+from bertlab.errors import BertLabError
+from bertlab.explore import answer_changes, input_notes
+from bertlab.figures import answer_change_figure
 from bertlab.inference import MAX_TEXT_CHARS
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 

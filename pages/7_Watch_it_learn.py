@@ -10,9 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.attention import HEAD_STATS, HeadStats, head_label
+from bertlab.attention_figures import attention_heatmap, head_grid, stats_overview
 from bertlab.catalog import runs_root, shipped_model_path
 from bertlab.errors import BertLabError
-from bertlab.figures import attention_heatmap, head_grid, learning_curve_figure, stats_overview
+from bertlab.figures import learning_curve_figure
 from bertlab.history import (
     build_history,
     fill_mask_table,

@@ -1,4 +1,4 @@
-"""bertlab.figures: what each figure draws, from hand-made inputs, plus export."""
+"""bertlab.figures and bertlab.attention_figures: what each figure draws, from hand-made inputs, plus export."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from bertlab import attention_figures as AF
 from bertlab import figures as F
 from bertlab.attention import head_statistics
 from bertlab.errors import InputError
@@ -60,20 +61,20 @@ def test_layer_predictions_and_trajectory():
 
 def test_attention_heatmap_keeps_repeated_tokens():
     m = np.eye(len(TOKENS))
-    fig = F.attention_heatmap(TOKENS, m, title="L1-H1")
+    fig = AF.attention_heatmap(TOKENS, m, title="L1-H1")
     hm = fig.data[0]
     np.testing.assert_array_equal(np.asarray(hm.z), m)
     assert list(fig.layout.xaxis.ticktext) == TOKENS  # both "the"s, in order (numeric axis)
     assert list(fig.layout.xaxis.tickvals) == list(range(len(TOKENS)))
     assert hm.customdata[1][2] == "the → cat"
     with pytest.raises(InputError, match="shape"):
-        F.attention_heatmap(TOKENS, np.eye(3))
+        AF.attention_heatmap(TOKENS, np.eye(3))
 
 
 def test_attention_lines_skips_small_weights():
     m = np.zeros((len(TOKENS), len(TOKENS)))
     m[:, 0] = 1.0  # every token -> [CLS]
-    fig = F.attention_lines(TOKENS, m)
+    fig = AF.attention_lines(TOKENS, m)
     lines = [t for t in fig.data if t.mode == "lines"]
     segments = sum(list(t.x).count(None) for t in lines)
     assert segments == len(TOKENS)  # one line per token, none for the zero weights
@@ -83,7 +84,7 @@ def test_attention_lines_skips_small_weights():
 
 def test_head_grid_tiles_every_head():
     att = np.random.default_rng(0).random((2, 3, 5, 5))
-    fig = F.head_grid(att, TOKENS, off=[(1, 2)])
+    fig = AF.head_grid(att, TOKENS, off=[(1, 2)])
     z = np.asarray(fig.data[0].z, dtype=float)
     step = 6
     assert z.shape == (2 * step - 1, 3 * step - 1)
@@ -100,15 +101,15 @@ def test_stat_figures():
     att = uniform()
     att[1, 2] = 0.0  # a head switched off
     stats = head_statistics(att, TOKENS)
-    fig = F.stat_heatmap(stats, "sep")
+    fig = AF.stat_heatmap(stats, "sep")
     assert np.asarray(fig.data[0].z).shape == (2, 3)
     assert fig.data[0].text[1][2] == "off" and fig.data[0].text[0][0] == "20%"  # 1 [SEP] of 5 tokens
-    overview = F.stats_overview(stats)
+    overview = AF.stats_overview(stats)
     assert len(overview.data) == 7
     assert list(overview.layout.xaxis.tickvals) == [1, 2, 3] and overview.layout.xaxis.title.text == "head"
     assert list(overview.layout.xaxis7.tickvals) == [1, 2, 3]  # every panel numbers its heads
     with pytest.raises(InputError, match="unknown statistic"):
-        F.stat_heatmap(stats, "nope")
+        AF.stat_heatmap(stats, "nope")
 
 
 def test_nsp_and_comparison_figures():
@@ -158,10 +159,10 @@ def test_bertviz_html():
         hidden_states=np.zeros((3, T, 4), dtype=np.float32),
     )
     for view in ("head", "model"):
-        out = F.bertviz_html(ins, view)
+        out = AF.bertviz_html(ins, view)
         assert isinstance(out, str) and "cat" in out and len(out) > 1000
     with pytest.raises(InputError, match="view"):
-        F.bertviz_html(ins, "neuron")
+        AF.bertviz_html(ins, "neuron")
 
 
 def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
@@ -183,7 +184,7 @@ def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():
     """Issue 25: step 10's near-uniform head must not look as dark as a trained one."""
     import numpy as np
 
-    from bertlab.figures import attention_heatmap, head_grid
+    from bertlab.attention_figures import attention_heatmap, head_grid
 
     tokens = ["[CLS]", "the", "cat", "sat", "[SEP]"]
     uniform = np.full((5, 5), 0.2)
@@ -200,7 +201,8 @@ def test_head_statistics_have_colour_scales_and_the_stage_line_a_label():
     import numpy as np
 
     from bertlab.attention import HEAD_STATS, HeadStats
-    from bertlab.figures import learning_curve_figure, stats_overview
+    from bertlab.attention_figures import stats_overview
+    from bertlab.figures import learning_curve_figure
 
     stats = HeadStats({name: np.random.default_rng(0).random((2, 3)) for name in HEAD_STATS}, num_inputs=1)
     bars = [t for t in stats_overview(stats).data if t.showscale]

@@ -2,7 +2,7 @@
 
 Owns the plotly figures of attributions, attention rollout/flow, contextual similarity and PCA,
 probing curves, head importance and pruning curves, and `shaded_tokens_html` (the sentence with
-each token shaded by its score). Imports numpy, plotly, bertlab.figures (the shared look) and the
+each token shaded by its score). Imports numpy, plotly, bertlab.figures (the shared look), bertlab.attention_figures and the
 interpret result types; never streamlit.
 """
 
@@ -15,7 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.figures import attention_heatmap, style_figure
+from bertlab.attention_figures import attention_heatmap
+from bertlab.figures import style_figure
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
