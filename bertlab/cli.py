@@ -1,4 +1,4 @@
-"""Command line: `bertlab fill-mask | nsp | info | pretrain | export | finetune | jobs | ablate ...`.
+"""Command line: `bertlab fill-mask | nsp | info | pretrain | export | finetune | jobs | interpret | ablate ...`.
 
 Each subcommand parses arguments, calls the package, and prints text or `--json`. Errors the
 user can fix exit with status 2 and one line on stderr, never a traceback.
@@ -215,6 +215,12 @@ def _jobs() -> tuple[AddArgs, Run]:
     return jobs_cli.add_args, jobs_cli.run
 
 
+def _interpret() -> tuple[AddArgs, Run]:
+    from bertlab.interpret import cli as interpret_cli  # deferred: torch
+
+    return interpret_cli.add_args, interpret_cli.run
+
+
 def _ablate() -> tuple[AddArgs, Run]:
     from bertlab.ablations import cli as ablations_cli  # deferred: not needed for --help
 
@@ -226,6 +232,7 @@ COMMANDS = {
     "export": ("copy a finished run's model into a checkpoint folder with its model card", _export),
     "finetune": ("fine-tune BERT on a task (GLUE, tagging, SQuAD)", _finetune),
     "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", _jobs),
+    "interpret": ("probe each layer or study the heads of a model; saved beside it (a job too)", _interpret),
     "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", _ablate),
 }
 

@@ -13,6 +13,7 @@
         model/              the final model, Hugging Face-compatible
         snapshots/step-NNNNNNN/   small fp16 models at log-spaced steps (train.snapshots)
         tensorboard/        TensorBoard mirror of the metrics
+        result.json         a link to a result kept elsewhere (an interpret job's, beside its model)
 
 Every other module names these files through this one. Reads are forgiving (a missing or
 half-written file reads as empty), writes are atomic (bertlab.atomic).
@@ -56,6 +57,7 @@ MODEL_DIR = "model"
 SNAPSHOT_DIR = "snapshots"
 EARLIER_HISTORY_FILE = "earlier_history.json"  # a continued run: the learning history of the model it started from
 TENSORBOARD_DIR = "tensorboard"
+RESULT_LINK = "result.json"  # a run whose result lives elsewhere (an interpret study: beside its model)
 
 # A run's state, as status.json holds it: waiting for a slot, getting data and model ready,
 # training, then one of the three final states.
@@ -177,6 +179,23 @@ def failure_recorded(run_dir: str | Path) -> Iterator[None]:
         if isinstance(status, dict) and status.get("state") == "preparing":
             update_status(run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
         raise
+
+
+def link_result(run_dir: str | Path, target: str | Path) -> Path:
+    """Point `run_dir/result.json` at `target`, a result kept elsewhere (an interpret study's,
+    beside its model, where the app reads it), replacing an earlier link; returns the link."""
+    link = Path(run_dir) / RESULT_LINK
+    fresh = link.with_name(f".{RESULT_LINK}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(Path(target).resolve())
+    os.replace(fresh, link)  # atomic: a reader sees the old link or the new one
+    return link
+
+
+def result_link(run_dir: str | Path) -> Path | None:
+    """Where `run_dir/result.json` points, when it is a link to a file that is there; else None."""
+    link = Path(run_dir) / RESULT_LINK
+    return link.resolve() if link.is_symlink() and link.is_file() else None
 
 
 # --- run_config.json and job.json ------------------------------------------------------

@@ -11,27 +11,45 @@ and runs offline on the CPU. Modules, lowest first:
 - probing: a linear probe per layer and the centre of gravity (Tenney et al. 2019);
 - heads: head importance and pruning curves (Michel et al. 2019);
 - compare: two models on one sentence;
-- saved: results kept beside the model; cli: `python -m bertlab.interpret probe|heads`.
+- saved: results kept beside the model; args (torch-free) and cli: `bertlab interpret probe|heads`,
+  which also runs as a job (`bertlab jobs submit interpret ...`).
+
+Each name below loads its module on first use, so `saved` and `args` import without torch.
 
 Never imports streamlit.
 """
 
-from bertlab.interpret.attribution import Attribution, attribute
-from bertlab.interpret.compare import Comparison, compare_models
-from bertlab.interpret.contextual import ContextualWord, contextual_word
-from bertlab.interpret.heads import (
-    HeadImportance,
-    HeadStudy,
-    LabelledSentences,
-    MaskedSentences,
-    PruningCurve,
-    head_importance,
-    pruning_curve,
-    study_heads,
-)
-from bertlab.interpret.probing import ProbeConfig, ProbeResult, probe_layers
-from bertlab.interpret.rollout import AttentionMaps, attention_flow, attention_maps, attention_rollout
-from bertlab.interpret.targets import AnswerSpan, IsNext, MaskedWord, TaskLabel, as_subject, load_subject
+# name -> the module that owns it. Loaded on first use, so that a torch-free submodule (saved,
+# args) imports without torch: the job registry checks `bertlab interpret` arguments with `args`.
+_OWNERS = {
+    "Attribution": "attribution",
+    "attribute": "attribution",
+    "Comparison": "compare",
+    "compare_models": "compare",
+    "ContextualWord": "contextual",
+    "contextual_word": "contextual",
+    "HeadImportance": "heads",
+    "HeadStudy": "heads",
+    "LabelledSentences": "heads",
+    "MaskedSentences": "heads",
+    "PruningCurve": "heads",
+    "head_importance": "heads",
+    "pruning_curve": "heads",
+    "study_heads": "heads",
+    "ProbeConfig": "probing",
+    "ProbeResult": "probing",
+    "probe_layers": "probing",
+    "AttentionMaps": "rollout",
+    "attention_flow": "rollout",
+    "attention_maps": "rollout",
+    "attention_rollout": "rollout",
+    "AnswerSpan": "targets",
+    "IsNext": "targets",
+    "MaskedWord": "targets",
+    "TaskLabel": "targets",
+    "as_subject": "targets",
+    "load_subject": "targets",
+}
 
 __all__ = [
     "AnswerSpan",
@@ -62,3 +80,11 @@ __all__ = [
     "pruning_curve",
     "study_heads",
 ]
+
+
+def __getattr__(name):
+    if name in _OWNERS:
+        import importlib  # deferred with the module it loads: torch, kept out of `interpret.args` and `saved`
+
+        return getattr(importlib.import_module(f"bertlab.interpret.{_OWNERS[name]}"), name)
+    raise AttributeError(f"module 'bertlab.interpret' has no attribute {name!r}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -235,7 +235,7 @@ class PruningCurve:
         return [k / self.num_heads for k in self.pruned]
 
 
-def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int], shape, batch_size):
+def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int], shape, batch_size, step):
     accs, losses = [], []
     for k in counts:
         gates = torch.ones(shape)
@@ -244,6 +244,7 @@ def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int],
         acc, loss = evaluate_gates(model, data, gates, batch_size)
         accs.append(acc)
         losses.append(loss)
+        step()
     return accs, losses
 
 
@@ -255,19 +256,30 @@ def pruning_curve(
     random_orders: int = 3,
     seed: int = 0,
     batch_size: int = 32,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> PruningCurve:
-    """Prune 0, ..., all heads in `points` steps, least important first and in random orders."""
+    """Prune 0, ..., all heads in `points` steps, least important first and in random orders.
+
+    `on_step` is called with (evaluations done, evaluations in all) after each point of each order
+    (a job's progress)."""
     shape = importance.scores.shape
     total = shape[0] * shape[1]
     counts = sorted({round(i * total / (points - 1)) for i in range(points)}) if points > 1 else [0]
-    by_imp, by_imp_loss = _curve(model, data, importance.order(), counts, shape, batch_size)
+    done, evaluations = [0], len(counts) * (1 + random_orders)
+
+    def step() -> None:
+        done[0] += 1
+        if on_step is not None:
+            on_step(done[0], evaluations)
+
+    by_imp, by_imp_loss = _curve(model, data, importance.order(), counts, shape, batch_size, step)
     rng = random.Random(seed)
     heads = [(layer, head) for layer in range(shape[0]) for head in range(shape[1])]
     rand_acc, rand_loss = [], []
     for _ in range(random_orders):
         order = heads[:]
         rng.shuffle(order)
-        a, lo = _curve(model, data, order, counts, shape, batch_size)
+        a, lo = _curve(model, data, order, counts, shape, batch_size, step)
         rand_acc.append(a)
         rand_loss.append(lo)
     ra, rl = np.array(rand_acc), np.array(rand_loss)
@@ -319,12 +331,14 @@ def study_heads(
     random_orders: int = 3,
     seed: int = 0,
     batch_size: int = 8,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> HeadStudy:
-    """`head_importance` then `pruning_curve`, in the form saved beside the model."""
+    """`head_importance` then `pruning_curve`, in the form saved beside the model; `on_step`: the
+    pruning curve's progress (see `pruning_curve`)."""
     started = time.perf_counter()
     subject = as_subject(model)
     imp = head_importance(subject, data, batch_size)
-    curve = pruning_curve(subject, data, imp, points, random_orders, seed, max(batch_size, 32))
+    curve = pruning_curve(subject, data, imp, points, random_orders, seed, max(batch_size, 32), on_step)
     return HeadStudy(
         task=task,
         model=subject.name,

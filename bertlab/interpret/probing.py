@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -196,12 +196,14 @@ def probe_layers(
     config: ProbeConfig,
     labels: Sequence[str] | None = None,
     layers: Sequence[int] | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
 ) -> ProbeResult:
     """Train one probe per layer on `train`'s words and score it on `evaluate`'s.
 
     Args:
         labels: the tag set (default: every tag in `train` and `evaluate`, sorted).
         layers: which layers (default all, 0 = embeddings .. L).
+        on_layer: called with (layers probed, layers in all) after each layer (a job's progress).
     """
     started = time.perf_counter()
     subject = as_subject(model)
@@ -221,6 +223,8 @@ def probe_layers(
         accuracy.append(float((predicted == ey).mean()))
         f1.append(macro_f1(ey, predicted))
         log.info("probe %s layer %d: accuracy %.3f", config.task, layer, accuracy[-1])
+        if on_layer is not None:
+            on_layer(len(accuracy), len(chosen))
     majority = float((ey == np.bincount(ty, minlength=len(names)).argmax()).mean())
     return ProbeResult(
         task=config.task,

@@ -17,7 +17,7 @@ from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, waiting_for
-from bertlab.jobs.spec import DEVICES, KINDS, JobError, JobSpec, spec_device
+from bertlab.jobs.spec import DEVICES, KINDS, TRAINING_KINDS, JobError, JobSpec, spec_device
 
 
 def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:
@@ -57,8 +57,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help=json_help)
     s = command(
         "submit",
-        "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune ARGS...",
-        "Queue `bertlab pretrain|finetune ARGS...` as a background job; it starts when its device is free. "
+        "queue a job: bertlab jobs submit [--gpus N] pretrain|finetune|interpret ARGS...",
+        "Queue `bertlab pretrain|finetune|interpret ARGS...` as a background job; it starts when its device is free "
+        "(interpret probe|heads: a study saved beside its model, e.g. `bertlab jobs submit interpret probe "
+        "--model M --task upos --train TRAIN --eval EVAL`). "
         "With --nodes N (N > 1) and --master HOST:PORT, print instead the torchrun line to run on each of "
         "N machines (nothing is queued or started).",
     )
@@ -74,7 +76,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--name", default="", help="run folder name prefix")
     s.add_argument("--json", action="store_true", help=json_help)
     s.add_argument("kind", choices=KINDS, help="which recipe the job runs")
-    s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
+    s.add_argument(
+        "args",
+        nargs=argparse.REMAINDER,
+        help="arguments of `bertlab pretrain` / `bertlab finetune` / `bertlab interpret`",
+    )
     s = command(
         "estimate",
         "parameters, memory and time of a job, without running it",
@@ -85,7 +91,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "--device", default=None, choices=DEVICES, help="device to estimate for (default: from ARGS, else auto)"
     )
     s.add_argument("--json", action="store_true", help=json_help)
-    s.add_argument("kind", choices=KINDS, help="which recipe the job would run")
+    s.add_argument("kind", choices=TRAINING_KINDS, help="which recipe the job would run")
     s.add_argument("args", nargs=argparse.REMAINDER, help="arguments of `bertlab pretrain` / `bertlab finetune`")
     for name, help_text in (
         ("show", "one job: state, last metrics, error, log tail"),

@@ -1,4 +1,5 @@
-"""Training jobs: pretraining and fine-tuning launched as background processes, queued per device.
+"""Jobs: pretraining, fine-tuning and interpretation studies (a probe, a head study) launched as
+background processes, queued per device.
 
 A job is a run folder (see bertlab.runfolder for its layout) plus the command line that fills it,
 saved as `job.json`. Everything lives on disk, so the Streamlit app, the CLI and the tests all
@@ -6,7 +7,7 @@ see the same jobs, and a new `JobRegistry` (an app restart, another terminal) se
 run. Run folders that `bertlab pretrain` / `bertlab finetune` made on their own (no job.json) are
 listed too, read-only.
 
-    run_dir/job.json   {"kind": "pretrain"|"finetune", "args": [...], "device", "num_gpus", "cwd",
+    run_dir/job.json   {"kind": "pretrain"|"finetune"|"interpret", "args": [...], "device", "num_gpus", "cwd",
                         "command", "submitted", "phase": queued|launched|ended|cancelled, "resume",
                         "pid", "pid_start", "child_pid", "child_start", "gpus", "launched", "ended",
                         "returncode", "cancel_requested", "attempts"}
@@ -14,7 +15,7 @@ listed too, read-only.
 
 Processes. A launched job is a small *supervisor* (`python -m bertlab.jobs supervise RUN_DIR`,
 started with `start_new_session=True`, so closing the browser tab or restarting the app never
-touches it) that runs the real command (`python -m bertlab pretrain|finetune ... --run-dir RUN_DIR`,
+touches it) that runs the real command (`python -m bertlab pretrain|finetune|interpret ... --run-dir RUN_DIR`,
 or `torchrun --standalone --nproc_per_node N -m bertlab ...` for N > 1 GPUs) in its own process
 group, waits for it, and records the outcome: if the trainer died without writing a final state
 (a crash, an out-of-memory kill, a bad argument caught before training), the supervisor marks the
@@ -205,10 +206,13 @@ class JobRegistry:
         return run_dir, node_commands(spec, run_dir, nodes, master, resume=resume)
 
     def _default_name(self, spec: JobSpec, cwd: Path) -> str:
-        """The run's name: the fine-tuning task, or the pretraining config's name (a validated spec reads)."""
+        """The run's name: the fine-tuning task, the study and its task (interpret-probe-upos), or the
+        pretraining config's name (a validated spec reads)."""
         ns = parse_recipe_args(spec.kind, spec.args)
         if spec.kind == "finetune":
             return f"finetune-{getattr(ns, 'task', 'task')}"
+        if spec.kind == "interpret":
+            return f"interpret-{ns.study}-{ns.task}"
         return pretrain_config(ns, cwd).name
 
     def _new_run_dir(self, name: str) -> Path:

@@ -38,7 +38,7 @@ class Job:
 
     id: str  # the run folder's name
     run_dir: Path
-    kind: str | None  # pretrain | finetune (None when unknown)
+    kind: str | None  # pretrain | finetune | interpret (None when unknown)
     state: str  # queued | preparing | running | finished | failed | cancelled
     managed: bool  # launched by the registry (has job.json); others are read-only
     alive: bool  # one of its processes is running
@@ -191,11 +191,11 @@ def read_job(run_dir: str | Path) -> Job:
     )
 
 
-_COMMAND = re.compile(r"\bbertlab (pretrain|finetune)\b")
+_COMMAND = re.compile(r"\bbertlab (pretrain|finetune|interpret)\b")
 
 
 def _kind_from_log(run_dir: Path) -> str | None:
-    """pretrain | finetune from the command at the top of log.txt, for a run that stopped before
+    """pretrain | finetune | interpret from the command at the top of log.txt, for a run that stopped before
     writing run_config.json (a command-line run whose data was missing); None when not there."""
     try:
         with open(run_dir / LOG_FILE, "rb") as f:

@@ -1,13 +1,13 @@
-"""What a job runs: a `JobSpec` (`bertlab pretrain|finetune ARGS` on a device), checked the way its
+"""What a job runs: a `JobSpec` (`bertlab pretrain|finetune|interpret ARGS` on a device), checked the way its
 recipe will check it before it is queued, and turned into the command line a job runs, or into
 the torchrun line each machine of a several-machine job runs (`node_commands`).
 
 Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
-Imports the standard library and bertlab.config / data_config / errors / finetune.args / hardware /
-pretrain_config (the pretraining arguments) / runfolder, all torch-free: checking a spec imports
-no recipe.
+Imports the standard library and bertlab.config / data_config / errors / finetune.args /
+interpret.args / hardware / pretrain_config (the pretraining arguments) / runfolder, all
+torch-free: checking a spec imports no recipe.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from bertlab.data_config import check_masked_lm_prob, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
 from bertlab.hardware import gpu_count
+from bertlab.interpret.args import DATA_ARGS as INTERPRET_DATA_ARGS
+from bertlab.interpret.args import add_args as add_interpret_args
 from bertlab.pretrain_config import PretrainConfig, load_config_file
 from bertlab.pretrain_config import add_args as add_pretrain_args
 from bertlab.runfolder import REPO_ROOT
 
-KINDS = ("pretrain", "finetune")
+TRAINING_KINDS = ("pretrain", "finetune")  # the recipes that train (and so have an estimate)
+KINDS = (*TRAINING_KINDS, "interpret")  # interpret: a probe or head study, saved beside its model
 DEVICES = ("auto", "cpu", "cuda")
 
 # Fine-tuning tasks of the `bertlab finetune` CLI and where their data lies in this workspace.
@@ -59,7 +62,7 @@ class JobError(InputError):
 class JobSpec:
     """A job before it runs: `bertlab <kind> <args>` on a device."""
 
-    kind: str  # pretrain | finetune
+    kind: str  # pretrain | finetune | interpret
     args: tuple[str, ...] = ()  # arguments of `bertlab <kind>`, without --run-dir / --resume
     device: str = "auto"  # auto | cpu | cuda; decides which queue the job waits in
     num_gpus: int = 1  # processes (one per GPU) under torchrun when > 1
@@ -75,11 +78,8 @@ class _RaisingParser(argparse.ArgumentParser):
 
 
 def _recipe_parser(kind: str) -> argparse.ArgumentParser:
-    if kind == "pretrain":
-        add_args = add_pretrain_args
-    elif kind == "finetune":
-        add_args = add_finetune_args
-    else:
+    add_args = {"pretrain": add_pretrain_args, "finetune": add_finetune_args, "interpret": add_interpret_args}.get(kind)
+    if add_args is None:
         raise JobError(f"unknown job kind {kind!r}; use one of {', '.join(KINDS)}")
     p = _RaisingParser(prog=f"bertlab {kind}", add_help=False)
     add_args(p)
@@ -165,6 +165,10 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
         if ns.config and not exists(ns.config):
             raise JobError(f"config file {ns.config} not found (looked in {cwd}); pick one of configs/*.yaml")
     else:
+        for name, what in INTERPRET_DATA_ARGS.items() if kind == "interpret" else ():
+            path = getattr(ns, name, None)
+            if path and not exists(path):
+                raise JobError(f"--{name} {path} not found (looked in {cwd}); give {what}")
         data = getattr(ns, "data", None)
         if data and not exists(data):
             raise JobError(f"data {data} not found (looked in {cwd}); give the folder or file of the task's data")

@@ -340,8 +340,9 @@ def progress_fraction(job: Job) -> float | None:
 
 
 def expects_metrics(job: Job) -> bool:
-    """False while queued or preparing: no metrics yet is no news then."""
-    return job.state not in ("queued", "preparing")
+    """False while queued or preparing (no metrics yet is no news then), and for an interpret study,
+    which writes none: its result is saved beside its model."""
+    return job.kind != "interpret" and job.state not in ("queued", "preparing")
 
 
 def uses_gpu_now(job: Job) -> bool:
