@@ -3,16 +3,24 @@ linear probes per layer (Tenney et al. 2019) read from results saved beside the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
+from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
 from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.interpret.args import probe_args
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import pca_figure, probe_figure, similarity_figure
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.spec import JobSpec, check_path_allowed, default_task_data
+from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, require_model, setup_page, show_error, show_figure
+from pages.common.admin import current_access
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -60,6 +68,30 @@ with contextual_tab:
         show_figure(similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim")
         st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")
 
+
+def _run_as_job(model: str) -> None:
+    """The probe as a job on the UPOS data, from this page (the admin token on a shared app)."""
+    access = current_access()
+    if not access.allowed:
+        st.caption(f":material/lock: Running it as a job needs the admin token (on the Jobs page). {access.reason}")
+        return
+    data = Path(default_task_data("upos"))
+    train = st.text_input("Training sentences (CoNLL-U)", str(data / "en_ewt-ud-train.conllu"), key="probe_job_train")
+    evaluate = st.text_input("Evaluation sentences (CoNLL-U)", str(data / "en_ewt-ud-dev.conllu"), key="probe_job_eval")
+    if st.button("Run it as a job", key="probe_job_run", icon=":material/rocket_launch:"):
+        try:
+            if access.shared:
+                for path in (train, evaluate):
+                    check_path_allowed(path, cwd=REPO_ROOT)
+            job = JobRegistry().submit(JobSpec("interpret", probe_args(model, "upos", train, evaluate)), cwd=REPO_ROOT)
+        except BertLabError as exc:
+            st.error(str(exc), icon=":material/front_hand:")
+        else:
+            st.session_state["jobs_focus"] = job.id
+            st.success(f"Job **{job.id}** is {job.state}; this page shows its result when it has finished.")
+            st.page_link(page_titled("Jobs").file, label="Watch it on the Jobs page", icon=page_titled("Jobs").icon)
+
+
 with probe_tab:
     controls, explain = st.columns([3, 2], gap="large")
     with explain:
@@ -80,10 +112,12 @@ with probe_tab:
                 icon=":material/info:",
             )
             st.code(
-                f"python -m bertlab.interpret probe --model {lm.path or 'MODEL'} --task upos \\\n"
+                f"bertlab jobs submit interpret probe --model {lm.path or 'MODEL'} --task upos \\\n"
                 "    --train DATA/ud_en_ewt/en_ewt-ud-train.conllu --eval DATA/ud_en_ewt/en_ewt-ud-dev.conllu",
                 language="bash",
             )
+            if lm.path:
+                _run_as_job(str(lm.path))
         for r in saved:
             cog = (
                 f"{r.centre_of_gravity:.2f}"

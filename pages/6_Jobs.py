@@ -33,6 +33,7 @@ from bertlab.jobs.view import (
     log_expanded,
     probabilities_figure,
     progress_fraction,
+    result_page,
     state_messages,
     tags_html,
     uses_gpu_now,
@@ -121,6 +122,14 @@ def _curves(job, metrics) -> None:
             icon=page_titled("Watch it learn").icon,
             query_params={"run": Path(job.run_dir).name},
         )
+    shown_on = result_page(job)  # an interpret study: no curve, its result beside its model
+    if shown_on:
+        st.page_link(
+            page_titled(shown_on).file,
+            label=f"{shown_on}: its result, saved beside the model",
+            icon=page_titled(shown_on).icon,
+        )
+        st.caption(f"Saved in `{job.status.get('result')}` (linked as `{job.run_dir}/result.json`).")
     stats = gpu_stats() if uses_gpu_now(job) else []
     if stats:
         st.caption(

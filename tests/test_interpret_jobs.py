@@ -13,13 +13,15 @@ import shutil
 
 import pytest
 from conftest import REPO, log_of, wait_for
+from streamlit.testing.v1 import AppTest
 
+from bertlab.app_pages import page_titled
 from bertlab.cli import main as bertlab_main
 from bertlab.interpret.args import probe_args
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobError, JobSpec
-from bertlab.jobs.view import expects_metrics
+from bertlab.jobs.view import expects_metrics, result_page
 from bertlab.runfolder import read_status, result_link
 
 TAG_OF = {"cat": "NOUN", "dog": "NOUN", "park": "NOUN", "the": "DET", "a": "DET", "sat": "VERB", "ran": "VERB"}
@@ -79,6 +81,7 @@ def test_a_probe_job_runs_to_finished_and_saves_beside_the_model(probe_job):
     assert (job.step, job.total_steps, job.progress) == (3, 3, 1.0)  # progress per layer probed
     assert "probe upos layer 2" in log_of(job)
     assert not expects_metrics(job)  # no training curve to wait for
+    assert result_page(job) == "What each layer knows"  # the Jobs page links there
 
 
 def test_bertlab_jobs_list_shows_the_probe_job(probe_job, capsys):
@@ -112,3 +115,39 @@ def test_a_file_that_is_not_conllu_fails_plainly(runs, tiny_checkpoint, tmp_path
     assert "empty.conllu: no sentences" in done.error and "Traceback" not in done.error, done.error
     assert "bertlab interpret: error: " in log_of(done)
     assert not (tiny_checkpoint / "interpret").exists()
+
+
+def open_page(title: str, model) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page(page_titled(title).file).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_jobs_page_shows_the_probe_job_without_a_curve(probe_job, monkeypatch):
+    _, job, model = probe_job
+    monkeypatch.setenv("BERTLAB_MODEL", str(model))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = open_page("Jobs", model)
+    assert at.selectbox(key="jobs_pick").value == job.id
+    assert not at.get("plotly_chart")  # no training curve, and no complaint about one
+    assert "No metrics written yet." not in [c.value for c in at.caption]
+    assert any("result.json" in c.value for c in at.caption)
+
+
+def test_page_11_runs_a_probe_as_a_job(runs, tiny_checkpoint, tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint, model)
+    conllu = write_conllu(tmp_path / "train.conllu")
+    monkeypatch.setenv("BERTLAB_MODEL", str(model))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process starts here
+    at = open_page("What each layer knows", model)
+    at.text_input(key="probe_job_train").set_value(conllu)
+    at.text_input(key="probe_job_eval").set_value(conllu).run()
+    at.button(key="probe_job_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (job,) = JobRegistry(runs).list(start_queued=False)
+    assert job.kind == "interpret" and job.state == "queued"
+    assert job.job["args"] == list(probe_args(str(model), "upos", conllu, conllu))

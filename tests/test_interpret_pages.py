@@ -75,7 +75,7 @@ def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)
     assert len(at.get("plotly_chart")) == 2  # PCA and similarity; no probe results yet
-    assert "python -m bertlab.interpret probe" in " ".join(c.value for c in at.code)
+    assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)
     at.text_input(key="ctx_word").set_value("zebra").run()
     assert "does not contain" in " ".join(w.value for w in at.warning)
     result = ProbeResult("upos", "tiny", ["A"], [0, 1, 2], [0.5, 0.8, 0.7], [0.4, 0.7, 0.6], 0.3, 1.0, 100, 50, 2.0)

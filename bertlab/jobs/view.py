@@ -26,7 +26,7 @@ from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
 from bertlab.formatting import format_duration
 from bertlab.jobs.runs import Job
-from bertlab.runfolder import ACTIVE_STATES, read_run_config
+from bertlab.runfolder import ACTIVE_STATES, read_run_config, result_link
 
 GREEN = "#3b8f5a"
 # Streamlit's bundled Material icons: they draw without an emoji font (headless browsers often lack one).
@@ -368,6 +368,18 @@ def log_expanded(job: Job) -> bool:
 def can_try(job: Job) -> bool:
     """A finished run whose model is written can be tried on the page."""
     return job.state == "finished" and job.has_model
+
+
+# The page that shows an interpret study's result (read from beside its model), by study.
+RESULT_PAGES = {"probe": "What each layer knows", "heads": "Which heads matter"}
+
+
+def result_page(job: Job) -> str | None:
+    """The title of the page that shows a finished interpret study's result (saved beside its
+    model, linked from the run folder); None for any other run."""
+    if job.kind != "interpret" or job.state != "finished" or result_link(job.run_dir) is None:
+        return None
+    return RESULT_PAGES.get((read_run_config(job.run_dir) or {}).get("study"))
 
 
 def can_delete(job: Job) -> bool:
