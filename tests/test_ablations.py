@@ -369,7 +369,7 @@ def _open(table: str | None = None) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("table,paper_value", [("table5", "84.4"), ("table8", "95.4")])
+@pytest.mark.parametrize("table,paper_value", [("table5", "84.4"), ("table7", "96.4"), ("table8", "95.4")])
 def test_ablations_page_shows_the_committed_results(page_env, table, paper_value):
     at = _open(table)
     assert "Ablations" in at.title[0].value
@@ -383,6 +383,9 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     text = " ".join(m.value for m in at.markdown)
     assert "Direction reproduced" in text
     assert "Where we agree" in text and "Where we do not" in text  # the committed set's reading
+    assert "What this table teaches" in text and "What the paper found" in text
+    assert "BERT-base" not in " ".join(ours["variant"])  # our rows say what they are
+    assert all(v.endswith(")") and ("tiny" in v or "mini, 52.9M tokens" in v) for v in ours["variant"])
     assert "only the loss differs" in " ".join(c.value for c in at.caption) or table != "table5"
     assert any(b.label.startswith("Results (CSV") for b in at.get("download_button"))
 

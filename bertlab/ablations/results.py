@@ -89,8 +89,7 @@ def what_rows_are(meta: dict) -> dict[str, str]:
     out = {}
     for key, card in models.items():
         tokens = card.get("total_tokens") or card.get("tokens")
-        name = f"{card['name']}, " if table is not None and not table.pretrains and card.get("name") else ""
-        out[key] = f"{name}{card.get('size', '?')}" + (f", {tokens / 1e6:.1f}M tokens" if tokens else "")
+        out[key] = f"{card.get('size', '?')}" + (f", {tokens / 1e6:.1f}M tokens" if tokens else "")
     if table is not None and table.pretrains:
         fallback = f"{spec.get('size', '?')}, {pretraining_budget(spec).removeprefix('for ').removeprefix('on ')}"
         for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ())):
