@@ -67,10 +67,10 @@ with left:
 with right:
     concept(
         "**How to read a verdict.** Each of our rows is compared with the table's baseline row "
-        f"(*{paper_tables.variant_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* when "
-        "both differences have the same sign, or when both are within their noise (ours: the larger standard "
-        "deviation over seeds; the paper's: under 0.5 points). Our models are tiny and pretrained for minutes, "
-        "so expect small differences and wide error bars, not the paper's absolute numbers."
+        f"(*{paper_tables.our_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* "
+        "when both differences have the same sign, or when both are within their noise (ours: the larger standard "
+        "deviation over seeds; the paper's: under 0.5 points). Our models are a few hundred times smaller than "
+        "BERT-base and trained for minutes to hours, so expect wide error bars, not the paper's absolute numbers."
     )
 
 # --------------------------------------------------------------------------------------

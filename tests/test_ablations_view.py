@@ -72,3 +72,11 @@ def test_column_widths_fit_every_header():
 
     widths = column_widths([{"variant": "x", "squad (f1): verdict": "✓ ours -1.0, paper -10.7"}])
     assert widths["squad (f1): verdict"] >= 7 * len("✓ ours -1.0, paper -10.7") and widths["variant"] >= 7 * 7
+
+
+def test_panels_in_points_share_one_scale():
+    rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]}) + [
+        {**r, "task": "mrpc"} for r in _rows({"mlm_nsp": [60, 61, 62], "no_nsp": [61, 62, 63]})
+    ]
+    fig = results_figure("table5", rows)
+    assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] > 10

@@ -109,8 +109,9 @@ def agreement(table: str, rows: Sequence[dict]) -> dict:
 def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figure:
     """One panel per task column: each variant's difference from the baseline row (our means), drawn
     from a zero line, with error bars of the difference's noise over seeds (sqrt(std_variant² +
-    std_baseline²)), and the paper's difference from its baseline beside it (green diamonds). The
-    axis spans at least ±3 points, so that a 1-point difference does not look like a cliff."""
+    std_baseline²)), and the paper's difference from its baseline beside it (green diamonds). Every
+    panel in points shares one axis spanning at least ±3 points, so that a 1-point difference does not
+    look like a cliff and panels compare at a glance."""
     cells = summarize(list(rows))
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
     paper = PAPER[table]
@@ -126,6 +127,8 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     )
     prow = {k: vals for k, _, vals in paper.rows}
     legend = {"ours": True, "paper": True}
+    reaches: dict[int, float] = {}  # panel -> the largest |difference| + noise it must show
+    perplexity: dict[int, bool] = {}
     for i, task in enumerate(tasks, 1):
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
@@ -170,7 +173,12 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
                 col=i,
             )
             legend["paper"] = False
-        reach = max([3.0] + [abs(d) + n for d, n in zip(deltas, noise, strict=True)] + [abs(d) for d in paper_deltas])
+        reaches[i] = max([abs(d) + n for d, n in zip(deltas, noise, strict=True)] + [abs(d) for d in paper_deltas])
+        perplexity[i] = metric == "mlm_perplexity"
+    # one scale for every panel in points (perplexity keeps its own), so that panels compare at a glance
+    shared = max([3.0] + [r for i, r in reaches.items() if not perplexity[i]])
+    for i, r in reaches.items():
+        reach = max(3.0, r) if perplexity[i] else shared
         fig.update_yaxes(
             range=[-1.1 * reach, 1.1 * reach], zeroline=True, zerolinewidth=2, zerolinecolor=GREY, row=1, col=i
         )
