@@ -149,7 +149,8 @@ TABLES: dict[str, TableSpec] = {
             "table6",
             default_tasks=("sst2", "mrpc"),
             how_rows_are_made="Every (layers, width, heads) shape is pretrained from scratch with the shipped "
-            "model's recipe and the same budget; the perplexity is masked-LM perplexity on held-out documents.",
+            "model's recipe on the same number of tokens (equal tokens: a small shape runs faster but does not train "
+            "longer); the perplexity is masked-LM perplexity on held-out documents.",
             make_variants=_table6,
             shape_grid=True,
         ),
