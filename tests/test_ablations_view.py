@@ -80,3 +80,13 @@ def test_panels_in_points_share_one_scale():
     ]
     fig = results_figure("table5", rows)
     assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] > 10
+
+
+def test_table6_differences_are_from_our_smallest_shape():
+    rows = [
+        {"table": "table6", "variant": v, "task": "sst2", "metric": "accuracy", "value": x, "seed": 0, "run": v}
+        for v, x in (("L2-H128-A2", 60.0), ("L4-H256-A4", 63.0))
+    ]
+    fig = results_figure("table6", rows)
+    assert list(fig.data[0].x) == ["L4-H256-A4"] and list(fig.data[0].y) == [3.0]
+    assert "L2-H128-A2" in fig.layout.title.text

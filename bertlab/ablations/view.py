@@ -116,9 +116,10 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
     paper = PAPER[table]
     labels = {key: short_label(table, key) for key in variant_labels(table)}
-    order = [k for k, _, _ in paper.rows if k != paper.baseline] + sorted(
-        {c.variant for c in cells} - set(labels) - {paper.baseline}
-    )
+    present = list(dict.fromkeys(r["variant"] for r in rows))
+    # the paper's baseline row; a table whose rows are our own (Table 6's grid): our first row, the smallest shape
+    baseline = paper.baseline if paper.baseline in present or not present else present[0]
+    order = [k for k, _, _ in paper.rows if k != baseline] + [v for v in present if v not in labels and v != baseline]
     fig = make_subplots(
         rows=1,
         cols=max(1, len(tasks)),
@@ -132,7 +133,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     for i, task in enumerate(tasks, 1):
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
-        base = mine.get(paper.baseline)
+        base = mine.get(baseline)
         vs = [v for v in order if v in mine]
         if base is None or not vs:
             continue
@@ -154,7 +155,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         legend["ours"] = False
         col = PAPER_COLUMN.get(table, {}).get(task)
         paper_deltas = []
-        if col in paper.columns:
+        if col in paper.columns and baseline == paper.baseline:
             ci = paper.columns.index(col)
             pb = prow[paper.baseline][ci]
             pts = [(labels.get(v, v), prow[v][ci] - pb) for v in vs if v in prow and prow[v][ci] is not None]
@@ -182,10 +183,10 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         fig.update_yaxes(
             range=[-1.1 * reach, 1.1 * reach], zeroline=True, zerolinewidth=2, zerolinecolor=GREY, row=1, col=i
         )
-    fig.update_yaxes(title_text=f"difference from {our_label(table, paper.baseline)}", row=1, col=1)
+    fig.update_yaxes(title_text=f"difference from {our_label(table, baseline)}", row=1, col=1)
     fig.update_xaxes(tickangle=-30, title_text=AXIS_TITLES.get(table))
     fig.update_layout(
-        title=title or f"{paper.title}: each row's difference from {our_label(table, paper.baseline)}",
+        title=title or f"{paper.title}: each row's difference from {our_label(table, baseline)}",
         font=FONT,
         height=450,
         bargap=0.35,
