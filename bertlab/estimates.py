@@ -10,6 +10,7 @@ device, from timing a few training steps of the job's model on this machine now
 (`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds `compile_s` in front.
 
 Imports the standard library and bertlab.config / errors / formatting / hardware / jobs.spec / modelfolder /
+task_tokens (a job's real token counts) / train_types (the compile cost) /
 runfolder / runs; torch, the model classes and the fine-tuning recipe only inside the functions
 that build models or read task data (deferred so the jobs CLI starts without torch).
 """
@@ -23,11 +24,11 @@ import json
 import logging
 import math
 import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertlab import train_types
 from bertlab.config import BertConfig, preset
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
@@ -36,6 +37,7 @@ from bertlab.jobs.runs import run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
+from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
 
 log = logging.getLogger(__name__)
 
@@ -56,24 +58,6 @@ STEP_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.03}
 MULTI_GPU_EFFICIENCY = 0.9  # DDP all-reduce costs ~10% at this scale
 MEASURE_MAX_PARAMETERS = 60_000_000  # larger models are not built here just to time them (memory, minutes)
 MEASURE_MAX_STEP_S = 0.5  # a step the table expects to take longer is timed on fewer rows and scaled up
-# torch.compile's one-off cost before the first step: measured ~100 s for the 4-layer mini on this
-# project's 2-core CPU; most of it is per traced layer, so it grows with depth.
-COMPILE_BASE_S = {"cpu": 40.0, "cuda": 20.0}
-COMPILE_PER_LAYER_S = {"cpu": 15.0, "cuda": 5.0}
-# Token lengths (real, padded batch) of a task when its data cannot be read here (hf: sources).
-TYPICAL_TOKENS = {
-    "sst2": (13, 30),
-    "cola": (11, 20),
-    "mrpc": (53, 80),
-    "rte": (70, 128),
-    "qnli": (50, 100),
-    "mnli": (40, 80),
-    "stsb": (30, 55),
-    "upos": (25, 60),
-    "ner": (30, 70),
-    "squad": (384, 384),
-}
-TOKEN_SAMPLE = 2000  # examples tokenized to learn a task's lengths
 
 
 @dataclass(frozen=True)
@@ -119,17 +103,6 @@ class Estimate:
         )
 
 
-@dataclass(frozen=True)
-class TaskTokens:
-    """Token counts of a fine-tuning task's training inputs under the job's tokenizer."""
-
-    real_per_row: float  # mean tokens of an input row, specials included, padding not
-    padded_per_row: float  # mean length of a batch's rows after padding to its longest row
-    longest: int  # the longest row (after truncation to max_seq_length)
-    features: int  # training rows in all (more than examples where long inputs are windowed)
-    source: str  # where the counts come from, in words
-
-
 @functools.lru_cache(maxsize=64)  # a page asks again on every rerun; configs are frozen (hashable)
 def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_labels: int = 2) -> int:
     """Weights of BertForPreTraining (tied decoder counted once), or of a sentence classifier with
@@ -147,8 +120,8 @@ def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_lab
 
 
 def compile_seconds(config: BertConfig, device: str) -> float:
-    """Rough seconds torch.compile takes before the first step (see COMPILE_BASE_S)."""
-    return COMPILE_BASE_S[device] + COMPILE_PER_LAYER_S[device] * config.num_layers
+    """Rough seconds torch.compile takes before the first step (bertlab.train_types owns the figures)."""
+    return train_types.compile_seconds(config.num_layers, device)
 
 
 def _device_info(device: str) -> tuple[str, float | None, float, str]:
@@ -164,86 +137,6 @@ def _device_info(device: str) -> tuple[str, float | None, float, str]:
     mem = stats[0].memory_total_gb if stats else None
     key = next((k for k in TABULATED_FLOPS if k not in ("cpu_per_core", "cuda") and k in name), "cuda")
     return name, mem, TABULATED_FLOPS[key], key
-
-
-# --------------------------------------------------------------------------------------
-# Token counts of a fine-tuning task
-# --------------------------------------------------------------------------------------
-def padded_length(lengths: list[int], rows: int, seed: int = 0) -> float:
-    """Mean row length after padding each shuffled batch of `rows` to its longest row."""
-    if not lengths:
-        return 0.0
-    order = list(lengths)
-    random.Random(seed).shuffle(order)
-    batches = [order[i : i + rows] for i in range(0, len(order), max(1, rows))]
-    return sum(max(b) * len(b) for b in batches) / len(order)
-
-
-def task_tokens(finetune_config, micro_batch: int) -> TaskTokens:
-    """The real and padded token counts of a fine-tuning job's training rows: up to TOKEN_SAMPLE of
-    its train examples, encoded as the recipe encodes them, with the tokenizer of the model it starts
-    from. Falls back to TYPICAL_TOKENS when the data cannot be read here (a Hugging Face source)."""
-    cfg = finetune_config
-    text = str(cfg.data)
-    stamp = None
-    if not text.startswith("hf:"):
-        with contextlib.suppress(OSError):
-            root = Path(text).expanduser()
-            stamp = max((p.stat().st_mtime for p in (root.iterdir() if root.is_dir() else [root])), default=0.0)
-    if stamp is None:
-        return typical_tokens(cfg.task, cfg.max_seq_length, "data not read here")
-    return _task_tokens(cfg, micro_batch, stamp)
-
-
-def typical_tokens(task: str, max_seq_length: int, why: str) -> TaskTokens:
-    """TYPICAL_TOKENS of `task` when its own data cannot be counted (`why` says so)."""
-    real, padded = TYPICAL_TOKENS.get(task, (64, 96))
-    padded = min(padded, max_seq_length)
-    return TaskTokens(min(real, padded), padded, padded, 0, f"typical lengths of {task} ({why})")
-
-
-@functools.lru_cache(maxsize=32)  # keyed by the file's modification time: a changed file is read again
-def _task_tokens(cfg, micro_batch: int, stamp: float) -> TaskTokens:
-    from bertlab.finetune import recipe  # deferred: torch
-
-    spec = cfg.spec
-    data = recipe.load_task_data(spec, cfg.data, cfg.train_file, cfg.dev_file, cfg.split_dev, recipe.SPLIT_SEED)
-    train = data.train[: cfg.max_train_examples] if cfg.max_train_examples else data.train
-    sample = train if len(train) <= TOKEN_SAMPLE else random.Random(0).sample(train, TOKEN_SAMPLE)
-    labels = recipe.task_labels(spec, data.train, data.dev)
-    tokenizer, max_positions, whose = _task_tokenizer(cfg)
-    setup = recipe.task_setup(cfg, labels, recipe.head_config(cfg, labels), max_positions)
-    features = recipe.encode(spec, setup, tokenizer, sample, training=True)
-    lengths = [len(f.input_ids) for f in features]
-    rows = max(1, len(features))
-    return TaskTokens(
-        real_per_row=sum(lengths) / rows,
-        padded_per_row=padded_length(lengths, micro_batch),
-        longest=max(lengths, default=0),
-        features=round(len(train) * len(features) / max(1, len(sample))),
-        source=f"{len(sample):,} of {len(train):,} train examples of {cfg.task}, tokenized with {whose}",
-    )
-
-
-def _task_tokenizer(cfg):
-    """(tokenizer, max positions, whose it is) of the model a fine-tuning job starts from; for random
-    weights with a vocabulary still to be trained, the shipped model's (about the same lengths)."""
-    from bertlab.checkpoint import default_model_path, load_config, resolve  # deferred: torch
-    from bertlab.tokenizer import BertTokenizer
-
-    if cfg.model and Path(cfg.model).expanduser().is_dir():  # a Hub id is not downloaded for an estimate
-        with contextlib.suppress(BertLabError, OSError):
-            directory = resolve(cfg.model)
-            config, _ = load_config(directory)
-            return (
-                BertTokenizer.from_dir(directory, config.max_position_embeddings),
-                config.max_position_embeddings,
-                f"{Path(directory).name}'s tokenizer",
-            )
-    if cfg.vocab and Path(cfg.vocab).is_file():
-        return BertTokenizer.from_vocab(cfg.vocab), 512, f"{cfg.vocab}"
-    shipped = default_model_path()
-    return BertTokenizer.from_dir(shipped), 512, f"{shipped.name}'s tokenizer (the job trains its own vocabulary)"
 
 
 # --------------------------------------------------------------------------------------
@@ -390,16 +283,7 @@ def estimate(
     pretraining). `task` names the fine-tuning task (None: pretraining) to find earlier runs of the
     same job. `compile`: the job runs torch.compile, which adds `compile_seconds` up front.
 
-    Memory per process, in bytes (N = parameters, B = micro-batch, S = sequence, H = hidden,
-    F = feed-forward width, A = heads, L = layers, V = vocabulary):
-      weights     4N fp32 (+2N for the bf16 copies autocast makes on CUDA)
-      optimizer   4N gradients + 8N AdamW moments (m, v), for the trainable share of N
-      activations L * (B*S*(18H + 4F) + 5*A*S^2*B) bytes at 16 bits (Korthikanti et al. 2022,
-                  generalised to F != 4H), doubled for fp32 on CPU; the 5AS^2B attention-score
-                  term is dropped on CUDA, where SDPA's fused kernels do not keep the scores;
-                  plus the MLM logits, 3 * B * P * V * 4 bytes for P predictions per sequence
-      overhead    ~0.5 GB CUDA context or ~0.4 GB for torch on CPU
-    Seconds a step, the first of: an earlier run of the same job shape on this kind of device
+    Memory per process: see `_memory_bytes`. Seconds a step, the first of: an earlier run of the same job shape on this kind of device
     (`_measured_in_run`); a micro-batch of the job's padded length timed here now
     (`measured_step_seconds`, for models up to MEASURE_MAX_PARAMETERS on a device this machine
     has); else 6 * N_matmul * tokens + 12 * L * S * H * tokens FLOPs (Kaplan et al. 2020) over
@@ -409,14 +293,10 @@ def estimate(
         raise JobError(f"estimate needs device cpu or cuda, not {device!r}")
     if batch_size < 1 or seq_length < 1:
         raise JobError("batch size and sequence length must be positive")
-    params = count_parameters(config, pretraining_heads=pretraining)
-    trainable = int(params * trainable_fraction)
     micro = max(1, batch_size // max(1, grad_accum))
-    amp = device == "cuda" and precision != "fp32"
-    weights = 4 * params + (2 * params if amp else 0)
-    optimizer = 12 * trainable  # fp32 gradients (4) + AdamW m (4) + v (4)
-    act = _activation_bytes(config, micro, seq_length, device, amp, trainable_fraction, pretraining, max_predictions)
-    overhead = 0.5 * 2**30 if device == "cuda" else 0.4 * 2**30
+    params, trainable, weights, optimizer, act, overhead = _memory_bytes(
+        config, micro, seq_length, device, precision, pretraining, max_predictions, trainable_fraction
+    )
     gb = 2**30
     total = (weights + optimizer + act + overhead) / gb
 
@@ -454,6 +334,39 @@ def estimate(
         lengths_source=tokens.source if tokens else f"every row {seq_length} tokens (packed pretraining sequences)",
     )
     return with_compile(est, config) if compile else est
+
+
+def _memory_bytes(
+    config: BertConfig,
+    micro: int,
+    seq_length: int,
+    device: str,
+    precision: str,
+    pretraining: bool,
+    max_predictions: int,
+    trainable_fraction: float,
+) -> tuple[int, int, float, float, float, float]:
+    """(parameters, trainable parameters, and the bytes of weights, optimizer state, activations
+    and overhead per process).
+
+    In bytes (N = parameters, B = micro-batch, S = sequence, H = hidden, F = feed-forward width,
+    A = heads, L = layers, V = vocabulary):
+      weights     4N fp32 (+2N for the bf16 copies autocast makes on CUDA)
+      optimizer   4N gradients + 8N AdamW moments (m, v), for the trainable share of N
+      activations L * (B*S*(18H + 4F) + 5*A*S^2*B) bytes at 16 bits (Korthikanti et al. 2022,
+                  generalised to F != 4H), doubled for fp32 on CPU; the 5AS^2B attention-score
+                  term is dropped on CUDA, where SDPA's fused kernels do not keep the scores;
+                  plus the MLM logits, 3 * B * P * V * 4 bytes for P predictions per sequence
+      overhead    ~0.5 GB CUDA context or ~0.4 GB for torch on CPU
+    """
+    params = count_parameters(config, pretraining_heads=pretraining)
+    trainable = int(params * trainable_fraction)
+    amp = device == "cuda" and precision != "fp32"
+    weights = 4 * params + (2 * params if amp else 0)
+    optimizer = 12 * trainable  # fp32 gradients (4) + AdamW m (4) + v (4)
+    act = _activation_bytes(config, micro, seq_length, device, amp, trainable_fraction, pretraining, max_predictions)
+    overhead = 0.5 * 2**30 if device == "cuda" else 0.4 * 2**30
+    return params, trainable, weights, optimizer, act, overhead
 
 
 def with_compile(est: Estimate, config: BertConfig) -> Estimate:

@@ -19,7 +19,7 @@ import torch
 
 from bertlab.errors import InputError
 from bertlab.hardware import cpu_bf16_instructions
-from bertlab.train_types import TrainConfig
+from bertlab.train_types import COMPILE_SPEEDUP, TrainConfig, compile_seconds
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,6 @@ def autocast_context(device: torch.device, dtype: torch.dtype | None) -> Abstrac
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-# torch.compile: what it cost and saved for a BERT-mini pretraining step (batch 32, 128 tokens).
-# CPU with bf16 instructions (Intel, AVX-512 BF16): 1.27x fp32, 1.35x under bf16 autocast (47.3 vs
-# ~35 sequences/s), 103 s to compile. AVX2-only CPU (AMD EPYC, fp32): 0.9-1.0x, 150 s: it does not pay.
-# CUDA: not measured here; 1.3x and 60 s are an assumption, so `auto` compiles there only for long runs.
-COMPILE_SECONDS = {"cpu": 100.0, "cuda": 60.0}  # one-off: tracing and code generation
-COMPILE_SPEEDUP = {"cpu-bf16": 1.3, "cpu": 1.0, "cuda": 1.3}  # eager step time / compiled step time
 COMPILE_PROBE_STEPS = 5  # eager steps timed before compile="auto" decides
 
 
@@ -124,10 +118,11 @@ def compile_plan(cfg: TrainConfig, static_shapes: bool, world: int, trained_s: f
     return "decide"
 
 
-def compile_pays(remaining_s: float, device_type: str) -> tuple[bool, str]:
+def compile_pays(remaining_s: float, device_type: str, num_layers: int = 4) -> tuple[bool, str]:
     """Whether compiling now pays for itself over the `remaining_s` seconds the run has left
-    (the time saved must exceed 1.5x the compile time), and the reason in words."""
-    cost = COMPILE_SECONDS.get(device_type, COMPILE_SECONDS["cpu"])
+    (the time saved must exceed 1.5x the compile time of a `num_layers` encoder), and the reason
+    in words. Costs and gains: bertlab.train_types (COMPILE_*)."""
+    cost = compile_seconds(num_layers, device_type)
     kind = "cpu-bf16" if device_type == "cpu" and cpu_bf16_instructions() else device_type
     speedup = COMPILE_SPEEDUP.get(kind, COMPILE_SPEEDUP["cpu"])
     saved = remaining_s * (1 - 1 / speedup)

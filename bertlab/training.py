@@ -269,7 +269,7 @@ class Trainer:
         if frac > self.start_fraction:  # token or time budgets: project from the share done so far
             rate = (p.train_time_s - self.start_time_s) / (frac - self.start_fraction)
             remaining_s = min(remaining_s, rate * (1 - frac))
-        pays, why = compile_pays(remaining_s, self.device.type)
+        pays, why = compile_pays(remaining_s, self.device.type, self.num_layers())
         self.compile_plan = "yes" if pays else "no"
         self.compile_state = {"compile": self.compile_plan, "compile_reason": why}
         log.info("compile=auto at step %d: %s", p.step, why)
@@ -277,6 +277,11 @@ class Trainer:
             self.wrap_model(compiled=True)
         if self.info.is_main:
             update_status(self.run_dir, **self.compile_state)
+
+    def num_layers(self) -> int:
+        """The encoder's depth, which the compile time grows with (4, mini's, for a model without a BertConfig)."""
+        config = getattr(self.model, "config", None)  # BertForPreTraining and the task models carry one
+        return getattr(config, "num_layers", 4)
 
     def track_compile(self, step_s: float) -> None:
         """Time eager steps (the first, warming up, aside) until compile='auto' decides; time the first

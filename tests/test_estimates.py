@@ -154,7 +154,7 @@ def _write_sst2(folder, n: int = 160):
 
 
 def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
-    from bertlab.estimates import task_tokens
+    from bertlab.task_tokens import task_tokens
     from bertlab.finetune.cli import config_from_args
     from bertlab.jobs.spec import finetune_args, parse_recipe_args
 
