@@ -447,6 +447,10 @@ def _credits(card: dict) -> list[str]:
             from bertlab.corpus import SOTU_CREDIT  # torch-free, standard library only
 
             lines.append(f"- `sotu`: {SOTU_CREDIT}")
+        if src == "wiki_vital":
+            from bertlab.corpus import WIKI_VITAL_CREDIT  # torch-free, standard library only
+
+            lines.append(f"- `wiki_vital`: {WIKI_VITAL_CREDIT}")
         if "wikitext" in src:
             lines.append(
                 "- WikiText-2 raw validation and test articles (Merity et al. 2016), from Wikipedia: "

@@ -163,3 +163,11 @@ def test_every_key_in_plain_words_and_commands_without_machine_paths():
     )
     assert runnable_command("bertlab pretrain --run-dir=runs/a") == "bertlab pretrain --run-dir=runs/a"
     assert "/work/runs" not in model_card_markdown({**card, "init_card": {"command": "p --run-dir /work/runs/m"}})
+
+
+def test_every_corpus_is_credited_with_its_licence():
+    card = {"corpus": ["default", "sotu", "wiki_vital", "../data/corpus/gutenberg"], "corpus_credit": "gensim's sample"}
+    text = model_card_markdown(card)
+    assert "- `sotu`:" in text and "public domain" in text.lower()
+    assert "- `wiki_vital`:" in text and "CC BY-SA 4.0" in text
+    assert "Project Gutenberg" in text
