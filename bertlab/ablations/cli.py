@@ -135,85 +135,104 @@ def _print_table(rows: list[dict]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`bertlab ablate ...`: call bertlab.ablations.suites / results and print text or `--json`."""
-    registry = JobRegistry(args.runs)
-    cmd = args.ablate_command
-    if cmd in ("run", "estimate"):
-        spec = spec_from_args(args)
-        est = ab.estimate_suite(spec)
-        if cmd == "estimate":
-            if args.json:
-                print(json.dumps(est.to_dict()))
-            else:
-                _print_table(est.rows())
-                print(est.text)
-            return 0
-        suite_dir = ab.launch(spec, registry)
-        record = ab.read_suite(suite_dir)
+    commands = {
+        "run": _run_or_estimate,
+        "estimate": _run_or_estimate,
+        "list": _list,
+        "status": _status,
+        "collect": _collect,
+        "report": _report,
+    }
+    return commands.get(args.ablate_command, _paper)(args, JobRegistry(args.runs))
+
+
+def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
+    spec = spec_from_args(args)
+    est = ab.estimate_suite(spec)
+    if args.ablate_command == "estimate":
         if args.json:
-            print(json.dumps({"suite": record["id"], "dir": str(suite_dir), "jobs": len(record["runs"])}))
+            print(json.dumps(est.to_dict()))
         else:
-            print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est.text})")
-            print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
+            _print_table(est.rows())
+            print(est.text)
         return 0
-    if cmd == "list":
-        suites = ab.list_suites(registry)
-        if args.json:
-            print(json.dumps([{k: s.get(k) for k in ("id", "table", "created", "dir")} for s in suites]))
-            return 0
-        for s in suites:
-            runs = ab.suite_runs(s, registry)
-            done = sum(r.state == "finished" for r in runs)
-            print(f"{s['id']:<36} {s['table']:<7} {done}/{len(runs)} runs finished")
-        if not suites:
-            print(f"no suites in {ab.suites_root(registry)}; start one with `bertlab ablate run table5`")
+    suite_dir = ab.launch(spec, registry)
+    record = ab.read_suite(suite_dir)
+    if args.json:
+        print(json.dumps({"suite": record["id"], "dir": str(suite_dir), "jobs": len(record["runs"])}))
+    else:
+        print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est.text})")
+        print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
+    return 0
+
+
+def _list(args: argparse.Namespace, registry: JobRegistry) -> int:
+    suites = ab.list_suites(registry)
+    if args.json:
+        print(json.dumps([{k: s.get(k) for k in ("id", "table", "created", "dir")} for s in suites]))
         return 0
-    if cmd == "status":
-        record = _find(registry, args.suite)
-        runs = ab.suite_runs(record, registry)
-        matrix = ab.progress_matrix(record, runs)
-        if args.json:
-            print(
-                json.dumps({"suite": record["id"], "matrix": matrix, "runs": [r.__dict__ for r in runs]}, default=str)
-            )
-            return 0
-        _print_table(matrix)
-        for r in runs:
-            if r.state in ("failed", "missing"):
-                print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""))
+    for s in suites:
+        runs = ab.suite_runs(s, registry)
+        done = sum(r.state == "finished" for r in runs)
+        print(f"{s['id']:<36} {s['table']:<7} {done}/{len(runs)} runs finished")
+    if not suites:
+        print(f"no suites in {ab.suites_root(registry)}; start one with `bertlab ablate run table5`")
+    return 0
+
+
+def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
+    record = _find(registry, args.suite)
+    runs = ab.suite_runs(record, registry)
+    matrix = ab.progress_matrix(record, runs)
+    if args.json:
+        print(json.dumps({"suite": record["id"], "matrix": matrix, "runs": [r.__dict__ for r in runs]}, default=str))
         return 0
-    if cmd == "collect":
-        record = _find(registry, args.suite)
-        csv_path, json_path = results.write_results(record, args.out, registry)
-        n = len(results.read_results(csv_path))
-        print(
-            json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
-            if args.json
-            else f"{n} rows -> {csv_path} (record: {json_path})"
-        )
+    _print_table(matrix)
+    for r in runs:
+        if r.state in ("failed", "missing"):
+            print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""))
+    return 0
+
+
+def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
+    record = _find(registry, args.suite)
+    csv_path, json_path = results.write_results(record, args.out, registry)
+    n = len(results.read_results(csv_path))
+    print(
+        json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
+        if args.json
+        else f"{n} rows -> {csv_path} (record: {json_path})"
+    )
+    return 0
+
+
+def _report(args: argparse.Namespace, registry: JobRegistry) -> int:
+    rows = results.read_results(args.csv)
+    table = rows[0]["table"] if rows else ""
+    if table not in PAPER:
+        raise InputError(f"{args.csv}: no rows of a known table")
+    vs = results.verdicts(table, rows)
+    if args.json:
+        print(json.dumps([v.__dict__ for v in vs]))
         return 0
-    if cmd == "report":
-        rows = results.read_results(args.csv)
-        table = rows[0]["table"] if rows else ""
-        if table not in PAPER:
-            raise InputError(f"{args.csv}: no rows of a known table")
-        vs = results.verdicts(table, rows)
-        if args.json:
-            print(json.dumps([v.__dict__ for v in vs]))
-            return 0
-        _print_table(
-            [
-                {
-                    "variant": v.variant,
-                    "task": v.task,
-                    "metric": v.metric,
-                    "ours": f"{v.ours:.1f} +- {v.ours_std:.1f}",
-                    "paper": "" if v.paper is None else v.paper,
-                    "verdict": v.text,
-                }
-                for v in vs
-            ]
-        )
-        return 0
+    _print_table(
+        [
+            {
+                "variant": v.variant,
+                "task": v.task,
+                "metric": v.metric,
+                "ours": f"{v.ours:.1f} +- {v.ours_std:.1f}",
+                "paper": "" if v.paper is None else v.paper,
+                "verdict": v.text,
+            }
+            for v in vs
+        ]
+    )
+    return 0
+
+
+def _paper(args: argparse.Namespace, registry: JobRegistry) -> int:
+    """`bertlab ablate paper TABLE`: the paper's numbers, with the citation."""
     table = PAPER[args.table]
     if args.json:
         print(json.dumps({"citation": CITATION, **table.__dict__}))

@@ -106,6 +106,36 @@ def agreement(table: str, rows: Sequence[dict]) -> dict:
     }
 
 
+def _add_paper_differences(
+    fig: go.Figure, table: str, task: str, variants: Sequence[tuple[str, str]], legend: dict, panel: int
+) -> list[float]:
+    """Green diamonds in panel `panel`: the paper's difference of each (variant, label) from its
+    baseline in the paper's column for `task`; returns those differences (none without a column)."""
+    paper = PAPER[table]
+    col = PAPER_COLUMN.get(table, {}).get(task)
+    if col not in paper.columns:
+        return []
+    ci = paper.columns.index(col)
+    prow = {k: vals for k, _, vals in paper.rows}
+    pb = prow[paper.baseline][ci]
+    pts = [(label, prow[v][ci] - pb) for v, label in variants if v in prow and prow[v][ci] is not None]
+    fig.add_trace(
+        go.Scatter(
+            x=[x for x, _ in pts],
+            y=[d for _, d in pts],
+            mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": GREEN},
+            name="the paper: variant − its baseline",
+            showlegend=legend["paper"],
+            hovertemplate="%{x}<br>%{y:+.1f} points<extra>paper</extra>",
+        ),
+        row=1,
+        col=panel,
+    )
+    legend["paper"] = False
+    return [d for _, d in pts]
+
+
 def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figure:
     """One panel per task column: each variant's difference from the baseline row (our means), drawn
     from a zero line, with error bars of the difference's noise over seeds (sqrt(std_variant² +
@@ -126,7 +156,6 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         subplot_titles=[_panel_title(table, t) for t in tasks] or [""],
         horizontal_spacing=0.07,
     )
-    prow = {k: vals for k, _, vals in paper.rows}
     legend = {"ours": True, "paper": True}
     reaches: dict[int, float] = {}  # panel -> the largest |difference| + noise it must show
     perplexity: dict[int, bool] = {}
@@ -153,27 +182,9 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
             col=i,
         )
         legend["ours"] = False
-        col = PAPER_COLUMN.get(table, {}).get(task)
         paper_deltas = []
-        if col in paper.columns and baseline == paper.baseline:
-            ci = paper.columns.index(col)
-            pb = prow[paper.baseline][ci]
-            pts = [(labels.get(v, v), prow[v][ci] - pb) for v in vs if v in prow and prow[v][ci] is not None]
-            paper_deltas = [d for _, d in pts]
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in pts],
-                    y=paper_deltas,
-                    mode="markers",
-                    marker={"symbol": "diamond", "size": 11, "color": GREEN},
-                    name="the paper: variant − its baseline",
-                    showlegend=legend["paper"],
-                    hovertemplate="%{x}<br>%{y:+.1f} points<extra>paper</extra>",
-                ),
-                row=1,
-                col=i,
-            )
-            legend["paper"] = False
+        if baseline == paper.baseline:
+            paper_deltas = _add_paper_differences(fig, table, task, [(v, labels.get(v, v)) for v in vs], legend, i)
         reaches[i] = max([abs(d) + n for d, n in zip(deltas, noise, strict=True)] + [abs(d) for d in paper_deltas])
         perplexity[i] = metric == "mlm_perplexity"
     # one scale for every panel in points (perplexity keeps its own), so that panels compare at a glance
