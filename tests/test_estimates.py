@@ -154,9 +154,9 @@ def _write_sst2(folder, n: int = 160):
 
 
 def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
-    from bertlab.task_tokens import task_tokens
     from bertlab.finetune.cli import config_from_args
     from bertlab.jobs.spec import finetune_args, parse_recipe_args
+    from bertlab.task_tokens import task_tokens
 
     data = _write_sst2(tmp_path / "sst2")
     args = finetune_args("sst2", str(data), max_steps=10, batch_size=16)
