@@ -104,17 +104,24 @@ def autocast_context(device: torch.device, dtype: torch.dtype | None) -> Abstrac
 COMPILE_PROBE_STEPS = 5  # eager steps timed before compile="auto" decides
 
 
-def compile_plan(cfg: TrainConfig, static_shapes: bool, world: int, trained_s: float = 0.0) -> str:
+def compile_plan(
+    cfg: TrainConfig,
+    static_shapes: bool,
+    world: int,
+    trained_s: float = 0.0,
+    device_type: str = "cpu",
+    num_layers: int = 4,
+) -> str:
     """What the trainer does about torch.compile at the start: 'now', 'no', or 'decide' (compile='auto'
     on one process: time a few eager steps, then `compile_pays` decides). Several processes decide
-    at the start (DDP wraps the compiled module), from a time budget only."""
+    at the start (DDP wraps the compiled module), from a time budget only, on the device they run on."""
     if cfg.compile is True:
         return "now"
     if cfg.compile is False or not static_shapes:
         return "no"
     if world > 1:
-        device = "cuda" if cfg.device == "cuda" else "cpu"
-        return "now" if cfg.max_time_s and compile_pays(cfg.max_time_s - trained_s, device)[0] else "no"
+        remaining = cfg.max_time_s - trained_s
+        return "now" if cfg.max_time_s and compile_pays(remaining, device_type, num_layers)[0] else "no"
     return "decide"
 
 

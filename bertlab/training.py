@@ -208,7 +208,9 @@ class Trainer:
     def start(self) -> None:
         """Wrap the model (compile, DDP), mark the run running, open the metrics and the progress bar."""
         cfg, info = self.cfg, self.info
-        self.compile_plan = compile_plan(cfg, self.task.static_shapes, info.world, self.progress.train_time_s)
+        self.compile_plan = compile_plan(
+            cfg, self.task.static_shapes, info.world, self.progress.train_time_s, self.device.type, self.num_layers()
+        )
         self.compile_state: dict = {"compile": self.compile_plan}
         self.wrap_model(compiled=self.compile_plan == "now")
         self.warmup = warmup_fraction(cfg)

@@ -115,6 +115,11 @@ def test_compile_plan_and_when_compiling_pays(monkeypatch):
     monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: "AMX")
     assert compile_plan(TrainConfig(max_time_s=7200), static_shapes=True, world=2) == "now"
     assert compile_plan(TrainConfig(max_time_s=60), static_shapes=True, world=2) == "no"
+    # the device the processes run on decides, not the configured name ("auto" on GPUs is CUDA)
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
+    assert compile_plan(TrainConfig(max_time_s=7200), static_shapes=True, world=2) == "no"  # AVX2 CPU
+    assert compile_plan(TrainConfig(max_time_s=7200), True, world=2, device_type="cuda") == "now"
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: "AMX")
     pays, why = compile_pays(3600, "cpu")
     assert pays and "compiling" in why
     pays, why = compile_pays(120, "cpu")
