@@ -87,8 +87,21 @@ def test_table5_runs_squad_and_mrpc_by_default_on_a_dev_split_fixed_across_seeds
     assert {a[a.index("--seed") + 1] for a in squad} == {"0", "1", "2"}
 
 
-def test_table6_at_equal_tokens_gives_every_shape_the_same_token_budget():
-    spec = ab.SuiteSpec("table6", grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"), budget_tokens=40_000_000)
+def _task_folders(root: Path) -> str:
+    """Empty task folders where a suite looks for its data: the estimate needs only that they exist
+    (no test reads ../shared/data)."""
+    for sub in ("glue/SST-2", "glue/MRPC", "glue/QNLI", "glue/RTE", "squad", "ud_en_ewt", "wnut17"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return str(root)
+
+
+def test_table6_at_equal_tokens_gives_every_shape_the_same_token_budget(tmp_path):
+    spec = ab.SuiteSpec(
+        "table6",
+        grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"),
+        budget_tokens=40_000_000,
+        data=_task_folders(tmp_path),
+    )
     pre = [r.spec.args for r in ab.plan(spec, "s") if r.column == "pretraining"]
     assert len(pre) == 3
     for args in pre:  # tokens are the budget; no wall-clock or step cap that a faster shape would win
@@ -207,8 +220,8 @@ def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
     assert mine.seconds == pytest.approx(train_page.total_s + ab.STARTUP_S)
 
 
-def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them():
-    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600)
+def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them(tmp_path):
+    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600, data=_task_folders(tmp_path))
     cpu = ab.estimate_suite(spec, gpus=0, measure=False)
     assert cpu.pretraining_runs == 3 and cpu.finetuning_runs == 4 * 2 * 3
     assert cpu.total_s == cpu.side_by_side_s > 3 * 600 and "on CPU" in cpu.text
