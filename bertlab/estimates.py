@@ -27,6 +27,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertlab import train_types
 from bertlab.config import BertConfig, preset
@@ -38,6 +39,9 @@ from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_con
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
 from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
+
+if TYPE_CHECKING:  # annotations only: the head's module imports torch
+    from bertlab.finetune.models import HeadConfig
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +156,14 @@ def measured_step_seconds(
     max_predictions: int = 20,
     frozen_encoder: bool = False,
     threads: int = 0,
+    head: HeadConfig | None = None,
 ) -> float:
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
     is the less disturbed by other work on the machine). Cached per shape.
+
+    `head`: a fine-tuning job's real output layer and what feeds it (a BiLSTM, the layers it reads,
+    a tagging or span head); None times a sentence classifier.
 
     `threads` > 0 times with that many CPU threads, as a job with --threads runs; torch's thread
     count is put back afterwards."""
@@ -166,11 +174,8 @@ def measured_step_seconds(
 
     g = torch.Generator().manual_seed(0)
     torch_device = torch.device(device)
-    model = (
-        BertForPreTraining(config)
-        if pretraining
-        else build_task_model(config, HeadConfig(shape="single", num_labels=2))
-    ).to(torch_device)
+    head = head or HeadConfig(shape="single", num_labels=2)
+    model = (BertForPreTraining(config) if pretraining else build_task_model(config, head)).to(torch_device)
     model.train()
     if frozen_encoder:
         for p in model.bert.parameters():
@@ -182,8 +187,16 @@ def measured_step_seconds(
         labels = torch.full_like(ids, -100)
         labels[:, 1 : 1 + min(max_predictions, length - 1)] = ids[:, 1 : 1 + min(max_predictions, length - 1)]
         batch |= {"mlm_labels": labels, "nsp_labels": torch.zeros(rows, dtype=torch.long, device=torch_device)}
+    elif head.shape == "qa":
+        batch |= {
+            "start_positions": torch.ones(rows, dtype=torch.long),
+            "end_positions": torch.ones(rows, dtype=torch.long),
+        }
+    elif head.shape == "tagging":
+        batch["labels"] = torch.zeros_like(ids)
     else:
-        batch["labels"] = torch.zeros(rows, dtype=torch.long, device=torch_device)
+        batch["labels"] = torch.zeros(rows, dtype=torch.float if head.num_labels == 1 else torch.long)
+    batch = {k: v.to(torch_device) for k, v in batch.items()}
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else contextlib.nullcontext()
     old_threads = torch.get_num_threads()
     if threads and device == "cpu":
@@ -215,14 +228,25 @@ def _run_seq_length(run_config: dict) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+_HEAD_KEYS = ("mode", "features", "bilstm", "lstm_hidden", "lstm_layers")
+
+
 def _measured_in_run(
-    config: BertConfig, seq_length: int, padded_per_row: float, batch_size: int, device: str, task: str | None, root
+    config: BertConfig,
+    seq_length: int,
+    padded_per_row: float,
+    batch_size: int,
+    device: str,
+    task: str | None,
+    root,
+    head: HeadConfig | None = None,
+    max_seq_length: int = 0,
 ) -> tuple[float, str] | None:
     """(seconds a step, source) from the newest earlier run of the same job shape on the same kind
     of device: a pretraining run of the same model shape and about the same sequence length (its
     sequences/s times its length: the tokens it computed on), or a fine-tuning run of the same task,
-    model shape, batch size and max_seq_length (its sequences/s, since its batches are padded as
-    this job's will be)."""
+    model shape, batch size, max_seq_length and head (mode, features, BiLSTM: its sequences/s,
+    since its batches are padded as this job's will be)."""
     root = Path(root) if root else runs_root()
     shape = (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size)
     for run in run_dirs(root)[:50]:
@@ -238,9 +262,11 @@ def _measured_in_run(
             if task is None:
                 if rc.get("kind", "pretrain") != "pretrain" or not (0.8 * seq_length <= run_seq <= 1.25 * seq_length):
                     continue
-            elif rc.get("kind") != "finetune" or cfg.get("task") != task or run_seq != seq_length:
+            elif rc.get("kind") != "finetune" or cfg.get("task") != task or run_seq != (max_seq_length or seq_length):
                 continue
             elif ((rc.get("effective_train") or cfg.get("train") or {}).get("batch_size")) != batch_size:
+                continue
+            elif head is not None and any(cfg.get(k) != getattr(head, k) for k in _HEAD_KEYS):
                 continue
             rates = sorted(
                 float(r["seq_per_s"]) for r in read_metrics(run)[1:] if r.get("split") == "train" and r.get("seq_per_s")
@@ -275,6 +301,8 @@ def estimate(
     compile: bool = False,
     threads: int = 0,
     measure: bool = True,
+    head: HeadConfig | None = None,
+    max_seq_length: int = 0,
 ) -> Estimate:
     """Parameters, memory and time of a training run (a labelled estimate, not a promise).
 
@@ -282,6 +310,9 @@ def estimate(
     and padded row lengths (see `task_tokens`; without it every row is `seq_length` long, as in
     pretraining). `task` names the fine-tuning task (None: pretraining) to find earlier runs of the
     same job. `compile`: the job runs torch.compile, which adds `compile_seconds` up front.
+    `head`: a fine-tuning job's output layer (a BiLSTM costs more than the encoder on CPU);
+    `max_seq_length`: a fine-tuning job's own cap, which an earlier run of it must share (its
+    `seq_length` is the longest row of the task; 0 = seq_length).
 
     Memory per process: see `_memory_bytes`. Seconds a step, the first of: an earlier run of the same job shape on this kind of device
     (`_measured_in_run`); a micro-batch of the job's padded length timed here now
@@ -306,7 +337,7 @@ def estimate(
     real_row = min(padded_row, tokens.real_per_row) if tokens else float(seq_length)
     step_s, source = _step_seconds(
         config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
-        max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name,
+        max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head, max_seq_length,
     )  # fmt: skip
     tokens_per_step = round(batch_size * real_row * gpus)
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
@@ -381,14 +412,17 @@ def with_compile(est: Estimate, config: BertConfig) -> Estimate:
 
 def _step_seconds(
     config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
-    max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name,
+    max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head=None,
+    max_seq_length=0,
 ) -> tuple[float, str]:  # fmt: skip
     """(seconds an optimizer step, where that comes from): see `estimate`."""
     if gpus == 1:
-        measured = _measured_in_run(config, seq_length, padded_row, batch_size, device, task, runs_dir)
+        measured = _measured_in_run(
+            config, seq_length, padded_row, batch_size, device, task, runs_dir, head, max_seq_length
+        )
         if measured:
             return measured
-    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions)
+    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions, head)
     rate = flops_rate * gpus * (MULTI_GPU_EFFICIENCY if gpus > 1 else 1.0)
     tabulated_s = flops_per_token * batch_size * padded_row * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
     if measure and _can_time_here(config, device):
@@ -397,7 +431,7 @@ def _step_seconds(
         rows = max(1, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s / max(1, grad_accum), 1e-9))))
         try:
             micro_s = measured_step_seconds(
-                config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads
+                config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head
             )
         except (RuntimeError, MemoryError) as exc:  # out of memory, a device in use: fall back to the table
             log.info("could not time a step here (%s); using the tabulated throughput", exc)
@@ -455,12 +489,19 @@ def _activation_bytes(
     return act
 
 
-def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int) -> float:
-    """Training FLOPs per input token: 6 per matmul weight plus attention's 12 L S H (see `estimate`)."""
+def _flops_per_token(
+    config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int, head: HeadConfig | None = None
+) -> float:
+    """Training FLOPs per input token: 6 per matmul weight plus attention's 12 L S H (see `estimate`),
+    plus a BiLSTM head's weights (4 gates x (input + hidden) x hidden, both directions, each layer)."""
     L, H, F, V = config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size  # noqa: N806
     n_matmul = L * (4 * H * H + 2 * H * F) + (
         H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H
     )
+    if head is not None and head.use_bilstm:
+        width, size = head.lstm_hidden or H, H * (4 if head.features == "cat4" else 1)
+        for layer in range(head.lstm_layers):
+            n_matmul += 2 * 4 * ((size if layer == 0 else 2 * width) + width) * width
     return 6 * n_matmul + 12 * L * seq_length * H
 
 
@@ -529,6 +570,7 @@ def _finetune_estimate(
     spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool, model_config: BertConfig | None = None
 ) -> Estimate:
     from bertlab.finetune.cli import config_from_args  # deferred: the recipe imports torch
+    from bertlab.finetune.models import HeadConfig  # deferred: imports torch
 
     cfg = config_from_args(ns)
     # relative paths in a job's arguments are relative to the folder it runs in
@@ -570,6 +612,16 @@ def _finetune_estimate(
         task=cfg.task,
         threads=t.num_threads,
         measure=measure,
+        max_seq_length=cfg.max_seq_length,
+        head=HeadConfig(
+            shape=cfg.spec.shape,
+            num_labels=2,  # the width of the output layer costs next to nothing; its kind is what counts
+            mode=cfg.mode,
+            features=cfg.features,
+            bilstm=cfg.bilstm,
+            lstm_hidden=cfg.lstm_hidden,
+            lstm_layers=cfg.lstm_layers,
+        ),
     )
     if unread:
         est = dataclasses.replace(est, notes=(unread, *est.notes))

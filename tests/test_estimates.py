@@ -197,3 +197,45 @@ def test_compiling_adds_its_seconds_in_front():
     assert compiled.total_s == pytest.approx(eager.seconds + compiled.compile_s)
     assert compile_seconds(preset("mini"), "cpu") == pytest.approx(100)  # measured for mini on this CPU
     assert "compiling" in compiled.summary() and "torch.compile" in compiled.notes[0]
+
+
+def test_a_bilstm_job_is_estimated_with_its_bilstm(runs, tmp_path, monkeypatch):
+    """The + BiLSTM ablation row: its head is timed (and tabulated) with the BiLSTM, and an earlier
+    run without one is not taken as its throughput."""
+    import bertlab.finetune.models as models
+    from bertlab.estimates import measured_step_seconds
+    from bertlab.jobs.spec import finetune_args
+
+    data = _write_sst2(tmp_path / "sst2")
+    plain = (*finetune_args("sst2", str(data), max_steps=10, batch_size=16), "--size", "tiny")
+    bilstm = (*plain, "--bilstm")
+    tabulated = [
+        estimate_spec(JobSpec("finetune", a, device="cpu"), cwd=REPO, runs_dir=runs, measure=False)
+        for a in (plain, bilstm)
+    ]
+    assert tabulated[1].seconds > 1.3 * tabulated[0].seconds  # tiny's BiLSTM: 2 layers of 4 gates x 256 x 128, twice
+
+    heads = []
+    real_build = models.build_task_model
+    monkeypatch.setattr(models, "build_task_model", lambda config, head: heads.append(head) or real_build(config, head))
+    measured_step_seconds.cache_clear()
+    estimate_spec(JobSpec("finetune", bilstm, device="cpu"), cwd=REPO, runs_dir=runs)
+    assert heads and heads[-1].use_bilstm and heads[-1].shape == "single"
+
+    # an earlier plain run of the same task and shape does not stand in for the BiLSTM job
+    run = runs / "plain-earlier"
+    run.mkdir(parents=True)
+    config = {"data": str(data), "max_seq_length": 128, "task": "sst2", "train": {"batch_size": 16}}
+    config |= {"mode": "finetune", "features": "last", "bilstm": False, "lstm_hidden": 0, "lstm_layers": 2}
+    shape = {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}
+    (run / "run_config.json").write_text(json.dumps({"kind": "finetune", "config": config, "model_config": shape}))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4))
+    )
+    est_plain, est_bilstm = (
+        estimate_spec(JobSpec("finetune", a, device="cpu"), cwd=REPO, runs_dir=runs, measure=False)
+        for a in (plain, bilstm)
+    )
+    assert est_plain.throughput_source == "measured in run plain-earlier"
+    assert not est_bilstm.throughput_source.startswith("measured in run")
