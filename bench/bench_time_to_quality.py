@@ -8,8 +8,9 @@ The same text, model size (mini: L4/H256/A4/FF1024, the shipped 8192-token vocab
 training budget and CPU threads for every run; runs go one after another, each in its own process
 (with tcmalloc preloaded for all when /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 exists).
 
-- bertlab: `bertlab pretrain --config configs/default-model.yaml` (the shipped model's recipe) at
-  the budget, keeping fp16 snapshots at log-spaced steps.
+- bertlab: `bertlab pretrain --config configs/default-model.yaml` (the shipped model's recipe, at
+  the ablation suites' peak lr of 1e-3: `SUITE_RECIPE`) at the budget, keeping fp16 snapshots at
+  log-spaced steps.
 - HF, as a user following the docs / run_mlm.py would: `BertForMaskedLM`, the training documents'
   sentences tokenized and cut into 128-token blocks ([CLS] ... [SEP] each, run_mlm's group_texts),
   `DataCollatorForLanguageModeling(mlm_probability=0.15)` and `Trainer` (batch 32, weight decay
@@ -17,7 +18,9 @@ training budget and CPU threads for every run; runs go one after another, each i
   budget and saves fp16 snapshots at sqrt(2)-spaced seconds. The linear decay is set by max_steps,
   so max_steps is estimated from a short timed Trainer run on a throwaway model (the budget over
   the median step time) to make the decay end near the budget, as bertlab's time budget does.
-  Variants (`--hf-variants`): `paper` (lr 1e-4, betas 0.9/0.999: Devlin et al.) and `recipe`
+  Variants (`--hf-variants`, see `hf_variants`): `defaults` (TrainingArguments' own: lr 5e-5, batch
+  8, no warm-up) and `best` (lr 1e-4, bf16 where the CPU has bf16 instructions, `--hf-compile`) by
+  default; `paper` (lr 1e-4, betas 0.9/0.999: Devlin et al.) and `recipe`
   (bertlab's peak lr 1.5e-3 -- or `--hf-lr` -- and betas 0.9/0.98), which separates the speed of
   the implementation from the recipe.
 
@@ -50,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.ablations.suites import SUITE_RECIPE
 from bertlab.atomic import read_json, write_json_atomic
 from bertlab.corpus import load_corpus
 from bertlab.pretrain import prepare_data, prepare_tokenizer
@@ -87,6 +91,7 @@ def bertlab_overrides(data_dir: Path, budget_s: float, threads: int, eval_instan
         "train.eval_every=0",
         "train.save_every=0",
         "train.save_every_s=0",
+        *SUITE_RECIPE,  # lr 1e-3: at the recipe's 1.5e-3 a 600-s run (30 s of warm-up) sat on the unigram guess
     ]
 
 
@@ -202,13 +207,15 @@ def hf_worker(run_dir: Path) -> None:
     def trainer(model, max_steps: int, callback: TrainerCallback):
         args = transformers.TrainingArguments(
             output_dir=str(run_dir / "trainer"),
-            per_device_train_batch_size=32,
+            per_device_train_batch_size=spec["batch_size"],
             learning_rate=spec["lr"],
             adam_beta1=spec["betas"][0],
             adam_beta2=spec["betas"][1],
-            warmup_steps=0.01,
-            weight_decay=0.01,
+            warmup_steps=spec["warmup"],
+            weight_decay=spec["weight_decay"],
             lr_scheduler_type="linear",
+            bf16=spec["bf16"],
+            torch_compile=spec["torch_compile"],
             max_steps=max_steps,
             use_cpu=True,
             dataloader_num_workers=0,
@@ -264,7 +271,8 @@ def hf_worker(run_dir: Path) -> None:
             out = snapshot_dir(run_dir, step)
             copy.deepcopy(model).half().save_pretrained(out)
             write_json_atomic(
-                out / "model_card.json", {"steps": step, "tokens": step * 32 * BLOCK, "train_time_s": round(train_s, 1)}
+                out / "model_card.json",
+                {"steps": step, "tokens": step * spec["batch_size"] * BLOCK, "train_time_s": round(train_s, 1)},
             )
             self.paused += time.perf_counter() - t0
 
@@ -435,6 +443,39 @@ def commit() -> str:
         return "unknown"
 
 
+def hf_variants(recipe_lr: float, recipe_betas: list[float], compile_best: bool) -> dict[str, dict]:
+    """The HF runs, as TrainingArguments settings.
+
+    defaults: TrainingArguments' own defaults (lr 5e-5, batch 8, no warm-up, no weight decay), read
+    from the installed transformers. best: what helps on this machine -- the paper's lr 1e-4 (better
+    than bertlab's 1.5e-3 for HF in our runs), batch 32, warm-up 1%, weight decay 0.01, bf16 only
+    where the CPU has bf16 instructions (emulated bf16 ran ~60x slower than fp32), torch_compile
+    when asked. paper and recipe: the earlier pair (fp32 eager, batch 32)."""
+    import dataclasses
+
+    import transformers
+
+    from bertlab.hardware import cpu_bf16_instructions
+
+    d = {f.name: f.default for f in dataclasses.fields(transformers.TrainingArguments)}
+    tuned = {"batch_size": 32, "warmup": 0.01, "weight_decay": 0.01, "bf16": False, "torch_compile": False}
+    paper = {**tuned, "lr": 1e-4, "betas": [0.9, 0.999]}
+    return {
+        "defaults": {
+            "lr": d["learning_rate"],
+            "betas": [d["adam_beta1"], d["adam_beta2"]],
+            "batch_size": d["per_device_train_batch_size"],
+            "warmup": d["warmup_steps"],
+            "weight_decay": d["weight_decay"],
+            "bf16": d["bf16"],
+            "torch_compile": d["torch_compile"],
+        },
+        "best": {**paper, "bf16": cpu_bf16_instructions() is not None, "torch_compile": compile_best},
+        "paper": paper,
+        "recipe": {**tuned, "lr": recipe_lr, "betas": recipe_betas},
+    }
+
+
 def run_hf_variants(train_docs, variants: dict, run_dirs: dict[str, Path], settings: dict) -> None:
     """Each HF variant, one after another, on bertlab's training documents; kept when finished with the same spec."""
     blocks_path = run_dirs["bertlab"].parent / "hf_blocks.npy"
@@ -471,8 +512,14 @@ def report(out: Path, curves: dict[str, list[dict]], run_dirs: dict[str, Path], 
             summary[s].update(
                 {k: result.get(k) for k in ("estimated_step_s", "max_steps")}, lr=spec["lr"], betas=spec["betas"]
             )
+            summary[s].update(
+                {k: spec.get(k) for k in ("batch_size", "warmup", "weight_decay", "bf16", "torch_compile")}
+            )
             notes.append(
-                f"{s}: lr {spec['lr']:g}, betas {tuple(spec['betas'])}; linear decay over max_steps "
+                f"{s}: lr {spec['lr']:g}, betas {tuple(spec['betas'])}, batch {spec.get('batch_size', 32)}, "
+                f"warm-up {spec.get('warmup', 0.01)}, weight decay {spec.get('weight_decay', 0.01)}, "
+                f"bf16 {spec.get('bf16', False)}, torch_compile {spec.get('torch_compile', False)}; "
+                f"linear decay over max_steps "
                 f"{result.get('max_steps')} ({result.get('estimated_step_s')} s/step timed at the start); "
                 f"ran {last['step']} steps"
             )
@@ -517,7 +564,17 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=1200.0, help="training seconds per run (scoring excluded)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of every run")
     ap.add_argument("--eval-instances", type=int, default=1000, help="held-out instances scored per snapshot")
-    ap.add_argument("--hf-variants", default="paper,recipe", help="paper (lr 1e-4, beta2 0.999), recipe (bertlab's)")
+    ap.add_argument(
+        "--hf-variants",
+        default="defaults,best",
+        help="defaults (TrainingArguments' own), best (paper lr, bf16 where native), paper, recipe (bertlab's)",
+    )
+    ap.add_argument(
+        "--hf-compile",
+        action="store_true",
+        help="torch_compile=True in the best variant (off by default: on an AVX2-only CPU bench_train_step "
+        "measured transformers compiled at 0.56x its eager speed)",
+    )
     ap.add_argument("--hf-lr", type=float, default=None, help="peak lr of the recipe variant (default: bertlab's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--report", action="store_true", help="score and report the finished runs only")
@@ -542,13 +599,10 @@ def main() -> None:
         args.data, settings["budget_s"], settings["threads"], args.eval_instances, settings["seed"]
     )
     cfg = load_config_file(CONFIG, overrides)
-    variants = {
-        "paper": {"lr": 1e-4, "betas": [0.9, 0.999]},
-        "recipe": {"lr": args.hf_lr or cfg.train.learning_rate, "betas": list(cfg.train.adam_betas)},
-    }
+    variants = hf_variants(args.hf_lr or cfg.train.learning_rate, list(cfg.train.adam_betas), args.hf_compile)
     names = args.hf_variants.split(",")
     if unknown := set(names) - set(variants):
-        sys.exit(f"unknown --hf-variants {sorted(unknown)}; known: paper, recipe")
+        sys.exit(f"unknown --hf-variants {sorted(unknown)}; known: {', '.join(variants)}")
     runs = args.out / "runs"
     run_dirs = {"bertlab": runs / "bertlab", **{f"hf-{n}": runs / f"hf-{n}" for n in names}}
     if not args.report:  # finished runs made with the same settings are kept; unfinished ones start again

@@ -458,3 +458,14 @@ def test_table8_variants_are_scored_on_one_held_out_masking_mix():
         held_out.add((d.mask_token_prob, d.random_token_prob, d.max_seq_length, d.masked_lm_prob))
         trained.add((cfg.phase_data()[0].mask_token_prob, cfg.phase_data()[0].random_token_prob))
     assert held_out == {(0.8, 0.1, 128, 0.15)} and len(trained) == 6
+
+
+def test_suites_pretrain_at_the_steady_learning_rate_unless_told_otherwise():
+    """The suites' peak learning rate is 1e-3 (the base recipe's 1.5e-3 collapsed short runs); --set wins."""
+    from bertlab.pretrain import load_config_file
+
+    for overrides, lr in (((), 1e-3), (("train.learning_rate=5e-4",), 5e-4)):
+        spec = ab.SuiteSpec("table5", tasks=("mrpc",), seeds=1, budget_tokens=10**6, overrides=overrides)
+        for v in ab.variants(spec):
+            args = list(ab.pretrain_args(spec, v, "suite"))
+            assert load_config_file(args[1], args[2:]).train.learning_rate == lr
