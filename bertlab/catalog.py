@@ -100,6 +100,16 @@ def is_finetuned(directory: str | Path) -> bool:
     return isinstance(section, dict) and "finetune" in section
 
 
+def finetuned_task(directory: str | Path) -> str | None:
+    """The task a fine-tuned model was trained on (`bertlab.finetune.task` in its config.json), or None."""
+    try:
+        config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
+        task = config["bertlab"]["finetune"]["task"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return task if isinstance(task, str) else None
+
+
 def find_run_checkpoints(root: str | Path | None = None, include_finetuned: bool = True) -> list[CheckpointEntry]:
     """Checkpoints of finished runs: `<root>/<run_id>/model/` holding a config.json, newest first.
 

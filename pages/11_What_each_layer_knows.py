@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.args import probe_args
@@ -16,11 +15,9 @@ from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import pca_figure, probe_figure, similarity_figure
-from bertlab.jobs.registry import JobRegistry
-from bertlab.jobs.spec import JobSpec, check_path_allowed, default_task_data
-from bertlab.runfolder import REPO_ROOT
+from bertlab.jobs.spec import JobSpec, default_task_data
 from pages.common import concept, require_model, setup_page, show_error, show_figure
-from pages.common.admin import current_access
+from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -71,25 +68,14 @@ with contextual_tab:
 
 def _run_as_job(model: str) -> None:
     """The probe as a job on the UPOS data, from this page (the admin token on a shared app)."""
-    access = current_access()
-    if not access.allowed:
-        st.caption(f":material/lock: Running it as a job needs the admin token (on the Jobs page). {access.reason}")
+    if not jobs_allowed():
         return
     data = Path(default_task_data("upos"))
     train = st.text_input("Training sentences (CoNLL-U)", str(data / "en_ewt-ud-train.conllu"), key="probe_job_train")
     evaluate = st.text_input("Evaluation sentences (CoNLL-U)", str(data / "en_ewt-ud-dev.conllu"), key="probe_job_eval")
-    if st.button("Run it as a job", key="probe_job_run", icon=":material/rocket_launch:"):
-        try:
-            if access.shared:
-                for path in (train, evaluate):
-                    check_path_allowed(path, cwd=REPO_ROOT)
-            job = JobRegistry().submit(JobSpec("interpret", probe_args(model, "upos", train, evaluate)), cwd=REPO_ROOT)
-        except BertLabError as exc:
-            st.error(str(exc), icon=":material/front_hand:")
-        else:
-            st.session_state["jobs_focus"] = job.id
-            st.success(f"Job **{job.id}** is {job.state}; this page shows its result when it has finished.")
-            st.page_link(page_titled("Jobs").file, label="Watch it on the Jobs page", icon=page_titled("Jobs").icon)
+    run_as_job_button(
+        "probe_job_run", lambda: JobSpec("interpret", probe_args(model, "upos", train, evaluate)), (train, evaluate)
+    )
 
 
 with probe_tab:

@@ -3,15 +3,20 @@ least important first or at random. Logic in bertlab.interpret.heads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from bertlab.catalog import find_run_checkpoints, is_finetuned
+from bertlab.catalog import find_run_checkpoints, finetuned_task, is_finetuned
 from bertlab.errors import BertLabError
+from bertlab.interpret.args import heads_args
 from bertlab.interpret.contextual import SAMPLE_SENTENCES
 from bertlab.interpret.heads import MAX_PAGE_EXAMPLES, HeadStudy, MaskedSentences, study_heads
 from bertlab.interpret.saved import read_results
 from bertlab.interpret.views import importance_figure, pruning_figure
+from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -95,9 +100,30 @@ else:
             show_study(HeadStudy.from_dict(data), task)
         if not studies:
             st.info("No head study is saved beside this model yet.", icon=":material/info:")
-    st.markdown("Head importance on a labelled set runs as a command (a job) and is saved beside the model:")
+    st.markdown(
+        "Head importance on a labelled set takes minutes, so it runs as a job and is saved beside the model; "
+        "this page shows it when it has finished."
+    )
+    task = finetuned_task(path) if path else None
+    if path and not DEFAULT_TASK_DATA.get(task or "", "").startswith("glue/"):
+        st.info(
+            f"Head studies read labelled GLUE sentences; this model was fine-tuned on {task or 'an unknown task'}.",
+            icon=":material/info:",
+        )
+    elif path and task and jobs_allowed():
+        data = st.text_input(
+            f"Labelled {task.upper()} sentences (GLUE format)",
+            str(Path(default_task_data(task)) / "dev.tsv"),
+            key="heads_job_data",
+        )
+        run_as_job_button(
+            "heads_job_run",
+            lambda: JobSpec("interpret", heads_args(path, task, data=data)),
+            (data,),
+        )
+    st.caption("The same from a terminal:")
     st.code(
-        f"python -m bertlab.interpret heads --model {path or 'runs/RUN/model'} --task sst2 \\\n"
-        "    --data DATA/glue/SST-2/dev.tsv --max-examples 872",
+        f"python -m bertlab.interpret heads --model {path or 'runs/RUN/model'} --task {task or 'sst2'} \\\n"
+        f"    --data DATA/{DEFAULT_TASK_DATA.get(task or '', 'glue/SST-2')}/dev.tsv --max-examples 1000",
         language="bash",
     )

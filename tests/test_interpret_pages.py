@@ -107,3 +107,46 @@ def test_compare_models(model):
     at.text_input(key="cmp_text").set_value("nothing to answer").run()
     assert_clean(at)
     assert "[MASK]" in " ".join(w.value for w in at.warning)
+
+
+def _tuned_model(model: Path, runs: Path, task: str) -> Path:
+    """A run folder whose model says it was fine-tuned on `task` (the page reads only its config here)."""
+    import json
+
+    tuned = runs / f"finetune-{task}" / "model"
+    shutil.copytree(model, tuned)
+    config = json.loads((tuned / "config.json").read_text())
+    config["bertlab"] = {**config.get("bertlab", {}), "finetune": {"task": task, "shape": "single"}}
+    (tuned / "config.json").write_text(json.dumps(config))
+    return tuned
+
+
+def test_which_heads_matter_runs_a_head_study_as_a_job(model, tmp_path, monkeypatch):
+    from bertlab.interpret.args import heads_args
+    from bertlab.jobs.registry import JobRegistry
+
+    runs = tmp_path / "runs"
+    tuned = _tuned_model(model, runs, "sst2")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\nthe cat sat\t1\n", encoding="utf-8")
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process starts here
+    at = open_page(HEADS)
+    at.radio(key="heads_source").set_value("A fine-tuned classifier (saved results)").run()
+    assert_clean(at)
+    assert at.text_input(key="heads_job_data").value.endswith("SST-2/dev.tsv")
+    at.text_input(key="heads_job_data").set_value(str(dev)).run()
+    at.button(key="heads_job_run").click().run()
+    assert_clean(at)
+    (job,) = JobRegistry(runs).list(start_queued=False)
+    assert job.kind == "interpret" and job.state == "queued"
+    assert job.job["args"] == list(heads_args(str(tuned), "sst2", data=str(dev)))
+    assert "is queued" in " ".join(s.value for s in at.success)
+
+
+def test_which_heads_matter_says_why_a_tagger_has_no_head_study(model, tmp_path):
+    _tuned_model(model, tmp_path / "runs", "upos")
+    at = open_page(HEADS)
+    at.radio(key="heads_source").set_value("A fine-tuned classifier (saved results)").run()
+    assert_clean(at)
+    assert "fine-tuned on upos" in " ".join(i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "heads_job_run"]
