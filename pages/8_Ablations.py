@@ -129,6 +129,8 @@ if rows:
     st.dataframe(pd.DataFrame(ours), hide_index=True, column_config=fitted(ours))
     if any(r["task"] == "pretraining" for r in rows):
         st.caption(pretraining_note(table))
+    if plateau := results.still_on_plateau(rows, meta):
+        st.warning(results.plateau_text(table, plateau), icon=":material/trending_flat:")
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
     # the committed set comes with its authors' reading of it (where it agrees, where not, why)
     note = results.results_note(committed) if record is None else ""

@@ -401,6 +401,27 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert all(v.endswith(")") and ("tiny" in v or "mini, 52.9M tokens" in v) for v in ours["variant"])
     assert "only the loss differs" in " ".join(c.value for c in at.caption) or table != "table5"
     assert any(b.label.startswith("Results (CSV") for b in at.get("download_button"))
+    plateau = " ".join(
+        w.value for w in at.warning
+    )  # the committed tiny models never left it; table7 probes the shipped one
+    assert ("Still on the masked-LM plateau" in plateau) == (table != "table7")
+
+
+def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():
+    from bertlab.ablations.results import still_on_plateau
+
+    def row(variant, value, task="pretraining", metric="mlm_acc"):
+        return {"table": "table5", "variant": variant, "task": task, "metric": metric, "value": value, "seed": 0}
+
+    rows = [
+        row("mlm_nsp", 24.0),
+        row("no_nsp", 15.0),
+        row("no_nsp", 17.0),
+        row("ltr", 9.0),
+        row("mlm_nsp", 5.0, "mrpc", "accuracy"),
+    ]
+    assert still_on_plateau(rows, {"spec": {"table": "table5"}}) == {"no_nsp": 16.0}
+    assert still_on_plateau([{**r, "table": "table7"} for r in rows], {"spec": {"table": "table7"}}) == {}
 
 
 @pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from bertlab.ablations import results
 from bertlab.ablations import suites as ab
@@ -197,7 +198,10 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
 def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
     record = _find(registry, args.suite)
     csv_path, json_path = results.write_results(record, args.out, registry)
-    n = len(results.read_results(csv_path))
+    rows = results.read_results(csv_path)
+    n = len(rows)
+    if plateau := results.still_on_plateau(rows, results.results_meta(json_path)):
+        print(results.plateau_text(record["table"], plateau), file=sys.stderr)
     print(
         json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
         if args.json

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN
+from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, variant_label
 from bertlab.ablations.suites import CSV_COLUMNS, PERCENT_METRICS, suite_runs
 from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
@@ -95,6 +95,41 @@ def what_rows_are(meta: dict) -> dict[str, str]:
         for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ())):
             out.setdefault(v.key, out.get(v.shares or "", fallback))
     return out
+
+
+PLATEAU_EXIT = 20.0  # held-out masked-token accuracy (%) a masked-LM variant must pass to have left the plateau
+
+
+def still_on_plateau(rows: list[dict], meta: dict) -> dict[str, float]:
+    """variant -> its held-out masked-token accuracy (%, mean over runs) where a masked-LM variant is
+    under PLATEAU_EXIT: a model that has learned little beyond word frequencies, whose comparisons
+    say little about the paper's. Left-to-right variants score next-token prediction and are not
+    judged; neither is a table that pretrains nothing."""
+    spec = meta.get("spec") or {}
+    table = TABLES.get(str(spec.get("table") or meta.get("table") or (rows[0]["table"] if rows else "")))
+    if table is None or not table.pretrains:
+        return {}
+    ltr = {
+        v.key
+        for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ()))
+        if "data.objective=ltr" in (v.pretrain or ())
+    }
+    scores: dict[str, list[float]] = {}
+    for r in rows:
+        if r["task"] == "pretraining" and r["metric"] == "mlm_acc" and r["variant"] not in ltr:
+            scores.setdefault(r["variant"], []).append(float(r["value"]))
+    means = {v: sum(x) / len(x) for v, x in scores.items()}
+    return {v: round(m, 1) for v, m in means.items() if m < PLATEAU_EXIT}
+
+
+def plateau_text(table: str, plateau: dict[str, float]) -> str:
+    """In words: which rows are still on the plateau, and what it means for reading them."""
+    listed = "; ".join(f"{variant_label(table, v)}: {acc:.1f}%" for v, acc in plateau.items())
+    return (
+        f"Still on the masked-LM plateau (held-out masked-token accuracy under {PLATEAU_EXIT:.0f}%): {listed}. "
+        "These models have learned little beyond how common each word is, so their comparisons say little "
+        "about what the paper found. Pretrain longer: the shipped mini model passed 20% after about 21M tokens."
+    )
 
 
 def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | None = None) -> tuple[Path, Path]:
