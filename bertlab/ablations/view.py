@@ -194,7 +194,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         fig.update_yaxes(
             range=[-1.1 * reach, 1.1 * reach], zeroline=True, zerolinewidth=2, zerolinecolor=GREY, row=1, col=i
         )
-    fig.update_yaxes(title_text=f"difference from {our_label(table, baseline)}", row=1, col=1)
+    fig.update_yaxes(title_text="difference from the baseline row", row=1, col=1)  # the title names it
     fig.update_xaxes(tickangle=-30, title_text=AXIS_TITLES.get(table))
     fig.update_layout(
         title=title or f"{paper.title}: each row's difference from {our_label(table, baseline)}",
