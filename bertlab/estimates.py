@@ -343,6 +343,8 @@ def estimate(
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
     if mem is not None and total > mem:
         notes.append(f"needs ~{total:.1f} GB but the device has {mem:.1f} GB: lower the batch size or sequence length")
+    if source.startswith("timed here now") and device == "cpu" and (busy := _busy_note()):
+        notes.append(busy)
     notes.append("data preparation and start-up come on top (seconds for a small corpus, minutes for a large one)")
     est = Estimate(
         parameters=params,
@@ -441,6 +443,22 @@ def _step_seconds(
                 step_s /= MULTI_GPU_EFFICIENCY
             return step_s, f"timed here now ({rows} x {length} tokens on {name})"
     return tabulated_s, f"tabulated for {key if key != 'cpu' else name}"
+
+
+def _busy_note() -> str:
+    """A note when other work keeps this machine's cores busy: steps timed now run slower than they
+    will on a quiet machine (and as slow as the job will, if the machine stays this busy)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        return ""
+    cores = os.cpu_count() or 1
+    if load < cores:
+        return ""
+    return (
+        f"this machine is busy now (load average {load:.1f} on {cores} cores): the timed steps shared the CPU, "
+        "so the time is what the job takes if the machine stays this busy, longer than on a quiet one"
+    )
 
 
 def _can_time_here(config: BertConfig, device: str) -> bool:

@@ -239,3 +239,18 @@ def test_a_bilstm_job_is_estimated_with_its_bilstm(runs, tmp_path, monkeypatch):
     )
     assert est_plain.throughput_source == "measured in run plain-earlier"
     assert not est_bilstm.throughput_source.startswith("measured in run")
+
+
+def test_a_busy_machine_is_named_beside_a_time_timed_here(runs, monkeypatch):
+    import os
+
+    kw = dict(batch_size=4, seq_length=16, max_steps=3, device="cpu", runs_dir=runs, pretraining=False, task="sst2")
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0 * cores, 0.0, 0.0))
+    busy = estimate(preset("tiny"), **kw)
+    assert busy.throughput_source.startswith("timed here now")
+    assert any("busy now" in n for n in busy.notes)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    assert not any("busy now" in n for n in estimate(preset("tiny"), **kw).notes)
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0 * cores, 0.0, 0.0))
+    assert not any("busy now" in n for n in estimate(preset("tiny"), measure=False, **kw).notes)  # tabulated
