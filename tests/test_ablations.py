@@ -405,6 +405,7 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
         w.value for w in at.warning
     )  # the committed tiny models never left it; table7 probes the shipped one
     assert ("Still on the masked-LM plateau" in plateau) == (table != "table7")
+    assert "BERT-base" not in plateau  # named as our rows are
 
 
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, variant_label
+from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, our_label
 from bertlab.ablations.suites import CSV_COLUMNS, PERCENT_METRICS, suite_runs
 from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
@@ -124,7 +124,7 @@ def still_on_plateau(rows: list[dict], meta: dict) -> dict[str, float]:
 
 def plateau_text(table: str, plateau: dict[str, float]) -> str:
     """In words: which rows are still on the plateau, and what it means for reading them."""
-    listed = "; ".join(f"{variant_label(table, v)}: {acc:.1f}%" for v, acc in plateau.items())
+    listed = "; ".join(f"{our_label(table, v)}: {acc:.1f}%" for v, acc in plateau.items())
     return (
         f"Still on the masked-LM plateau (held-out masked-token accuracy under {PLATEAU_EXIT:.0f}%): {listed}. "
         "These models have learned little beyond how common each word is, so their comparisons say little "
