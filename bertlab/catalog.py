@@ -89,24 +89,26 @@ def summarize(directory: str | Path) -> str:
     )
 
 
-def is_finetuned(directory: str | Path) -> bool:
-    """True for a fine-tuned task model (its config.json has a `bertlab.finetune` section): it has
-    a task head instead of the masked-LM and NSP heads, so the probing pages cannot use it."""
+def _finetune_section(directory: str | Path) -> dict | None:
+    """The `bertlab.finetune` section of a model folder's config.json, or None."""
     try:
         config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        return False
+        return None
     section = config.get("bertlab") if isinstance(config, dict) else None
-    return isinstance(section, dict) and "finetune" in section
+    finetune = section.get("finetune") if isinstance(section, dict) else None
+    return finetune if isinstance(finetune, dict) else None
+
+
+def is_finetuned(directory: str | Path) -> bool:
+    """True for a fine-tuned task model (its config.json has a `bertlab.finetune` section): it has
+    a task head instead of the masked-LM and NSP heads, so the probing pages cannot use it."""
+    return _finetune_section(directory) is not None
 
 
 def finetuned_task(directory: str | Path) -> str | None:
     """The task a fine-tuned model was trained on (`bertlab.finetune.task` in its config.json), or None."""
-    try:
-        config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
-        task = config["bertlab"]["finetune"]["task"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
-        return None
+    task = (_finetune_section(directory) or {}).get("task")
     return task if isinstance(task, str) else None
 
 

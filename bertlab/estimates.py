@@ -588,7 +588,7 @@ def _finetune_estimate(
     spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool, model_config: BertConfig | None = None
 ) -> Estimate:
     from bertlab.finetune.cli import config_from_args  # deferred: the recipe imports torch
-    from bertlab.finetune.models import HeadConfig  # deferred: imports torch
+    from bertlab.finetune.recipe import head_config  # deferred: imports torch
 
     cfg = config_from_args(ns)
     # relative paths in a job's arguments are relative to the folder it runs in
@@ -631,15 +631,7 @@ def _finetune_estimate(
         threads=t.num_threads,
         measure=measure,
         max_seq_length=cfg.max_seq_length,
-        head=HeadConfig(
-            shape=cfg.spec.shape,
-            num_labels=2,  # the width of the output layer costs next to nothing; its kind is what counts
-            mode=cfg.mode,
-            features=cfg.features,
-            bilstm=cfg.bilstm,
-            lstm_hidden=cfg.lstm_hidden,
-            lstm_layers=cfg.lstm_layers,
-        ),
+        head=head_config(cfg, ("0", "1")),  # the output layer's width costs next to nothing; its kind counts
     )
     if unread:
         est = dataclasses.replace(est, notes=(unread, *est.notes))
