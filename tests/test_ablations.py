@@ -491,3 +491,34 @@ def test_suites_pretrain_at_the_steady_learning_rate_unless_told_otherwise():
         for v in ab.variants(spec):
             args = list(ab.pretrain_args(spec, v, "suite"))
             assert load_config_file(args[1], args[2:]).train.learning_rate == lr
+
+
+def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe(tmp_path, monkeypatch):
+    """--reuse mlm_nsp=JOB: the suite lists that job as its MLM + NSP row and its fine-tuning runs wait
+    for it and read its model; a job that differs in any setting but its name is refused, naming it."""
+    write_sst2(tmp_path / "data" / "glue" / "SST-2")
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
+    monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: None)
+    spec = ab.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_tokens=10**6, data=str(tmp_path / "data"))
+    mlm_nsp = next(v for v in ab.variants(spec) if v.key == "mlm_nsp")
+    args = ab.pretrain_args(spec, mlm_nsp, "earlier")
+    same = registry.submit(JobSpec("pretrain", (*args, "name=my-own-name")), start=False)
+    other = registry.submit(JobSpec("pretrain", (*args, "train.learning_rate=5e-4")), start=False)
+
+    record = ab.read_suite(ab.launch(replace(spec, reuse=(("mlm_nsp", same.id),)), registry))
+    pre = {r["variant"]: r for r in record["runs"] if r["column"] == "pretraining"}
+    assert pre["mlm_nsp"]["job"] == same.id and pre["mlm_nsp"].get("reused")
+    folders = {p.name for p in registry.root.iterdir() if (p / "job.json").is_file()}
+    assert folders == {r["job"] for r in record["runs"]} | {other.id}  # MLM + NSP is not pretrained again
+    tuned = next(r["job"] for r in record["runs"] if r["variant"] == "mlm_nsp" and r["column"] == "sst2")
+    tune = read_job(registry.root / tuned)
+    assert waiting_for(tune) == [same.id] and str(same.run_dir) in " ".join(tune.job["args"])
+    est = ab.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False)
+    assert [r.source for r in est.runs if r.column == "pretraining"][0] == f"reuses job {same.id}"
+
+    with pytest.raises(InputError, match="learning_rate|train"):
+        ab.launch(replace(spec, reuse=(("mlm_nsp", other.id),)), registry)
+    with pytest.raises(InputError, match="no job"):
+        ab.launch(replace(spec, reuse=(("no_nsp", "nope"),)), registry)
+    with pytest.raises(InputError, match="pretrained rows are mlm_nsp, no_nsp, ltr"):
+        replace(spec, reuse=(("ltr_bilstm", same.id),))

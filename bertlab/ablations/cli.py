@@ -70,6 +70,14 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64",
     )
+    p.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        metavar="VARIANT=JOB",
+        help="use a pretraining job already submitted (running, finished or resumable) for a row instead of "
+        "pretraining it again; it must pretrain exactly what the suite would, but for its name (repeatable)",
+    )
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +120,15 @@ def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
         device=args.device,
         name=args.name,
         overrides=tuple(args.set),
+        reuse=tuple(_reuse_entry(r) for r in args.reuse),
     )
+
+
+def _reuse_entry(text: str) -> tuple[str, str]:
+    variant, sep, job = text.partition("=")
+    if not sep or not variant.strip() or not job.strip():
+        raise InputError(f"--reuse {text!r}: write VARIANT=JOB_ID, e.g. mlm_nsp=t5-mlm_nsp-20261125-195231")
+    return variant.strip(), job.strip()
 
 
 def _find(registry: JobRegistry, suite: str) -> dict:

@@ -104,6 +104,9 @@ class SuiteSpec:
     device: str = "auto"
     name: str = ""
     overrides: tuple[str, ...] = ()  # extra `bertlab pretrain` overrides for every variant (KEY=VALUE), last
+    # (variant, job id): a pretraining job already submitted (running, finished or resumable) that the suite
+    # uses for that variant instead of pretraining it again; launch checks it pretrains the same recipe
+    reuse: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if self.table not in TABLES:
@@ -122,6 +125,13 @@ class SuiteSpec:
         for layers, hidden, heads in self.grid:
             if min(layers, hidden, heads) < 1 or hidden % heads:
                 raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
+        pretrained = [v.key for v in self.table_spec.variants(self.grid) if v.pretrain is not None and not v.shares]
+        for variant, _job in self.reuse:
+            if variant not in pretrained:
+                raise InputError(
+                    f"cannot reuse a pretraining job for {variant!r}: {self.table}'s pretrained rows are "
+                    + (", ".join(pretrained) or "none")
+                )
 
     @property
     def table_spec(self) -> TableSpec:
@@ -141,7 +151,12 @@ class SuiteSpec:
         data["tasks"] = tuple(data.get("tasks") or ())
         data["grid"] = tuple(tuple(g) for g in data.get("grid") or ())
         data["overrides"] = tuple(data.get("overrides") or ())
+        data["reuse"] = tuple(tuple(r) for r in data.get("reuse") or ())
         return cls(**data)
+
+    def reused(self, variant: str) -> str | None:
+        """The id of the job `reuse` names for `variant`, if any."""
+        return dict(self.reuse).get(variant)
 
 
 DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page offers: a mini model leaves the plateau
@@ -187,6 +202,7 @@ def command(spec: SuiteSpec) -> str:
                 f"{getattr(spec, name):g}" if isinstance(getattr(spec, name), float) else str(getattr(spec, name)),
             ]
     args += [f"--set {o}" for o in spec.overrides]
+    args += [f"--reuse {v}={job}" for v, job in spec.reuse]
     return " ".join(args)
 
 
@@ -449,6 +465,9 @@ def estimate_suite(spec: SuiteSpec, gpus: int | None = None, measure: bool = Tru
         elif r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
             job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
             model_config = shapes[r.needs]
+        if r.column == "pretraining" and spec.reused(r.variant):
+            out.append(RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {spec.reused(r.variant)}"))
+            continue
         key = (job.kind, tuple(a for i, a in enumerate(job.args) if i == 0 or job.args[i - 1] != "--seed"), r.needs)
         if key not in seen:
             try:
@@ -489,6 +508,11 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             raise InputError(
                 f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, wnut17/ and squad/"
             )
+    pretrained = {r.variant: _reused_job(r, spec, registry) for r in runs if spec.reused(r.variant) and not r.needs}
+    stamp, n = suite_id, 1
+    while (suites_root(registry) / suite_id).exists():  # two suites launched in one second get their own folders
+        n += 1
+        suite_id = f"{stamp}-{n}"
     suite_dir = suites_root(registry) / suite_id
     suite_dir.mkdir(parents=True, exist_ok=False)
     record = {
@@ -502,10 +526,20 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "estimate": estimate_suite(spec).to_dict(),
         "runs": [],
     }
-    pretrained: dict[str, tuple[str, Path]] = {}
     try:
         for r in runs:
             job_spec = r.spec
+            if r.column == "pretraining" and r.variant in pretrained:
+                record["runs"].append(
+                    {
+                        "variant": r.variant,
+                        "column": r.column,
+                        "seed": 0,
+                        "job": pretrained[r.variant][0],
+                        "reused": True,
+                    }
+                )
+                continue
             if r.needs:
                 job_id, run_dir = pretrained[r.needs]
                 args = tuple(str(model_dir(run_dir)) if a == "{model}" else a for a in job_spec.args)
@@ -518,6 +552,40 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         write_json_atomic(suite_dir / SUITE_FILE, record, indent=1)
     registry.tick()
     return suite_dir
+
+
+def _recipe(args: tuple[str, ...]) -> dict:
+    """A pretraining job's resolved settings, less its name: two jobs with equal recipes train the same."""
+    recipe = asdict(pretrain_config(parse_recipe_args("pretrain", args), REPO_ROOT))
+    recipe.pop("name")
+    return recipe
+
+
+def _reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple[str, Path]:
+    """The pretraining job `spec.reuse` names for `run`'s variant, checked to be a job of this runs
+    folder that pretrains exactly what the suite would (every setting but the name), so the table
+    still compares equal recipes. InputError naming the settings that differ."""
+    job_id = spec.reused(run.variant) or ""
+    run_dir = registry.root / job_id
+    if not job_id or "/" in job_id or not (run_dir / JOB_FILE).is_file():
+        raise InputError(
+            f"no job {job_id!r} in {registry.root} to reuse for {run.variant}; `bertlab jobs list` shows them"
+        )
+    job = read_job(run_dir)
+    if job.kind != "pretrain":
+        raise InputError(f"job {job_id} is a {job.kind} job; reuse needs a pretraining job")
+    if job.state == "cancelled" and not job.has_checkpoint:
+        raise InputError(f"job {job_id} was cancelled before its first checkpoint; there is nothing to reuse")
+    try:
+        theirs = _recipe(tuple(job.job.get("args") or ()))
+    except (JobError, SystemExit) as exc:
+        raise InputError(f"job {job_id}'s arguments no longer parse: {exc}") from exc
+    ours = _recipe(run.spec.args)
+    differ = sorted(k for k in ours if ours[k] != theirs.get(k))
+    if differ:
+        shown = "; ".join(f"{k}: the suite's {ours[k]!r}, the job's {theirs.get(k)!r}" for k in differ)
+        raise InputError(f"job {job_id} does not pretrain what the suite's {run.variant} row would ({shown})")
+    return job_id, run_dir
 
 
 def _cpu_count() -> int:
