@@ -516,7 +516,10 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     est = ab.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False)
     assert [r.source for r in est.runs if r.column == "pretraining"][0] == f"reuses job {same.id}"
 
-    with pytest.raises(InputError, match="learning_rate|train"):
+    table6 = replace(spec, table="table6", grid=((4, 256, 4), (2, 128, 2)), reuse=(("L2-H128-A2", same.id),))
+    assert ab.read_suite(ab.launch(table6, registry))["runs"][1]["job"] == same.id  # the tiny shape, by another name
+
+    with pytest.raises(InputError, match=r"train\.learning_rate: the suite's 0\.001, the job's 0\.0005"):
         ab.launch(replace(spec, reuse=(("mlm_nsp", other.id),)), registry)
     with pytest.raises(InputError, match="no job"):
         ab.launch(replace(spec, reuse=(("no_nsp", "nope"),)), registry)

@@ -555,10 +555,26 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
 
 
 def _recipe(args: tuple[str, ...]) -> dict:
-    """A pretraining job's resolved settings, less its name: two jobs with equal recipes train the same."""
-    recipe = asdict(pretrain_config(parse_recipe_args("pretrain", args), REPO_ROOT))
-    recipe.pop("name")
-    return recipe
+    """A pretraining job's resolved settings, less its name, with the model's shape in place of the
+    preset and overrides that give it: two jobs with equal recipes train the same model the same way
+    (so Table 6's 4/256/4 row may reuse a mini run)."""
+    cfg = pretrain_config(parse_recipe_args("pretrain", args), REPO_ROOT)
+    recipe = asdict(cfg)
+    for key in ("name", "size", "model_overrides"):
+        recipe.pop(key)
+    recipe["model"] = asdict(cfg.model_config(cfg.vocab_size))
+    return _flat(recipe)
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """{'train': {'learning_rate': 1e-3}} -> {'train.learning_rate': 1e-3}, so a difference names its field."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple[str, Path]:
@@ -581,9 +597,9 @@ def _reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tupl
     except (JobError, SystemExit) as exc:
         raise InputError(f"job {job_id}'s arguments no longer parse: {exc}") from exc
     ours = _recipe(run.spec.args)
-    differ = sorted(k for k in ours if ours[k] != theirs.get(k))
+    differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if differ:
-        shown = "; ".join(f"{k}: the suite's {ours[k]!r}, the job's {theirs.get(k)!r}" for k in differ)
+        shown = "; ".join(f"{k}: the suite's {ours.get(k)!r}, the job's {theirs.get(k)!r}" for k in differ)
         raise InputError(f"job {job_id} does not pretrain what the suite's {run.variant} row would ({shown})")
     return job_id, run_dir
 
