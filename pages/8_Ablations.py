@@ -217,7 +217,7 @@ with st.form(f"abl_launch_{table}"):
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
-        size, minutes, millions, grid = "tiny", 0.0, 0.0, ""
+        size, minutes, millions, grid, reuse = "tiny", 0.0, 0.0, "", False
     else:
         model = ""
         size = c2.selectbox(
@@ -240,6 +240,13 @@ with st.form(f"abl_launch_{table}"):
             )
             if table_spec.shape_grid
             else ""
+        )
+        reuse = c2.checkbox(
+            "Reuse pretraining runs with the same recipe",
+            value=True,
+            help="A row whose exact pretraining (every setting but the name) already ran, runs or can resume in "
+            "the runs folder uses that job instead of pretraining again; e.g. Table 5's MLM + NSP run serves as "
+            "Table 8's 80/10/10 row and Table 6's 4/256/4 row.",
         )
     examples = c3.number_input("Train examples per run (0 = all)", 0, 10_000_000, 2000, step=500)
     epochs = c3.number_input("Epochs", 0.5, 20.0, 2.0, step=0.5)
@@ -270,6 +277,8 @@ if launch or estimate_only:
             raise InputError("pick at least one task")
         if not Path(spec.data).expanduser().is_dir():
             raise InputError(f"the data folder {spec.data} does not exist")
+        if reuse:
+            spec = ab.with_matching_reuse(spec, registry)
         est = ab.estimate_suite(spec)
         if estimate_only:
             st.info(f"This suite makes {est.text}.", icon=":material/timer:")
@@ -282,7 +291,8 @@ if launch or estimate_only:
             )
             st.stop()
         suite_dir = ab.launch(spec, registry)
-        st.success(f"Suite {suite_dir.name} queued: {est.text}. Pick it under *Results* above to watch it.")
+        reused = "".join(f" {v} reuses job {j}." for v, j in spec.reuse)
+        st.success(f"Suite {suite_dir.name} queued: {est.text}.{reused} Pick it under *Results* above to watch it.")
         st.session_state[f"abl_source_{table}"] = suite_dir.name
         st.rerun()
     except BertLabError as exc:

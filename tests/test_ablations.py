@@ -505,6 +505,7 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     same = registry.submit(JobSpec("pretrain", (*args, "name=my-own-name")), start=False)
     other = registry.submit(JobSpec("pretrain", (*args, "train.learning_rate=5e-4")), start=False)
 
+    assert ab.matching_jobs(spec, registry) == (("mlm_nsp", same.id),)  # found by recipe, whatever its name
     record = ab.read_suite(ab.launch(replace(spec, reuse=(("mlm_nsp", same.id),)), registry))
     pre = {r["variant"]: r for r in record["runs"] if r["column"] == "pretraining"}
     assert pre["mlm_nsp"]["job"] == same.id and pre["mlm_nsp"].get("reused")
@@ -525,3 +526,27 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
         ab.launch(replace(spec, reuse=(("no_nsp", "nope"),)), registry)
     with pytest.raises(InputError, match="pretrained rows are mlm_nsp, no_nsp, ltr"):
         replace(spec, reuse=(("ltr_bilstm", same.id),))
+
+
+def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch):
+    """With the box ticked (the default), the estimate shows a row whose exact pretraining job is in the
+    runs folder as reusing it: Table 8's 80/10/10 row reuses an earlier MLM + NSP run of the same shape."""
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    data = page_env / "data"
+    write_upos(data / "ud_en_ewt")
+    spec = ab.SuiteSpec("table8", tasks=("upos",), size="tiny", budget_tokens=10**6, data=str(data))
+    baseline = ab.variants(spec)[0]
+    registry = JobRegistry(page_env / "runs", cpu_slots=1, gpus=0)
+    earlier = registry.submit(
+        JobSpec("pretrain", (*ab.pretrain_args(spec, baseline, "x"), "name=t5-mlm_nsp")), start=False
+    )
+    at = _open("table8")
+    at.text_input[-1].set_value(str(data))
+    at.multiselect[0].set_value(["upos"])
+    next(s for s in at.selectbox if s.label == "Model size").set_value("tiny")
+    next(n for n in at.number_input if n.label.startswith("Pretraining tokens")).set_value(1.0)
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    runs = next(f.value for f in at.dataframe if "from" in f.value.columns)
+    assert list(runs[runs["task"] == "pretraining"]["from"])[0] == f"reuses job {earlier.id}"
+    assert f"reuses job {earlier.id}" not in list(runs[runs["task"] == "pretraining"]["from"])[1:]

@@ -78,6 +78,11 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="use a pretraining job already submitted (running, finished or resumable) for a row instead of "
         "pretraining it again; it must pretrain exactly what the suite would, but for its name (repeatable)",
     )
+    p.add_argument(
+        "--reuse-matching",
+        action="store_true",
+        help="reuse, for every row that pretrains, a job in the runs folder that pretrains exactly its recipe",
+    )
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -165,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
     spec = spec_from_args(args)
+    if args.reuse_matching:
+        spec = ab.with_matching_reuse(spec, registry)
+    for variant, job in spec.reuse:
+        print(f"{variant}: reuses pretraining job {job}", file=sys.stderr)
     est = ab.estimate_suite(spec)
     if args.ablate_command == "estimate":
         if args.json:

@@ -566,6 +566,37 @@ def _recipe(args: tuple[str, ...]) -> dict:
     return _flat(recipe)
 
 
+REUSE_ORDER = ("finished", "running", "preparing", "queued", "failed", "cancelled")  # most useful first
+
+
+def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, str], ...]:
+    """For each row of `spec` that pretrains and has no `reuse` yet: the pretraining job in the runs
+    folder that pretrains exactly its recipe (finished first, then running, queued, and resumable ones;
+    newest first), as `reuse` entries. Rows with no such job are left out."""
+    wanted = {r.variant: r for r in plan(spec, "match") if r.column == "pretraining" and not spec.reused(r.variant)}
+    if not wanted:
+        return ()
+    recipes = {v: _recipe(r.spec.args) for v, r in wanted.items()}
+    found: dict[str, str] = {}
+    jobs = [j for j in registry.list(start_queued=False) if j.kind == "pretrain" and j.state in REUSE_ORDER]
+    for job in sorted(jobs, key=lambda j: REUSE_ORDER.index(j.state)):  # stable: newest first within a state
+        if job.state in ("failed", "cancelled") and not job.has_checkpoint:
+            continue
+        try:
+            theirs = _recipe(tuple(job.job.get("args") or ()))
+        except (JobError, InputError, SystemExit, ValueError, TypeError):
+            continue  # a job whose arguments no longer parse matches nothing
+        for variant, ours in recipes.items():
+            if variant not in found and ours == theirs:
+                found[variant] = job.id
+    return tuple((v, found[v]) for v in wanted if v in found)
+
+
+def with_matching_reuse(spec: SuiteSpec, registry: JobRegistry) -> SuiteSpec:
+    """`spec` reusing, for each row that pretrains and reuses nothing yet, the job `matching_jobs` finds."""
+    return replace(spec, reuse=spec.reuse + matching_jobs(spec, registry))
+
+
 def _flat(d: dict, prefix: str = "") -> dict:
     """{'train': {'learning_rate': 1e-3}} -> {'train.learning_rate': 1e-3}, so a difference names its field."""
     out = {}
