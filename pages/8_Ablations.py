@@ -17,6 +17,7 @@ from bertlab.ablations.view import (
     agreement_text,
     column_widths,
     comparison_rows,
+    curves_figure,
     paper_rows,
     pretraining_note,
     results_figure,
@@ -167,6 +168,25 @@ if rows:
     )
 elif sources:
     st.info("No finished runs in these results yet.")
+
+if sources and table_spec.pretrains:
+    if record is not None:
+        curves, grid_of = results.pretraining_curves(record, registry), record.get("spec", {}).get("grid") or ()
+    else:
+        meta = results.results_meta(COMMITTED / f"{table}.json")
+        curves, grid_of = meta.get("curves") or {}, (meta.get("spec") or {}).get("grid") or ()
+    if curves:
+        st.markdown("#### How each row's pretraining went")
+        show_figure(
+            curves_figure(table, curves, tuple(tuple(g) for g in grid_of)),
+            f"bertlab-{table}-curves",
+            key=f"curves-{table}",
+        )
+        st.caption(
+            "Held-out masked-token accuracy at each evaluation (a left-to-right row: next-word accuracy, dotted). "
+            f"Below {results.PLATEAU_EXIT:.0f}% a masked-LM model has learned little beyond how common each word "
+            "is; every row is pretrained on the same number of tokens, so their speed decides nothing."
+        )
 
 
 # --------------------------------------------------------------------------------------

@@ -318,6 +318,9 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     meta = json.loads(json_path.read_text())
     assert meta["spec"]["table"] == "table5" and meta["citation"] == CITATION
     assert set(meta["models"]) == {"mlm_nsp", "no_nsp", "ltr"} and meta["models"]["ltr"]["tokens"] > 0
+    curves = meta["curves"]  # each pretraining run's held-out score by tokens seen, for the page's curve figure
+    assert set(curves) == {"mlm_nsp", "no_nsp", "ltr"} and all(c[-1]["tokens"] > 0 for c in curves.values())
+    assert "nsp_acc" in curves["mlm_nsp"][-1] and "nsp_acc" not in curves["no_nsp"][-1]
     what = results.what_rows_are(meta)  # each row says what its model is, from its run's own card
     assert what["ltr_bilstm"] == what["ltr"] and what["mlm_nsp"].startswith("tiny, ")
     vs = results.verdicts("table5", results.read_results(csv_path))
@@ -550,3 +553,12 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     runs = next(f.value for f in at.dataframe if "from" in f.value.columns)
     assert list(runs[runs["task"] == "pretraining"]["from"])[0] == f"reuses job {earlier.id}"
     assert f"reuses job {earlier.id}" not in list(runs[runs["task"] == "pretraining"]["from"])[1:]
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    with open(earlier.run_dir / "metrics.jsonl", "a") as f:  # the reused run has learned a little so far
+        for step, acc in ((500, 0.11), (1000, 0.21)):
+            f.write(json.dumps({"split": "eval", "step": step, "tokens": step * 2048, "mlm_acc": acc}) + "\n")
+    at.run()
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    curves = next(c for c in charts if "as it learned" in c["layout"]["title"]["text"])
+    assert curves["data"][0]["y"] == [11.0, 21.0]  # the suite's 80/10/10 row draws the reused run's curve

@@ -3,7 +3,7 @@
 import pytest
 
 from bertlab.ablations.paper import PAPER
-from bertlab.ablations.view import agreement, comparison_rows, paper_rows, results_figure
+from bertlab.ablations.view import agreement, comparison_rows, curves_figure, paper_rows, results_figure
 
 
 def _rows(values):
@@ -90,3 +90,16 @@ def test_table6_differences_are_from_our_smallest_shape():
     fig = results_figure("table6", rows)
     assert list(fig.data[0].x) == ["L4-H256-A4"] and list(fig.data[0].y) == [3.0]
     assert "L2-H128-A2" in fig.layout.title.text
+
+
+def test_pretraining_curves_show_the_plateau_line_and_tell_left_to_right_rows_apart():
+    curves = {
+        "mlm_nsp": [{"tokens": 1_000_000, "mlm_acc": 11.0}, {"tokens": 9_000_000, "mlm_acc": 22.5}],
+        "ltr": [{"tokens": 1_000_000, "mlm_acc": 9.0}, {"tokens": 9_000_000, "mlm_acc": 18.0}],
+    }
+    fig = curves_figure("table5", curves)
+    mlm, ltr = fig.data
+    assert list(mlm.x) == [1.0, 9.0] and list(mlm.y) == [11.0, 22.5] and mlm.line.dash == "solid"
+    assert ltr.line.dash == "dot" and "next-word" in ltr.name
+    assert [s.y0 for s in fig.layout.shapes] == [20.0]  # the line a masked-LM row must pass
+    assert fig.layout.yaxis.range[1] > 22.5

@@ -30,7 +30,7 @@ from bertlab.errors import InputError
 from bertlab.finetune.tasks import get_task
 from bertlab.jobs.registry import JobRegistry
 from bertlab.model_card import read_card
-from bertlab.runfolder import REPO_ROOT, model_dir
+from bertlab.runfolder import REPO_ROOT, model_dir, read_metrics
 
 
 def _paper_units(metric: str, value: float) -> float:
@@ -79,6 +79,32 @@ def model_records(record: dict, registry: JobRegistry | None = None) -> dict[str
     return out
 
 
+def pretraining_curves(record: dict, registry: JobRegistry | None = None) -> dict[str, list[dict]]:
+    """variant -> its pretraining run's held-out scores so far, one point per evaluation:
+    {"tokens", "mlm_acc" (%), and "nsp_acc" (%) where it has NSP}; running and unfinished runs too."""
+    registry = registry or JobRegistry()
+    out = {}
+    for r in record.get("runs") or []:
+        if r.get("column") != "pretraining":
+            continue
+        points = [
+            {"tokens": int(m["tokens"]), **{k: round(100 * float(m[k]), 2) for k in ("mlm_acc", "nsp_acc") if k in m}}
+            for m in read_metrics(registry.root / str(r.get("job")))
+            if m.get("split") == "eval" and "tokens" in m and "mlm_acc" in m
+        ]
+        if points:
+            out[r["variant"]] = points
+    return out
+
+
+def left_to_right(table: str, grid: tuple = ()) -> set[str]:
+    """The table's rows whose pretraining is left-to-right: their held-out score is next-word accuracy."""
+    spec = TABLES.get(table)
+    if spec is None or not spec.pretrains:
+        return set()
+    return {v.key for v in spec.variants(grid) if "data.objective=ltr" in (v.pretrain or ())}
+
+
 def what_rows_are(meta: dict) -> dict[str, str]:
     """variant -> what our model is, in a few words ('tiny, 4.0M tokens'), from the cards recorded
     beside the results (`models` in <table>.json); for an older set without them, from its suite's
@@ -109,11 +135,7 @@ def still_on_plateau(rows: list[dict], meta: dict) -> dict[str, float]:
     table = TABLES.get(str(spec.get("table") or meta.get("table") or (rows[0]["table"] if rows else "")))
     if table is None or not table.pretrains:
         return {}
-    ltr = {
-        v.key
-        for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ()))
-        if "data.objective=ltr" in (v.pretrain or ())
-    }
+    ltr = left_to_right(table.key, tuple(tuple(g) for g in spec.get("grid") or ()))
     scores: dict[str, list[float]] = {}
     for r in rows:
         if r["task"] == "pretraining" and r["metric"] == "mlm_acc" and r["variant"] not in ltr:
@@ -146,6 +168,7 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
     meta = {k: record.get(k) for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe")}
     meta["citation"] = CITATION
     meta["models"] = model_records(record, registry)
+    meta["curves"] = pretraining_curves(record, registry)
     meta["collected"] = time.time()
     meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
     write_json_atomic(json_path, meta, indent=1)

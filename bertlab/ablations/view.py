@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label
-from bertlab.ablations.results import Verdict, main_metric, summarize, verdicts
+from bertlab.ablations.results import PLATEAU_EXIT, Verdict, left_to_right, main_metric, summarize, verdicts
 from bertlab.ablations.tables import TABLES
 from bertlab.figures import BLUE, FONT, GREY
 
@@ -205,6 +205,48 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         margin={"t": 80, "b": 150, "l": 60, "r": 20},
         plot_bgcolor="white",
     )
+    return fig
+
+
+def curves_figure(table: str, curves: Mapping[str, Sequence[dict]], grid: tuple = ()) -> go.Figure:
+    """Each row's pretraining as it went: held-out masked-token accuracy (next-word accuracy for a
+    left-to-right row, dotted) against the tokens seen, with the line a masked-LM row must pass to have
+    left the plateau, so a reader can check that a comparison is between models that learned."""
+    ltr = left_to_right(table, grid)
+    fig = go.Figure()
+    reach = PLATEAU_EXIT
+    for variant, points in curves.items():
+        label = our_label(table, variant) + (" (next-word accuracy)" if variant in ltr else "")
+        ys = [p["mlm_acc"] for p in points]
+        reach = max([reach, *ys])
+        fig.add_trace(
+            go.Scatter(
+                x=[p["tokens"] / 1e6 for p in points],
+                y=ys,
+                mode="lines+markers",
+                name=label,
+                line={"dash": "dot" if variant in ltr else "solid"},
+                hovertemplate=f"{label}<br>%{{x:.1f}}M tokens: %{{y:.1f}}%<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=PLATEAU_EXIT,
+        line={"dash": "dash", "color": GREY},
+        annotation_text=f"{PLATEAU_EXIT:.0f}%: left the plateau",
+        annotation_position="bottom right",
+    )
+    fig.update_layout(
+        title=f"{PAPER[table].title}: each row's pretraining, held-out accuracy as it learned",
+        xaxis_title="tokens seen (millions)",
+        yaxis={"title": "held-out accuracy (%)", "range": [0, 1.1 * reach], "ticksuffix": "%"},
+        font=FONT,
+        height=420,
+        legend={"orientation": "h", "y": -0.25},
+        margin={"t": 60, "b": 110, "l": 60, "r": 20},
+        plot_bgcolor="white",
+    )
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
     return fig
 
 
