@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.ablations.suites import SUITE_RECIPE
+from bertlab.ablations.planning import SUITE_RECIPE
 from bertlab.atomic import read_json, write_json_atomic
 from bertlab.corpus import load_corpus
 from bertlab.pretrain import prepare_data, prepare_tokenizer

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertlab.ablations import estimate, planning, results, reuse
 from bertlab.ablations import paper as paper_tables
-from bertlab.ablations import results
 from bertlab.ablations import suites as ab
 from bertlab.ablations import tables as table_specs
 from bertlab.ablations.view import (
@@ -93,7 +93,7 @@ for s in suites:
 if not sources:
     st.info(
         "No results yet for this table: none shipped and no suite of yours. Launch one below, or from a "
-        f"terminal, at equal tokens:\n\n`{ab.command(ab.suggested_spec(table))}`"
+        f"terminal, at equal tokens:\n\n`{planning.command(planning.suggested_spec(table))}`"
     )
     rows: list[dict] = []
     record = None
@@ -237,7 +237,7 @@ with st.form(f"abl_launch_{table}"):
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
-        size, minutes, millions, grid, reuse = "tiny", 0.0, 0.0, "", False
+        size, minutes, millions, grid, reuse_runs = "tiny", 0.0, 0.0, "", False
     else:
         model = ""
         size = c2.selectbox(
@@ -247,7 +247,7 @@ with st.form(f"abl_launch_{table}"):
             "Pretraining tokens per variant (millions; equal tokens)",
             0.0,
             100_000.0,
-            ab.DEFAULT_BUDGET_TOKENS / 1e6,
+            planning.DEFAULT_BUDGET_TOKENS / 1e6,
             step=5.0,
             help="Every variant sees the same number of tokens, so a faster variant gets no more training. "
             "0 = equal wall-clock instead (the minutes below).",
@@ -261,7 +261,7 @@ with st.form(f"abl_launch_{table}"):
             if table_spec.shape_grid
             else ""
         )
-        reuse = c2.checkbox(
+        reuse_runs = c2.checkbox(
             "Reuse pretraining runs with the same recipe",
             value=True,
             help="A row whose exact pretraining (every setting but the name) already ran, runs or can resume in "
@@ -280,14 +280,14 @@ with st.form(f"abl_launch_{table}"):
 
 if launch or estimate_only:
     try:
-        spec = ab.SuiteSpec(
+        spec = planning.SuiteSpec(
             table=table,
             tasks=tuple(tasks),
             seeds=int(seeds),
             size=size,
             budget_s=float(minutes) * 60,
             budget_tokens=int(millions * 1e6),
-            grid=ab.parse_grid(grid) if grid else (),
+            grid=planning.parse_grid(grid) if grid else (),
             model=model.strip(),
             data=data.strip(),
             max_train_examples=int(examples),
@@ -297,17 +297,17 @@ if launch or estimate_only:
             raise InputError("pick at least one task")
         if not Path(spec.data).expanduser().is_dir():
             raise InputError(f"the data folder {spec.data} does not exist")
-        if reuse:
-            spec = ab.with_matching_reuse(spec, registry)
-        est = ab.estimate_suite(spec)
+        if reuse_runs:
+            spec = reuse.with_matching_reuse(spec, registry)
+        est = estimate.estimate_suite(spec)
         if estimate_only:
             st.info(f"This suite makes {est.text}.", icon=":material/timer:")
             each = est.rows()
             st.dataframe(pd.DataFrame(each), hide_index=True, column_config=fitted(each))
             st.caption(
                 "Each run's time is the Train page's estimate of the same job (its real model and token counts, "
-                f"throughput from an earlier run or timed here now), plus {ab.STARTUP_S:.0f} s to start. "
-                f"The same suite from a terminal: `{ab.command(spec)}`"
+                f"throughput from an earlier run or timed here now), plus {estimate.STARTUP_S:.0f} s to start. "
+                f"The same suite from a terminal: `{planning.command(spec)}`"
             )
             st.stop()
         suite_dir = ab.launch(spec, registry)
@@ -319,6 +319,6 @@ if launch or estimate_only:
         show_error(exc)
 st.caption(
     "Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
-    f"`{ab.command(ab.suggested_spec(table))}`; `bertlab ablate estimate {table} ...` lists each run and its "
+    f"`{planning.command(planning.suggested_spec(table))}`; `bertlab ablate estimate {table} ...` lists each run and its "
     f"time. Runs go to `{registry.root}`."
 )

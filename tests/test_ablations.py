@@ -16,7 +16,7 @@ import torch
 from test_finetune_recipe import write_squad, write_sst2, write_upos
 from test_pretrain import _write_corpus
 
-from bertlab.ablations import results
+from bertlab.ablations import estimate, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION
 from bertlab.app_pages import page_titled
@@ -36,14 +36,14 @@ def _finetunes(runs, variant=None):
 # What each table runs
 # --------------------------------------------------------------------------------------
 def test_table5_plan_pretrains_three_objectives_and_shares_the_ltr_model():
-    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=60)
-    runs = ab.plan(spec, "s")
+    spec = planning.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=60)
+    runs = planning.plan(spec, "s")
     pre = {r.variant: r.spec.args for r in runs if r.column == "pretraining"}
     assert set(pre) == {"mlm_nsp", "no_nsp", "ltr"}  # + BiLSTM fine-tunes the LTR model
     assert "data.objective=mlm" in pre["no_nsp"] and "data.objective=ltr" in pre["ltr"]
     for args in pre.values():  # the shipped model's recipe, the suite's budget, one vocabulary
-        assert args[:2] == ("--config", ab.BASE_RECIPE) and "train.max_time_s=60.0" in args
-        assert f"vocab={ab.BASE_VOCAB}" in args
+        assert args[:2] == ("--config", planning.BASE_RECIPE) and "train.max_time_s=60.0" in args
+        assert f"vocab={planning.BASE_VOCAB}" in args
     assert len(_finetunes(runs)) == 4 * 2 * 3
     bilstm = _finetunes(runs, "ltr_bilstm")
     assert all(r.needs == "ltr" and "--bilstm" in r.spec.args for r in bilstm)
@@ -52,7 +52,7 @@ def test_table5_plan_pretrains_three_objectives_and_shares_the_ltr_model():
 
 
 def test_table8_masks_and_trains_each_task_both_ways():
-    runs = ab.plan(ab.SuiteSpec("table8", tasks=("ner",), seeds=1, budget_s=60), "s")
+    runs = planning.plan(planning.SuiteSpec("table8", tasks=("ner",), seeds=1, budget_s=60), "s")
     pre = {r.variant: r.spec.args for r in runs if r.column == "pretraining"}
     assert len(pre) == 6
     assert {"data.mask_token_prob=0.0", "data.random_token_prob=1.0"} <= set(pre["rnd100"])
@@ -63,7 +63,7 @@ def test_table8_masks_and_trains_each_task_both_ways():
 
 
 def test_table7_probes_one_model_without_pretraining():
-    runs = ab.plan(ab.SuiteSpec("table7", tasks=("upos",), seeds=2, model="/some/model"), "s")
+    runs = planning.plan(planning.SuiteSpec("table7", tasks=("upos",), seeds=2, model="/some/model"), "s")
     assert not [r for r in runs if r.column == "pretraining"]
     features = {
         r.variant: r.spec.args[r.spec.args.index("--features") + 1] for r in runs if "--features" in r.spec.args
@@ -80,7 +80,7 @@ def test_table7_probes_one_model_without_pretraining():
 
 
 def test_table5_runs_squad_and_mrpc_by_default_on_a_dev_split_fixed_across_seeds():
-    runs = ab.plan(ab.SuiteSpec("table5", seeds=3, budget_s=60), "s")
+    runs = planning.plan(planning.SuiteSpec("table5", seeds=3, budget_s=60), "s")
     assert {r.column for r in runs} == {"pretraining", "squad", "mrpc", "sst2", "qnli", "rte"}
     squad = [r.spec.args for r in runs if r.column == "squad"]
     assert all(a[a.index("--split-dev") + 1] == "0.8" for a in squad)  # split by article, one split (SPLIT_SEED)
@@ -96,28 +96,28 @@ def _task_folders(root: Path) -> str:
 
 
 def test_table6_at_equal_tokens_gives_every_shape_the_same_token_budget(tmp_path):
-    spec = ab.SuiteSpec(
+    spec = planning.SuiteSpec(
         "table6",
-        grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"),
+        grid=planning.parse_grid("2/128/2, 4/128/2, 4/256/1"),
         budget_tokens=40_000_000,
         data=_task_folders(tmp_path),
     )
-    pre = [r.spec.args for r in ab.plan(spec, "s") if r.column == "pretraining"]
+    pre = [r.spec.args for r in planning.plan(spec, "s") if r.column == "pretraining"]
     assert len(pre) == 3
     for args in pre:  # tokens are the budget; no wall-clock or step cap that a faster shape would win
         assert {"train.max_tokens=40000000", "train.max_time_s=0.0", "train.max_steps=0"} <= set(args)
-    est = ab.estimate_suite(spec, gpus=0, measure=False)
+    est = estimate.estimate_suite(spec, gpus=0, measure=False)
     pre_est = [r for r in est.runs if r.column == "pretraining"]
     cfg = pretrain_config(parse_recipe_args("pretrain", pre[0]), REPO)
     per_step = cfg.train.batch_size * cfg.data.max_seq_length  # the recipe's packed sequences
     assert {r.steps for r in pre_est} == {-(-40_000_000 // per_step)}  # the same steps for every shape
     assert "40M tokens each" in est.text
-    assert "--budget-tokens 40M" in ab.command(spec)
+    assert "--budget-tokens 40M" in planning.command(spec)
 
 
 def test_table6_grid_varies_layers_width_and_heads():
-    spec = ab.SuiteSpec("table6", grid=ab.parse_grid("2/128/2, 4/128/2, 4/256/1"), budget_s=60)
-    pre = {r.variant: r.spec.args[-1] for r in ab.plan(spec, "s") if r.column == "pretraining"}
+    spec = planning.SuiteSpec("table6", grid=planning.parse_grid("2/128/2, 4/128/2, 4/256/1"), budget_s=60)
+    pre = {r.variant: r.spec.args[-1] for r in planning.plan(spec, "s") if r.column == "pretraining"}
     assert list(pre) == ["L2-H128-A2", "L4-H128-A2", "L4-H256-A1"]
     assert "num_layers: 4, hidden_size: 256, num_heads: 1, intermediate_size: 1024" in pre["L4-H256-A1"]
 
@@ -134,12 +134,12 @@ def test_table6_grid_varies_layers_width_and_heads():
 )
 def test_bad_suite_settings_are_refused(kwargs, message):
     with pytest.raises(InputError, match=message):
-        ab.SuiteSpec(**kwargs)
+        planning.SuiteSpec(**kwargs)
 
 
 def test_bad_grid_text_is_refused():
     with pytest.raises(InputError, match="layers/hidden/heads"):
-        ab.parse_grid("4x256")
+        planning.parse_grid("4x256")
 
 
 # --------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
         )
 
     monkeypatch.setattr(JobRegistry, "_launch", fake_launch)
-    spec = ab.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, data=str(tmp_path / "data"))
+    spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, data=str(tmp_path / "data"))
     record = ab.read_suite(ab.launch(spec, registry))
     jobs = [read_job(tmp_path / "runs" / r["job"]) for r in record["runs"]]
     assert {j.job["device"] for j in jobs} == {"cuda"}
@@ -210,27 +210,27 @@ def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
 
     data = tmp_path / "data"
     write_sst2(data / "glue" / "SST-2", n=40)
-    spec = ab.SuiteSpec("table7", tasks=("sst2",), seeds=2, data=str(data), max_train_examples=32, epochs=1)
-    est = ab.estimate_suite(spec, gpus=0, measure=False)
+    spec = planning.SuiteSpec("table7", tasks=("sst2",), seeds=2, data=str(data), max_train_examples=32, epochs=1)
+    est = estimate.estimate_suite(spec, gpus=0, measure=False)
     assert [r.column for r in est.runs] == ["sst2"] * 7 * 2 and len(est.rows()) == 14
-    run = next(r for r in ab.plan(spec, "s") if r.variant == "last")
-    train_page = estimate_spec(replace(run.spec, device="cpu"), ab.REPO_ROOT, measure=False, gpus=0)
+    run = next(r for r in planning.plan(spec, "s") if r.variant == "last")
+    train_page = estimate_spec(replace(run.spec, device="cpu"), planning.REPO_ROOT, measure=False, gpus=0)
     mine = next(r for r in est.runs if r.variant == "last")
     assert mine.steps == train_page.steps == 1
-    assert mine.seconds == pytest.approx(train_page.total_s + ab.STARTUP_S)
+    assert mine.seconds == pytest.approx(train_page.total_s + estimate.STARTUP_S)
 
 
 def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them(tmp_path):
-    spec = ab.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600, data=_task_folders(tmp_path))
-    cpu = ab.estimate_suite(spec, gpus=0, measure=False)
+    spec = planning.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600, data=_task_folders(tmp_path))
+    cpu = estimate.estimate_suite(spec, gpus=0, measure=False)
     assert cpu.pretraining_runs == 3 and cpu.finetuning_runs == 4 * 2 * 3
     assert cpu.total_s == cpu.side_by_side_s > 3 * 600 and "on CPU" in cpu.text
-    gpu = ab.estimate_suite(spec, gpus=2, measure=False)  # device auto: the queue puts every job on a GPU
+    gpu = estimate.estimate_suite(spec, gpus=2, measure=False)  # device auto: the queue puts every job on a GPU
     assert gpu.finetuning_s < cpu.finetuning_s and "2 GPUs side by side" in gpu.text
     pre = [r.seconds for r in gpu.runs if r.column == "pretraining"]  # 600 s, compiling and start-up
-    assert len(set(pre)) == 1 and pre[0] >= 600 + ab.STARTUP_S
+    assert len(set(pre)) == 1 and pre[0] >= 600 + estimate.STARTUP_S
     assert gpu.side_by_side_s == pytest.approx(2 * pre[0] + gpu.finetuning_s / 2)  # three runs on two GPUs
-    assert ab.estimate_suite(replace(spec, device="cpu"), gpus=2, measure=False).to_dict()["gpus"] == 0
+    assert estimate.estimate_suite(replace(spec, device="cpu"), gpus=2, measure=False).to_dict()["gpus"] == 0
 
 
 def test_the_progress_matrix_shows_every_seed():
@@ -259,7 +259,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     write_sst2(data / "glue" / "SST-2", n=40)
     write_squad(data / "squad" / "dev-v1.1.json", n=20)
     corpus = _write_corpus(tmp_path / "corpus.txt")
-    spec = ab.SuiteSpec(
+    spec = planning.SuiteSpec(
         "table5",
         tasks=("sst2", "squad"),
         seeds=1,
@@ -307,7 +307,7 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     csv_path, json_path = results.write_results(record, tmp_path / "out", registry)
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
-    assert tuple(rows[0]) == ab.CSV_COLUMNS
+    assert tuple(rows[0]) == results.CSV_COLUMNS
     acc = [r for r in rows if r["task"] == "sst2" and r["metric"] == "accuracy"]
     assert len(acc) == 4 and all(0 <= float(r["value"]) <= 100 for r in acc)
     for metric in ("exact_match", "f1"):  # SQuAD: EM and F1 rows, in percent, for every variant
@@ -433,7 +433,7 @@ def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch,
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     at = _open(table)
     empty = next(i.value for i in at.info if "No results yet" in i.value)
-    assert ab.command(ab.suggested_spec(table)) in empty  # the exact command, at equal tokens
+    assert planning.command(planning.suggested_spec(table)) in empty  # the exact command, at equal tokens
     assert "--budget-tokens 40M" in empty or table == "table7"
     assert len(at.dataframe) == 1  # the paper's
     assert not at.error
@@ -446,8 +446,8 @@ def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
     at = _open("table7")
     at.text_input[-1].set_value(str(data))
     at.multiselect[0].set_value(["upos"])
-    estimate = next(b for b in at.button if b.label == "Estimate")
-    estimate.click().run()
+    estimate_button = next(b for b in at.button if b.label == "Estimate")
+    estimate_button.click().run()
     assert any("fine-tuning runs" in i.value for i in at.info), [i.value for i in at.info]
     next(b for b in at.button if b.label == "Launch").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -474,10 +474,10 @@ def test_table8_variants_are_scored_on_one_held_out_masking_mix():
     """Each Table 8 variant trains on its own mix, but the held-out MLM score uses the paper's 80/10/10."""
     from bertlab.pretrain import load_config_file
 
-    spec = ab.SuiteSpec("table8", tasks=("upos",), seeds=1, budget_s=60)
+    spec = planning.SuiteSpec("table8", tasks=("upos",), seeds=1, budget_s=60)
     held_out, trained = set(), set()
-    for v in ab.variants(spec):
-        args = list(ab.pretrain_args(spec, v, "suite"))
+    for v in planning.variants(spec):
+        args = list(planning.pretrain_args(spec, v, "suite"))
         cfg = load_config_file(args[1], args[2:])
         d = cfg.heldout_data()
         held_out.add((d.mask_token_prob, d.random_token_prob, d.max_seq_length, d.masked_lm_prob))
@@ -490,9 +490,9 @@ def test_suites_pretrain_at_the_steady_learning_rate_unless_told_otherwise():
     from bertlab.pretrain import load_config_file
 
     for overrides, lr in (((), 1e-3), (("train.learning_rate=5e-4",), 5e-4)):
-        spec = ab.SuiteSpec("table5", tasks=("mrpc",), seeds=1, budget_tokens=10**6, overrides=overrides)
-        for v in ab.variants(spec):
-            args = list(ab.pretrain_args(spec, v, "suite"))
+        spec = planning.SuiteSpec("table5", tasks=("mrpc",), seeds=1, budget_tokens=10**6, overrides=overrides)
+        for v in planning.variants(spec):
+            args = list(planning.pretrain_args(spec, v, "suite"))
             assert load_config_file(args[1], args[2:]).train.learning_rate == lr
 
 
@@ -502,13 +502,13 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     write_sst2(tmp_path / "data" / "glue" / "SST-2")
     registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
     monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: None)
-    spec = ab.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_tokens=10**6, data=str(tmp_path / "data"))
-    mlm_nsp = next(v for v in ab.variants(spec) if v.key == "mlm_nsp")
-    args = ab.pretrain_args(spec, mlm_nsp, "earlier")
+    spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_tokens=10**6, data=str(tmp_path / "data"))
+    mlm_nsp = next(v for v in planning.variants(spec) if v.key == "mlm_nsp")
+    args = planning.pretrain_args(spec, mlm_nsp, "earlier")
     same = registry.submit(JobSpec("pretrain", (*args, "name=my-own-name")), start=False)
     other = registry.submit(JobSpec("pretrain", (*args, "train.learning_rate=5e-4")), start=False)
 
-    assert ab.matching_jobs(spec, registry) == (("mlm_nsp", same.id),)  # found by recipe, whatever its name
+    assert reuse.matching_jobs(spec, registry) == (("mlm_nsp", same.id),)  # found by recipe, whatever its name
     record = ab.read_suite(ab.launch(replace(spec, reuse=(("mlm_nsp", same.id),)), registry))
     pre = {r["variant"]: r for r in record["runs"] if r["column"] == "pretraining"}
     assert pre["mlm_nsp"]["job"] == same.id and pre["mlm_nsp"].get("reused")
@@ -517,7 +517,7 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     tuned = next(r["job"] for r in record["runs"] if r["variant"] == "mlm_nsp" and r["column"] == "sst2")
     tune = read_job(registry.root / tuned)
     assert waiting_for(tune) == [same.id] and str(same.run_dir) in " ".join(tune.job["args"])
-    est = ab.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False)
+    est = estimate.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False)
     assert [r.source for r in est.runs if r.column == "pretraining"][0] == f"reuses job {same.id}"
 
     table6 = replace(spec, table="table6", grid=((4, 256, 4), (2, 128, 2)), reuse=(("L2-H128-A2", same.id),))
@@ -537,11 +537,11 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     data = page_env / "data"
     write_upos(data / "ud_en_ewt")
-    spec = ab.SuiteSpec("table8", tasks=("upos",), size="tiny", budget_tokens=10**6, data=str(data))
-    baseline = ab.variants(spec)[0]
+    spec = planning.SuiteSpec("table8", tasks=("upos",), size="tiny", budget_tokens=10**6, data=str(data))
+    baseline = planning.variants(spec)[0]
     registry = JobRegistry(page_env / "runs", cpu_slots=1, gpus=0)
     earlier = registry.submit(
-        JobSpec("pretrain", (*ab.pretrain_args(spec, baseline, "x"), "name=t5-mlm_nsp")), start=False
+        JobSpec("pretrain", (*planning.pretrain_args(spec, baseline, "x"), "name=t5-mlm_nsp")), start=False
     )
     at = _open("table8")
     at.text_input[-1].set_value(str(data))

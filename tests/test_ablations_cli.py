@@ -1,9 +1,9 @@
-"""bertlab/ablations/cli.py: `bertlab ablate ...` parses and prints; the work is bertlab.ablations.suites'."""
+"""bertlab/ablations/cli.py: `bertlab ablate ...` parses and prints; the work is bertlab.ablations' (planning, suites, estimate, reuse, results)."""
 
 import argparse
 import json
 
-from bertlab.ablations import suites as ab
+from bertlab.ablations import planning
 from bertlab.ablations.cli import add_args, run, spec_from_args
 from bertlab.ablations.paper import CITATION
 
@@ -16,7 +16,7 @@ def _parse(argv):
 
 def test_a_suite_spec_from_the_command_line():
     spec = spec_from_args(_parse(["run", "table5", "--tasks", "sst2, mrpc", "--seeds", "2", "--budget-s", "60"]))
-    assert isinstance(spec, ab.SuiteSpec) and spec.tasks == ("sst2", "mrpc") and spec.seeds == 2
+    assert isinstance(spec, planning.SuiteSpec) and spec.tasks == ("sst2", "mrpc") and spec.seeds == 2
 
 
 def test_paper_prints_the_papers_table(capsys):

@@ -3,7 +3,7 @@
     bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
 
-The work is bertlab.ablations.suites' and .results'; this module parses and prints. Torch-free.
+The work is bertlab.ablations' (planning, suites, estimate, reuse, results); this module parses and prints. Torch-free.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from bertlab.ablations import results
+from bertlab.ablations import estimate, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
@@ -104,16 +104,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-def spec_from_args(args: argparse.Namespace) -> ab.SuiteSpec:
+def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
     """The suite `bertlab ablate run|estimate` arguments describe."""
-    return ab.SuiteSpec(
+    return planning.SuiteSpec(
         table=args.table,
         tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
         seeds=args.seeds,
         size=args.size,
         budget_s=args.budget_s,
         budget_tokens=args.budget_tokens,
-        grid=ab.parse_grid(args.grid) if args.grid else (),
+        grid=planning.parse_grid(args.grid) if args.grid else (),
         model=args.model,
         data=args.data,
         corpus=args.corpus,
@@ -156,7 +156,7 @@ def _print_table(rows: list[dict]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`bertlab ablate ...`: call bertlab.ablations.suites / results and print text or `--json`."""
+    """`bertlab ablate ...`: call bertlab.ablations (suites, estimate, reuse, results) and print text or `--json`."""
     commands = {
         "run": _run_or_estimate,
         "estimate": _run_or_estimate,
@@ -171,10 +171,10 @@ def run(args: argparse.Namespace) -> int:
 def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
     spec = spec_from_args(args)
     if args.reuse_matching:
-        spec = ab.with_matching_reuse(spec, registry)
+        spec = reuse.with_matching_reuse(spec, registry)
     for variant, job in spec.reuse:
         print(f"{variant}: reuses pretraining job {job}", file=sys.stderr)
-    est = ab.estimate_suite(spec)
+    est = estimate.estimate_suite(spec)
     if args.ablate_command == "estimate":
         if args.json:
             print(json.dumps(est.to_dict()))

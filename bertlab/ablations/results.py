@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, our_label
-from bertlab.ablations.suites import CSV_COLUMNS, PERCENT_METRICS, suite_runs
+from bertlab.ablations.suites import suite_runs
 from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
@@ -31,6 +31,20 @@ from bertlab.finetune.tasks import get_task
 from bertlab.jobs.registry import JobRegistry
 from bertlab.model_card import read_card
 from bertlab.runfolder import REPO_ROOT, model_dir, read_metrics
+
+CSV_COLUMNS = ("table", "variant", "task", "metric", "value", "seed", "run")
+PERCENT_METRICS = (
+    "accuracy",
+    "f1",
+    "precision",
+    "recall",
+    "exact_match",
+    "matthews",
+    "pearson",
+    "spearman",
+    "mlm_acc",
+    "nsp_acc",
+)
 
 
 def _paper_units(metric: str, value: float) -> float:

@@ -1,0 +1,287 @@
+"""What an ablation suite runs: `SuiteSpec` (which table, on what, at what scale) and its `plan`.
+
+Owns: the suite settings (`SuiteSpec`, `suggested_spec`, the `bertlab ablate run` line that gives
+them: `command`, `parse_grid`), the base recipe every variant is pretrained with (BASE_RECIPE at the
+steadier peak learning rate of SUITE_RECIPE, BASE_VOCAB) and the arguments of each job: one
+pretraining job per variant (`pretrain_args`), one fine-tuning job per variant x task column x seed
+(`finetune_args`), in `plan`. Rows and columns come from the table's `TableSpec`
+(bertlab.ablations.tables).
+
+Torch-free; submits nothing (bertlab.ablations.suites launches a plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
+from bertlab.config import PRESETS
+from bertlab.errors import InputError
+from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.runfolder import REPO_ROOT
+
+BASE_RECIPE = "configs/default-model.yaml"
+BASE_VOCAB = "checkpoints/bertlab-mini/vocab.txt"
+# The base recipe's one change for the suites: a peak learning rate of 1e-3 instead of 1.5e-3. At
+# 1.5e-3 (a step from the 2e-3 that the recipe study saw collapse) short runs fell into the unigram
+# guess for good -- three Table 8 mixes never left 5% (their mix may share the blame), and a 600-s
+# time-to-quality run sat at 5.0% from step 20 to 500 -- since a budget's 5% warm-up is only tens of
+# steps there; at 1e-3 every run of the recipe study (warm-ups of ~20 steps) left it, and so did the
+# time-to-quality run. A suite's own `--set train.learning_rate=...` wins.
+SUITE_RECIPE = ("train.learning_rate=1e-3",)
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A suite before it runs: which table, on what, at what scale."""
+
+    table: str  # table5 | table6 | table7 | table8
+    tasks: tuple[str, ...] = ()  # () = the table's default_tasks
+    seeds: int = 3  # fine-tuning restarts per variant and task (mean +- std)
+    size: str = "tiny"  # model preset of every pretrained variant (Table 6: the grid instead)
+    budget_s: float = 600.0  # wall-clock pretraining seconds per variant (when budget_tokens is 0)
+    budget_tokens: int = 0  # pretraining input tokens per variant: equal tokens, so speed decides nothing
+    grid: tuple[tuple[int, int, int], ...] = ()  # Table 6: (layers, hidden, heads); () = DEFAULT_GRID
+    model: str = ""  # Table 7: the pretrained model to probe ("" = the shipped model)
+    data: str = ""  # folder holding glue/, ud_en_ewt/, wnut17/, squad/ ("" = this workspace's ../shared/data)
+    corpus: str = ""  # pretraining corpus ("" = the base recipe's)
+    max_train_examples: int = 2000  # per fine-tuning run (0 = all)
+    max_eval_examples: int = 1000
+    epochs: float = 2.0
+    finetune_lr: float = 1e-4  # fine-tuning mode (feature mode uses 1e-3)
+    threads: int = 0  # CPU threads per job (0 = torch's default)
+    device: str = "auto"
+    name: str = ""
+    overrides: tuple[str, ...] = ()  # extra `bertlab pretrain` overrides for every variant (KEY=VALUE), last
+    # (variant, job id): a pretraining job already submitted (running, finished or resumable) that the suite
+    # uses for that variant instead of pretraining it again; launch checks it pretrains the same recipe
+    reuse: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if self.table not in TABLES:
+            raise InputError(f"unknown table {self.table!r}; choose one of {', '.join(TABLES)}")
+        for t in self.tasks:
+            if t not in FINETUNE_TASKS:
+                raise InputError(f"unknown task {t!r}; choose from {', '.join(FINETUNE_TASKS)}")
+        if not 1 <= self.seeds <= 20:
+            raise InputError(f"seeds must be between 1 and 20, not {self.seeds}")
+        if self.size not in PRESETS:
+            raise InputError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
+        if self.budget_tokens < 0:
+            raise InputError(f"the token budget must be 0 (use budget_s) or more, not {self.budget_tokens}")
+        if self.table_spec.pretrains and not (self.budget_s > 0 or self.budget_tokens > 0):
+            raise InputError("give a pretraining budget: tokens per variant, or seconds (more than 0)")
+        for layers, hidden, heads in self.grid:
+            if min(layers, hidden, heads) < 1 or hidden % heads:
+                raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
+        pretrained = [v.key for v in self.table_spec.variants(self.grid) if v.pretrain is not None and not v.shares]
+        for variant, _job in self.reuse:
+            if variant not in pretrained:
+                raise InputError(
+                    f"cannot reuse a pretraining job for {variant!r}: {self.table}'s pretrained rows are "
+                    + (", ".join(pretrained) or "none")
+                )
+
+    @property
+    def table_spec(self) -> TableSpec:
+        return TABLES[self.table]
+
+    @property
+    def task_list(self) -> tuple[str, ...]:
+        return self.tasks or self.table_spec.default_tasks
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SuiteSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        data = {k: v for k, v in data.items() if k in known}
+        data["tasks"] = tuple(data.get("tasks") or ())
+        data["grid"] = tuple(tuple(g) for g in data.get("grid") or ())
+        data["overrides"] = tuple(data.get("overrides") or ())
+        data["reuse"] = tuple(tuple(r) for r in data.get("reuse") or ())
+        return cls(**data)
+
+    def reused(self, variant: str) -> str | None:
+        """The id of the job `reuse` names for `variant`, if any."""
+        return dict(self.reuse).get(variant)
+
+
+DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page offers: a mini model leaves the plateau
+
+
+def suggested_spec(table: str) -> SuiteSpec:
+    """The suite the page suggests for a table: a pretrained table at equal tokens (DEFAULT_BUDGET_TOKENS,
+    mini models), one thread per job as on a small shared machine; Table 7 on the shipped model."""
+    if not TABLES[table].pretrains:
+        return SuiteSpec(table, threads=1)
+    return SuiteSpec(table, size="mini", budget_tokens=DEFAULT_BUDGET_TOKENS, threads=1)
+
+
+def command(spec: SuiteSpec) -> str:
+    """The `bertlab ablate run` line that launches `spec` from a terminal (settings left at their
+    defaults are left out)."""
+    default = SuiteSpec(spec.table)
+    args = ["bertlab ablate run", spec.table]
+    if spec.tasks:
+        args += ["--tasks", ",".join(spec.tasks)]
+    if spec.table_spec.pretrains:
+        if not spec.table_spec.shape_grid:
+            args += ["--size", spec.size]
+        args += ["--budget-tokens", f"{spec.budget_tokens / 1e6:g}M"] if spec.budget_tokens else []
+        args += ["--budget-s", f"{spec.budget_s:g}"] if not spec.budget_tokens else []
+    if spec.grid:
+        args += ["--grid", ",".join(f"{a}/{b}/{c}" for a, b, c in spec.grid)]
+    if spec.model:
+        args += ["--model", spec.model]
+    for name, flag in (
+        ("seeds", "--seeds"),
+        ("max_train_examples", "--max-train-examples"),
+        ("max_eval_examples", "--max-eval-examples"),
+        ("epochs", "--epochs"),
+        ("finetune_lr", "--lr"),
+        ("threads", "--threads"),
+        ("data", "--data"),
+        ("corpus", "--corpus"),
+    ):
+        if getattr(spec, name) != getattr(default, name):
+            args += [
+                flag,
+                f"{getattr(spec, name):g}" if isinstance(getattr(spec, name), float) else str(getattr(spec, name)),
+            ]
+    args += [f"--set {o}" for o in spec.overrides]
+    args += [f"--reuse {v}={job}" for v, job in spec.reuse]
+    return " ".join(args)
+
+
+def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
+    """'2/128/2, 4/256/4' -> ((2, 128, 2), (4, 256, 4))."""
+    out = []
+    for part in text.replace(";", ",").split(","):
+        if not part.strip():
+            continue
+        bits = part.strip().lower().replace("l", "").replace("h", "").replace("a", "").replace("-", "/").split("/")
+        try:
+            layers, hidden, heads = (int(b) for b in bits)
+        except ValueError:
+            raise InputError(f"grid entry {part.strip()!r}: write layers/hidden/heads, e.g. 4/256/4") from None
+        out.append((layers, hidden, heads))
+    if not out:
+        raise InputError("the grid is empty; write layers/hidden/heads entries, e.g. 2/128/2, 4/256/4")
+    return tuple(out)
+
+
+def variants(spec: SuiteSpec) -> tuple[Variant, ...]:
+    """The rows of the suite's table, in the paper's order."""
+    return spec.table_spec.variants(spec.grid)
+
+
+def columns(spec: SuiteSpec) -> tuple[Column, ...]:
+    """The task columns (a table with feature columns trains each task both ways)."""
+    return spec.table_spec.columns(spec.task_list)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One job of a suite, before it is submitted."""
+
+    variant: str
+    column: str  # "pretraining" for a pretraining job
+    seed: int
+    spec: JobSpec
+    needs: str | None = None  # the variant whose pretraining job this one waits for
+
+
+def task_args(spec: SuiteSpec, task: str) -> list[str]:
+    path = str(Path(spec.data).expanduser() / DEFAULT_TASK_DATA[task]) if spec.data else default_task_data(task)
+    args = ["--task", task, "--data", path]
+    if task in ("qnli", "squad"):  # no train set here: train on 80% of the dev set (see DATA_NOTES)
+        args += ["--split-dev", "0.8"]
+    return args
+
+
+def _prefix(spec: SuiteSpec) -> str:
+    return spec.name or spec.table
+
+
+def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str, ...]:
+    args = [
+        "--config",
+        BASE_RECIPE,
+        f"name={_prefix(spec)}-{variant.key}",
+        f"size={spec.size}",
+        f"train.max_time_s={0.0 if spec.budget_tokens else float(spec.budget_s)}",
+        "train.max_steps=0",
+        f"train.max_tokens={int(spec.budget_tokens)}",
+        "train.snapshots=false",
+        f"vocab={BASE_VOCAB}",
+        *SUITE_RECIPE,
+    ]
+    if spec.threads:
+        args.append(f"train.num_threads={spec.threads}")
+    if spec.corpus:
+        parts = [c.strip() for c in spec.corpus.split(",") if c.strip()]
+        args.append("corpus=[" + ", ".join(parts) + "]")
+    return tuple(args) + tuple(variant.pretrain or ()) + tuple(spec.overrides)
+
+
+def finetune_args(spec: SuiteSpec, variant: Variant, column: Column, seed: int, model: str) -> tuple[str, ...]:
+    extra = [*column.finetune, *variant.finetune]
+    feature = "feature" in extra
+    args = [
+        *task_args(spec, column.task),
+        "--model",
+        model,
+        "--seed",
+        str(seed),
+        "--lr",
+        str(1e-3 if feature else spec.finetune_lr),
+    ]
+    if spec.epochs:
+        args += ["--epochs", str(spec.epochs)]
+    if spec.max_train_examples:
+        args += ["--max-train-examples", str(spec.max_train_examples)]
+    if spec.max_eval_examples:
+        args += ["--max-eval-examples", str(spec.max_eval_examples)]
+    if spec.threads:
+        args += ["--threads", str(spec.threads)]
+    # later flags win in argparse: the variant's feature choice overrides a column's default
+    return tuple(args + extra)
+
+
+def plan(spec: SuiteSpec, suite_id: str) -> list[PlannedRun]:
+    """Every job of the suite: pretraining first, then fine-tuning (model paths are filled in at launch)."""
+    runs: list[PlannedRun] = []
+    vs = variants(spec)
+    for v in vs:
+        if v.pretrain is not None and v.shares is None:
+            runs.append(
+                PlannedRun(
+                    v.key,
+                    "pretraining",
+                    0,
+                    JobSpec("pretrain", pretrain_args(spec, v, suite_id), spec.device, name=f"{_prefix(spec)}-{v.key}"),
+                )
+            )
+    for v in vs:
+        source = v.shares or (v.key if v.pretrain is not None else None)
+        for col in columns(spec):
+            for seed in range(spec.seeds):
+                model = "{model}" if source else (spec.model or str(REPO_ROOT / "checkpoints" / "bertlab-mini"))
+                runs.append(
+                    PlannedRun(
+                        v.key,
+                        col.key,
+                        seed,
+                        JobSpec(
+                            "finetune",
+                            finetune_args(spec, v, col, seed, model),
+                            spec.device,
+                            name=f"{_prefix(spec)}-{v.key}-{col.key}-s{seed}",
+                        ),
+                        needs=source,
+                    )
+                )
+    return runs

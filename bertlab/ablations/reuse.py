@@ -1,0 +1,101 @@
+"""Reusing a pretraining job across suites: a row whose exact pretraining already ran, runs or can
+resume in the runs folder uses that job instead of pretraining again (Table 5's MLM + NSP run is also
+Table 8's 80/10/10 row and Table 6's 4/256/4 row at mini size).
+
+Owns: what counts as the same recipe (`_recipe`: every resolved setting but the name, the model's
+shape in place of the preset that gives it), finding a match (`matching_jobs`, `with_matching_reuse`)
+and checking a named one (`reused_job`). Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from bertlab.ablations.planning import PlannedRun, SuiteSpec, plan
+from bertlab.errors import InputError
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job
+from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
+from bertlab.runfolder import JOB_FILE, REPO_ROOT
+
+
+def _recipe(args: tuple[str, ...]) -> dict:
+    """A pretraining job's resolved settings, less its name, with the model's shape in place of the
+    preset and overrides that give it: two jobs with equal recipes train the same model the same way
+    (so Table 6's 4/256/4 row may reuse a mini run)."""
+    cfg = pretrain_config(parse_recipe_args("pretrain", args), REPO_ROOT)
+    recipe = asdict(cfg)
+    for key in ("name", "size", "model_overrides"):
+        recipe.pop(key)
+    recipe["model"] = asdict(cfg.model_config(cfg.vocab_size))
+    return _flat(recipe)
+
+
+REUSE_ORDER = ("finished", "running", "preparing", "queued", "failed", "cancelled")  # most useful first
+
+
+def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, str], ...]:
+    """For each row of `spec` that pretrains and has no `reuse` yet: the pretraining job in the runs
+    folder that pretrains exactly its recipe (finished first, then running, queued, and resumable ones;
+    newest first), as `reuse` entries. Rows with no such job are left out."""
+    wanted = {r.variant: r for r in plan(spec, "match") if r.column == "pretraining" and not spec.reused(r.variant)}
+    if not wanted:
+        return ()
+    recipes = {v: _recipe(r.spec.args) for v, r in wanted.items()}
+    found: dict[str, str] = {}
+    jobs = [j for j in registry.list(start_queued=False) if j.kind == "pretrain" and j.state in REUSE_ORDER]
+    for job in sorted(jobs, key=lambda j: REUSE_ORDER.index(j.state)):  # stable: newest first within a state
+        if job.state in ("failed", "cancelled") and not job.has_checkpoint:
+            continue
+        try:
+            theirs = _recipe(tuple(job.job.get("args") or ()))
+        except (JobError, InputError, SystemExit, ValueError, TypeError):
+            continue  # a job whose arguments no longer parse matches nothing
+        for variant, ours in recipes.items():
+            if variant not in found and ours == theirs:
+                found[variant] = job.id
+    return tuple((v, found[v]) for v in wanted if v in found)
+
+
+def with_matching_reuse(spec: SuiteSpec, registry: JobRegistry) -> SuiteSpec:
+    """`spec` reusing, for each row that pretrains and reuses nothing yet, the job `matching_jobs` finds."""
+    return replace(spec, reuse=spec.reuse + matching_jobs(spec, registry))
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """{'train': {'learning_rate': 1e-3}} -> {'train.learning_rate': 1e-3}, so a difference names its field."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple[str, Path]:
+    """The pretraining job `spec.reuse` names for `run`'s variant, checked to be a job of this runs
+    folder that pretrains exactly what the suite would (every setting but the name), so the table
+    still compares equal recipes. InputError naming the settings that differ."""
+    job_id = spec.reused(run.variant) or ""
+    run_dir = registry.root / job_id
+    if not job_id or "/" in job_id or not (run_dir / JOB_FILE).is_file():
+        raise InputError(
+            f"no job {job_id!r} in {registry.root} to reuse for {run.variant}; `bertlab jobs list` shows them"
+        )
+    job = read_job(run_dir)
+    if job.kind != "pretrain":
+        raise InputError(f"job {job_id} is a {job.kind} job; reuse needs a pretraining job")
+    if job.state == "cancelled" and not job.has_checkpoint:
+        raise InputError(f"job {job_id} was cancelled before its first checkpoint; there is nothing to reuse")
+    try:
+        theirs = _recipe(tuple(job.job.get("args") or ()))
+    except (JobError, SystemExit) as exc:
+        raise InputError(f"job {job_id}'s arguments no longer parse: {exc}") from exc
+    ours = _recipe(run.spec.args)
+    differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    if differ:
+        shown = "; ".join(f"{k}: the suite's {ours.get(k)!r}, the job's {theirs.get(k)!r}" for k in differ)
+        raise InputError(f"job {job_id} does not pretrain what the suite's {run.variant} row would ({shown})")
+    return job_id, run_dir
