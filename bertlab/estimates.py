@@ -248,12 +248,15 @@ def _measured_in_run(
     model shape, batch size, max_seq_length and head (mode, features, BiLSTM: its sequences/s,
     since its batches are padded as this job's will be)."""
     root = Path(root) if root else runs_root()
-    shape = (config.num_layers, config.hidden_size, config.num_heads, config.intermediate_size)
+    # the objective shows in the shape too: a left-to-right model predicts every token, not 15% of them
+    keys = ("num_layers", "hidden_size", "num_heads", "intermediate_size", "attention_direction", "use_nsp_head")
+    defaults = {"attention_direction": "bidirectional", "use_nsp_head": True}  # run folders from before those fields
+    shape = tuple(getattr(config, k) for k in keys)
     for run in run_dirs(root)[:50]:
         try:
             rc = read_run_config(run) or {}
             mc = rc.get("model_config") or {}
-            if (mc.get("num_layers"), mc.get("hidden_size"), mc.get("num_heads"), mc.get("intermediate_size")) != shape:
+            if tuple(mc.get(k, defaults.get(k)) for k in keys) != shape:
                 continue
             if not str(read_status(run).get("device", "")).startswith(device):
                 continue

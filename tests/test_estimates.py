@@ -66,6 +66,9 @@ def test_estimate_uses_measured_throughput_of_an_earlier_run(runs):
     est = estimate(cfg, batch_size=32, seq_length=128, max_steps=100, device="cpu", runs_dir=runs)
     assert est.throughput_source == "measured in run earlier" and est.tokens_per_s == 1280.0
     assert est.seconds == pytest.approx(100 * 32 / 10.0)  # 3.2 s a step at 10 sequences/s
+    ltr = preset("tiny", vocab_size=1000, attention_direction="left_to_right")  # predicts every token: not the same job
+    est = estimate(ltr, batch_size=32, seq_length=128, max_steps=100, device="cpu", runs_dir=runs)
+    assert not est.throughput_source.startswith("measured in run")
 
 
 def test_estimate_reads_finetuning_runs_too(runs):
