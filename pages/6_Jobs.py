@@ -24,6 +24,7 @@ from bertlab.jobs.view import (
     chance_levels,
     curves_figure,
     expects_metrics,
+    interrupted_text,
     is_waiting,
     job_heading,
     job_label,
@@ -69,6 +70,18 @@ if not jobs:
     st.info(f"No runs yet in `{registry.root}`. Launch one on the Train page.")
     st.page_link(page_titled("Train").file, label="Train", icon=page_titled("Train").icon)
     st.stop()
+
+interrupted = [j for j in jobs if j.interrupted]
+if interrupted:
+    box = st.container(border=True)
+    box.warning(interrupted_text(interrupted), icon=":material/restart_alt:")
+    if access.allowed and box.button(f"Resume all {len(interrupted)}", icon=":material/play_arrow:"):
+        try:
+            registry.resume_interrupted()
+        except BertLabError as exc:
+            show_error(exc)
+        else:
+            st.rerun()
 
 ids = [j.id for j in jobs]
 focus = st.session_state.pop("jobs_focus", None)  # set by the Train page after a launch

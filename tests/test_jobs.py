@@ -200,3 +200,25 @@ def test_trainer_records_its_pid_and_start_time(tmp_path):
     assert own_start_time() == process_start_time(os.getpid())
     status = update_status(tmp_path, state="running", pid=os.getpid(), pid_start=own_start_time())
     assert pid_alive(status["pid"], status["pid_start"])
+
+
+def test_resume_interrupted_queues_every_job_whose_process_went_away(runs, monkeypatch, capsys):
+    """After a reboot every running job shows failed; `jobs resume --interrupted` queues those again
+    (oldest first) and leaves alone a job that failed with its own error or was cancelled."""
+    from bertlab.cli import main
+
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    gone = dead_pid()
+    first = fake_launched_job(runs, "first", gone)
+    second = fake_launched_job(runs, "second", gone, state="preparing")
+    broken = fake_launched_job(runs, "broken", gone, state="failed")  # the trainer said why it failed
+    stopped = fake_launched_job(runs, "stopped", gone, state="cancelled")
+    reg = JobRegistry(runs)
+    assert [reg.get(n).interrupted for n in ("first", "second", "broken", "stopped")] == [True, True, False, False]
+    assert main(["jobs", "--runs", str(runs), "resume", "--interrupted"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["first", "second"]
+    assert [read_job(d).state for d in (first, second, broken, stopped)] == ["queued", "queued", "failed", "cancelled"]
+    assert main(["jobs", "--runs", str(runs), "resume", "--interrupted"]) == 0
+    assert "no interrupted jobs" in capsys.readouterr().out
+    assert main(["jobs", "--runs", str(runs), "resume"]) != 0  # neither an id nor --interrupted
+    assert "--interrupted" in capsys.readouterr().err

@@ -356,3 +356,16 @@ def test_local_train_page_keeps_any_path(app_env, tmp_path):
     corpus.write_text("the cat sat on the mat.\n")
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(corpus)).run()
     assert not at.error, [e.value for e in at.error]
+
+
+def test_jobs_page_offers_to_resume_runs_whose_process_went_away(app_env):
+    from conftest import dead_pid, fake_launched_job
+
+    fake_launched_job(app_env, "cut-short", dead_pid())  # status says running, its process is gone
+    at = open_page(JOBS)
+    warning = next(w.value for w in at.warning if "stopped mid-run" in w.value)
+    assert "1 run stopped mid-run" in warning and "cut-short" in warning
+    next(b for b in at.button if b.label == "Resume all 1").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert JobRegistry(app_env).get("cut-short").state == "queued"
+    assert not [w for w in at.warning if "stopped mid-run" in w.value]

@@ -100,7 +100,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
         ("delete", "remove a job's run folder (cancel a live job first)"),
     ):
         s = command(name, help_text)
-        s.add_argument("job_id", help="the job's id: its run folder's name, as `bertlab jobs list` shows it")
+        s.add_argument(
+            "job_id",
+            nargs="?" if name == "resume" else None,
+            help="the job's id: its run folder's name, as `bertlab jobs list` shows it",
+        )
+        if name == "resume":
+            s.add_argument(
+                "--interrupted",
+                action="store_true",
+                help="every job whose process went away mid-run (a reboot, a kill), each from its last checkpoint",
+            )
         s.add_argument("--json", action="store_true", help=json_help)
         if name == "show":
             s.add_argument("--log", type=int, default=20, help="log lines to show")
@@ -217,7 +227,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cmd == "cancel":
         job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
+    elif cmd == "resume" and args.interrupted:
+        resumed = reg.resume_interrupted()
+        if args.json:
+            print(json.dumps([j.to_dict() for j in resumed], default=str))
+        else:
+            print("\n".join(_job_line(j) for j in resumed) or "no interrupted jobs to resume")
+        return 0
     elif cmd == "resume":
+        if not args.job_id:
+            raise JobError("give the job's id, or --interrupted for every job whose process went away mid-run")
         job = reg.resume(args.job_id)
     else:
         reg.delete(args.job_id)

@@ -369,6 +369,12 @@ class JobRegistry:
         except (ProcessLookupError, PermissionError):
             return False
 
+    def resume_interrupted(self) -> list[Job]:
+        """Queue again every job whose process went away mid-run (`Job.interrupted`), oldest first so
+        the queue keeps their order; each continues from its last checkpoint."""
+        stopped = sorted((j for j in self.list(start_queued=False) if j.interrupted), key=lambda j: (j.submitted, j.id))
+        return [self.resume(j.id) for j in stopped]
+
     def resume(self, job_id: str, wait_s: float = 15.0) -> Job:
         """Queue a cancelled or failed job again: `--resume` from its checkpoint, or from scratch without one.
 

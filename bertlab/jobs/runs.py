@@ -59,6 +59,18 @@ class Job:
         return self.state in FINAL_STATES
 
     @property
+    def interrupted(self) -> bool:
+        """Failed because its process went away mid-run (a reboot, a closed laptop, a kill), not with an
+        error of its own: the trainer's last word was that it was still running. Resume continues it."""
+        return (
+            self.state == "failed"
+            and self.managed
+            and not self.alive
+            and self.status.get("state") in ACTIVE_STATES
+            and not self.job.get("cancel_requested")
+        )
+
+    @property
     def has_checkpoint(self) -> bool:
         return has_checkpoint(self.run_dir)
 

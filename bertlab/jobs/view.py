@@ -355,6 +355,17 @@ def can_cancel(job: Job) -> bool:
     return job.managed and job.state in WAITING_STATES
 
 
+def interrupted_text(jobs: list[Job], shown: int = 5) -> str:
+    """What the Jobs page says of runs whose process went away mid-run (`Job.interrupted`)."""
+    many = len(jobs) > 1
+    names = ", ".join(j.id for j in jobs[:shown]) + ("…" if len(jobs) > shown else "")
+    return (
+        f"{len(jobs)} run{'s' if many else ''} stopped mid-run because {'their processes' if many else 'its process'} "
+        f"went away (a restart, a closed laptop, a kill): {names}. Resumed, each continues from its last "
+        "checkpoint (`bertlab jobs resume --interrupted` does the same)."
+    )
+
+
 def can_resume(job: Job) -> bool:
     """A cancelled or failed run whose processes are gone can be queued again."""
     return not job.alive and job.state in ("cancelled", "failed")
