@@ -203,8 +203,7 @@ def _progress(record: dict) -> None:
         st.rerun(scope="app")
     st.progress(done / max(1, len(runs)), text=f"{done} of {len(runs)} runs finished")
     matrix = [
-        {**row, "variant": paper_tables.variant_label(table, row["variant"])}
-        for row in ab.progress_matrix(record, runs)
+        {**row, "variant": paper_tables.our_label(table, row["variant"])} for row in ab.progress_matrix(record, runs)
     ]
     st.dataframe(pd.DataFrame(matrix), hide_index=True, column_config=fitted(matrix))
     failed = [r for r in runs if r.state in ("failed", "missing")]
@@ -262,7 +261,7 @@ with st.form(f"abl_launch_{table}"):
             else ""
         )
         reuse_runs = c2.checkbox(
-            "Reuse pretraining runs with the same recipe",
+            "Reuse matching pretraining runs",
             value=True,
             help="A row whose exact pretraining (every setting but the name) already ran, runs or can resume in "
             "the runs folder uses that job instead of pretraining again; e.g. Table 5's MLM + NSP run serves as "

@@ -459,6 +459,7 @@ def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
     assert any("0 of 21 runs finished" in p.proto.text for p in at.get("progress"))
     matrix = next(f.value for f in at.dataframe if "upos" in f.value.columns)  # variant x task x seed
     assert list(matrix["upos"]) == ["0/3 ···"] * 7
+    assert matrix["variant"][0] == "Fine-tuning"  # our row, not the paper's "Fine-tuning (BERT-base)"
 
 
 def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):
