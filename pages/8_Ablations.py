@@ -110,15 +110,16 @@ else:
         show_error(exc)
         rows = []
 
+if sources:  # how the set was made, its budget first, while a suite has nothing finished too
+    made = record if record is not None else results.results_meta(COMMITTED / f"{table}.json")
+    if made.get("spec"):
+        st.caption(results.describe_spec(made["spec"], made.get("recipe_changes") or ()))
 if rows:
     if record is None:
         meta = results.results_meta(COMMITTED / f"{table}.json")
     else:
         meta = {"spec": record.get("spec", {}), "models": results.model_records(record, registry)}
-    spec = meta.get("spec") or {}
     what = results.what_rows_are(meta)  # "tiny, 4.0M tokens": our rows are not BERT-base
-    if spec:
-        st.caption(results.describe_spec(spec))
     notes = [
         paper_tables.DATA_NOTES[t]
         for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)

@@ -104,6 +104,8 @@ def test_size_trend_is_a_rank_correlation():
 def test_a_result_set_says_the_budget_it_ran_on():
     spec = {"table": "table8", "size": "tiny", "budget_s": 300.0, "seeds": 3, "epochs": 2.0}
     assert "pretrained for 5 min each" in results.describe_spec(spec)
+    changed = results.describe_spec(spec, ["train.learning_rate=1e-3"])  # the suite record's recipe_changes
+    assert "with the shipped model's recipe (changed: train.learning_rate=1e-3)" in changed
     # `--set train.max_time_s=0 --set train.max_tokens=4000000` replaced the wall-clock budget
     tokens = {**spec, "overrides": ["train.max_time_s=0", "train.max_tokens=4000000"]}
     assert "pretrained on 4M tokens each" in results.describe_spec(tokens)

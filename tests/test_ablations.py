@@ -291,6 +291,10 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     suite_dir = ab.launch(spec, registry)
     record = ab.read_suite(suite_dir)
     assert len(record["runs"]) == 3 + 4 * 2 and record["commit"] and record["estimate"]["total_s"] > 0
+    assert "train.learning_rate=1e-3" in record["recipe_changes"]  # what the page's caption lists
+    assert "phase2={}" in record["recipe_changes"] and "train.max_steps=3" in record["recipe_changes"]
+    restated = replace(spec, overrides=("train.learning_rate=1.5e-3", "train.batch_size=32"))  # the base's values
+    assert planning.recipe_changes(restated) == []
     assert len(record["estimate"]["runs"]) == len(record["runs"])
     deadline = time.monotonic() + 420
     while time.monotonic() < deadline:

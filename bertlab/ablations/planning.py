@@ -12,13 +12,17 @@ Torch-free; submits nothing (bertlab.ablations.suites launches a plan).
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
 from bertlab.config import PRESETS
-from bertlab.errors import InputError
+from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.pretrain_config import load_config_file
 from bertlab.runfolder import REPO_ROOT
 
 BASE_RECIPE = "configs/default-model.yaml"
@@ -154,6 +158,46 @@ def command(spec: SuiteSpec) -> str:
     args += [f"--set {o}" for o in spec.overrides]
     args += [f"--reuse {v}={job}" for v, job in spec.reuse]
     return " ".join(args)
+
+
+def recipe_changes(spec: SuiteSpec) -> list[str]:
+    """What every variant's pretraining changes in the base recipe: SUITE_RECIPE, then the suite's own
+    overrides, the last of each key, less any that restates the base recipe's value (KEY=VALUE)."""
+    last = {o.split("=", 1)[0].strip(): o for o in (*SUITE_RECIPE, *spec.overrides)}
+    try:
+        with _in_repo():
+            base = flatten(asdict(load_config_file(BASE_RECIPE)))
+            ours = flatten(asdict(load_config_file(BASE_RECIPE, list(last.values()))))
+    except (BertLabError, ValueError, TypeError):
+        return list(last.values())  # the jobs will say what is wrong; here, list every change as given
+
+    def restates(key: str) -> bool:
+        under = [k for k in base.keys() | ours.keys() if k == key or k.startswith(key + ".")]
+        return bool(under) and all(base.get(k) == ours.get(k) for k in under)
+
+    return [o for key, o in last.items() if not restates(key)]
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{'train': {'learning_rate': 1e-3}} -> {'train.learning_rate': 1e-3}, so a difference names its field."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@contextlib.contextmanager
+def _in_repo() -> Iterator[None]:
+    """Recipe paths (the base recipe, its corpus and vocabulary) are relative to the repository."""
+    old = os.getcwd()
+    os.chdir(REPO_ROOT)
+    try:
+        yield
+    finally:
+        os.chdir(old)
 
 
 def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:

@@ -179,7 +179,10 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         w.writerows(rows)
-    meta = {k: record.get(k) for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe")}
+    meta = {
+        k: record.get(k)
+        for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe", "recipe_changes")
+    }
     meta["citation"] = CITATION
     meta["models"] = model_records(record, registry)
     meta["curves"] = pretraining_curves(record, registry)
@@ -256,8 +259,9 @@ def pretraining_budget(spec: dict) -> str:
     return " or ".join(parts) + (" (whichever came first)" if len(parts) > 1 else "")
 
 
-def describe_spec(spec: dict) -> str:
-    """One line on how a result set was made, from its suite spec."""
+def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) -> str:
+    """One line on how a result set was made, from its suite spec and what its pretraining changed in
+    the base recipe (`recipe_changes` of its suite record: KEY=VALUE overrides)."""
     parts = []
     table = TABLES.get(str(spec.get("table")))
     if table is not None and not table.pretrains:
@@ -267,6 +271,7 @@ def describe_spec(spec: dict) -> str:
     else:
         parts.append(
             f"{spec.get('size', '?')} models pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
+            + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
     n = spec.get("max_train_examples") or "all"
     lr = spec.get("finetune_lr")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from bertlab.ablations.planning import PlannedRun, SuiteSpec, plan
+from bertlab.ablations.planning import PlannedRun, SuiteSpec, flatten, plan
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job
@@ -29,7 +29,7 @@ def _recipe(args: tuple[str, ...]) -> dict:
     for key in ("name", "size", "model_overrides"):
         recipe.pop(key)
     recipe["model"] = asdict(cfg.model_config(cfg.vocab_size))
-    return _flat(recipe)
+    return flatten(recipe)
 
 
 REUSE_ORDER = ("finished", "running", "preparing", "queued", "failed", "cancelled")  # most useful first
@@ -61,17 +61,6 @@ def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, st
 def with_matching_reuse(spec: SuiteSpec, registry: JobRegistry) -> SuiteSpec:
     """`spec` reusing, for each row that pretrains and reuses nothing yet, the job `matching_jobs` finds."""
     return replace(spec, reuse=spec.reuse + matching_jobs(spec, registry))
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    """{'train': {'learning_rate': 1e-3}} -> {'train.learning_rate': 1e-3}, so a difference names its field."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple[str, Path]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bertlab.ablations.estimate import estimate_suite
-from bertlab.ablations.planning import BASE_RECIPE, SuiteSpec, plan, task_args
+from bertlab.ablations.planning import BASE_RECIPE, SuiteSpec, plan, recipe_changes, task_args
 from bertlab.ablations.reuse import reused_job
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
@@ -81,6 +81,8 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "commit": _commit(),
         "hardware": f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores",
         "base_recipe": BASE_RECIPE,
+        # what every pretraining job changes in the base recipe, the suites' own change first
+        "recipe_changes": recipe_changes(spec) if spec.table_spec.pretrains else [],
         "estimate": estimate_suite(spec).to_dict(),
         "runs": [],
     }
