@@ -202,6 +202,11 @@ def test_trainer_records_its_pid_and_start_time(tmp_path):
     assert pid_alive(status["pid"], status["pid_start"])
 
 
+def _patch_job(run_dir, **fields) -> None:
+    data = json.loads((run_dir / "job.json").read_text())
+    (run_dir / "job.json").write_text(json.dumps({**data, **fields}))
+
+
 def test_resume_interrupted_queues_every_job_whose_process_went_away(runs, monkeypatch, capsys):
     """After a reboot every running job shows failed; `jobs resume --interrupted` queues those again
     (oldest first) and leaves alone a job that failed with its own error or was cancelled."""
@@ -209,16 +214,46 @@ def test_resume_interrupted_queues_every_job_whose_process_went_away(runs, monke
 
     monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
     gone = dead_pid()
-    first = fake_launched_job(runs, "first", gone)
-    second = fake_launched_job(runs, "second", gone, state="preparing")
-    broken = fake_launched_job(runs, "broken", gone, state="failed")  # the trainer said why it failed
-    stopped = fake_launched_job(runs, "stopped", gone, state="cancelled")
+    fake_launched_job(runs, "first", gone)
+    fake_launched_job(runs, "second", gone, state="preparing")
+    fake_launched_job(runs, "broken", gone, state="failed")  # the trainer said why it failed
+    stopped = fake_launched_job(runs, "stopped", gone, state="cancelled")  # a user's cancel
+    _patch_job(stopped, cancel_requested=1.0)
+    rebooted = fake_launched_job(runs, "rebooted", gone, state="cancelled")  # the supervisor got SIGTERM
+    _patch_job(rebooted, cancel_requested=1.0, signalled=True)
+    oom = fake_launched_job(runs, "oom", gone, state="failed")  # the trainer alone was SIGKILLed
+    _patch_job(oom, signalled=True)
+    names = ("first", "second", "broken", "stopped", "rebooted", "oom")
     reg = JobRegistry(runs)
-    assert [reg.get(n).interrupted for n in ("first", "second", "broken", "stopped")] == [True, True, False, False]
+    assert [reg.get(n).interrupted for n in names] == [True, True, False, False, True, True]
     assert main(["jobs", "--runs", str(runs), "resume", "--interrupted"]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["first", "second"]
-    assert [read_job(d).state for d in (first, second, broken, stopped)] == ["queued", "queued", "failed", "cancelled"]
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["first", "second", "rebooted", "oom"]
+    states = [read_job(runs / n).state for n in names]
+    assert states == ["queued", "queued", "failed", "cancelled", "queued", "queued"]
+    assert not read_job(rebooted).job.get("signalled")  # a later cancel by a user is a user's cancel
     assert main(["jobs", "--runs", str(runs), "resume", "--interrupted"]) == 0
     assert "no interrupted jobs" in capsys.readouterr().out
     assert main(["jobs", "--runs", str(runs), "resume"]) != 0  # neither an id nor --interrupted
     assert "--interrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("who", ["supervisor", "trainer"])
+def test_a_signal_from_outside_marks_the_job_interrupted(runs, monkeypatch, who):
+    """A reboot's SIGTERM to the supervisor, or SIGKILL to the trainer alone: the supervisor notes
+    `signalled`, so the run reads as interrupted (resumable in bulk), not as a user's cancel."""
+    import time
+
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    run_dir = fake_launched_job(runs, f"cut-{who}", dead_pid())
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    _patch_job(run_dir, argv=sleeper, kill_timeout_s=5, child_pid=None)
+    sup = subprocess.Popen([sys.executable, "-m", "bertlab.jobs", "supervise", str(run_dir)], cwd=REPO)
+    try:
+        child = wait_for(lambda: json.loads((run_dir / "job.json").read_text()).get("child_pid"), what="child")
+        time.sleep(0.5)
+        os.kill(sup.pid if who == "supervisor" else child, signal.SIGTERM if who == "supervisor" else signal.SIGKILL)
+        sup.wait(timeout=30)
+    finally:
+        sup.kill()
+    job = read_job(run_dir)
+    assert job.job.get("signalled") is True and job.state in ("cancelled", "failed") and job.interrupted

@@ -109,7 +109,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
             s.add_argument(
                 "--interrupted",
                 action="store_true",
-                help="every job whose process went away mid-run (a reboot, a kill), each from its last checkpoint",
+                help="every job stopped mid-run by a reboot, a kill or a lost process (not by its own error or a "
+                "cancel), each from its last checkpoint",
             )
         s.add_argument("--json", action="store_true", help=json_help)
         if name == "show":
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cmd == "cancel":
         job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
-    elif cmd == "resume" and args.interrupted:
+    elif cmd == "resume" and args.interrupted and not args.job_id:
         resumed = reg.resume_interrupted()
         if args.json:
             print(json.dumps([j.to_dict() for j in resumed], default=str))
@@ -235,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(_job_line(j) for j in resumed) or "no interrupted jobs to resume")
         return 0
     elif cmd == "resume":
+        if args.job_id and args.interrupted:
+            raise JobError("give a job's id or --interrupted, not both")
         if not args.job_id:
             raise JobError("give the job's id, or --interrupted for every job whose process went away mid-run")
         job = reg.resume(args.job_id)

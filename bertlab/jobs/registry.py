@@ -10,7 +10,7 @@ listed too, read-only.
     run_dir/job.json   {"kind": "pretrain"|"finetune"|"interpret", "args": [...], "device", "num_gpus", "cwd",
                         "command", "submitted", "phase": queued|launched|ended|cancelled, "resume",
                         "pid", "pid_start", "child_pid", "child_start", "gpus", "launched", "ended",
-                        "returncode", "cancel_requested", "attempts"}
+                        "returncode", "cancel_requested", "signalled" (stopped by a signal, not a cancel), "attempts"}
     run_dir/log.txt    stdout + stderr of the job (the trainer's log lines)
 
 Processes. A launched job is a small *supervisor* (`python -m bertlab.jobs supervise RUN_DIR`,
@@ -418,7 +418,15 @@ class JobRegistry:
         resume = job.has_checkpoint
         if not resume:
             set_metrics_aside(job.run_dir)  # a fresh start: keep the earlier attempt's curve aside, not mixed in
-        update_job_file(job.run_dir, phase="queued", resume=resume, cancel_requested=None, ended=None, returncode=None)
+        update_job_file(
+            job.run_dir,
+            phase="queued",
+            resume=resume,
+            cancel_requested=None,
+            signalled=None,
+            ended=None,
+            returncode=None,
+        )
         # the ETA and speed of the stopped attempt no longer hold; the trainer writes fresh ones
         update_status(job.run_dir, state="queued", error=None, eta_s=None)
         self.tick()
@@ -468,8 +476,8 @@ def supervise(run_dir: str | Path) -> int:
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if requested["term"] and not job.get("cancel_requested"):
-                job = update_job_file(run_dir, cancel_requested=time.time())
+            if requested["term"] and not job.get("cancel_requested"):  # not a user's cancel: a reboot, a kill
+                job = update_job_file(run_dir, cancel_requested=time.time(), signalled=True)
             else:
                 job = read_job_file(run_dir) or job
             asked = job.get("cancel_requested")
@@ -491,6 +499,8 @@ def supervise(run_dir: str | Path) -> int:
         with contextlib.suppress(ProcessLookupError):  # leftovers of the group (torchrun workers)
             os.killpg(child.pid, signal.SIGKILL)
     job = read_job_file(run_dir) or job
+    if returncode is not None and returncode < 0 and not job.get("cancel_requested"):
+        job = update_job_file(run_dir, signalled=True)  # the trainer alone was killed (kill -9, the OOM killer)
     status = read_status(run_dir)
     if status.get("state") not in FINAL_STATES:
         if job.get("cancel_requested"):

@@ -60,12 +60,15 @@ class Job:
 
     @property
     def interrupted(self) -> bool:
-        """Failed because its process went away mid-run (a reboot, a closed laptop, a kill), not with an
-        error of its own: the trainer's last word was that it was still running. Resume continues it."""
+        """Stopped mid-run by something other than its own error or a user's cancel: its processes went
+        away without a word (power cut, the session's end), or a signal stopped them (a reboot's SIGTERM,
+        kill, the OOM killer: the supervisor notes `signalled`). Resume continues it."""
+        if not self.managed or self.alive or self.job.get("phase") in ("queued", "cancelled"):
+            return False  # not launched, cancelled while queued, or still running
+        if self.job.get("signalled"):
+            return self.state in ("failed", "cancelled")
         return (
             self.state == "failed"
-            and self.managed
-            and not self.alive
             and self.status.get("state") in ACTIVE_STATES
             and not self.job.get("cancel_requested")
         )

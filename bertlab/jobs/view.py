@@ -362,7 +362,7 @@ def interrupted_text(jobs: list[Job], shown: int = 5) -> str:
     return (
         f"{len(jobs)} run{'s' if many else ''} stopped mid-run because {'their processes' if many else 'its process'} "
         f"went away (a restart, a closed laptop, a kill): {names}. Resumed, each continues from its last "
-        "checkpoint (`bertlab jobs resume --interrupted` does the same)."
+        "checkpoint, or from the start if it had none (`bertlab jobs resume --interrupted` does the same)."
     )
 
 
