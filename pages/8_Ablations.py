@@ -172,10 +172,11 @@ elif sources:
 
 if sources and table_spec.pretrains:
     if record is not None:
-        curves, grid_of = results.pretraining_curves(record, registry), record.get("spec", {}).get("grid") or ()
+        curves, spec_of = results.pretraining_curves(record, registry), record.get("spec") or {}
     else:
         meta = results.results_meta(COMMITTED / f"{table}.json")
-        curves, grid_of = meta.get("curves") or {}, (meta.get("spec") or {}).get("grid") or ()
+        curves, spec_of = meta.get("curves") or {}, meta.get("spec") or {}
+    grid_of = spec_of.get("grid") or ()
     if curves:
         st.markdown("#### How each row's pretraining went")
         show_figure(
@@ -186,7 +187,12 @@ if sources and table_spec.pretrains:
         st.caption(
             "Held-out masked-token accuracy at each evaluation (a left-to-right row: next-word accuracy, dotted). "
             f"Below {results.PLATEAU_EXIT:.0f}% a masked-LM model has learned little beyond how common each word "
-            "is; every row is pretrained on the same number of tokens, so their speed decides nothing."
+            "is. "
+            + (
+                "Every row is pretrained on the same number of tokens, so their speed decides nothing."
+                if spec_of.get("budget_tokens")
+                else "Every row is pretrained for the same time, so a faster one sees more tokens."
+            )
         )
 
 

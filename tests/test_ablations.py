@@ -532,6 +532,17 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
         ab.launch(replace(spec, reuse=(("mlm_nsp", other.id),)), registry)
     with pytest.raises(InputError, match="no job"):
         ab.launch(replace(spec, reuse=(("no_nsp", "nope"),)), registry)
+    tuned_job = registry.get(tuned)
+    with pytest.raises(InputError, match="reuse needs a pretraining job"):
+        ab.launch(replace(spec, reuse=(("no_nsp", tuned_job.id),)), registry)
+    with pytest.raises(InputError, match="pretrains on cpu, the suite's jobs run on cuda"):
+        ab.launch(replace(spec, device="cuda", reuse=(("mlm_nsp", same.id),)), registry)
+    with pytest.raises(InputError, match="one job per row"):
+        replace(spec, reuse=(("mlm_nsp", same.id), ("mlm_nsp", other.id)))
+    suites_before = sorted(ab.suites_root(registry).iterdir())
+    with pytest.raises(InputError):
+        ab.launch(replace(spec, reuse=(("mlm_nsp", other.id),)), registry)
+    assert sorted(ab.suites_root(registry).iterdir()) == suites_before  # a refused reuse writes nothing
     with pytest.raises(InputError, match="pretrained rows are mlm_nsp, no_nsp, ltr"):
         replace(spec, reuse=(("ltr_bilstm", same.id),))
 
@@ -567,3 +578,29 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     curves = next(c for c in charts if "as it learned" in c["layout"]["title"]["text"])
     assert curves["data"][0]["y"] == [11.0, 21.0]  # the suite's 80/10/10 row draws the reused run's curve
+
+
+def test_a_stopped_job_is_reused_only_with_a_checkpoint_and_then_resumed(tmp_path, monkeypatch):
+    """A cancelled pretraining job with a checkpoint serves a suite and is queued again at launch (the
+    row's fine-tuning waits for it); without a checkpoint it is neither matched nor accepted. Two
+    suites launched in the same second get their own folders."""
+    write_sst2(tmp_path / "data" / "glue" / "SST-2")
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
+    monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: None)
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    spec = ab.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_tokens=10**6, data=str(tmp_path / "data"))
+    args = planning.pretrain_args(spec, planning.variants(spec)[0], "earlier")
+    stopped = registry.cancel(registry.submit(JobSpec("pretrain", args), start=False).id)
+    assert stopped.state == "cancelled" and reuse.matching_jobs(spec, registry) == ()
+    with pytest.raises(InputError, match="no checkpoint to continue from"):
+        ab.launch(replace(spec, reuse=(("mlm_nsp", stopped.id),)), registry)
+    state = stopped.run_dir / "checkpoint" / "trainer_state.pt"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"saved")
+    assert registry.get(stopped.id).has_checkpoint and reuse.matching_jobs(spec, registry) == (("mlm_nsp", stopped.id),)
+    monkeypatch.setattr(ab.time, "strftime", lambda fmt: "20261125-120000")
+    first = ab.launch(replace(spec, reuse=(("mlm_nsp", stopped.id),)), registry)
+    second = ab.launch(spec, registry)
+    assert (first.name, second.name) == ("table5-20261125-120000", "table5-20261125-120000-2")
+    resumed = registry.get(stopped.id)
+    assert resumed.state == "queued" and resumed.job["resume"] is True  # continues from its checkpoint

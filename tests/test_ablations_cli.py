@@ -3,9 +3,12 @@
 import argparse
 import json
 
+import pytest
+
 from bertlab.ablations import planning
 from bertlab.ablations.cli import add_args, run, spec_from_args
 from bertlab.ablations.paper import CITATION
+from bertlab.errors import InputError
 
 
 def _parse(argv):
@@ -17,6 +20,18 @@ def _parse(argv):
 def test_a_suite_spec_from_the_command_line():
     spec = spec_from_args(_parse(["run", "table5", "--tasks", "sst2, mrpc", "--seeds", "2", "--budget-s", "60"]))
     assert isinstance(spec, planning.SuiteSpec) and spec.tasks == ("sst2", "mrpc") and spec.seeds == 2
+
+
+def test_reuse_on_the_command_line():
+    argv = ["run", "table5", "--reuse", "mlm_nsp=job-1", "--reuse", " ltr = job-2 ", "--reuse-matching"]
+    args = _parse(argv)
+    spec = spec_from_args(args)
+    assert spec.reuse == (("mlm_nsp", "job-1"), ("ltr", "job-2")) and args.reuse_matching
+    assert "--reuse mlm_nsp=job-1 --reuse ltr=job-2" in planning.command(spec)
+    with pytest.raises(InputError, match="VARIANT=JOB_ID"):
+        spec_from_args(_parse(["run", "table5", "--reuse", "job-1"]))
+    with pytest.raises(InputError, match="pretrained rows are mlm_nsp, no_nsp, ltr"):
+        spec_from_args(_parse(["run", "table5", "--reuse", "ltr_bilstm=job-1"]))
 
 
 def test_paper_prints_the_papers_table(capsys):

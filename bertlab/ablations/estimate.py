@@ -73,7 +73,9 @@ class SuiteEstimate:
 
     @property
     def text(self) -> str:
-        pre = f"{self.pretraining_runs} pretraining run(s)" + (f" ({self.budget} each)" if self.budget else "")
+        reused = sum(r.source.startswith("reuses job") for r in self.runs)
+        pre = f"{self.pretraining_runs - reused} pretraining run(s)" + (f" ({self.budget} each)" if self.budget else "")
+        pre += f", {reused} reused from earlier jobs (their time not counted)" if reused else ""
         text = (
             f"{pre} and {self.finetuning_runs} fine-tuning runs on {'GPU' if self.on_gpu else 'CPU'}: about "
             f"{format_duration(self.total_s)} one after another"

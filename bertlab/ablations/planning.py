@@ -80,6 +80,11 @@ class SuiteSpec:
             if min(layers, hidden, heads) < 1 or hidden % heads:
                 raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
         pretrained = [v.key for v in self.table_spec.variants(self.grid) if v.pretrain is not None and not v.shares]
+        rows = [variant for variant, _job in self.reuse]
+        if len(set(rows)) < len(rows):
+            raise InputError(
+                f"reuse names one job per row; {', '.join(sorted({r for r in rows if rows.count(r) > 1}))} has more"
+            )
         for variant, _job in self.reuse:
             if variant not in pretrained:
                 raise InputError(

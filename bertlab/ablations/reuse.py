@@ -9,27 +9,55 @@ and checking a named one (`reused_job`). Torch-free.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from bertlab.ablations.planning import PlannedRun, SuiteSpec, flatten, plan
-from bertlab.errors import InputError
+from bertlab.errors import BertLabError, InputError
+from bertlab.hardware import gpu_count
 from bertlab.jobs.registry import JobRegistry
-from bertlab.jobs.runs import read_job
-from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
-from bertlab.runfolder import JOB_FILE, REPO_ROOT
+from bertlab.jobs.runs import Job, read_job
+from bertlab.jobs.spec import parse_recipe_args, pretrain_config
+from bertlab.runfolder import JOB_FILE, REPO_ROOT, read_run_config
 
 
 def _recipe(args: tuple[str, ...]) -> dict:
-    """A pretraining job's resolved settings, less its name, with the model's shape in place of the
-    preset and overrides that give it: two jobs with equal recipes train the same model the same way
-    (so Table 6's 4/256/4 row may reuse a mini run)."""
+    """A pretraining job's resolved settings, from its arguments (see `_comparable`)."""
     cfg = pretrain_config(parse_recipe_args("pretrain", args), REPO_ROOT)
-    recipe = asdict(cfg)
-    for key in ("name", "size", "model_overrides"):
-        recipe.pop(key)
-    recipe["model"] = asdict(cfg.model_config(cfg.vocab_size))
+    return _comparable(asdict(cfg), asdict(cfg.model_config(cfg.vocab_size)))
+
+
+def _job_recipe(job: Job) -> dict:
+    """What a job pretrains: as its run recorded it (run_config.json), so a change to the base recipe
+    since cannot pass for it; from its arguments while it has not started."""
+    recorded = read_run_config(job.run_dir) or {}
+    if isinstance(recorded.get("config"), dict) and isinstance(recorded.get("model_config"), dict):
+        return _comparable(recorded["config"], recorded["model_config"])
+    return _recipe(tuple(job.job.get("args") or ()))
+
+
+def _comparable(config: dict, model_config: dict) -> dict:
+    """Settings two jobs must share to train the same model the same way: all but the name and the
+    device (compared apart), with the model's shape in place of the preset and overrides that give it
+    (so Table 6's 4/256/4 row may reuse a mini run); flat, lists for tuples, as JSON reads them back."""
+    recipe = json.loads(json.dumps({k: v for k, v in config.items() if k not in ("name", "size", "model_overrides")}))
+    recipe["train"].pop("device", None)
+    recipe["model"] = json.loads(json.dumps(model_config))
     return flatten(recipe)
+
+
+def _device_kind(spec: SuiteSpec) -> str:
+    """cpu or cuda: where the suite's jobs run (as bertlab.ablations.estimate resolves "auto")."""
+    return "cuda" if spec.device == "cuda" or (spec.device == "auto" and gpu_count() > 0) else "cpu"
+
+
+def _reusable(job: Job) -> bool:
+    """A job whose model exists or will: finished, on its way, or stopped mid-run (interrupted, or
+    cancelled) with a checkpoint to continue from; not one that failed with an error of its own."""
+    if job.state in ("failed", "cancelled"):
+        return job.has_checkpoint and (job.state == "cancelled" or job.interrupted)
+    return True
 
 
 REUSE_ORDER = ("finished", "running", "preparing", "queued", "failed", "cancelled")  # most useful first
@@ -44,14 +72,15 @@ def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, st
         return ()
     recipes = {v: _recipe(r.spec.args) for v, r in wanted.items()}
     found: dict[str, str] = {}
+    device = _device_kind(spec)
     jobs = [j for j in registry.list(start_queued=False) if j.kind == "pretrain" and j.state in REUSE_ORDER]
     for job in sorted(jobs, key=lambda j: REUSE_ORDER.index(j.state)):  # stable: newest first within a state
-        if job.state in ("failed", "cancelled") and not job.has_checkpoint:
+        if not _reusable(job) or (job.device or "cpu").split(":")[0] != device:
             continue
         try:
-            theirs = _recipe(tuple(job.job.get("args") or ()))
-        except (JobError, InputError, SystemExit, ValueError, TypeError):
-            continue  # a job whose arguments no longer parse matches nothing
+            theirs = _job_recipe(job)
+        except (BertLabError, ValueError, TypeError, AttributeError, KeyError):
+            continue  # a job whose settings no longer parse matches nothing
         for variant, ours in recipes.items():
             if variant not in found and ours == theirs:
                 found[variant] = job.id
@@ -69,19 +98,26 @@ def reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple
     still compares equal recipes. InputError naming the settings that differ."""
     job_id = spec.reused(run.variant) or ""
     run_dir = registry.root / job_id
-    if not job_id or "/" in job_id or not (run_dir / JOB_FILE).is_file():
+    if not job_id or "/" in job_id or job_id.startswith(".") or not (run_dir / JOB_FILE).is_file():
         raise InputError(
             f"no job {job_id!r} in {registry.root} to reuse for {run.variant}; `bertlab jobs list` shows them"
         )
     job = read_job(run_dir)
     if job.kind != "pretrain":
         raise InputError(f"job {job_id} is a {job.kind} job; reuse needs a pretraining job")
-    if job.state == "cancelled" and not job.has_checkpoint:
-        raise InputError(f"job {job_id} was cancelled before its first checkpoint; there is nothing to reuse")
+    if not _reusable(job):
+        why = "has no checkpoint to continue from" if not job.has_checkpoint else "failed with an error of its own"
+        raise InputError(f"job {job_id} is {job.state} and {why}; there is nothing to reuse")
+    theirs_device, ours_device = (job.device or "cpu").split(":")[0], _device_kind(spec)
+    if theirs_device != ours_device:
+        raise InputError(
+            f"job {job_id} pretrains on {theirs_device}, the suite's jobs run on {ours_device}: the same recipe "
+            "trains at another precision there; give the suite --device " + theirs_device
+        )
     try:
-        theirs = _recipe(tuple(job.job.get("args") or ()))
-    except (JobError, SystemExit) as exc:
-        raise InputError(f"job {job_id}'s arguments no longer parse: {exc}") from exc
+        theirs = _job_recipe(job)
+    except (BertLabError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise InputError(f"job {job_id}'s settings no longer read as a recipe ({exc}); it cannot be reused") from exc
     ours = _recipe(run.spec.args)
     differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if differ:

@@ -52,7 +52,9 @@ def _commit() -> str:
 
 def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     """Submit every job of the suite (validated first, so a bad setting queues nothing) and write
-    suite.json. Returns the suite folder."""
+    suite.json. A reused pretraining job (`spec.reuse`) takes its row's place; one that was stopped
+    (interrupted or cancelled) is resumed, since the row's fine-tuning waits for it. Returns the suite
+    folder."""
     registry = registry or JobRegistry()
     suite_id = f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs = plan(spec, suite_id)
@@ -67,6 +69,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
                 f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, wnut17/ and squad/"
             )
     pretrained = {r.variant: reused_job(r, spec, registry) for r in runs if spec.reused(r.variant) and not r.needs}
+    estimate, changes = estimate_suite(spec).to_dict(), recipe_changes(spec) if spec.table_spec.pretrains else []
     stamp, n = suite_id, 1
     while (suites_root(registry) / suite_id).exists():  # two suites launched in one second get their own folders
         n += 1
@@ -82,8 +85,8 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "hardware": f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores",
         "base_recipe": BASE_RECIPE,
         # what every pretraining job changes in the base recipe, the suites' own change first
-        "recipe_changes": recipe_changes(spec) if spec.table_spec.pretrains else [],
-        "estimate": estimate_suite(spec).to_dict(),
+        "recipe_changes": changes,
+        "estimate": estimate,
         "runs": [],
     }
     try:
@@ -110,6 +113,9 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             record["runs"].append({"variant": r.variant, "column": r.column, "seed": r.seed, "job": job.id})
     finally:
         write_json_atomic(suite_dir / SUITE_FILE, record, indent=1)
+    for job_id, run_dir in pretrained.values():  # the suite waits for a reused job: a stopped one continues
+        if read_job(run_dir).state in ("failed", "cancelled"):
+            registry.resume(job_id)
     registry.tick()
     return suite_dir
 
