@@ -39,15 +39,23 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Opt
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps)
 
 
+WSD_DECAY = 0.2  # the "wsd" schedule decays over the last fifth of the budget
+
+
 def lr_factor(progress: float, warmup_fraction: float, schedule: str = "linear") -> float:
     """Linear warm-up to 1 over `warmup_fraction` of the budget, then `schedule` down to 0:
-    linear (BERT's), cosine (half a cosine wave) or constant (no decay)."""
+    linear (BERT's), cosine (half a cosine wave), constant (no decay) or wsd (warm-up, stable, decay:
+    constant until the last WSD_DECAY of the budget, then linear to 0, so the learning rate stays high
+    while a small model is still on the masked-LM plateau)."""
     progress = min(max(progress, 0.0), 1.0)
     if warmup_fraction > 0 and progress < warmup_fraction:
         return progress / warmup_fraction
     rest = (progress - warmup_fraction) / max(1e-12, 1.0 - warmup_fraction)  # 0 -> 1 after warm-up
     if schedule == "constant":
         return 1.0
+    if schedule == "wsd":
+        decay = min(WSD_DECAY, 1.0 - warmup_fraction)
+        return 1.0 if progress < 1.0 - decay else max(0.0, (1.0 - progress) / max(1e-12, decay))
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, rest)))
     return max(0.0, 1.0 - rest)

@@ -20,7 +20,7 @@ from bertlab.errors import InputError
 if TYPE_CHECKING:
     import torch
 
-SCHEDULES = ("linear", "cosine", "constant")  # the decays bertlab.optimization.lr_factor knows
+SCHEDULES = ("linear", "cosine", "constant", "wsd")  # the decays bertlab.optimization.lr_factor knows
 
 # torch.compile's cost and gain, read by the trainer's compile="auto" (bertlab.optimization) and by
 # the estimates (bertlab.estimates). Cost: one-off seconds before the first step, most of it per
@@ -46,7 +46,7 @@ class TrainConfig:
 
     learning_rate: float = 1e-4  # peak LR after warm-up
     warmup: float = 0.01  # warm-up length: a fraction of the budget (<1) or a number of steps (>=1)
-    schedule: str = "linear"  # decay after warm-up: linear (BERT) | cosine | constant
+    schedule: str = "linear"  # decay after warm-up: linear (BERT) | cosine | constant | wsd (stable, then decay)
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6

@@ -40,6 +40,9 @@ def test_lr_schedule_decay_shapes():
     assert lr_factor(0.325, 0.1, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
     assert lr_factor(1.0, 0.1, "cosine") == pytest.approx(0.0)
     assert lr_factor(0.5, 0.1, "constant") == lr_factor(1.0, 0.1, "constant") == 1.0
+    assert lr_factor(0.05, 0.1, "wsd") == pytest.approx(0.5)  # warm-up, stable until the last fifth, decay
+    assert lr_factor(0.5, 0.1, "wsd") == 1.0 and lr_factor(0.8, 0.1, "wsd") == pytest.approx(1.0)
+    assert lr_factor(0.9, 0.1, "wsd") == pytest.approx(0.5) and lr_factor(1.0, 0.1, "wsd") == 0.0
 
 
 def test_no_weight_decay_on_biases_and_layernorm():
