@@ -12,16 +12,13 @@ Torch-free; submits nothing (bertlab.ablations.suites launches a plan).
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
 from bertlab.config import PRESETS
 from bertlab.errors import BertLabError, InputError
-from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data
+from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data, in_folder
 from bertlab.pretrain_config import load_config_file
 from bertlab.runfolder import REPO_ROOT
 
@@ -170,7 +167,7 @@ def recipe_changes(spec: SuiteSpec) -> list[str]:
     overrides, the last of each key, less any that restates the base recipe's value (KEY=VALUE)."""
     last = {o.split("=", 1)[0].strip(): o for o in (*SUITE_RECIPE, *spec.overrides)}
     try:
-        with _in_repo():
+        with in_folder(REPO_ROOT):  # the base recipe's paths are the repository's
             base = flatten(asdict(load_config_file(BASE_RECIPE)))
             ours = flatten(asdict(load_config_file(BASE_RECIPE, list(last.values()))))
     except (BertLabError, ValueError, TypeError):
@@ -192,17 +189,6 @@ def flatten(d: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{k}"] = v
     return out
-
-
-@contextlib.contextmanager
-def _in_repo() -> Iterator[None]:
-    """Recipe paths (the base recipe, its corpus and vocabulary) are relative to the repository."""
-    old = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        yield
-    finally:
-        os.chdir(old)
 
 
 def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:

@@ -182,7 +182,7 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
 
 def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
     """The pretraining config a job's arguments give, read from `cwd` and checked (size, corpus, shapes)."""
-    with _chdir(cwd):
+    with in_folder(cwd):
         cfg = load_config_file(ns.config, ns.overrides)
         if cfg.size not in PRESETS:
             raise JobError(f"unknown model size {cfg.size!r}; choose one of {', '.join(PRESETS)}")
@@ -199,7 +199,8 @@ def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
 
 
 @contextlib.contextmanager
-def _chdir(path: Path) -> Iterator[None]:
+def in_folder(path: Path) -> Iterator[None]:
+    """Work in `path` for the block (recipe paths are relative to where a job runs)."""
     old = os.getcwd()
     os.chdir(path)
     try:
