@@ -26,9 +26,15 @@ log = logging.getLogger(__name__)
 PAPER = {
     "learning_rate": (1e-4, "peak learning rate {} (the paper: 1e-4)"),
     "adam_betas": ((0.9, 0.999), "Adam betas {} (the paper: 0.9, 0.999)"),
-    "schedule": ("linear", "{} decay after warm-up (the paper: linear)"),
+    "schedule": ("linear", "{} schedule after warm-up (the paper: linear decay)"),
     "batch_size": (256, "batch {} sequences (the paper: 256)"),
     "weight_decay": (0.01, "weight decay {} (the paper: 0.01)"),
+}
+SCHEDULE_WORDS = {  # train.schedule in words (bertlab.train_types.SCHEDULES)
+    "linear": "linear decay",
+    "cosine": "cosine decay",
+    "constant": "no decay",
+    "wsd": "the rate held, then decayed linearly over the last fifth (wsd)",
 }
 PAPER_DATA = {
     "masked_lm_prob": (0.15, "{:.0%} of tokens masked (the paper: 15%)"),
@@ -359,7 +365,7 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         f"{_masking(d.get('masking'), card)}"
         + (f", each document masked {d.get('dupe_factor')} ways." if d.get("masking") == "static" else "."),
         f"- Optimisation: AdamW with peak learning rate {t.get('learning_rate')}, betas {t.get('adam_betas')}, "
-        f"warm-up over {_warmup(t.get('warmup'), card)}, {t.get('schedule', 'linear')} decay, "
+        f"warm-up over {_warmup(t.get('warmup'), card)}, {SCHEDULE_WORDS.get(t.get('schedule', 'linear'), 'linear decay')}, "
         f"batches of {t.get('batch_size')} sequences, weight decay {t.get('weight_decay')}.",
         f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
         + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),

@@ -171,3 +171,10 @@ def test_every_corpus_is_credited_with_its_licence():
     assert "- `sotu`:" in text and "public domain" in text.lower()
     assert "- `wiki_vital`:" in text and "CC BY-SA 4.0" in text
     assert "Project Gutenberg" in text
+
+
+def test_every_schedule_has_words_on_the_card():
+    from bertlab.model_card import SCHEDULE_WORDS
+    from bertlab.train_types import SCHEDULES
+
+    assert set(SCHEDULE_WORDS) == set(SCHEDULES)
