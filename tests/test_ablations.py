@@ -23,7 +23,7 @@ from bertlab.app_pages import page_titled
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
-from bertlab.jobs.spec import JobSpec, parse_recipe_args, pretrain_config
+from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -175,6 +175,8 @@ def test_a_job_waits_for_the_jobs_it_comes_after(tmp_path, monkeypatch, tiny_che
     assert registry.tick() == [first.id]  # the waiting one stays queued though a slot is free
     _end_job(first.run_dir, "failed")
     assert waiting_for(read_job(later.run_dir)) == [f"{first.id} (failed)"]
+    with pytest.raises(JobError, match="waited for by 1 queued job"):
+        registry.delete(first.id)  # the later job would start without the model it waits for
     _end_job(first.run_dir, "finished")
     assert waiting_for(read_job(later.run_dir)) == []
     assert registry.tick() == [later.id]

@@ -433,12 +433,18 @@ class JobRegistry:
         return read_job(job.run_dir)
 
     def delete(self, job_id: str) -> None:
-        """Remove a job's run folder; refused while its processes run."""
+        """Remove a job's run folder; refused while its processes run or a queued job waits for it."""
         job = self.get(job_id)
         if job.alive or job.state in ACTIVE_STATES:
             raise JobError(f"{job_id} is {job.state}; cancel it first, then delete it")
         if job.run_dir.resolve().parent != self.root.resolve():
             raise JobError(f"{job.run_dir} is not inside {self.root}; refusing to delete it")
+        waiting = [
+            j.id for j in self.list(start_queued=False) if j.state == "queued" and job_id in (j.job.get("after") or [])
+        ]
+        if waiting:  # they would start without the model they wait for, and fail
+            shown = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else "")
+            raise JobError(f"{job_id} is waited for by {len(waiting)} queued job(s) ({shown}); cancel them first")
         shutil.rmtree(job.run_dir)
         log.info("deleted %s", job_id)
 
