@@ -305,7 +305,7 @@ if launch or estimate_only:
             raise InputError(f"the data folder {spec.data} does not exist")
         if reuse_runs:
             spec = reuse.with_matching_reuse(spec, registry)
-        est = estimate.estimate_suite(spec)
+        est = estimate.estimate_suite(spec, registry=registry)
         if estimate_only:
             st.info(f"This suite makes {est.text}.", icon=":material/timer:")
             each = est.rows()

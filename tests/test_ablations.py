@@ -526,6 +526,10 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     assert waiting_for(tune) == [same.id] and str(same.run_dir) in " ".join(tune.job["args"])
     est = estimate.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False)
     assert [r.source for r in est.runs if r.column == "pretraining"][0] == f"reuses job {same.id}"
+    est = estimate.estimate_suite(replace(spec, reuse=(("mlm_nsp", same.id),)), measure=False, registry=registry)
+    reused = next(r for r in est.runs if r.column == "pretraining")  # still queued: all of it is left
+    assert reused.source.startswith(f"reuses job {same.id}, 0% done") and reused.seconds > 0
+    assert "1 reused from earlier jobs" in est.text
 
     table6 = replace(spec, table="table6", grid=((4, 256, 4), (2, 128, 2)), reuse=(("L2-H128-A2", same.id),))
     assert ab.read_suite(ab.launch(table6, registry))["runs"][1]["job"] == same.id  # the tiny shape, by another name
@@ -569,7 +573,7 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     next(b for b in at.button if b.label == "Estimate").click().run()
     assert not at.exception, [e.value for e in at.exception]
     runs = next(f.value for f in at.dataframe if "from" in f.value.columns)
-    assert list(runs[runs["task"] == "pretraining"]["from"])[0] == f"reuses job {earlier.id}"
+    assert list(runs[runs["task"] == "pretraining"]["from"])[0].startswith(f"reuses job {earlier.id}, 0% done")
     assert f"reuses job {earlier.id}" not in list(runs[runs["task"] == "pretraining"]["from"])[1:]
     next(b for b in at.button if b.label == "Launch").click().run()
     assert not at.exception, [e.value for e in at.exception]

@@ -174,7 +174,7 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
         spec = reuse.with_matching_reuse(spec, registry)
     for variant, job in spec.reuse:
         print(f"{variant}: reuses pretraining job {job}", file=sys.stderr)
-    est = estimate.estimate_suite(spec)
+    est = estimate.estimate_suite(spec, registry=registry)
     if args.ablate_command == "estimate":
         if args.json:
             print(json.dumps(est.to_dict()))

@@ -15,6 +15,8 @@ from bertlab.errors import InputError
 from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_count
+from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import read_job
 from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
 from bertlab.runfolder import REPO_ROOT
 
@@ -75,7 +77,7 @@ class SuiteEstimate:
     def text(self) -> str:
         reused = sum(r.source.startswith("reuses job") for r in self.runs)
         pre = f"{self.pretraining_runs - reused} pretraining run(s)" + (f" ({self.budget} each)" if self.budget else "")
-        pre += f", {reused} reused from earlier jobs (their time not counted)" if reused else ""
+        pre += f", {reused} reused from earlier jobs (counted for what is left of them)" if reused else ""
         text = (
             f"{pre} and {self.finetuning_runs} fine-tuning runs on {'GPU' if self.on_gpu else 'CPU'}: about "
             f"{format_duration(self.total_s)} one after another"
@@ -122,11 +124,14 @@ def budget_text(spec: SuiteSpec) -> str:
     return format_duration(spec.budget_s)
 
 
-def estimate_suite(spec: SuiteSpec, gpus: int | None = None, measure: bool = True) -> SuiteEstimate:
+def estimate_suite(
+    spec: SuiteSpec, gpus: int | None = None, measure: bool = True, registry: JobRegistry | None = None
+) -> SuiteEstimate:
     """Every run of the suite with the estimate the Train page gives the same job
     (bertlab.estimates.estimate_spec: the real model, the task's real token counts, throughput
     measured in an earlier run or timed here), plus STARTUP_S each. A fine-tuning run of a variant
-    that is still to be pretrained is estimated on that variant's model shape. gpus: None = this
+    that is still to be pretrained is estimated on that variant's model shape. A reused pretraining
+    job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = this
     machine's; with several, the queue runs one job per GPU side by side."""
     gpus = gpu_count() if gpus is None else gpus
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and gpus > 0)  # as the queue resolves "auto"
@@ -144,9 +149,12 @@ def estimate_suite(spec: SuiteSpec, gpus: int | None = None, measure: bool = Tru
         elif r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
             job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
             model_config = shapes[r.needs]
-        if r.column == "pretraining" and spec.reused(r.variant):
-            out.append(RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {spec.reused(r.variant)}"))
-            continue
+        left, reused = 1.0, spec.reused(r.variant) if r.column == "pretraining" else None
+        if reused:
+            left = _left_of(reused, registry)
+            if not left:
+                out.append(RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {reused}"))
+                continue
         key = (job.kind, tuple(a for i, a in enumerate(job.args) if i == 0 or job.args[i - 1] != "--seed"), r.needs)
         if key not in seen:
             try:
@@ -155,5 +163,21 @@ def estimate_suite(spec: SuiteSpec, gpus: int | None = None, measure: bool = Tru
                 raise InputError(f"cannot estimate {job.name}: {exc}") from exc
             seen[key] = (est.steps, (est.total_s or 0.0) + STARTUP_S, est.throughput_source)
         steps, seconds, source = seen[key]
+        if reused:
+            steps, seconds = None if steps is None else round(steps * left), seconds * left
+            source = f"reuses job {reused}, {1 - left:.0%} done ({source})"
         out.append(RunEstimate(r.variant, r.column, r.seed, job.name, steps, seconds, source))
     return SuiteEstimate(tuple(out), on_gpu, max(1, gpus) if on_gpu else 1, budget_text(spec))
+
+
+def _left_of(job_id: str, registry: JobRegistry | None) -> float:
+    """The share of a reused pretraining job still to run (0 when finished, or when no registry says)."""
+    if registry is None:
+        return 0.0
+    try:
+        job = read_job(registry.root / job_id)
+    except OSError:
+        return 0.0
+    if job.state == "finished":
+        return 0.0
+    return min(1.0, max(0.0, 1.0 - float(job.progress or 0.0)))

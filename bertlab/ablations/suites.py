@@ -69,7 +69,10 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
                 f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, wnut17/ and squad/"
             )
     pretrained = {r.variant: reused_job(r, spec, registry) for r in runs if spec.reused(r.variant) and not r.needs}
-    estimate, changes = estimate_suite(spec).to_dict(), recipe_changes(spec) if spec.table_spec.pretrains else []
+    estimate, changes = (
+        estimate_suite(spec, registry=registry).to_dict(),
+        recipe_changes(spec) if spec.table_spec.pretrains else [],
+    )
     stamp, n = suite_id, 1
     while (suites_root(registry) / suite_id).exists():  # two suites launched in one second get their own folders
         n += 1
