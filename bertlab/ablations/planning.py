@@ -30,9 +30,9 @@ BASE_VOCAB = "checkpoints/bertlab-mini/vocab.txt"
 # time-to-quality run sat at 5.0% from step 20 to 500 -- since a budget's 5% warm-up is only tens of
 # steps there; at 1e-3 every run of the recipe study (warm-ups of ~20 steps) left it, and so did the
 # time-to-quality run. A suite's own `--set train.learning_rate=...` wins. Longer runs
-# (bench/results/plateau): with NSP neither 1e-3 nor 1.5e-3, nor a held rate (wsd) or a restart, took a
-# mini model past ~15% held-out accuracy within 15-19M tokens, while No NSP left the plateau by 7M; the
-# suites' budget, not the rate, is what an MLM + NSP row needs more of.
+# (bench/results/plateau): with NSP neither 1e-3 nor 1.5e-3 nor a restart took a mini model past ~15%
+# held-out accuracy within 14-19M tokens (1.5e-3 held, wsd, collapsed at 11M), while No NSP left the
+# plateau by 7M; the suites' budget, not the rate, is what an MLM + NSP row needs more of.
 SUITE_RECIPE = ("train.learning_rate=1e-3",)
 
 
