@@ -134,8 +134,8 @@ def estimate_suite(
     job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = this
     machine's; with several, the queue runs one job per GPU side by side."""
     gpus = gpu_count() if gpus is None else gpus
-    on_gpu = spec.device == "cuda" or (spec.device == "auto" and gpus > 0)  # as the queue resolves "auto"
-    device = "cuda" if on_gpu else "cpu"
+    device = spec.device_kind(gpus)
+    on_gpu = device == "cuda"
     shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
     shapes: dict[str, object] = {}  # variant -> the config of the model its pretraining job writes
     seen: dict[tuple, tuple[int | None, float, str]] = {}  # a job's arguments but its seed -> its estimate

@@ -113,6 +113,10 @@ class SuiteSpec:
         data["reuse"] = tuple(tuple(r) for r in data.get("reuse") or ())
         return cls(**data)
 
+    def device_kind(self, gpus: int) -> str:
+        """cpu or cuda: where the suite's jobs run on a machine with `gpus` GPUs (as the queue resolves "auto")."""
+        return "cuda" if self.device == "cuda" or (self.device == "auto" and gpus > 0) else "cpu"
+
     def reused(self, variant: str) -> str | None:
         """The id of the job `reuse` names for `variant`, if any."""
         return dict(self.reuse).get(variant)

@@ -47,9 +47,9 @@ def _comparable(config: dict, model_config: dict) -> dict:
     return flatten(recipe)
 
 
-def _device_kind(spec: SuiteSpec) -> str:
-    """cpu or cuda: where the suite's jobs run (as bertlab.ablations.estimate resolves "auto")."""
-    return "cuda" if spec.device == "cuda" or (spec.device == "auto" and gpu_count() > 0) else "cpu"
+def _job_device(job: Job) -> str:
+    """cpu or cuda: where a job ran or will run ("cuda:1" -> "cuda")."""
+    return (job.device or "cpu").split(":")[0]
 
 
 def _reusable(job: Job) -> bool:
@@ -72,10 +72,10 @@ def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, st
         return ()
     recipes = {v: _recipe(r.spec.args) for v, r in wanted.items()}
     found: dict[str, str] = {}
-    device = _device_kind(spec)
+    device = spec.device_kind(gpu_count())
     jobs = [j for j in registry.list(start_queued=False) if j.kind == "pretrain" and j.state in REUSE_ORDER]
     for job in sorted(jobs, key=lambda j: REUSE_ORDER.index(j.state)):  # stable: newest first within a state
-        if not _reusable(job) or (job.device or "cpu").split(":")[0] != device:
+        if not _reusable(job) or _job_device(job) != device:
             continue
         try:
             theirs = _job_recipe(job)
@@ -108,7 +108,7 @@ def reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple
     if not _reusable(job):
         why = "has no checkpoint to continue from" if not job.has_checkpoint else "failed with an error of its own"
         raise InputError(f"job {job_id} is {job.state} and {why}; there is nothing to reuse")
-    theirs_device, ours_device = (job.device or "cpu").split(":")[0], _device_kind(spec)
+    theirs_device, ours_device = _job_device(job), spec.device_kind(gpu_count())
     if theirs_device != ours_device:
         raise InputError(
             f"job {job_id} pretrains on {theirs_device}, the suite's jobs run on {ours_device}: the same recipe "
