@@ -166,6 +166,40 @@ def test_queue_gives_one_job_per_gpu_first_come_first_served(runs, monkeypatch):
         sleeper.wait()
 
 
+def test_several_jobs_share_a_gpu_when_asked(runs, monkeypatch):
+    """$BERTLAB_JOBS_PER_GPU=2: one-GPU jobs go to the least loaded GPU until each holds two; a job of
+    two GPUs waits until both are idle, and the jobs behind it wait their turn."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    launched: list[tuple[str, list[int]]] = []
+
+    def fake_launch(self, job, gpus):
+        launched.append((job.id, gpus))
+        data = json.loads((job.run_dir / "job.json").read_text())
+        data.update(phase="launched", pid=sleeper.pid, gpus=gpus)
+        (job.run_dir / "job.json").write_text(json.dumps(data))
+
+    monkeypatch.setattr(JobRegistry, "_launch", fake_launch)
+    monkeypatch.setenv("BERTLAB_JOBS_PER_GPU", "2")
+    try:
+        reg = JobRegistry(runs, gpus=2, cpu_slots=1)
+        assert reg.jobs_per_gpu == 2
+        spec = JobSpec("pretrain", ("--config", "configs/tiny.yaml"))
+        one = [reg.submit(JobSpec(spec.kind, spec.args, device="cuda", name=f"j{i}")) for i in range(5)]
+        assert launched == [(one[0].id, [0]), (one[1].id, [1]), (one[2].id, [0]), (one[3].id, [1])]
+        assert reg.get(one[4].id).state == "queued"  # every GPU holds two
+        wide = reg.submit(JobSpec(spec.kind, spec.args, device="cuda", num_gpus=2, name="wide"))
+        sleeper.kill()
+        sleeper.wait()
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        assert reg.tick() == [one[4].id]  # all ended: j4 goes to GPU 0, so the wide job waits for it
+        assert launched[-1] == (one[4].id, [0])
+        assert reg.get(wide.id).state == "queued"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert JobRegistry(runs, gpus=1, jobs_per_gpu=3).jobs_per_gpu == 3
+
+
 # --------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------

@@ -24,7 +24,10 @@ status is not final (the supervisor itself was killed, the machine rebooted) is 
 the same way whenever the registry reads it.
 
 Scheduling. One job per GPU, and one CPU job at a time by default ($BERTLAB_CPU_SLOTS or
-`JobRegistry(cpu_slots=...)` to allow more). The choice: no long-lived queue daemon. `tick()`
+`JobRegistry(cpu_slots=...)` to allow more). Small models leave most of a GPU idle (a mini model's step is
+launch-bound), so $BERTLAB_JOBS_PER_GPU or `JobRegistry(jobs_per_gpu=...)` lets several one-GPU jobs share
+each GPU (an ablation suite's dozen pretraining runs at once); a job of several GPUs still takes only GPUs
+that nothing else runs on. The choice: no long-lived queue daemon. `tick()`
 starts queued jobs (first come, first served per device kind) while a slot is free, under a
 file lock so two callers never start the same job; it runs on `submit()`, whenever the UI or the
 CLI lists jobs, and in every supervisor right after its job ends, so the queue moves on by itself
@@ -113,12 +116,15 @@ class JobRegistry:
         cpu_slots: int | None = None,
         gpus: int | None = None,
         kill_timeout_s: float = DEFAULT_KILL_TIMEOUT_S,
+        jobs_per_gpu: int | None = None,
     ):
         self.root = Path(root).expanduser() if root else runs_root()
         env_slots = os.environ.get("BERTLAB_CPU_SLOTS", "")
         self.cpu_slots = cpu_slots if cpu_slots is not None else (int(env_slots) if env_slots.isdigit() else 1)
         self.gpus = gpu_count() if gpus is None else gpus
         self.kill_timeout_s = kill_timeout_s
+        env_share = os.environ.get("BERTLAB_JOBS_PER_GPU", "")
+        self.jobs_per_gpu = max(1, jobs_per_gpu or (int(env_share) if env_share.isdigit() else 1))
 
     # --- reading ---------------------------------------------------------------------------
     def list(self, start_queued: bool = True) -> list[Job]:
@@ -235,12 +241,14 @@ class JobRegistry:
         started = []
         with locked(self.root / RUNS_LOCK_FILE):
             jobs = [read_job(p) for p in self.root.iterdir() if is_run_dir(p) and (p / JOB_FILE).is_file()]
-            busy_gpus: set[int] = set()
+            gpu_load = [0] * self.gpus  # jobs running on each GPU
             cpu_busy = 0
             for j in jobs:
                 if j.job.get("phase") == "launched" and j.alive:
                     if j.job.get("device") == "cuda":
-                        busy_gpus.update(j.job.get("gpus") or [])
+                        for g in j.job.get("gpus") or []:
+                            if 0 <= g < self.gpus:
+                                gpu_load[g] += self.jobs_per_gpu if len(j.job["gpus"]) > 1 else 1
                     else:
                         cpu_busy += 1
             states = {j.id: j.state for j in jobs}
@@ -250,13 +258,12 @@ class JobRegistry:
                 if device in blocked or waiting_for(j, states):
                     continue
                 if device == "cuda":
-                    free = [g for g in range(self.gpus) if g not in busy_gpus]
-                    want = int(j.job.get("num_gpus") or 1)
-                    if len(free) < want:
+                    gpus = self._free_gpus(gpu_load, int(j.job.get("num_gpus") or 1))
+                    if gpus is None:
                         blocked.add(device)
                         continue
-                    gpus = free[:want]
-                    busy_gpus.update(gpus)
+                    for g in gpus:
+                        gpu_load[g] += self.jobs_per_gpu if len(gpus) > 1 else 1
                 else:
                     if cpu_busy >= self.cpu_slots:
                         blocked.add(device)
@@ -266,6 +273,15 @@ class JobRegistry:
                 self._launch(j, gpus)
                 started.append(j.id)
         return started
+
+    def _free_gpus(self, load: list[int], want: int) -> list[int] | None:
+        """GPUs for a job of `want` GPUs, or None while it must wait: one GPU job goes to the least
+        loaded GPU with a share free; a job of several GPUs takes GPUs nothing else runs on."""
+        if want == 1:
+            open_ = [g for g in range(self.gpus) if load[g] < self.jobs_per_gpu]
+            return [min(open_, key=lambda g: (load[g], g))] if open_ else None
+        idle = [g for g in range(self.gpus) if load[g] == 0]
+        return idle[:want] if len(idle) >= want else None
 
     def _launch(self, job: Job, gpus: list[int]) -> None:
         run_dir = job.run_dir
@@ -285,6 +301,7 @@ class JobRegistry:
         env = dict(os.environ)
         env["BERTLAB_RUNS"] = str(self.root)  # the supervisor's own tick() must look at this registry
         env["BERTLAB_CPU_SLOTS"] = str(self.cpu_slots)
+        env["BERTLAB_JOBS_PER_GPU"] = str(self.jobs_per_gpu)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["TQDM_DISABLE"] = "1"
