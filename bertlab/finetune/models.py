@@ -236,7 +236,8 @@ class _BertTaskModel(nn.Module):
         packed = nn.utils.rnn.pack_padded_sequence(
             x.float(), lengths.cpu().clamp(min=1), batch_first=True, enforce_sorted=False
         )
-        out, _ = self.lstm(packed)
+        with torch.autocast(x.device.type, enabled=False):  # fp32 as given: cuDNN's autocast would take fp16
+            out, _ = self.lstm(packed)
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)  # (B, T, 2h)
         return out.to(x.dtype)
 
@@ -271,7 +272,8 @@ class BertForSequenceClassification(_BertTaskModel):
             # forward direction at the last real token + backward direction at [CLS]
             half = feats.shape[-1] // 2
             last = self._last_positions(attention_mask, feats)
-            x = torch.cat([feats[torch.arange(feats.shape[0]), last, :half], feats[:, 0, half:]], dim=-1)
+            rows = torch.arange(feats.shape[0], device=feats.device)
+            x = torch.cat([feats[rows, last, :half], feats[:, 0, half:]], dim=-1)
         elif self.config.attention_direction != "bidirectional":
             # a left-to-right model has seen the whole input only at its last real token ([CLS] at
             # position 0 sees only itself): read there, as GPT-style classifiers do
