@@ -205,6 +205,19 @@ def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
     assert {j.job["device"] for j in jobs} == {"cuda"}
     pretraining = [r["job"] for r in record["runs"] if r["column"] == "pretraining"]
     assert launched == [(pretraining[0], [0]), (pretraining[1], [1])]  # the third waits for a free GPU
+    assert record["hardware"].endswith(", 2 GPU(s)")  # no nvidia-smi here: the count, not the names
+
+
+def test_a_suite_on_gpus_records_their_names(tmp_path, monkeypatch):
+    from bertlab.ablations import suites
+    from bertlab.hardware import GpuStat
+
+    monkeypatch.setattr(suites, "gpu_stats", lambda: [GpuStat(0, "NVIDIA H200", 0.0, 1.0, 140.0)])
+    spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cuda")
+    text = suites._hardware(spec, JobRegistry(tmp_path / "runs", gpus=1, jobs_per_gpu=14))
+    assert text.endswith("CPU cores, NVIDIA H200 x1, up to 14 jobs per GPU")
+    cpu = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cpu")
+    assert suites._hardware(cpu, JobRegistry(tmp_path / "runs", gpus=1)).endswith("CPU cores")
 
 
 def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):

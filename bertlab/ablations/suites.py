@@ -25,6 +25,7 @@ from bertlab.ablations.planning import BASE_RECIPE, SuiteSpec, plan, recipe_chan
 from bertlab.ablations.reuse import reused_job
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
+from bertlab.hardware import gpu_stats
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
 from bertlab.modelfolder import has_config
@@ -85,7 +86,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "spec": spec.to_dict(),
         "created": time.time(),
         "commit": _commit(),
-        "hardware": f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores",
+        "hardware": _hardware(spec, registry),
         "base_recipe": BASE_RECIPE,
         # what every pretraining job changes in the base recipe, the suites' own change first
         "recipe_changes": changes,
@@ -121,6 +122,18 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             registry.resume(job_id)
     registry.tick()
     return suite_dir
+
+
+def _hardware(spec: SuiteSpec, registry: JobRegistry) -> str:
+    """Where the suite runs, for its record: the machine's CPUs and, for a suite on GPUs, their names
+    and how many jobs share each."""
+    text = f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores"
+    if spec.device_kind(registry.gpus) == "cuda":
+        names = [g.name for g in gpu_stats()]
+        text += "".join(f", {n} x{names.count(n)}" for n in dict.fromkeys(names)) or f", {registry.gpus} GPU(s)"
+        if registry.jobs_per_gpu > 1:
+            text += f", up to {registry.jobs_per_gpu} jobs per GPU"
+    return text
 
 
 def _cpu_count() -> int:
