@@ -310,6 +310,9 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     assert "phase2={}" in record["recipe_changes"] and "train.max_steps=3" in record["recipe_changes"]
     restated = replace(spec, overrides=("train.learning_rate=1.5e-3", "train.batch_size=32"))  # the base's values
     assert planning.recipe_changes(restated) == []
+    assert "train.save_every=0" not in record["recipe_changes"]  # how the run goes, not what it learns
+    run_only = replace(spec, overrides=("train.save_every=1000000", "train.compile=false", "train.num_threads=4"))
+    assert planning.recipe_changes(run_only) == ["train.learning_rate=1e-3"]
     assert len(record["estimate"]["runs"]) == len(record["runs"])
     deadline = time.monotonic() + 420
     while time.monotonic() < deadline:
@@ -530,6 +533,8 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     other = registry.submit(JobSpec("pretrain", (*args, "train.learning_rate=5e-4")), start=False)
 
     assert reuse.matching_jobs(spec, registry) == (("mlm_nsp", same.id),)  # found by recipe, whatever its name
+    eager = replace(spec, overrides=("train.compile=false", "train.save_every=100000", "train.num_threads=2"))
+    assert reuse.matching_jobs(eager, registry) == (("mlm_nsp", same.id),)  # how a run goes is not its recipe
     record = ab.read_suite(ab.launch(replace(spec, reuse=(("mlm_nsp", same.id),)), registry))
     pre = {r["variant"]: r for r in record["runs"] if r["column"] == "pretraining"}
     assert pre["mlm_nsp"]["job"] == same.id and pre["mlm_nsp"].get("reused")

@@ -169,10 +169,19 @@ def command(spec: SuiteSpec) -> str:
     return " ".join(args)
 
 
+# Settings that change how a run goes, not what it learns: left out of a suite's recipe changes (and of
+# what reuse compares), so a suite that checkpoints less often or stays eager still has the base recipe.
+RUN_SETTINGS = frozenset(
+    ("train.save_every", "train.log_every", "train.compile", "train.num_threads", "train.snapshots", "train.device")
+)
+
+
 def recipe_changes(spec: SuiteSpec) -> list[str]:
     """What every variant's pretraining changes in the base recipe: SUITE_RECIPE, then the suite's own
-    overrides, the last of each key, less any that restates the base recipe's value (KEY=VALUE)."""
+    overrides, the last of each key, less any that restates the base recipe's value (KEY=VALUE) or only
+    changes how the run goes (RUN_SETTINGS)."""
     last = {o.split("=", 1)[0].strip(): o for o in (*SUITE_RECIPE, *spec.overrides)}
+    last = {k: o for k, o in last.items() if k not in RUN_SETTINGS}
     try:
         with in_folder(REPO_ROOT):  # the base recipe's paths are the repository's
             base = flatten(asdict(load_config_file(BASE_RECIPE)))

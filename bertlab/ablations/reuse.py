@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from bertlab.ablations.planning import PlannedRun, SuiteSpec, flatten, plan
+from bertlab.ablations.planning import RUN_SETTINGS, PlannedRun, SuiteSpec, flatten, plan
 from bertlab.errors import BertLabError, InputError
 from bertlab.hardware import gpu_count
 from bertlab.jobs.registry import JobRegistry
@@ -38,13 +38,12 @@ def _job_recipe(job: Job) -> dict:
 
 
 def _comparable(config: dict, model_config: dict) -> dict:
-    """Settings two jobs must share to train the same model the same way: all but the name and the
-    device (compared apart), with the model's shape in place of the preset and overrides that give it
+    """Settings two jobs must share to train the same model the same way: all but the name, the device
+    (compared apart) and how the run goes (RUN_SETTINGS: checkpoints, threads, compile), with the model's shape in place of the preset and overrides that give it
     (so Table 6's 4/256/4 row may reuse a mini run); flat, lists for tuples, as JSON reads them back."""
     recipe = json.loads(json.dumps({k: v for k, v in config.items() if k not in ("name", "size", "model_overrides")}))
-    recipe["train"].pop("device", None)
     recipe["model"] = json.loads(json.dumps(model_config))
-    return flatten(recipe)
+    return {k: v for k, v in flatten(recipe).items() if k not in RUN_SETTINGS}
 
 
 def _job_device(job: Job) -> str:
