@@ -21,7 +21,7 @@ from pathlib import Path
 from bertlab.ablations.results import PLATEAU_EXIT
 from bertlab.runfolder import read_metrics, read_run_config
 
-MARKS_M = (1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24)  # millions of tokens seen
+MARKS_M = (1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36, 40)  # millions of tokens seen
 
 
 def held_out(run_dir: Path, offset: float = 0.0) -> list[tuple[int, float]]:
@@ -47,9 +47,12 @@ def recipe_line(run_dir: Path) -> str:
     train, data, phase2 = cfg.get("train") or {}, cfg.get("data") or {}, cfg.get("phase2") or {}
     seq = f"{data.get('max_seq_length')}" + (f"->{phase2.get('max_seq_length')}" if phase2 else "")
     init = f", from {Path(cfg['init_from']).parent.parent.name}" if cfg.get("init_from") else ""
+    shape = (cfg.get("model_overrides") or {}) and rc.get("model_config") or {}
+    size = f", L{shape['num_layers']}-H{shape['hidden_size']}-A{shape['num_heads']}" if shape else ""
+    where = f", on {train['device']}" if train.get("device") not in (None, "auto", "cpu") else ""
     return (
         f"{data.get('objective')}, lr {train.get('learning_rate')} {train.get('schedule')}, warm-up "
-        f"{train.get('warmup')}, seq {seq}, budget {train.get('max_tokens') or train.get('max_steps')}{init}"
+        f"{train.get('warmup')}, seq {seq}, budget {train.get('max_tokens') or train.get('max_steps')}{init}{size}{where}"
     )
 
 

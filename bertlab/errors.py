@@ -22,3 +22,7 @@ class DataError(BertLabError, ValueError):
 
 class DistributedError(BertLabError, RuntimeError):
     """Another process of a torchrun job stopped or can no longer be reached; the message says how to go on."""
+
+
+class TrainingDiverged(BertLabError, RuntimeError):
+    """Training blew up: the gradients stopped being finite numbers for several steps in a row."""

@@ -131,6 +131,7 @@ class Progress:
     tokens: int = 0  # input tokens seen (all processes)
     train_time_s: float = 0.0  # wall-clock seconds spent training (excludes eval/saving)
     phase: int = 0  # data phase (e.g. short sequences first, then long); epoch counts restart per phase
+    skipped_steps: int = 0  # steps whose gradients were not finite: no update made (see Trainer.step)
 
     def fraction(self, cfg: TrainConfig) -> float:
         parts = []

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from bertlab.checkpoint import load_state, normalize_keys, read_weights
-from bertlab.errors import InputError
+from bertlab.errors import InputError, TrainingDiverged
 from bertlab.formatting import format_duration
 from bertlab.hardware import own_start_time, pick_device
 from bertlab.optimization import (
@@ -73,6 +73,8 @@ from bertlab.training_runtime import (
 )
 
 log = logging.getLogger(__name__)
+
+NONFINITE_STEPS_LIMIT = 10  # steps in a row with inf/NaN gradients before a run is stopped as diverged
 
 
 # --------------------------------------------------------------------------------------
@@ -129,6 +131,7 @@ class Trainer:
         self.progress_bar = progress_bar
         self.stop_after_steps = stop_after_steps
         self.progress = Progress()
+        self.nonfinite_run = 0  # steps in a row whose gradients were not finite
         self.last_eval: dict = {}
         self.bar = None
         self.writer: MetricsWriter | None = None
@@ -353,7 +356,8 @@ class Trainer:
 
     def step(self, group: list[dict], t0: float) -> float:
         """Forward and backward over the micro-batches (gradients summed), then one clipped optimizer
-        step; advances the progress. Returns the gradient norm before clipping (0 without clipping)."""
+        step; advances the progress. Returns the gradient norm before clipping. A step whose gradients are
+        not finite makes no update (skip_nonfinite_step)."""
         cfg, info = self.cfg, self.info
         for g in self.optimizer.param_groups:
             g["lr"] = cfg.learning_rate * lr_factor(self.progress.fraction(cfg), self.warmup, cfg.schedule)
@@ -368,14 +372,16 @@ class Trainer:
             self.window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = (
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip).item() if cfg.grad_clip > 0 else 0.0
-        )
+        # the global norm (the same on every rank); max_norm=inf measures it without clipping
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf).item()
         if self.scaler is not None:
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # fp16: the scaler skips overflowing steps and lowers its scale
             self.scaler.update()
-        else:
+        elif math.isfinite(grad_norm):
             self.optimizer.step()
+            self.nonfinite_run = 0
+        else:
+            self.skip_nonfinite_step()
         self.optimizer.zero_grad(set_to_none=True)
         if info.world > 1:
             step_tokens = int(all_reduce_sum({"t": step_tokens}, info, self.device)["t"])
@@ -388,6 +394,21 @@ class Trainer:
         if self.bar is not None:
             self.bar.update(1)
         return grad_norm
+
+    def skip_nonfinite_step(self) -> None:
+        """Gradients of inf or NaN (the loss blew up): make no update, so the weights stay as they were,
+        and go on with the next batch; NONFINITE_STEPS_LIMIT such steps in a row stop the run."""
+        p = self.progress
+        p.skipped_steps += 1
+        self.nonfinite_run += 1
+        lr = self.optimizer.param_groups[0]["lr"]
+        log.warning("step %d: gradients are not finite; no update made (%d in a row)", p.step + 1, self.nonfinite_run)
+        if self.nonfinite_run >= NONFINITE_STEPS_LIMIT:
+            raise TrainingDiverged(
+                f"training diverged at step {p.step + 1} ({p.tokens / 1e6:.1f}M tokens): the gradients were not finite "
+                f"for {self.nonfinite_run} steps in a row, at a learning rate of {lr:.2g}. Lower train.learning_rate "
+                "or lengthen train.warmup, and start again (the last checkpoint was saved before this)"
+            )
 
     def accumulate(self, batch: dict, group_size: int) -> None:
         """Backward of one micro-batch's share of the step's loss; its statistics go into the log window."""
@@ -418,6 +439,7 @@ class Trainer:
             "loss": total.get("loss_sum", 0.0) / max(1.0, total.get("batches", 1.0)),
             "lr": self.optimizer.param_groups[0]["lr"],
             "grad_norm": grad_norm,
+            "skipped_steps": p.skipped_steps,
             "tokens": p.tokens,
             "tokens_per_s": self.window_tokens / elapsed,
             "seq_per_s": self.window_seqs * info.world / elapsed,

@@ -259,6 +259,46 @@ def test_a_run_that_fails_while_preparing_is_marked_failed(tmp_path, vocab_file)
     assert status["state"] == "failed" and "missing.txt" in status["error"]
 
 
+def _poison_gradients(monkeypatch, steps):
+    """From the training loop's view, the loss blows up at the given steps: every gradient becomes NaN."""
+    from bertlab.training import Trainer
+
+    original = Trainer.accumulate
+
+    def accumulate(self, batch, group_size):
+        original(self, batch, group_size)
+        if self.progress.step + 1 in steps:
+            for param in self.model.parameters():
+                if param.grad is not None:
+                    param.grad.fill_(float("nan"))
+
+    monkeypatch.setattr(Trainer, "accumulate", accumulate)
+
+
+def test_a_step_with_nan_gradients_makes_no_update_and_training_goes_on(tmp_path, vocab_file, monkeypatch):
+    _poison_gradients(monkeypatch, {7})
+    cfg = _config(tmp_path, vocab_file, max_steps=20)
+    result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    assert result.state == "finished" and result.progress.skipped_steps == 1
+    weights = read_weights(tmp_path / "run" / "model")
+    assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
+    train = [m for m in read_metrics(tmp_path / "run") if m["split"] == "train"]
+    assert train[-1]["skipped_steps"] == 1 and all(math.isfinite(m["loss"]) for m in train)
+
+
+def test_a_run_whose_gradients_stay_nan_stops_as_diverged(tmp_path, vocab_file, monkeypatch):
+    from bertlab.errors import TrainingDiverged
+    from bertlab.training import NONFINITE_STEPS_LIMIT
+
+    _poison_gradients(monkeypatch, set(range(4, 100)))
+    cfg = _config(tmp_path, vocab_file, max_steps=60)
+    with pytest.raises(TrainingDiverged, match=r"diverged at step 13 .*not finite for 10 steps in a row.*learning_rate"):
+        run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    assert NONFINITE_STEPS_LIMIT == 10
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and "diverged at step 13" in status["error"]
+
+
 def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, vocab_file):
     """(#14) a `--resume` typed while a job trains the same folder made two trainers interleave
     their checkpoints and metrics; it is refused before anything in the folder is touched."""
