@@ -292,7 +292,9 @@ def test_a_run_whose_gradients_stay_nan_stops_as_diverged(tmp_path, vocab_file, 
 
     _poison_gradients(monkeypatch, set(range(4, 100)))
     cfg = _config(tmp_path, vocab_file, max_steps=60)
-    with pytest.raises(TrainingDiverged, match=r"diverged at step 13 .*not finite for 10 steps in a row.*learning_rate"):
+    with pytest.raises(
+        TrainingDiverged, match=r"diverged at step 13 .*not finite for 10 steps in a row.*learning_rate"
+    ):
         run_pretraining(cfg, tmp_path / "run", progress_bar=False)
     assert NONFINITE_STEPS_LIMIT == 10
     status = json.loads((tmp_path / "run" / "status.json").read_text())
