@@ -95,15 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("matplotlib is missing: no plateau.png")
     else:
-        fig, ax = plt.subplots(figsize=(9, 5))
-        for label, curve in curves.items():
-            ax.plot([t / 1e6 for t, _ in curve], [a for _, a in curve], marker=".", label=label)
+        fig, ax = plt.subplots(figsize=(13, 6))
+        ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)  # up to 20 runs, each its own colour
+        for label, run in runs:
+            curve = curves[label]
+            on_gpu = ((read_run_config(run) or {}).get("config") or {}).get("train", {}).get("device") == "cuda"
+            style = "--" if on_gpu else "-"  # GPU runs (bf16) dashed, CPU runs (fp32) solid
+            ax.plot([t / 1e6 for t, _ in curve], [a for _, a in curve], style, marker=".", label=label)
         ax.axhline(PLATEAU_EXIT, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel("tokens seen (millions)")
         ax.set_ylabel("held-out masked-token accuracy (%)")
-        ax.set_title("Mini models on the masked-LM plateau: which recipes leave it")
+        ax.set_title("Which recipes leave the masked-LM plateau (solid: CPU, fp32; dashed: GPU, bf16)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot, not over it
         fig.tight_layout()
         fig.savefig(out / "plateau.png", dpi=110)
     print((out / "plateau.md").read_text())
