@@ -82,6 +82,8 @@ class TrainConfig:
             raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
         if self.learning_rate <= 0:
             raise InputError("learning_rate must be positive")
+        if self.grad_clip < 0:
+            raise InputError(f"grad_clip must be 0 (no clipping) or more, not {self.grad_clip}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {SCHEDULES}, not {self.schedule!r}")
 

@@ -357,7 +357,7 @@ class Trainer:
     def step(self, group: list[dict], t0: float) -> float:
         """Forward and backward over the micro-batches (gradients summed), then one clipped optimizer
         step; advances the progress. Returns the gradient norm before clipping. A step whose gradients are
-        not finite makes no update (skip_nonfinite_step)."""
+        not finite makes no update (note_nonfinite_step)."""
         cfg, info = self.cfg, self.info
         for g in self.optimizer.param_groups:
             g["lr"] = cfg.learning_rate * lr_factor(self.progress.fraction(cfg), self.warmup, cfg.schedule)
@@ -373,15 +373,22 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         # the global norm (the same on every rank); max_norm=inf measures it without clipping
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf
+        ).item()
         if self.scaler is not None:
             self.scaler.step(self.optimizer)  # fp16: the scaler skips overflowing steps and lowers its scale
             self.scaler.update()
+            if not math.isfinite(grad_norm):
+                # overflows while the scale settles are normal; below a scale of 1 the loss itself is broken
+                self.note_nonfinite_step(counts=self.scaler.get_scale() < 1.0)
+            else:
+                self.nonfinite_run = 0
         elif math.isfinite(grad_norm):
             self.optimizer.step()
             self.nonfinite_run = 0
         else:
-            self.skip_nonfinite_step()
+            self.note_nonfinite_step(counts=True)
         self.optimizer.zero_grad(set_to_none=True)
         if info.world > 1:
             step_tokens = int(all_reduce_sum({"t": step_tokens}, info, self.device)["t"])
@@ -395,19 +402,23 @@ class Trainer:
             self.bar.update(1)
         return grad_norm
 
-    def skip_nonfinite_step(self) -> None:
-        """Gradients of inf or NaN (the loss blew up): make no update, so the weights stay as they were,
-        and go on with the next batch; NONFINITE_STEPS_LIMIT such steps in a row stop the run."""
+    def note_nonfinite_step(self, counts: bool) -> None:
+        """A step whose gradients were inf or NaN (the loss blew up) made no update, so the weights stay as
+        they were and training goes on with the next batch; NONFINITE_STEPS_LIMIT such steps in a row
+        (`counts`: under fp16, only once the loss scale is below 1) stop the run."""
         p = self.progress
         p.skipped_steps += 1
-        self.nonfinite_run += 1
+        self.nonfinite_run += 1 if counts else 0
+        if not counts:
+            return
         lr = self.optimizer.param_groups[0]["lr"]
         log.warning("step %d: gradients are not finite; no update made (%d in a row)", p.step + 1, self.nonfinite_run)
         if self.nonfinite_run >= NONFINITE_STEPS_LIMIT:
             raise TrainingDiverged(
                 f"training diverged at step {p.step + 1} ({p.tokens / 1e6:.1f}M tokens): the gradients were not finite "
-                f"for {self.nonfinite_run} steps in a row, at a learning rate of {lr:.2g}. Lower train.learning_rate "
-                "or lengthen train.warmup, and start again (the last checkpoint was saved before this)"
+                f"for {self.nonfinite_run} steps in a row, at a learning rate of {lr:.2g}. Start a new run with a lower "
+                "learning rate (pretraining: train.learning_rate; fine-tuning: --lr) or a longer warm-up "
+                "(train.warmup; --warmup); resuming this one would repeat it"
             )
 
     def accumulate(self, batch: dict, group_size: int) -> None:

@@ -29,3 +29,28 @@ def test_budgets():
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)
     assert Progress(step=100).done(cfg)
     assert Progress(train_time_s=30).fraction(TrainConfig(max_time_s=60)) == pytest.approx(0.5)
+
+
+def test_nonfinite_steps_stop_a_run_only_when_they_count():
+    """Under fp16 the loss scaler's own overflows (while its scale settles) are skipped but not counted
+    towards stopping; NONFINITE_STEPS_LIMIT counted ones in a row stop the run, naming what to change."""
+    from types import SimpleNamespace
+
+    from bertlab.errors import TrainingDiverged
+    from bertlab.training import NONFINITE_STEPS_LIMIT, Trainer
+
+    trainer = Trainer.__new__(Trainer)  # only the state note_nonfinite_step reads
+    trainer.progress, trainer.nonfinite_run = Progress(step=41, tokens=2_000_000), 0
+    trainer.optimizer = SimpleNamespace(param_groups=[{"lr": 1.5e-3}])
+    for _ in range(50):
+        trainer.note_nonfinite_step(counts=False)
+    assert trainer.progress.skipped_steps == 50 and trainer.nonfinite_run == 0
+    for _ in range(NONFINITE_STEPS_LIMIT - 1):
+        trainer.note_nonfinite_step(counts=True)
+    with pytest.raises(TrainingDiverged, match=r"step 42 \(2\.0M tokens\).*0\.0015.*train\.learning_rate.*--lr"):
+        trainer.note_nonfinite_step(counts=True)
+
+
+def test_a_negative_grad_clip_is_refused():
+    with pytest.raises(InputError, match="grad_clip must be 0"):
+        TrainConfig(max_steps=10, grad_clip=-1.0)
