@@ -19,6 +19,15 @@ from bertlab.jobs.spec import JobSpec, pretrain_args
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
+
+@pytest.fixture(autouse=True)
+def _no_scheduling_settings_from_the_shell(monkeypatch):
+    """The queue's slot settings a developer may have exported ($BERTLAB_JOBS_PER_GPU, $BERTLAB_CPU_SLOTS)
+    must not change what the scheduling tests expect."""
+    monkeypatch.delenv("BERTLAB_JOBS_PER_GPU", raising=False)
+    monkeypatch.delenv("BERTLAB_CPU_SLOTS", raising=False)
+
+
 WORDS = (
     "the a an cat dog sat on mat rug ran to park house in of and was is he she it they "
     "big small red blue quick brown fox jumps over lazy river tree bird sang sky sun day night "

@@ -190,6 +190,7 @@ def test_a_suite_uses_every_gpu_present(tmp_path, monkeypatch):
     write_sst2(tmp_path / "data" / "glue" / "SST-2")
     registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=2)
     launched: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(ab, "gpu_stats", lambda: [])  # whatever GPUs this machine has
 
     def fake_launch(self, job, gpus):  # record the decision; pretend the process took the GPUs
         launched.append((job.id, gpus))
@@ -212,10 +213,11 @@ def test_a_suite_on_gpus_records_their_names(tmp_path, monkeypatch):
     from bertlab.ablations import suites
     from bertlab.hardware import GpuStat
 
-    monkeypatch.setattr(suites, "gpu_stats", lambda: [GpuStat(0, "NVIDIA H200", 0.0, 1.0, 140.0)])
+    monkeypatch.setattr(suites, "gpu_stats", lambda: [GpuStat(i, "NVIDIA H200", 0.0, 1.0, 140.0) for i in range(8)])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cuda")
-    text = suites._hardware(spec, JobRegistry(tmp_path / "runs", gpus=1, jobs_per_gpu=14))
-    assert text.endswith("CPU cores, NVIDIA H200 x1, up to 14 jobs per GPU")
+    text = suites._hardware(spec, JobRegistry(tmp_path / "runs", gpus=2, jobs_per_gpu=14))
+    assert text.endswith("CPU cores, NVIDIA H200 x2, up to 14 jobs per GPU")  # the visible two of eight
     cpu = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cpu")
     assert suites._hardware(cpu, JobRegistry(tmp_path / "runs", gpus=1)).endswith("CPU cores")
 

@@ -193,7 +193,13 @@ def test_several_jobs_share_a_gpu_when_asked(runs, monkeypatch):
         sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         assert reg.tick() == [one[4].id]  # all ended: j4 goes to GPU 0, so the wide job waits for it
         assert launched[-1] == (one[4].id, [0])
-        assert reg.get(wide.id).state == "queued"
+        behind = reg.submit(JobSpec(spec.kind, spec.args, device="cuda", name="behind"))  # GPU 1 is free
+        assert reg.get(wide.id).state == "queued" and reg.get(behind.id).state == "queued"  # behind it
+        sleeper.kill()
+        sleeper.wait()
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        assert reg.tick() == [wide.id]  # both GPUs idle: the wide job takes them, whole
+        assert launched[-1] == (wide.id, [0, 1]) and reg.tick() == []  # nothing shares a wide job's GPUs
     finally:
         sleeper.kill()
         sleeper.wait()

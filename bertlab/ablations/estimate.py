@@ -132,7 +132,9 @@ def estimate_suite(
     measured in an earlier run or timed here), plus STARTUP_S each. A fine-tuning run of a variant
     that is still to be pretrained is estimated on that variant's model shape. A reused pretraining
     job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = this
-    machine's; with several, the queue runs one job per GPU side by side."""
+    machine's; with several, the queue runs one job per GPU side by side. Jobs sharing a GPU
+    ($BERTLAB_JOBS_PER_GPU) are not modelled: each is timed as if it had its GPU to itself, so with
+    sharing the side-by-side total is an upper bound only when the GPU has room to spare."""
     gpus = gpu_count() if gpus is None else gpus
     device = spec.device_kind(gpus)
     on_gpu = device == "cuda"

@@ -172,7 +172,15 @@ def command(spec: SuiteSpec) -> str:
 # Settings that change how a run goes, not what it learns: left out of a suite's recipe changes (and of
 # what reuse compares), so a suite that checkpoints less often or stays eager still has the base recipe.
 RUN_SETTINGS = frozenset(
-    ("train.save_every", "train.log_every", "train.compile", "train.num_threads", "train.snapshots", "train.device")
+    (
+        "train.save_every",
+        "train.save_every_s",
+        "train.log_every",
+        "train.compile",
+        "train.num_threads",
+        "train.snapshots",
+        "train.device",
+    )
 )
 
 

@@ -129,7 +129,10 @@ def _hardware(spec: SuiteSpec, registry: JobRegistry) -> str:
     and how many jobs share each."""
     text = f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores"
     if spec.device_kind(registry.gpus) == "cuda":
-        names = [g.name for g in gpu_stats()]
+        stats = gpu_stats()
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip().isdigit()]
+        stats = [g for g in stats if str(g.index) in visible] if visible else stats
+        names = [g.name for g in stats][: registry.gpus]  # the GPUs this registry schedules on
         text += "".join(f", {n} x{names.count(n)}" for n in dict.fromkeys(names)) or f", {registry.gpus} GPU(s)"
         if registry.jobs_per_gpu > 1:
             text += f", up to {registry.jobs_per_gpu} jobs per GPU"

@@ -27,7 +27,8 @@ Scheduling. One job per GPU, and one CPU job at a time by default ($BERTLAB_CPU_
 `JobRegistry(cpu_slots=...)` to allow more). Small models leave most of a GPU idle (a mini model's step is
 launch-bound), so $BERTLAB_JOBS_PER_GPU or `JobRegistry(jobs_per_gpu=...)` lets several one-GPU jobs share
 each GPU (an ablation suite's dozen pretraining runs at once); a job of several GPUs still takes only GPUs
-that nothing else runs on. The choice: no long-lived queue daemon. `tick()`
+that nothing else runs on. Like the CPU slots, the setting belongs to the process that ticks the queue
+(supervisors inherit it from the process that launched them), so set it where the app or CLI starts. The choice: no long-lived queue daemon. `tick()`
 starts queued jobs (first come, first served per device kind) while a slot is free, under a
 file lock so two callers never start the same job; it runs on `submit()`, whenever the UI or the
 CLI lists jobs, and in every supervisor right after its job ends, so the queue moves on by itself
@@ -123,8 +124,9 @@ class JobRegistry:
         self.cpu_slots = cpu_slots if cpu_slots is not None else (int(env_slots) if env_slots.isdigit() else 1)
         self.gpus = gpu_count() if gpus is None else gpus
         self.kill_timeout_s = kill_timeout_s
-        env_share = os.environ.get("BERTLAB_JOBS_PER_GPU", "")
-        self.jobs_per_gpu = max(1, jobs_per_gpu or (int(env_share) if env_share.isdigit() else 1))
+        env_share = os.environ.get("BERTLAB_JOBS_PER_GPU", "").strip()
+        share = jobs_per_gpu if jobs_per_gpu is not None else (int(env_share) if env_share.isdigit() else 1)
+        self.jobs_per_gpu = max(1, share)
 
     # --- reading ---------------------------------------------------------------------------
     def list(self, start_queued: bool = True) -> list[Job]:
