@@ -218,17 +218,19 @@ def main() -> None:
                 row["mfu"] = row["tflops"] / peak
         result["modes"][name] = row
     ours_default, theirs_default = default_modes(device, args.compile)
-    if ours_default not in step_s or theirs_default not in step_s:  # one precision timed: compare within it
-        ours_default, theirs_default = base, base.replace("bertlab", "transformers")
     best = {
         lib: max((n for n in step_s if n.startswith(lib)), key=lambda n: -step_s[n])
         for lib in ("bertlab", "transformers")
     }
-    result["defaults"] = {
-        "bertlab": ours_default,
-        "transformers": theirs_default,
-        "ratio": step_s[theirs_default] / step_s[ours_default],
-    }
+    result["defaults"] = (  # None when --precision left a library's default mode untimed
+        {
+            "bertlab": ours_default,
+            "transformers": theirs_default,
+            "ratio": step_s[theirs_default] / step_s[ours_default],
+        }
+        if ours_default in step_s and theirs_default in step_s
+        else None
+    )
     result["best"] = {**best, "ratio": step_s[best["transformers"]] / step_s[best["bertlab"]]}
     if args.json:
         print(json.dumps(result, indent=2))
@@ -245,7 +247,8 @@ def main() -> None:
             line += f"   {row['tflops']:.0f} TFLOP/s  MFU {row['mfu']:.1%}"
         print(line)
     d, b = result["defaults"], result["best"]
-    print(f"  each at its default: {d['bertlab']} / {d['transformers']}: {d['ratio']:.2f}x")
+    if d:
+        print(f"  each at its default: {d['bertlab']} / {d['transformers']}: {d['ratio']:.2f}x")
     print(f"  each at its best:    {b['bertlab']} / {b['transformers']}: {b['ratio']:.2f}x")
 
 
