@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -316,13 +318,9 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     run_only = replace(spec, overrides=("train.save_every=1000000", "train.compile=false", "train.num_threads=4"))
     assert planning.recipe_changes(run_only) == ["train.learning_rate=1e-3"]
     assert len(record["estimate"]["runs"]) == len(record["runs"])
-    deadline = time.monotonic() + 420
-    while time.monotonic() < deadline:
-        registry.tick()
-        runs = ab.suite_runs(record, registry)
-        if all(r.state in ("finished", "failed", "cancelled") for r in runs):
-            break
-        time.sleep(1)
+    reports = []
+    runs = ab.wait(record, registry, max_s=420, poll_s=1, report=reports.append)  # as `run --wait` does
+    assert len(reports) > 1 and all(r.state == "finished" for r in reports[-1])
     bad = [(r.job, r.state, r.error, registry.log_tail(r.job, 8)) for r in runs if r.state != "finished"]
     assert not bad, bad
     matrix = ab.progress_matrix(record, runs)
@@ -631,3 +629,52 @@ def test_a_stopped_job_is_reused_only_with_a_checkpoint_and_then_resumed(tmp_pat
     assert (first.name, second.name) == ("table5-20261125-120000", "table5-20261125-120000-2")
     resumed = registry.get(stopped.id)
     assert resumed.state == "queued" and resumed.job["resume"] is True  # continues from its checkpoint
+
+
+def test_waiting_for_a_suite_ends_when_no_run_can_move(tmp_path, monkeypatch):
+    """ab.wait returns once every run has ended or waits for a job that failed (it would never start),
+    reporting each change; with runs still going it gives up after max_s, leaving them running."""
+    from conftest import dead_pid, fake_launched_job
+
+    runs = tmp_path / "runs"
+    registry = JobRegistry(runs, cpu_slots=1, gpus=0)
+    monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
+    fake_launched_job(runs, "pre", dead_pid(), state="failed")
+    fake_launched_job(runs, "done", dead_pid(), state="finished")
+    waiting = runs / "tune"
+    waiting.mkdir()
+    (waiting / "job.json").write_text(
+        json.dumps(
+            {"kind": "finetune", "args": [], "device": "cpu", "submitted": 1.0, "phase": "queued", "after": ["pre"]}
+        )
+    )
+    record = {
+        "id": "s",
+        "table": "table5",
+        "runs": [
+            {"variant": "mlm_nsp", "column": "pretraining", "seed": 0, "job": "pre"},
+            {"variant": "mlm_nsp", "column": "sst2", "seed": 0, "job": "tune"},
+            {"variant": "no_nsp", "column": "sst2", "seed": 0, "job": "done"},
+        ],
+    }
+    seen = []
+    out = ab.wait(record, registry, poll_s=0.01, report=seen.append)
+    assert [r.state for r in out] == ["failed", "waiting", "finished"] and len(seen) == 1
+    assert ab.held_up(out[1], registry)
+    from argparse import Namespace
+
+    from bertlab.ablations.cli import _wait_and_collect
+
+    args = Namespace(json=False, wait_max_s=0.0, collect=str(tmp_path / "out"))
+    assert _wait_and_collect(args, record, registry) == 1  # `run --wait --collect`: not every run finished
+    assert (tmp_path / "out" / "table5.csv").is_file() and (tmp_path / "out" / "table5.json").is_file()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        fake_launched_job(runs, "live", sleeper.pid, state="running")
+        record["runs"].append({"variant": "ltr", "column": "sst2", "seed": 0, "job": "live"})
+        t0 = time.monotonic()
+        out = ab.wait(record, registry, max_s=0.3, poll_s=0.05)
+        assert out[-1].state == "running" and 0.3 <= time.monotonic() - t0 < 5
+    finally:
+        sleeper.kill()
+        sleeper.wait()

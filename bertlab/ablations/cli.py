@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from bertlab.ablations import estimate, planning, results, reuse
 from bertlab.ablations import suites as ab
@@ -89,7 +90,18 @@ def add_args(p: argparse.ArgumentParser) -> None:
     """The arguments of `bertlab ablate` and its subcommands."""
     p.add_argument("--runs", default=None, help="runs folder (default: $BERTLAB_RUNS or runs/ in the repository)")
     sub = p.add_subparsers(dest="ablate_command", required=True)
-    _suite_options(sub.add_parser("run", help="submit every job of a suite (pretraining, then fine-tuning)"))
+    run = sub.add_parser("run", help="submit every job of a suite (pretraining, then fine-tuning)")
+    _suite_options(run)
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="stay until every run has ended, printing progress as runs change (the jobs run on if you stop it); "
+        "exit status 1 unless every run finished",
+    )
+    run.add_argument(
+        "--collect", default="", metavar="DIR", help="with --wait: write <table>.csv/.json to DIR at the end"
+    )
+    run.add_argument("--wait-max-s", type=float, default=0.0, help="with --wait: stop waiting after this many seconds")
     _suite_options(sub.add_parser("estimate", help="how many runs a suite makes and about how long it takes"))
     sub.add_parser("list", help="the suites in the runs folder")
     s = sub.add_parser("status", help="a suite's progress: variant x task, runs finished of all")
@@ -189,7 +201,34 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
     else:
         print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est.text})")
         print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
+    if args.wait or args.collect:
+        return _wait_and_collect(args, record, registry)
     return 0
+
+
+def _wait_and_collect(args: argparse.Namespace, record: dict, registry: JobRegistry) -> int:
+    """`run --wait [--collect DIR]`: block until the suite's runs have ended, then write its results."""
+    t0 = time.monotonic()
+
+    def report(runs: list[ab.SuiteRun]) -> None:
+        done = sum(r.state == "finished" for r in runs)
+        active = sum(r.state in ("preparing", "running") for r in runs)
+        print(f"[{time.monotonic() - t0:6.0f} s] {done}/{len(runs)} runs finished, {active} running", flush=True)
+
+    runs = ab.wait(record, registry, max_s=args.wait_max_s, report=None if args.json else report)
+    left = [r for r in runs if r.state not in ab.ENDED]
+    if left:
+        print(
+            f"{len(left)} runs not ended (still running, queued, or waiting for a failed job); they go on",
+            file=sys.stderr,
+        )
+    for r in runs:
+        if r.state in ("failed", "missing"):
+            print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""), file=sys.stderr)
+    if args.collect:
+        csv_path, json_path = results.write_results(record, args.collect, registry)
+        print(f"{len(results.read_results(csv_path))} rows -> {csv_path} (record: {json_path})")
+    return 0 if not left and all(r.state == "finished" for r in runs) else 1
 
 
 def _list(args: argparse.Namespace, registry: JobRegistry) -> int:

@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -207,6 +208,42 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
             )
         )
     return out
+
+
+ENDED = ("finished", "failed", "cancelled", "missing")
+
+
+def held_up(run: SuiteRun, registry: JobRegistry) -> bool:
+    """A run waiting for a job that failed or was cancelled: it starts only if that job is resumed."""
+    if run.state != "waiting":
+        return False
+    return any(dep.endswith(("(failed)", "(cancelled)")) for dep in waiting_for(read_job(registry.root / run.job)))
+
+
+def wait(
+    record: dict,
+    registry: JobRegistry,
+    max_s: float = 0.0,
+    poll_s: float = 15.0,
+    report: Callable[[list[SuiteRun]], None] | None = None,
+) -> list[SuiteRun]:
+    """Block until every run of the suite has ended (or waits for one that failed, so it cannot start)
+    or `max_s` seconds have passed (0: no limit), moving the queue on as the app does; `report(runs)`
+    is called whenever a run's state changes. Returns the runs as they stand; the jobs keep running
+    after a timeout (or Ctrl-C), since each is its own process."""
+    start, last = time.monotonic(), None
+    while True:
+        registry.tick()
+        runs = suite_runs(record, registry)
+        states = [(r.job, r.state) for r in runs]
+        if report is not None and states != last:
+            report(runs)
+        last = states
+        if all(r.state in ENDED or held_up(r, registry) for r in runs):
+            return runs
+        if max_s and time.monotonic() - start >= max_s:
+            return runs
+        time.sleep(poll_s)
 
 
 SEED_MARKS = {"finished": "✓", "running": "▶", "preparing": "▶", "queued": "·", "waiting": "·"}  # else ✗
