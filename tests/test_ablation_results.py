@@ -104,6 +104,9 @@ def test_size_trend_is_a_rank_correlation():
 def test_a_result_set_says_the_budget_it_ran_on():
     spec = {"table": "table8", "size": "tiny", "budget_s": 300.0, "seeds": 3, "epochs": 2.0}
     assert "pretrained for 5 min each" in results.describe_spec(spec)
+    assert "on up to 2000 train examples" in results.describe_spec({**spec, "max_train_examples": 2000})
+    whole = results.describe_spec({**spec, "max_train_examples": 0, "max_eval_examples": 0})
+    assert "on all the train examples" in whole and "scored on all the dev examples" in whole
     changed = results.describe_spec(spec, ["train.learning_rate=1e-3"])  # the suite record's recipe_changes
     assert "with the shipped model's recipe (changed: train.learning_rate=1e-3)" in changed
     # `--set train.max_time_s=0 --set train.max_tokens=4000000` replaced the wall-clock budget

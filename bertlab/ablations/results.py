@@ -273,13 +273,13 @@ def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) 
             f"{spec.get('size', '?')} models pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
             + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
-    n = spec.get("max_train_examples") or "all"
+    n = f"up to {spec['max_train_examples']}" if spec.get("max_train_examples") else "all the"
+    scored = f"up to {spec['max_eval_examples']}" if spec.get("max_eval_examples") else "all the"
     lr = spec.get("finetune_lr")
     parts.append(
         f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs"
         + (f" at learning rate {lr:g} (frozen features: 1e-3)" if isinstance(lr, (int, float)) else "")
-        + f", {spec.get('seeds', '?')} seeds each, scored on up to {spec.get('max_eval_examples') or 'all'} "
-        "dev examples"
+        + f", {spec.get('seeds', '?')} seeds each, scored on {scored} dev examples"
     )
     return "; ".join(parts) + "."
 
