@@ -99,7 +99,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "exit status 1 unless every run finished",
     )
     run.add_argument(
-        "--collect", default="", metavar="DIR", help="with --wait: write <table>.csv/.json to DIR at the end"
+        "--collect", default="", metavar="DIR", help="wait (as --wait), then write <table>.csv/.json to DIR"
     )
     run.add_argument("--wait-max-s", type=float, default=0.0, help="with --wait: stop waiting after this many seconds")
     _suite_options(sub.add_parser("estimate", help="how many runs a suite makes and about how long it takes"))
