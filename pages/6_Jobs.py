@@ -112,8 +112,12 @@ def _state(job, metrics) -> None:
     st.subheader(job_heading(job))
     st.caption(f"`{job.run_dir}`" + (f" · `{job.command}`" if job.command else ""))
     numbers = live_numbers(job, metrics)
-    for col, (label, value) in zip(st.columns(len(numbers)), numbers, strict=True):
-        col.metric(label, value)
+    per_row = max(1, min(5, len(numbers)))  # six in a row cut values ("7 min 2…"): wrap to a second row
+    for start in range(0, len(numbers), per_row):
+        for col, (label, value) in zip(
+            st.columns(per_row), numbers[start : start + per_row], strict=False
+        ):  # a last row may be short
+            col.metric(label, value)
     fraction = progress_fraction(job)
     if fraction is not None:
         st.progress(fraction)

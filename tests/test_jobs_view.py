@@ -67,6 +67,9 @@ def test_live_numbers_say_how_long_a_run_took_once_it_has_ended(tmp_path):
     for state in ("finished", "failed", "cancelled"):
         assert "Took" in shown[state] and "ETA" not in shown[state], state
     assert shown["finished"]["Step"] == "4 / 8" and shown["finished"]["Train loss"] == "2.500"
+    assert "Skipped (NaN)" not in shown["finished"]  # none skipped: nothing to say
+    skipped = dict(live_numbers(read_job(tmp_path / "failed"), [{**metrics[0], "skipped_steps": 12}]))
+    assert skipped["Skipped (NaN)"] == "12 steps"
 
 
 def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_its_accuracy(tmp_path):
@@ -110,8 +113,11 @@ def test_each_state_says_what_it_means(tmp_path):
         ("info", "Waiting for a free device; it starts when the job ahead of it ends.", None)
     ]
     assert said(_job(tmp_path, "preparing")) == [("info", "Preparing: reading the data and building the model…", None)]
-    assert said(_job(tmp_path, "failed", error="boom")) == [
-        ("error", "This run failed.\n\n```\nboom\n```", ":material/error:")
+    assert said(_job(tmp_path, "failed", error="boom: lower --lr")) == [
+        ("error", "This run failed: boom: lower --lr", ":material/error:")  # one line: text, wrapped
+    ]
+    assert said(_job(tmp_path, "failed", error="Traceback\n  line 1\nValueError: x")) == [
+        ("error", "This run failed.\n\n```\nTraceback\n  line 1\nValueError: x\n```", ":material/error:")
     ]
     assert "no error recorded" in said(_job(tmp_path, "failed"))[0][1]
     stopping = _job(tmp_path, "cancelled")

@@ -221,7 +221,7 @@ def _score_text(key: str, value: float) -> str:
 
 def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     """(label, value) pairs for the metric row: step, loss, accuracy (with what chance scores
-    beside it), throughput, ETA, GPU memory."""
+    beside it), throughput, ETA, GPU memory, and steps skipped for non-finite gradients, if any."""
     train, evals = split_metrics(metrics)
     last = train[-1] if train else (job.status.get("last_train") or {})
     out = [("Step", f"{job.step:,}" + (f" / {job.total_steps:,}" if job.total_steps else ""))]
@@ -249,6 +249,8 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
             out.append(("Took", format_duration(ended - started)))
     if _finite(last.get("gpu_mem_gb")):
         out.append(("GPU memory (peak)", format_gb(last["gpu_mem_gb"])))
+    if _finite(last.get("skipped_steps")) and last["skipped_steps"] > 0:  # non-finite gradients: no update made
+        out.append(("Skipped (NaN)", f"{int(last['skipped_steps']):,} steps"))
     return out
 
 
@@ -309,7 +311,10 @@ def state_messages(job: Job) -> list[StateMessage]:
             StateMessage("warning", f"Part of this run's record cannot be read: {job.error}", ":material/warning:")
         )
     if job.state == "failed":
-        text = f"This run failed.\n\n```\n{job.error or 'no error recorded'}\n```"
+        error = (job.error or "no error recorded").strip()
+        # a log's tail keeps its lines in a code block; a one-line message (bertlab's own errors, which
+        # say what to change) reads as text, wrapped, instead of running off the side of a code block
+        text = f"This run failed.\n\n```\n{error}\n```" if "\n" in error else f"This run failed: {error}"
         out.append(StateMessage("error", text, ":material/error:"))
     elif job.state == "cancelled" and job.alive:
         out.append(StateMessage("info", "Stopping: saving a checkpoint and exiting…"))
