@@ -376,19 +376,16 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else math.inf
         ).item()
+        finite = math.isfinite(grad_norm)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)  # fp16: the scaler skips overflowing steps and lowers its scale
             self.scaler.update()
-            if not math.isfinite(grad_norm):
-                # overflows while the scale settles are normal; below a scale of 1 the loss itself is broken
-                self.note_nonfinite_step(counts=self.scaler.get_scale() < 1.0)
-            else:
-                self.nonfinite_run = 0
-        elif math.isfinite(grad_norm):
+        elif finite:
             self.optimizer.step()
+        if finite:
             self.nonfinite_run = 0
-        else:
-            self.note_nonfinite_step(counts=True)
+        else:  # under fp16, overflows while the scale settles are normal; below a scale of 1 the loss is broken
+            self.note_nonfinite_step(counts=self.scaler is None or self.scaler.get_scale() < 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         if info.world > 1:
             step_tokens = int(all_reduce_sum({"t": step_tokens}, info, self.device)["t"])

@@ -222,13 +222,16 @@ def _wait_and_collect(args: argparse.Namespace, record: dict, registry: JobRegis
             f"{len(left)} runs not ended (still running, queued, or waiting for a failed job); they go on",
             file=sys.stderr,
         )
+    _print_failed(runs, file=sys.stderr)
+    if args.collect:
+        _write_results(record, args.collect, registry, as_json=args.json)
+    return 0 if not left and all(r.state == "finished" for r in runs) else 1
+
+
+def _print_failed(runs: list[ab.SuiteRun], file=None) -> None:
     for r in runs:
         if r.state in ("failed", "missing"):
-            print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""), file=sys.stderr)
-    if args.collect:
-        csv_path, json_path = results.write_results(record, args.collect, registry)
-        print(f"{len(results.read_results(csv_path))} rows -> {csv_path} (record: {json_path})")
-    return 0 if not left and all(r.state == "finished" for r in runs) else 1
+            print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""), file=file)
 
 
 def _list(args: argparse.Namespace, registry: JobRegistry) -> int:
@@ -253,25 +256,27 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
         print(json.dumps({"suite": record["id"], "matrix": matrix, "runs": [r.__dict__ for r in runs]}, default=str))
         return 0
     _print_table(matrix)
-    for r in runs:
-        if r.state in ("failed", "missing"):
-            print(f"{r.job}: {r.state}" + (f" ({r.error})" if r.error else ""))
+    _print_failed(runs)
     return 0
 
 
 def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
-    record = _find(registry, args.suite)
-    csv_path, json_path = results.write_results(record, args.out, registry)
+    _write_results(_find(registry, args.suite), args.out, registry, as_json=args.json)
+    return 0
+
+
+def _write_results(record: dict, out: str, registry: JobRegistry, as_json: bool) -> None:
+    """`collect` (and `run --collect`): write the suite's CSV and record, warn of rows still on the plateau."""
+    csv_path, json_path = results.write_results(record, out, registry)
     rows = results.read_results(csv_path)
     n = len(rows)
     if plateau := results.still_on_plateau(rows, results.results_meta(json_path)):
         print(results.plateau_text(record["table"], plateau), file=sys.stderr)
     print(
         json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
-        if args.json
+        if as_json
         else f"{n} rows -> {csv_path} (record: {json_path})"
     )
-    return 0
 
 
 def _report(args: argparse.Namespace, registry: JobRegistry) -> int:

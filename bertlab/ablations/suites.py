@@ -180,6 +180,7 @@ class SuiteRun:
     progress: float | None = None
     metrics: dict = field(default_factory=dict)  # the final evaluation, once finished
     error: str | None = None
+    held: bool = False  # waiting for a job that failed or was cancelled: it starts only if that job is resumed
 
 
 def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteRun]:
@@ -191,8 +192,8 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
             out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), str(r.get("job")), "missing"))
             continue
         job = read_job(run_dir)
-        state = job.state
-        if state == "queued" and waiting_for(job):
+        state, deps = job.state, []
+        if state == "queued" and (deps := waiting_for(job)):
             state = "waiting"
         metrics = job.status.get("last_eval") if state == "finished" else None
         out.append(
@@ -205,19 +206,13 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
                 job.progress,
                 metrics if isinstance(metrics, dict) else {},
                 job.error,
+                any(d.endswith(("(failed)", "(cancelled)")) for d in deps),
             )
         )
     return out
 
 
 ENDED = ("finished", "failed", "cancelled", "missing")
-
-
-def held_up(run: SuiteRun, registry: JobRegistry) -> bool:
-    """A run waiting for a job that failed or was cancelled: it starts only if that job is resumed."""
-    if run.state != "waiting":
-        return False
-    return any(dep.endswith(("(failed)", "(cancelled)")) for dep in waiting_for(read_job(registry.root / run.job)))
 
 
 def wait(
@@ -239,7 +234,7 @@ def wait(
         if report is not None and states != last:
             report(runs)
         last = states
-        if all(r.state in ENDED or held_up(r, registry) for r in runs):
+        if all(r.state in ENDED or r.held for r in runs):
             return runs
         if max_s and time.monotonic() - start >= max_s:
             return runs

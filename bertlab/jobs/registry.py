@@ -248,9 +248,7 @@ class JobRegistry:
             for j in jobs:
                 if j.job.get("phase") == "launched" and j.alive:
                     if j.job.get("device") == "cuda":
-                        for g in j.job.get("gpus") or []:
-                            if 0 <= g < self.gpus:
-                                gpu_load[g] += self.jobs_per_gpu if len(j.job["gpus"]) > 1 else 1
+                        self._take(gpu_load, [g for g in j.job.get("gpus") or [] if 0 <= g < self.gpus])
                     else:
                         cpu_busy += 1
             states = {j.id: j.state for j in jobs}
@@ -264,8 +262,7 @@ class JobRegistry:
                     if gpus is None:
                         blocked.add(device)
                         continue
-                    for g in gpus:
-                        gpu_load[g] += self.jobs_per_gpu if len(gpus) > 1 else 1
+                    self._take(gpu_load, gpus)
                 else:
                     if cpu_busy >= self.cpu_slots:
                         blocked.add(device)
@@ -275,6 +272,11 @@ class JobRegistry:
                 self._launch(j, gpus)
                 started.append(j.id)
         return started
+
+    def _take(self, load: list[int], gpus: list[int]) -> None:
+        """Count a job on `gpus` in `load`: one share of its GPU, or the whole of each for a job of several."""
+        for g in gpus:
+            load[g] += self.jobs_per_gpu if len(gpus) > 1 else 1
 
     def _free_gpus(self, load: list[int], want: int) -> list[int] | None:
         """GPUs for a job of `want` GPUs, or None while it must wait: one GPU job goes to the least
