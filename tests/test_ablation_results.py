@@ -123,3 +123,13 @@ def test_committed_results_say_where_they_agree_and_why(tmp_path):
         note = results.results_note(REPO / "results" / "ablations" / f"{table}.csv")
         assert "Where we agree" in note and "Where we do not" in note and "Why" in note, table
     assert results.results_note(tmp_path / "table5.csv") == ""
+
+
+def test_table6_rows_go_from_the_smallest_shape_up_whatever_order_they_ran_in():
+    """A suite may run its largest shape first (it takes longest); the table still starts at the smallest,
+    the row the others are compared with, and shapes of equal size keep the order they ran in."""
+    ran = _rows("table6", {"L2-H256-A4": [60], "L2-H128-A2": [50], "L2-H128-A4": [51], "L4-H128-A2": [55]})
+    ordered = results.in_table_order("table6", ran)
+    assert [r["variant"] for r in ordered] == ["L2-H128-A2", "L2-H128-A4", "L4-H128-A2", "L2-H256-A4"]
+    table5 = _rows("table5", {"no_nsp": [70], "mlm_nsp": [80]})
+    assert results.in_table_order("table5", table5) == table5  # rows the paper names keep their own order

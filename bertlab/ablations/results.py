@@ -71,7 +71,17 @@ def collect(record: dict, registry: JobRegistry | None = None) -> list[dict]:
                     "run": r.job,
                 }
             )
-    return rows
+    return in_table_order(record["table"], rows)
+
+
+def in_table_order(table: str, rows: list[dict]) -> list[dict]:
+    """`rows` in the order the table shows them: as they ran, but a shape grid's (Table 6) from the
+    smallest shape up, as the paper's table goes (shapes of equal size keep their order), so its first
+    row, the one the others are compared with, is the smallest whatever order the suite ran them in."""
+    spec = TABLES.get(table)
+    if spec is None or not spec.shape_grid:
+        return rows
+    return sorted(rows, key=lambda r: _params(str(r["variant"])) or 0)
 
 
 def model_records(record: dict, registry: JobRegistry | None = None) -> dict[str, dict]:
