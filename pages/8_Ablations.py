@@ -66,11 +66,18 @@ with left:
     st.markdown(f"**What the paper found.** {paper_tables.PAPER_FINDINGS[table]}")
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
-    concept(
-        "**How to read a verdict.** Each of our rows is compared with the table's baseline row "
+    compared = (
+        "Each of our shapes is compared with our smallest (the first row), and a bigger one *reproduces* the "
+        "paper's finding when it is better beyond its noise (the larger standard deviation over seeds); a shape of "
+        "the same size with other heads is shown, not judged."
+        if table_specs.TABLES[table].shape_grid
+        else "Each of our rows is compared with the table's baseline row "
         f"(*{paper_tables.our_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* "
         "when both differences have the same sign, or when both are within their noise (ours: the larger standard "
-        "deviation over seeds; the paper's: under 0.5 points). Our models are a few hundred times smaller than "
+        "deviation over seeds; the paper's: under 0.5 points)."
+    )
+    concept(
+        f"**How to read a verdict.** {compared} Our models are a few hundred times smaller than "
         "BERT-base and trained for minutes to hours, so expect wide error bars, not the paper's absolute numbers."
     )
 

@@ -133,3 +133,20 @@ def test_table6_rows_go_from_the_smallest_shape_up_whatever_order_they_ran_in():
     assert [r["variant"] for r in ordered] == ["L2-H128-A2", "L2-H128-A4", "L4-H128-A2", "L2-H256-A4"]
     table5 = _rows("table5", {"no_nsp": [70], "mlm_nsp": [80]})
     assert results.in_table_order("table5", table5) == table5  # rows the paper names keep their own order
+
+
+def test_table6_judges_each_bigger_shape_against_our_smallest_by_the_papers_size_trend():
+    """Table 6's rows are our own shapes: each is compared with our smallest, and a bigger one reproduces
+    the paper's 'bigger is better' only when it is better beyond its noise; a shape of the same size
+    (other heads) is shown but not judged."""
+    rows = _rows(
+        "table6", {"L2-H128-A2": [60, 62], "L2-H128-A4": [65, 65], "L4-H128-A2": [61, 61], "L2-H256-A4": [70, 71]}
+    )
+    rows += _rows("table6", {"L2-H128-A2": [300.0], "L2-H256-A4": [190.0]}, task="pretraining", metric="mlm_perplexity")
+    by = {(v.variant, v.task): v for v in results.verdicts("table6", rows)}
+    assert by["L2-H128-A2", "sst2"].text == "baseline row" and by["L2-H128-A2", "sst2"].agrees is None
+    assert by["L2-H256-A4", "sst2"].agrees is True and by["L2-H256-A4", "sst2"].paper_delta == pytest.approx(5.3)
+    assert by["L4-H128-A2", "sst2"].agrees is False and "no clear difference" in by["L4-H128-A2", "sst2"].text
+    assert by["L2-H128-A4", "sst2"].agrees is None and "not judged" in by["L2-H128-A4", "sst2"].text
+    wide = by["L2-H256-A4", "pretraining"]  # lower perplexity is better
+    assert wide.agrees is True and wide.ours_delta == pytest.approx(-110) and wide.paper_delta == pytest.approx(-2.61)

@@ -89,7 +89,7 @@ def test_table6_differences_are_from_our_smallest_shape():
     ]
     fig = results_figure("table6", rows)
     assert list(fig.data[0].x) == ["L4-H256-A4"] and list(fig.data[0].y) == [3.0]
-    assert "L2-H128-A2" in fig.layout.title.text
+    assert "#L=2 #H=128 #A=2" in fig.layout.title.text  # the smallest shape, named as the paper names shapes
 
 
 def test_pretraining_curves_show_the_plateau_line_and_tell_left_to_right_rows_apart():

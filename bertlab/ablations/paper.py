@@ -9,6 +9,7 @@ Data only: the table specs (bertlab.ablations.tables), the suites, their results
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 CITATION = (
@@ -182,7 +183,10 @@ OUR_NAMES = {"table5": {"mlm_nsp": "MLM + NSP"}, "table7": {"finetune": "Fine-tu
 
 
 def variant_label(table: str, key: str) -> str:
-    return next((label for k, label, _ in PAPER[table].rows if k == key), key)
+    """The paper's label for a row; a model shape of our own ('L2-H128-A4') in the paper's Table 6 style."""
+    shape = re.fullmatch(r"L(\d+)-H(\d+)-A(\d+)", key)
+    default = f"#L={shape[1]} #H={shape[2]} #A={shape[3]}" if shape else key
+    return next((label for k, label, _ in PAPER[table].rows if k == key), default)
 
 
 def short_label(table: str, key: str) -> str:

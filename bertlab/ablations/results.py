@@ -139,7 +139,8 @@ def what_rows_are(meta: dict) -> dict[str, str]:
     out = {}
     for key, card in models.items():
         tokens = card.get("total_tokens") or card.get("tokens")
-        out[key] = f"{card.get('size', '?')}" + (f", {tokens / 1e6:.1f}M tokens" if tokens else "")
+        size = "" if table is not None and table.shape_grid else str(card.get("size", "?"))  # the shape names it
+        out[key] = ", ".join(x for x in (size, f"{tokens / 1e6:.1f}M tokens" if tokens else "") if x)
     if table is not None and table.pretrains:
         fallback = f"{spec.get('size', '?')}, {pretraining_budget(spec).removeprefix('for ').removeprefix('on ')}"
         for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ())):
@@ -363,7 +364,11 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
     """Per variant and task column: does our difference from the baseline row go the paper's way?
 
     A difference smaller than both its noise (the baseline's and the variant's std over seeds) and
-    0.5 points in the paper is 'no clear difference', which agrees with a paper difference under 0.5."""
+    0.5 points in the paper is 'no clear difference', which agrees with a paper difference under 0.5.
+    A shape grid (Table 6), whose rows are our own, is read against the paper's size trend instead
+    (`_shape_verdicts`)."""
+    if table in TABLES and TABLES[table].shape_grid:
+        return _shape_verdicts(table, rows)
     paper = PAPER[table]
     cells = {(c.variant, c.task, c.metric): c for c in summarize(rows)}
     tasks = list(dict.fromkeys(r["task"] for r in rows))
@@ -407,6 +412,46 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                         + ("; direction reproduced" if agrees else "; direction not reproduced")
                     )
             out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
+    return out
+
+
+def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
+    """Table 6: each shape against our smallest (the baseline row, first in table order), read against
+    the paper's finding that bigger is better: a bigger shape reproduces it when it is clearly better
+    (beyond its noise); the paper's difference shown is from its smallest model to its largest. A shape
+    of the baseline's size (other heads) is not judged: the paper has no size trend for it."""
+    paper = PAPER[table]
+    cells = {(c.variant, c.task, c.metric): c for c in summarize(rows)}
+    shapes = list(dict.fromkeys(r["variant"] for r in in_table_order(table, rows)))
+    out: list[Verdict] = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        metric = main_metric(table, task)
+        col = PAPER_COLUMN.get(table, {}).get(task)
+        ci = paper.columns.index(col) if col in paper.columns else None
+        trend = None if ci is None else round(paper.rows[-1][2][ci] - paper.rows[0][2][ci], 2)
+        base = cells.get((shapes[0], task, metric))
+        for v in shapes:
+            c = cells.get((v, task, metric))
+            if c is None:
+                continue
+            if v == shapes[0] or base is None:
+                text = "baseline row" if v == shapes[0] else "no baseline row in our results"
+                out.append(Verdict(v, task, metric, c.mean, c.std, None, None, None, None, text))
+                continue
+            o_delta = c.mean - base.mean
+            noise = max(c.std, base.std)
+            better = (o_delta < 0) if metric == "mlm_perplexity" else (o_delta > 0)
+            how = "no clear difference" if abs(o_delta) <= noise else ("better" if better else "worse")
+            ours = f"ours {o_delta:+.1f} +- {noise:.1f}: {how}"
+            if (_params(v) or 0) <= (_params(shapes[0]) or 0) or trend is None:
+                text = ours + ("; the baseline's size, not judged" if trend is not None else "")
+                out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, None, None, text))
+                continue
+            agrees = how == "better"
+            text = f"bigger: the paper {trend:+.1f} from its smallest model to its largest, {ours}; " + (
+                "direction reproduced" if agrees else "direction not reproduced"
+            )
+            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, trend, agrees, text))
     return out
 
 

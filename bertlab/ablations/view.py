@@ -69,7 +69,8 @@ def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | 
     by_variant: dict[str, dict] = {}
     columns: dict[str, None] = {"variant": None}
     for v in vs:
-        row = by_variant.setdefault(v.variant, {"variant": labels.get(v.variant, v.variant)})
+        label = labels.get(v.variant) or our_label(table, v.variant, (what or {}).get(v.variant, ""))  # a shape of ours
+        row = by_variant.setdefault(v.variant, {"variant": label})
         c = cells.get((v.variant, v.task, v.metric))
         name = f"{v.task} ({v.metric})"
         columns.update(dict.fromkeys((name, f"{name}: paper", f"{name}: verdict")))  # each task's three side by side
