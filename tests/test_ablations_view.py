@@ -3,7 +3,14 @@
 import pytest
 
 from bertlab.ablations.paper import PAPER
-from bertlab.ablations.view import agreement, comparison_rows, curves_figure, paper_rows, results_figure
+from bertlab.ablations.view import (
+    agreement,
+    comparison_rows,
+    curves_figure,
+    paper_rows,
+    pretraining_note,
+    results_figure,
+)
 
 
 def _rows(values):
@@ -103,3 +110,9 @@ def test_pretraining_curves_show_the_plateau_line_and_tell_left_to_right_rows_ap
     assert ltr.line.dash == "dot" and "next-word" in ltr.name
     assert [s.y0 for s in fig.layout.shapes] == [20.0]  # the line a masked-LM row must pass
     assert fig.layout.yaxis.range[1] > 22.5
+
+
+def test_the_pretraining_column_is_named_by_what_it_holds():
+    """Table 6's pretraining column is perplexity (the paper's LM (ppl)); the others' is accuracy."""
+    assert "perplexity, lower is better" in pretraining_note("table6")
+    assert "masked-token accuracy" in pretraining_note("table8") and "perplexity" not in pretraining_note("table8")

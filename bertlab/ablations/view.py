@@ -36,8 +36,13 @@ NEXT_TOKEN_VARIANTS = ("ltr",)
 
 def pretraining_note(table: str) -> str:
     """What the pretraining column of a table's results means."""
+    what = (
+        "held-out masked-LM perplexity, lower is better (masked-token accuracy is in the pretraining curves below)"
+        if main_metric(table, "pretraining") == "mlm_perplexity"
+        else "held-out masked-token accuracy"
+    )
     return (
-        "The pretraining column is held-out masked-token accuracy (the same 80/10/10 masking for every variant)."
+        f"The pretraining column is {what}, with the same 80/10/10 masking for every variant."
         + TABLES[table].pretraining_note
     )
 
