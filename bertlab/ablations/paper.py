@@ -182,10 +182,16 @@ AXIS_TITLES = {"table8": "[MASK] / same / random (%)"}
 OUR_NAMES = {"table5": {"mlm_nsp": "MLM + NSP"}, "table7": {"finetune": "Fine-tuning"}}
 
 
+def parse_shape(key: str) -> tuple[int, int, int] | None:
+    """(layers, hidden, heads) of a model-shape row key ('L2-H128-A4', as Table 6's suites name them), else None."""
+    shape = re.fullmatch(r"L(\d+)-H(\d+)-A(\d+)", key)
+    return (int(shape[1]), int(shape[2]), int(shape[3])) if shape else None
+
+
 def variant_label(table: str, key: str) -> str:
     """The paper's label for a row; a model shape of our own ('L2-H128-A4') in the paper's Table 6 style."""
-    shape = re.fullmatch(r"L(\d+)-H(\d+)-A(\d+)", key)
-    default = f"#L={shape[1]} #H={shape[2]} #A={shape[3]}" if shape else key
+    shape = parse_shape(key)
+    default = f"#L={shape[0]} #H={shape[1]} #A={shape[2]}" if shape else key
     return next((label for k, label, _ in PAPER[table].rows if k == key), default)
 
 

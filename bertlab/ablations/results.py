@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, our_label
+from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, our_label, parse_shape
 from bertlab.ablations.suites import suite_runs
 from bertlab.ablations.tables import DEFAULT_GRID, TABLES
 from bertlab.atomic import write_json_atomic
@@ -379,7 +379,6 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
         metric = main_metric(table, task)
         col = PAPER_COLUMN.get(table, {}).get(task)
         ci = paper.columns.index(col) if col in paper.columns else None
-        lower_better = metric == "mlm_perplexity"
         base = cells.get((paper.baseline, task, metric))
         for v in variants_:
             c = cells.get((v, task, metric))
@@ -388,15 +387,14 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
             p = paper_rows.get(v, (None,) * len(paper.columns))[ci] if ci is not None else None
             pb = paper_rows.get(paper.baseline, (None,) * len(paper.columns))[ci] if ci is not None else None
             p_delta = None if p is None or pb is None else round(p - pb, 2)
-            o_delta = None if base is None or v == paper.baseline else c.mean - base.mean
-            agrees, text = None, ""
+            o_delta, agrees, text = None, None, ""
             if v == paper.baseline:
                 text = "baseline row"
-            elif o_delta is None:
+            elif base is None:
                 text = "no baseline row in our results"
             else:
-                noise = max(c.std, base.std) if base else c.std
-                ours_flat = abs(o_delta) <= noise
+                o_delta, noise, how = _difference(c, base, metric)
+                ours_flat = how == "no clear difference"
                 if p_delta is None:
                     text = f"ours {o_delta:+.1f}" + (" (within the noise)" if ours_flat else "")
                 else:
@@ -405,14 +403,20 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                         agrees = ours_flat and paper_flat
                     else:
                         agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
-                    better = (o_delta < 0) if lower_better else (o_delta > 0)
-                    text = (
-                        f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: "
-                        + ("no clear difference" if ours_flat else ("better" if better else "worse"))
-                        + ("; direction reproduced" if agrees else "; direction not reproduced")
+                    text = f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: {how}" + (
+                        "; direction reproduced" if agrees else "; direction not reproduced"
                     )
             out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
     return out
+
+
+def _difference(c: Cell, base: Cell, metric: str) -> tuple[float, float, str]:
+    """Our row's difference from the baseline row, its noise (the larger std over seeds), and what it
+    says: 'no clear difference' (within the noise), else 'better' or 'worse' (perplexity: lower is better)."""
+    delta = c.mean - base.mean
+    noise = max(c.std, base.std)
+    better = (delta < 0) if metric == "mlm_perplexity" else (delta > 0)
+    return delta, noise, "no clear difference" if abs(delta) <= noise else ("better" if better else "worse")
 
 
 def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
@@ -438,10 +442,7 @@ def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 text = "baseline row" if v == shapes[0] else "no baseline row in our results"
                 out.append(Verdict(v, task, metric, c.mean, c.std, None, None, None, None, text))
                 continue
-            o_delta = c.mean - base.mean
-            noise = max(c.std, base.std)
-            better = (o_delta < 0) if metric == "mlm_perplexity" else (o_delta > 0)
-            how = "no clear difference" if abs(o_delta) <= noise else ("better" if better else "worse")
+            o_delta, noise, how = _difference(c, base, metric)
             ours = f"ours {o_delta:+.1f} +- {noise:.1f}: {how}"
             if (_params(v) or 0) <= (_params(shapes[0]) or 0) or trend is None:
                 text = ours + ("; the baseline's size, not judged" if trend is not None else "")
@@ -469,11 +470,8 @@ def size_trend(rows: list[dict]) -> dict[str, float]:
 
 
 def _params(variant: str) -> int | None:
-    try:
-        layers, hidden, heads = (int(x[1:]) for x in variant.split("-"))
-    except ValueError:
-        return None
-    return layers * 12 * hidden * hidden  # encoder weights; enough to rank shapes
+    shape = parse_shape(variant)
+    return None if shape is None else shape[0] * 12 * shape[1] * shape[1]  # encoder weights; enough to rank shapes
 
 
 def _spearman(x: list[float], y: list[float]) -> float:

@@ -66,16 +66,15 @@ def our_labels(table: str, what: Mapping[str, str] | None = None) -> dict[str, s
 
 
 def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
-    """One row per variant, labelled as ours (`our_labels`): for each of our task columns, our mean ±
+    """One row per variant, labelled as ours (`our_label`): for each of our task columns, our mean ±
     std over seeds, the paper's number for the matching column (if any) and the verdict."""
     vs = verdicts(table, list(rows))
     cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
-    labels = our_labels(table, what)
+    what = what or {}
     by_variant: dict[str, dict] = {}
     columns: dict[str, None] = {"variant": None}
     for v in vs:
-        label = labels.get(v.variant) or our_label(table, v.variant, (what or {}).get(v.variant, ""))  # a shape of ours
-        row = by_variant.setdefault(v.variant, {"variant": label})
+        row = by_variant.setdefault(v.variant, {"variant": our_label(table, v.variant, what.get(v.variant, ""))})
         c = cells.get((v.variant, v.task, v.metric))
         name = f"{v.task} ({v.metric})"
         columns.update(dict.fromkeys((name, f"{name}: paper", f"{name}: verdict")))  # each task's three side by side
