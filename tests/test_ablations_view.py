@@ -116,3 +116,18 @@ def test_the_pretraining_column_is_named_by_what_it_holds():
     """Table 6's pretraining column is perplexity (the paper's LM (ppl)); the others' is accuracy."""
     assert "perplexity, lower is better" in pretraining_note("table6")
     assert "masked-token accuracy" in pretraining_note("table8") and "perplexity" not in pretraining_note("table8")
+
+
+def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreement():
+    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.view import agreement_text, verdict_rows
+
+    rows = [
+        {"table": "table6", "variant": v, "task": "sst2", "metric": "accuracy", "value": x, "seed": s, "run": v}
+        for v, xs in (("L2-H128-A2", (60.0, 60.5)), ("L2-H256-A4", (65.0, 65.5)))
+        for s, x in enumerate(xs)
+    ]
+    what = {"L2-H256-A4": "16.0M tokens"}
+    assert comparison_rows("table6", rows, what)[1]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
+    assert verdict_rows(verdicts("table6", rows), "table6", what)[0]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
+    assert "#L=2 #H=256 #A=4 on sst2" in agreement_text("table6", rows)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label
+from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label, variant_label
 from bertlab.ablations.results import PLATEAU_EXIT, Verdict, left_to_right, main_metric, summarize, verdicts
 from bertlab.ablations.tables import TABLES
 from bertlab.figures import BLUE, FONT, GREY
@@ -56,13 +56,6 @@ def _fmt(mean: float | None, std: float | None, n: int | None = None) -> str:
         return ""
     text = f"{mean:.1f} ± {std:.1f}" if std is not None and n and n > 1 else f"{mean:.1f}"
     return text + (f" (n={n})" if n and n > 1 else "")
-
-
-def our_labels(table: str, what: Mapping[str, str] | None = None) -> dict[str, str]:
-    """variant -> our row's label: the variant without the paper's model name, and what our model is
-    (`what`, from bertlab.ablations.results.what_rows_are): 'MLM + NSP (tiny, 4.0M tokens)'."""
-    what = what or {}
-    return {key: our_label(table, key, what.get(key, "")) for key in variant_labels(table)}
 
 
 def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
@@ -261,10 +254,10 @@ def _panel_title(table: str, task: str) -> str:
 
 
 def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | None = None) -> list[dict]:
-    labels = our_labels(table, what)
+    what = what or {}
     return [
         {
-            "variant": labels.get(v.variant, v.variant),
+            "variant": our_label(table, v.variant, what.get(v.variant, "")),
             "task": v.task,
             "metric": v.metric,
             "ours": None if v.ours is None else round(v.ours, 2),
@@ -281,12 +274,11 @@ def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | No
 def agreement_text(table: str, rows: Sequence[dict]) -> str:
     """Where our directions agree with the paper's and where not, in one sentence per side."""
     agree = agreement(table, rows)
-    labels = variant_labels(table)
 
     def listing(pairs: list[tuple[str, str]]) -> str:
         by_variant: dict[str, list[str]] = {}
         for variant, task in pairs:
-            by_variant.setdefault(labels.get(variant, variant), []).append(task)
+            by_variant.setdefault(variant_label(table, variant), []).append(task)
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
     return f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."
