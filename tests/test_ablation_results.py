@@ -116,6 +116,11 @@ def test_a_result_set_says_the_budget_it_ran_on():
     assert results.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())["spec"]
     assert "on 4M tokens" in results.describe_spec(committed)
+    # a task's own fine-tuning recipe is said, for the tasks the set ran
+    own = {**spec, "finetune_lr": 1e-4, "tasks": ["upos"], "task_recipes": [["upos", 4.0, 3e-4], ["ner", 3.0, 2e-4]]}
+    said = results.describe_spec(own)
+    assert "for 2.0 epochs at learning rate 0.0001 (frozen features: 1e-3); for upos 4 epochs at 0.0003" in said
+    assert "for ner" not in said
 
 
 def test_committed_results_say_where_they_agree_and_why(tmp_path):

@@ -681,3 +681,52 @@ def test_waiting_for_a_suite_ends_when_no_run_can_move(tmp_path, monkeypatch):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_task_recipe_replaces_the_suites_epochs_and_rate_for_that_task_only():
+    spec = planning.SuiteSpec(
+        "table8", tasks=("upos", "ner"), seeds=1, budget_s=60, task_recipes=(("upos", 4.0, 3e-4),)
+    )
+    runs = planning.plan(spec, "s")
+
+    def recipe(column):
+        args = next(r.spec.args for r in _finetunes(runs, "mask100") if r.column == column)
+        return args[args.index("--epochs") + 1], args[args.index("--lr") + 1]
+
+    assert recipe("upos") == ("4.0", "0.0003")  # its own recipe
+    assert recipe("ner") == ("2.0", "0.0001")  # the suite's
+    assert recipe("upos-feature") == ("2.0", "0.001")  # frozen features keep feature mode's rate
+    assert spec.task_recipe("ner") == (2.0, 1e-4)
+    assert "--task-recipe upos=4/0.0003" in planning.command(spec)
+    back = planning.SuiteSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec  # a suite record reads back with its recipes
+
+
+def test_task_recipes_are_checked():
+    assert planning.parse_task_recipes(" mrpc=4/3e-4, rte=3/2e-4 ") == (("mrpc", 4.0, 3e-4), ("rte", 3.0, 2e-4))
+    assert planning.parse_task_recipes("") == ()
+    for bad in ("mrpc", "mrpc=4", "mrpc=four/1e-4", "=4/1e-4"):
+        with pytest.raises(InputError, match="TASK=EPOCHS/LR"):
+            planning.parse_task_recipe(bad)
+    with pytest.raises(InputError, match="unknown task 'mrcp'"):
+        planning.SuiteSpec("table5", budget_s=60, task_recipes=(("mrcp", 4.0, 3e-4),))
+    with pytest.raises(InputError, match="above 0"):
+        planning.SuiteSpec("table5", budget_s=60, task_recipes=(("mrpc", 0.0, 3e-4),))
+    with pytest.raises(InputError, match="one recipe"):
+        planning.SuiteSpec("table5", budget_s=60, task_recipes=(("mrpc", 4.0, 3e-4), ("mrpc", 3.0, 3e-4)))
+    # a recipe for a known task the suite does not run changes nothing
+    spec = planning.SuiteSpec("table5", tasks=("sst2",), budget_s=60, task_recipes=(("mrpc", 4.0, 3e-4),))
+    assert all("0.0001" in r.spec.args for r in _finetunes(planning.plan(spec, "s")))
+
+
+def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    label = "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)"
+    assert next(t for t in _open("table8").text_input if t.label == label).value == ""  # no MRPC there
+    at = _open("table5")
+    recipe = next(t for t in at.text_input if t.label == label)
+    assert recipe.value == "mrpc=4/3e-4"
+    recipe.set_value("mrpc=4")
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception
+    assert any("TASK=EPOCHS/LR" in w.value for w in at.warning), [w.value for w in at.warning]

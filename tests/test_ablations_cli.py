@@ -38,3 +38,12 @@ def test_paper_prints_the_papers_table(capsys):
     assert run(_parse(["--json", "paper", "table8"])) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["citation"] == CITATION and out["rows"]
+
+
+def test_a_tasks_own_recipe_on_the_command_line():
+    argv = ["run", "table5", "--budget-s", "60", "--task-recipe", "mrpc=4/3e-4", "--task-recipe", "rte=3/2e-4"]
+    spec = spec_from_args(_parse(argv))
+    assert spec.task_recipes == (("mrpc", 4.0, 3e-4), ("rte", 3.0, 2e-4))
+    assert "--task-recipe mrpc=4/0.0003 --task-recipe rte=3/0.0002" in planning.command(spec)
+    with pytest.raises(InputError, match="TASK=EPOCHS/LR"):
+        spec_from_args(_parse(["run", "table5", "--budget-s", "60", "--task-recipe", "mrpc:4"]))

@@ -61,6 +61,14 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-eval-examples", type=int, default=1000, help="dev examples scored per run (0 = all)")
     p.add_argument("--epochs", type=float, default=2.0, help="fine-tuning passes over the train examples")
     p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (feature mode: 1e-3)")
+    p.add_argument(
+        "--task-recipe",
+        action="append",
+        default=[],
+        metavar="TASK=EPOCHS/LR",
+        help="a task's own fine-tuning epochs and learning rate instead of --epochs/--lr (repeatable), "
+        "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give a small model too few steps at 2 epochs and 1e-4",
+    )
     p.add_argument("--threads", type=int, default=0, help="CPU threads per job (0 = torch's default)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
@@ -133,6 +141,7 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         max_eval_examples=args.max_eval_examples,
         epochs=args.epochs,
         finetune_lr=args.lr,
+        task_recipes=tuple(planning.parse_task_recipe(t) for t in args.task_recipe),
         threads=args.threads,
         device=args.device,
         name=args.name,
