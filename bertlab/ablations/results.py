@@ -291,8 +291,8 @@ def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) 
         f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs"
         + (f" at learning rate {lr:g} (frozen features: 1e-3)" if isinstance(lr, (int, float)) else "")
         + "".join(
-            f"; for {task} {epochs:g} epochs at {lr:g}"
-            for task, epochs, lr in spec.get("task_recipes") or ()
+            f"; for {task} {epochs:g} epochs at {rate:g}"
+            for task, epochs, rate in spec.get("task_recipes") or ()
             if task in (spec.get("tasks") or (table.default_tasks if table is not None else ()))
         )
         + f", {spec.get('seeds', '?')} seeds each, scored on {scored} dev examples"
