@@ -285,7 +285,7 @@ with st.form(f"abl_launch_{table}"):
     epochs = c3.number_input("Epochs", 0.5, 20.0, 2.0, step=0.5)
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",
-        "mrpc=4/3e-4" if "mrpc" in table_spec.default_tasks else "",
+        planning.task_recipes_text(table_spec.task_recipes),
         help="Replaces the epochs above and the learning rate (1e-4) for that task's fine-tuning runs, as the "
         "paper chose a recipe per task. MRPC's 3,668 pairs give a small model too few steps at 2 epochs and 1e-4 "
         "to move off the majority class.",

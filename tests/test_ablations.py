@@ -722,10 +722,11 @@ def test_task_recipes_are_checked():
 def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, monkeypatch):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     label = "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)"
-    assert next(t for t in _open("table8").text_input if t.label == label).value == ""  # no MRPC there
+    assert next(t for t in _open("table6").text_input if t.label == label).value == ""  # measured on Table 5 only
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
-    assert recipe.value == "mrpc=4/3e-4"
+    assert recipe.value == "mrpc=4/0.0003"  # Table 5's own (TableSpec.task_recipes)
+    assert planning.parse_task_recipes(recipe.value) == planning.suggested_spec("table5").task_recipes
     recipe.set_value("mrpc=4")
     next(b for b in at.button if b.label == "Estimate").click().run()
     assert not at.exception

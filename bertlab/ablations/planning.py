@@ -147,9 +147,10 @@ DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page of
 def suggested_spec(table: str) -> SuiteSpec:
     """The suite the page suggests for a table: a pretrained table at equal tokens (DEFAULT_BUDGET_TOKENS,
     mini models), one thread per job as on a small shared machine; Table 7 on the shipped model."""
+    recipes = TABLES[table].task_recipes
     if not TABLES[table].pretrains:
-        return SuiteSpec(table, threads=1)
-    return SuiteSpec(table, size="mini", budget_tokens=DEFAULT_BUDGET_TOKENS, threads=1)
+        return SuiteSpec(table, threads=1, task_recipes=recipes)
+    return SuiteSpec(table, size="mini", budget_tokens=DEFAULT_BUDGET_TOKENS, threads=1, task_recipes=recipes)
 
 
 def command(spec: SuiteSpec) -> str:
@@ -183,7 +184,7 @@ def command(spec: SuiteSpec) -> str:
                 flag,
                 f"{getattr(spec, name):g}" if isinstance(getattr(spec, name), float) else str(getattr(spec, name)),
             ]
-    args += [f"--task-recipe {t}={e:g}/{lr:g}" for t, e, lr in spec.task_recipes]
+    args += [f"--task-recipe {task_recipes_text((r,))}" for r in spec.task_recipes]
     args += [f"--set {o}" for o in spec.overrides]
     args += [f"--reuse {v}={job}" for v, job in spec.reuse]
     return " ".join(args)
@@ -250,6 +251,11 @@ def parse_task_recipe(text: str) -> tuple[str, float, float]:
 def parse_task_recipes(text: str) -> tuple[tuple[str, float, float], ...]:
     """'mrpc=4/3e-4, rte=4/3e-4' -> every task's recipe ('' -> none)."""
     return tuple(parse_task_recipe(part) for part in text.split(",") if part.strip())
+
+
+def task_recipes_text(recipes: tuple[tuple[str, float, float], ...]) -> str:
+    """(('mrpc', 4.0, 3e-4),) -> 'mrpc=4/0.0003', as `parse_task_recipes` reads it back."""
+    return ", ".join(f"{task}={epochs:g}/{lr:g}" for task, epochs, lr in recipes)
 
 
 def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:
