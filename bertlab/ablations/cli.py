@@ -67,7 +67,7 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TASK=EPOCHS/LR",
         help="a task's own fine-tuning epochs and learning rate instead of --epochs/--lr (repeatable), "
-        "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give a small model too few steps at 2 epochs and 1e-4",
+        "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give only 230 steps at 2 epochs and 1e-4",
     )
     p.add_argument("--threads", type=int, default=0, help="CPU threads per job (0 = torch's default)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
