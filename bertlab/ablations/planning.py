@@ -56,8 +56,8 @@ class SuiteSpec:
     finetune_lr: float = 1e-4  # fine-tuning mode (feature mode uses 1e-3)
     # (task, epochs, learning rate) for a task whose fine-tuning runs need their own recipe, as the paper
     # chose one per task: e.g. ("mrpc", 4.0, 3e-4), since MRPC's 3,668 pairs give a small model only 230
-    # steps at 2 epochs and 1e-4, which left Table 5's mini models near the majority guess. Fine-tuning mode only (feature mode: 1e-3);
-    # a recipe for a task the suite does not run changes nothing.
+    # steps at 2 epochs and 1e-4, which left Table 5's mini models near the majority guess. Fine-tuning
+    # mode only (feature mode: 1e-3); a recipe for a task the suite does not run changes nothing.
     task_recipes: tuple[tuple[str, float, float], ...] = ()
     threads: int = 0  # CPU threads per job (0 = torch's default)
     device: str = "auto"
