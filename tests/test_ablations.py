@@ -315,7 +315,10 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     restated = replace(spec, overrides=("train.learning_rate=1.5e-3", "train.batch_size=32"))  # the base's values
     assert planning.recipe_changes(restated) == []
     assert "train.save_every=0" not in record["recipe_changes"]  # how the run goes, not what it learns
-    run_only = replace(spec, overrides=("train.save_every=1000000", "train.compile=false", "train.num_threads=4"))
+    run_only = replace(
+        spec,
+        overrides=("train.save_every=1000000", "train.compile=false", "train.num_threads=4", "train.eval_every=100"),
+    )
     assert planning.recipe_changes(run_only) == ["train.learning_rate=1e-3"]
     assert len(record["estimate"]["runs"]) == len(record["runs"])
     reports = []

@@ -2,6 +2,7 @@
 in test_pretrain and test_finetune_recipe; the optimizer and LR schedule in test_optimization)."""
 
 import pytest
+import torch
 
 from bertlab.errors import InputError
 from bertlab.training import (
@@ -47,7 +48,20 @@ def test_nonfinite_steps_stop_a_run_only_when_they_count():
     assert trainer.progress.skipped_steps == 50 and trainer.nonfinite_run == 0
     for _ in range(NONFINITE_STEPS_LIMIT - 1):
         trainer.note_nonfinite_step(counts=True)
-    with pytest.raises(TrainingDiverged, match=r"step 42 \(2\.0M tokens\).*0\.0015.*train\.learning_rate.*--lr"):
+    with pytest.raises(
+        TrainingDiverged, match=r"step 42 \(2\.0M tokens\).*0\.0015.*train\.learning_rate.*--lr"
+    ) as fp32:
+        trainer.note_nonfinite_step(counts=True)
+    assert "precision" not in str(fp32.value)  # nothing to gain from full precision in a full-precision run
+    # under bf16 autocast, full precision comes first: it keeps the recipe, where a lower rate changes it
+    trainer.amp_dtype, trainer.precision, trainer.nonfinite_run = torch.bfloat16, "bf16 autocast (GPU)", 0
+    for _ in range(NONFINITE_STEPS_LIMIT - 1):
+        trainer.note_nonfinite_step(counts=True)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"under bf16 autocast \(GPU\)\. Start a new run with full precision.*"
+        r"train\.precision=fp32.*--precision fp32.*lower learning rate",
+    ):
         trainer.note_nonfinite_step(counts=True)
 
 

@@ -190,13 +190,14 @@ def command(spec: SuiteSpec) -> str:
     return " ".join(args)
 
 
-# Settings that change how a run goes, not what it learns: left out of a suite's recipe changes (and of
+# Settings that change how a run goes or how often it is measured, not what it learns: left out of a suite's recipe changes (and of
 # what reuse compares), so a suite that checkpoints less often or stays eager still has the base recipe.
 RUN_SETTINGS = frozenset(
     (
         "train.save_every",
         "train.save_every_s",
         "train.log_every",
+        "train.eval_every",
         "train.compile",
         "train.num_threads",
         "train.snapshots",
