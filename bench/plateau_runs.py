@@ -60,7 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="LABEL=RUN_DIR")
     p.add_argument("--out", required=True, help="folder for plateau.md, plateau.json and plateau.png")
+    p.add_argument(
+        "--marks", default=",".join(map(str, MARKS_M)), help="the table's columns: millions of tokens, comma-separated"
+    )
     args = p.parse_args(argv)
+    try:
+        marks = tuple(float(m) for m in args.marks.split(",") if m.strip())
+    except ValueError:
+        p.error(f"--marks {args.marks!r}: write millions of tokens, comma-separated (e.g. 1,2,4,8)")
     runs, offsets = [], {}
     for entry in args.runs:
         label, _, path = entry.rpartition("=")
@@ -75,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"Held-out masked-token accuracy (%) by millions of tokens seen; a model has left the plateau "
         f"past {PLATEAU_EXIT:.0f}%.\n",
-        "| run | " + " | ".join(f"{m}M" for m in MARKS_M) + " |",
-        "|---|" + "---|" * len(MARKS_M),
+        "| run | " + " | ".join(f"{m:g}M" for m in marks) + " |",
+        "|---|" + "---|" * len(marks),
     ]
     for label, _ in runs:
-        cells = [at_mark(curves[label], m * 1e6) for m in MARKS_M]
+        cells = [at_mark(curves[label], m * 1e6) for m in marks]
         lines.append(f"| {label} | " + " | ".join("" if c is None else f"{c:.1f}" for c in cells) + " |")
     lines += ["", "Recipes (from each run's run_config.json):", ""]
     lines += [f"- **{label}** (`{run.name}`): {recipe_line(run)}" for label, run in runs]

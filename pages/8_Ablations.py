@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -138,6 +139,9 @@ if rows:
     st.dataframe(pd.DataFrame(ours), hide_index=True, column_config=fitted(ours))
     if any(r["task"] == "pretraining" for r in rows):
         st.caption(pretraining_note(table))
+    states = (meta.get("runs") or []) if record is None else [asdict(r) for r in ab.suite_runs(record, registry)]
+    for variant, why in results.rows_without_results(table, rows, states).items():
+        st.caption(f"No results for {paper_tables.our_label(table, variant)}: {why}.")
     if plateau := results.still_on_plateau(rows, meta):
         st.warning(results.plateau_text(table, plateau), icon=":material/trending_flat:")
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
@@ -243,6 +247,7 @@ if record is not None:
 # --------------------------------------------------------------------------------------
 st.subheader("Run this table yourself")
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
+suggested = planning.suggested_spec(table)
 with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
     default_tasks = list(table_spec.default_tasks)
@@ -250,7 +255,7 @@ with st.form(f"abl_launch_{table}"):
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
-        size, minutes, millions, grid, reuse_runs = "tiny", 0.0, 0.0, "", False
+        size, minutes, millions, grid, settings, reuse_runs = "tiny", 0.0, 0.0, "", "", False
     else:
         model = ""
         size = c2.selectbox(
@@ -260,7 +265,7 @@ with st.form(f"abl_launch_{table}"):
             "Pretraining tokens per variant (millions; equal tokens)",
             0.0,
             100_000.0,
-            planning.DEFAULT_BUDGET_TOKENS / 1e6,
+            suggested.budget_tokens / 1e6,
             step=5.0,
             help="Every variant sees the same number of tokens, so a faster variant gets no more training. "
             "0 = equal wall-clock instead (the minutes below).",
@@ -273,6 +278,13 @@ with st.form(f"abl_launch_{table}"):
             )
             if table_spec.shape_grid
             else ""
+        )
+        settings = c2.text_area(
+            "Pretraining settings (KEY=VALUE, one per line)",
+            "\n".join(suggested.overrides),
+            help="`bertlab pretrain` settings for every variant on top of the shipped model's recipe, e.g. "
+            "train.batch_size=128 (in Table 8's committed runs, at batch 128 and 1e-3, the mixes without unchanged "
+            "tokens passed 20% by 72M tokens; at batch 32 and 1.5e-3 they stayed on the unigram guess or diverged).",
         )
         reuse_runs = c2.checkbox(
             "Reuse matching pretraining runs",
@@ -313,6 +325,7 @@ if launch or estimate_only:
             max_train_examples=int(examples),
             epochs=float(epochs),
             task_recipes=planning.parse_task_recipes(recipes),
+            overrides=planning.parse_overrides(settings),
         )
         if not tasks:
             raise InputError("pick at least one task")
@@ -340,6 +353,6 @@ if launch or estimate_only:
         show_error(exc)
 st.caption(
     "Each run is an ordinary job (queued, resumable, on the Jobs page). The same suite from a terminal: "
-    f"`{planning.command(planning.suggested_spec(table))}`; `bertlab ablate estimate {table} ...` lists each run and its "
+    f"`{planning.command(suggested)}`; `bertlab ablate estimate {table} ...` lists each run and its "
     f"time. Runs go to `{registry.root}`."
 )

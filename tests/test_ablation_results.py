@@ -115,7 +115,7 @@ def test_a_result_set_says_the_budget_it_ran_on():
     both = {**spec, "overrides": ["train.max_steps=100"]}
     assert results.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())["spec"]
-    assert "on 4M tokens" in results.describe_spec(committed)
+    assert "on 72M tokens" in results.describe_spec(committed)
     # a task's own fine-tuning recipe is said, for the tasks the set ran
     own = {**spec, "finetune_lr": 1e-4, "tasks": ["upos"], "task_recipes": [["upos", 4.0, 3e-4], ["ner", 3.0, 2e-4]]}
     said = results.describe_spec(own)
@@ -155,3 +155,23 @@ def test_table6_judges_each_bigger_shape_against_our_smallest_by_the_papers_size
     assert by["L2-H128-A4", "sst2"].agrees is None and "not judged" in by["L2-H128-A4", "sst2"].text
     wide = by["L2-H256-A4", "pretraining"]  # lower perplexity is better
     assert wide.agrees is True and wide.ours_delta == pytest.approx(-110) and wide.paper_delta == pytest.approx(-2.61)
+
+
+def test_a_row_whose_pretraining_failed_is_named_with_why():
+    rows = _rows("table8", {"mask80_same10_rnd10": [60], "mask100": [40]}, task="upos")
+    runs = [
+        {"variant": "mask80_same10_rnd10", "column": "pretraining", "state": "finished"},
+        {"variant": "rnd100", "column": "pretraining", "state": "failed"},
+        {"variant": "rnd100", "column": "upos", "state": "waiting"},
+        {"variant": "mask80_rnd20", "column": "pretraining", "state": "running"},
+        {"variant": "mask80_same20", "column": "pretraining", "state": "finished"},
+        {"variant": "mask80_same20", "column": "upos", "state": "cancelled"},
+    ]
+    assert results.rows_without_results("table8", rows, runs) == {
+        "rnd100": "its pretraining run failed, so none of its fine-tuning runs ran",
+        "mask80_rnd20": "its runs have not finished",
+        "mask80_same20": "its runs failed or were stopped",
+    }
+    committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())
+    shipped = results.read_results(REPO / "results" / "ablations" / "table8.csv")
+    assert list(results.rows_without_results("table8", shipped, committed["runs"])) == ["rnd100"]

@@ -428,16 +428,23 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert "Where we agree" in text and "Where we do not" in text  # the committed set's reading
     assert "What this table teaches" in text and "What the paper found" in text
     assert "BERT-base" not in " ".join(ours["variant"])  # our rows say what they are
-    size = {"table5": "mini, 40.0M tokens", "table6": "16.0M tokens", "table7": "mini, 52.9M tokens", "table8": "tiny"}
+    size = {
+        "table5": "mini, 40.0M tokens",
+        "table6": "16.0M tokens",
+        "table7": "mini, 52.9M tokens",
+        "table8": "mini, 72.0M tokens",
+    }
     size = size[table]
     assert all(v.endswith(")") and size in v for v in ours["variant"])
     assert "only the loss differs" in " ".join(c.value for c in at.caption) or table != "table5"
     assert any(b.label.startswith("Results (CSV") for b in at.get("download_button"))
     plateau = " ".join(
         w.value for w in at.warning
-    )  # Table 8's tiny models and three of Table 6's shapes are on it; Table 5's left it; table7 probes the shipped one
-    assert ("Still on the masked-LM plateau" in plateau) == (table in ("table6", "table8"))
+    )  # three of Table 6's shapes are on it; Tables 5 and 8 left it (8: the rows it has); table7 probes the shipped one
+    assert ("Still on the masked-LM plateau" in plateau) == (table == "table6")
     assert "BERT-base" not in plateau  # named as our rows are
+    missing = " ".join(c.value for c in at.caption if c.value.startswith("No results for"))
+    assert ("100% random: its pretraining run failed" in missing) == (table == "table8")  # diverged in bf16
 
 
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():
@@ -463,7 +470,8 @@ def test_ablations_page_with_no_results_offers_the_launch(page_env, monkeypatch,
     at = _open(table)
     empty = next(i.value for i in at.info if "No results yet" in i.value)
     assert planning.command(planning.suggested_spec(table)) in empty  # the exact command, at equal tokens
-    assert "--budget-tokens 40M" in empty or table == "table7"
+    budget = planning.suggested_spec(table).budget_tokens  # Table 8's own (72M), the others the page's 40M
+    assert f"--budget-tokens {budget / 1e6:g}M" in empty or table == "table7"
     assert len(at.dataframe) == 1  # the paper's
     assert not at.error
 
@@ -584,7 +592,14 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     data = page_env / "data"
     write_upos(data / "ud_en_ewt")
-    spec = planning.SuiteSpec("table8", tasks=("upos",), size="tiny", budget_tokens=10**6, data=str(data))
+    spec = planning.SuiteSpec(
+        "table8",
+        tasks=("upos",),
+        size="tiny",
+        budget_tokens=10**6,
+        data=str(data),
+        overrides=planning.suggested_spec("table8").overrides,  # what the page's settings field holds
+    )
     baseline = planning.variants(spec)[0]
     registry = JobRegistry(page_env / "runs", cpu_slots=1, gpus=0)
     earlier = registry.submit(
@@ -734,3 +749,51 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     next(b for b in at.button if b.label == "Estimate").click().run()
     assert not at.exception
     assert any("TASK=EPOCHS/LR" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_pretraining_settings_are_parsed_one_per_line():
+    assert planning.parse_overrides(" train.batch_size=128 \n\ncorpus=[a, b]\n") == (
+        "train.batch_size=128",
+        "corpus=[a, b]",  # a value may hold commas and spaces: one setting per line
+    )
+    assert planning.parse_overrides("") == ()
+    for bad in ("train.batch_size", "=128", "train.batch_size=", "train batch_size=128"):
+        with pytest.raises(InputError, match="KEY=VALUE per line"):
+            planning.parse_overrides(bad)
+
+
+def test_table8_suggests_the_budget_and_batch_its_committed_runs_used():
+    """Table 8's mixes without unchanged tokens left the unigram guess only on a larger budget and batch
+    (TableSpec.suggested_*); the other tables keep the page's default budget and no extra settings."""
+    t8 = planning.suggested_spec("table8")
+    assert t8.budget_tokens == 72_000_000 and t8.overrides == ("train.batch_size=128",)
+    assert "--budget-tokens 72M" in planning.command(t8) and "--set train.batch_size=128" in planning.command(t8)
+    repo = Path(__file__).resolve().parent.parent
+    committed = json.loads((repo / "results" / "ablations" / "table8.json").read_text())
+    assert committed["spec"]["budget_tokens"] == t8.budget_tokens
+    assert "train.batch_size=128" in committed["recipe_changes"]
+    assert "train.batch_size=128" in planning.recipe_changes(t8)
+    t5 = planning.suggested_spec("table5")
+    assert t5.budget_tokens == planning.DEFAULT_BUDGET_TOKENS and t5.overrides == ()
+
+
+def test_ablations_page_offers_table8s_settings_and_refuses_a_bad_one(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    label = "Pretraining settings (KEY=VALUE, one per line)"
+    assert next(t for t in _open("table5").text_area if t.label == label).value == ""
+    at = _open("table8")
+    settings = next(t for t in at.text_area if t.label == label)
+    assert settings.value == "train.batch_size=128"
+    tokens = next(n for n in at.number_input if n.label.startswith("Pretraining tokens"))
+    assert tokens.value == 72.0
+    data = page_env / "data"
+    write_upos(data / "ud_en_ewt")
+    at.text_input[-1].set_value(str(data))
+    settings.set_value("train.batchsize=128")
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Unknown train keys ['batchsize']" in w.value for w in at.warning), [w.value for w in at.warning]
+    next(t for t in at.text_area if t.label == label).set_value("train.batch_size")
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception
+    assert any("KEY=VALUE per line" in w.value for w in at.warning), [w.value for w in at.warning]

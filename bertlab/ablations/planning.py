@@ -1,7 +1,7 @@
 """What an ablation suite runs: `SuiteSpec` (which table, on what, at what scale) and its `plan`.
 
 Owns: the suite settings (`SuiteSpec`, `suggested_spec`, the `bertlab ablate run` line that gives
-them: `command`, `parse_grid`), the base recipe every variant is pretrained with (BASE_RECIPE at the
+them: `command`, `parse_grid`, `parse_overrides`), the base recipe every variant is pretrained with (BASE_RECIPE at the
 steadier peak learning rate of SUITE_RECIPE, BASE_VOCAB) and the arguments of each job: one
 pretraining job per variant (`pretrain_args`), one fine-tuning job per variant x task column x seed
 (`finetune_args`), in `plan`. Rows and columns come from the table's `TableSpec`
@@ -145,12 +145,20 @@ DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page of
 
 
 def suggested_spec(table: str) -> SuiteSpec:
-    """The suite the page suggests for a table: a pretrained table at equal tokens (DEFAULT_BUDGET_TOKENS,
-    mini models), one thread per job as on a small shared machine; Table 7 on the shipped model."""
-    recipes = TABLES[table].task_recipes
-    if not TABLES[table].pretrains:
-        return SuiteSpec(table, threads=1, task_recipes=recipes)
-    return SuiteSpec(table, size="mini", budget_tokens=DEFAULT_BUDGET_TOKENS, threads=1, task_recipes=recipes)
+    """The suite the page suggests for a table: a pretrained table at equal tokens (the table's own
+    suggested budget and pretraining settings, else DEFAULT_BUDGET_TOKENS; mini models), one thread per
+    job as on a small shared machine; Table 7 on the shipped model."""
+    ts = TABLES[table]
+    if not ts.pretrains:
+        return SuiteSpec(table, threads=1, task_recipes=ts.task_recipes)
+    return SuiteSpec(
+        table,
+        size="mini",
+        budget_tokens=ts.suggested_budget_tokens or DEFAULT_BUDGET_TOKENS,
+        threads=1,
+        task_recipes=ts.task_recipes,
+        overrides=ts.suggested_overrides,
+    )
 
 
 def command(spec: SuiteSpec) -> str:
@@ -190,8 +198,9 @@ def command(spec: SuiteSpec) -> str:
     return " ".join(args)
 
 
-# Settings that change how a run goes or how often it is measured, not what it learns: left out of a suite's recipe changes (and of
-# what reuse compares), so a suite that checkpoints less often or stays eager still has the base recipe.
+# Settings that change how a run goes or how often it is measured, not what it learns: left out of a
+# suite's recipe changes (and of what reuse compares), so a suite that checkpoints less often or stays
+# eager still has the base recipe.
 RUN_SETTINGS = frozenset(
     (
         "train.save_every",
@@ -257,6 +266,22 @@ def parse_task_recipes(text: str) -> tuple[tuple[str, float, float], ...]:
 def task_recipes_text(recipes: tuple[tuple[str, float, float], ...]) -> str:
     """(('mrpc', 4.0, 3e-4),) -> 'mrpc=4/0.0003', as `parse_task_recipes` reads it back."""
     return ", ".join(f"{task}={epochs:g}/{lr:g}" for task, epochs, lr in recipes)
+
+
+def parse_overrides(text: str) -> tuple[str, ...]:
+    """'train.batch_size=128' lines -> the suite's pretraining overrides (KEY=VALUE, one per line, as
+    `--set` takes them; blank lines skipped). Whether a key exists and its value fits is checked where the
+    suite's jobs are resolved (its estimate), with the same messages as `bertlab pretrain`'s."""
+    out = []
+    for line in text.splitlines():
+        entry = line.strip()
+        if not entry:
+            continue
+        key, eq, value = entry.partition("=")
+        if not eq or not key.strip() or not value.strip() or " " in key.strip():
+            raise InputError(f"pretraining setting {entry!r}: write one KEY=VALUE per line, e.g. train.batch_size=128")
+        out.append(f"{key.strip()}={value.strip()}")
+    return tuple(out)
 
 
 def parse_grid(text: str) -> tuple[tuple[int, int, int], ...]:

@@ -179,6 +179,27 @@ def plateau_text(table: str, plateau: dict[str, float]) -> str:
     )
 
 
+def rows_without_results(table: str, rows: list[dict], runs: list[dict]) -> dict[str, str]:
+    """variant -> why a row the suite ran has no results yet, from its runs' states (dicts with variant,
+    column and state, as a result set's JSON or `suites.suite_runs` hold them): a failed pretraining run
+    leaves its row empty for good, which the table alone would not say."""
+    have = {r["variant"] for r in rows}
+    out: dict[str, str] = {}
+    for r in runs:
+        v = str(r.get("variant", ""))
+        if not v or v in have or v in out:
+            continue
+        mine = [x for x in runs if x.get("variant") == v]
+        pretrain = [x for x in mine if x.get("column") == "pretraining"]
+        if any(x.get("state") == "failed" for x in pretrain):
+            out[v] = "its pretraining run failed, so none of its fine-tuning runs ran"
+        elif any(x.get("state") in ("failed", "cancelled", "missing") for x in mine):
+            out[v] = "its runs failed or were stopped"
+        else:
+            out[v] = "its runs have not finished"
+    return out
+
+
 def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | None = None) -> tuple[Path, Path]:
     """<table>.csv (tidy rows) and <table>.json (suite spec, commit, hardware, run ids) under out_dir."""
     out_dir = Path(out_dir)
