@@ -170,7 +170,7 @@ def test_a_row_whose_pretraining_failed_is_named_with_why():
     assert results.rows_without_results("table8", rows, runs) == {
         "rnd100": "its pretraining run failed, so none of its fine-tuning runs ran",
         "mask80_rnd20": "its runs have not finished",
-        "mask80_same20": "its runs failed or were stopped",
+        "mask80_same20": "its runs failed, were stopped or were deleted",
     }
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())
     shipped = results.read_results(REPO / "results" / "ablations" / "table8.csv")

@@ -771,6 +771,9 @@ def test_table8_suggests_the_budget_and_batch_its_committed_runs_used():
     repo = Path(__file__).resolve().parent.parent
     committed = json.loads((repo / "results" / "ablations" / "table8.json").read_text())
     assert committed["spec"]["budget_tokens"] == t8.budget_tokens
+    # UPOS's own fine-tuning recipe: at 2 epochs and 1e-4 fine-tuning ended below the frozen features
+    assert t8.task_recipes == (("upos", 4.0, 3e-4),)
+    assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t8.task_recipes)
     assert "train.batch_size=128" in committed["recipe_changes"]
     assert "train.batch_size=128" in planning.recipe_changes(t8)
     t5 = planning.suggested_spec("table5")

@@ -1,8 +1,8 @@
 """What an ablation suite runs: `SuiteSpec` (which table, on what, at what scale) and its `plan`.
 
 Owns: the suite settings (`SuiteSpec`, `suggested_spec`, the `bertlab ablate run` line that gives
-them: `command`, `parse_grid`, `parse_overrides`), the base recipe every variant is pretrained with (BASE_RECIPE at the
-steadier peak learning rate of SUITE_RECIPE, BASE_VOCAB) and the arguments of each job: one
+them: `command`, `parse_grid`, `parse_overrides`), the base recipe every variant is pretrained with
+(BASE_RECIPE at the steadier peak learning rate of SUITE_RECIPE, BASE_VOCAB) and the arguments of each job: one
 pretraining job per variant (`pretrain_args`), one fine-tuning job per variant x task column x seed
 (`finetune_args`), in `plan`. Rows and columns come from the table's `TableSpec`
 (bertlab.ablations.tables).

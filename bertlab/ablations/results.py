@@ -194,7 +194,7 @@ def rows_without_results(table: str, rows: list[dict], runs: list[dict]) -> dict
         if any(x.get("state") == "failed" for x in pretrain):
             out[v] = "its pretraining run failed, so none of its fine-tuning runs ran"
         elif any(x.get("state") in ("failed", "cancelled", "missing") for x in mine):
-            out[v] = "its runs failed or were stopped"
+            out[v] = "its runs failed, were stopped or were deleted"
         else:
             out[v] = "its runs have not finished"
     return out
