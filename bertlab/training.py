@@ -411,21 +411,23 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         log.warning("step %d: gradients are not finite; no update made (%d in a row)", p.step + 1, self.nonfinite_run)
         if self.nonfinite_run >= NONFINITE_STEPS_LIMIT:
+            where = f"at a learning rate of {lr:.2g}"
+            advice = (
+                "a lower learning rate (pretraining: train.learning_rate; fine-tuning: --lr) or a longer warm-up "
+                "(train.warmup; --warmup)"
+            )
             # Table 8's 100%-random mix diverged at 14.9M tokens under bf16 autocast and trained through 70M in
             # fp32 at the same rate, so under reduced precision full precision is the first thing to try
-            reduced = getattr(self, "amp_dtype", None) in (torch.bfloat16, torch.float16)
-            fp32 = (
-                "full precision, which keeps the recipe (pretraining: train.precision=fp32; fine-tuning: "
-                "--precision fp32), "
-                if reduced
-                else ""
-            )
+            if self.amp_dtype in (torch.bfloat16, torch.float16):
+                where += f" under {self.precision}"
+                advice = (
+                    "full precision, which keeps the recipe (pretraining: train.precision=fp32; fine-tuning: "
+                    f"--precision fp32), {advice}"
+                )
             raise TrainingDiverged(
                 f"training diverged at step {p.step + 1} ({p.tokens / 1e6:.1f}M tokens): the gradients were not finite "
-                f"for {self.nonfinite_run} steps in a row, at a learning rate of {lr:.2g}"
-                + (f" under {self.precision}" if reduced else "")
-                + f". Start a new run with {fp32}a lower learning rate (pretraining: train.learning_rate; fine-tuning: "
-                "--lr) or a longer warm-up (train.warmup; --warmup); resuming this one would repeat it"
+                f"for {self.nonfinite_run} steps in a row, {where}. Start a new run with {advice}; resuming this one "
+                "would repeat it"
             )
 
     def accumulate(self, batch: dict, group_size: int) -> None:

@@ -51,6 +51,7 @@ table = (
 )
 paper = paper_tables.PAPER[table]
 table_spec = table_specs.TABLES[table]
+suggested = planning.suggested_spec(table)  # the suite this page offers: its launch form and commands
 
 
 def fitted(rows: list[dict]) -> dict:
@@ -101,18 +102,19 @@ for s in suites:
 if not sources:
     st.info(
         "No results yet for this table: none shipped and no suite of yours. Launch one below, or from a "
-        f"terminal, at equal tokens:\n\n`{planning.command(planning.suggested_spec(table))}`"
+        f"terminal, at equal tokens:\n\n`{planning.command(suggested)}`"
     )
     rows: list[dict] = []
     record = None
 else:
     pick = st.selectbox("Results", list(sources), format_func=sources.get, key=f"abl_source_{table}")
-    record = None
+    record, runs_now = None, []
     try:
         if pick == "committed":
             rows = results.read_results(committed)
         else:
             record = next(s for s in suites if s["id"] == pick)
+            runs_now = ab.suite_runs(record, registry)  # each job's state now: missing rows, the progress
             rows = results.collect(record, registry)
     except BertLabError as exc:
         show_error(exc)
@@ -139,8 +141,8 @@ if rows:
     st.dataframe(pd.DataFrame(ours), hide_index=True, column_config=fitted(ours))
     if any(r["task"] == "pretraining" for r in rows):
         st.caption(pretraining_note(table))
-    states = (meta.get("runs") or []) if record is None else [asdict(r) for r in ab.suite_runs(record, registry)]
-    for variant, why in results.rows_without_results(table, rows, states).items():
+    states = (meta.get("runs") or []) if record is None else [asdict(r) for r in runs_now]
+    for variant, why in results.rows_without_results(rows, states).items():
         st.caption(f"No results for {paper_tables.our_label(table, variant)}: {why}.")
     if plateau := results.still_on_plateau(rows, meta):
         st.warning(results.plateau_text(table, plateau), icon=":material/trending_flat:")
@@ -236,7 +238,7 @@ def _progress(record: dict) -> None:
 if record is not None:
     st.subheader("Progress: variant × task × seed")
     st.caption("Runs finished of all seeds, then one mark per seed: ✓ finished, ▶ running, · queued, ✗ failed.")
-    busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in ab.suite_runs(record, registry))
+    busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in runs_now)
     st.fragment(_progress, run_every=3.0 if busy else None)(record)
     st.page_link(
         page_titled("Jobs").file, label="Every run of the suite is on the Jobs page", icon=page_titled("Jobs").icon
@@ -247,7 +249,6 @@ if record is not None:
 # --------------------------------------------------------------------------------------
 st.subheader("Run this table yourself")
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
-suggested = planning.suggested_spec(table)
 with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
     default_tasks = list(table_spec.default_tasks)

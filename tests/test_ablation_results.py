@@ -167,11 +167,11 @@ def test_a_row_whose_pretraining_failed_is_named_with_why():
         {"variant": "mask80_same20", "column": "pretraining", "state": "finished"},
         {"variant": "mask80_same20", "column": "upos", "state": "cancelled"},
     ]
-    assert results.rows_without_results("table8", rows, runs) == {
+    assert results.rows_without_results(rows, runs) == {
         "rnd100": "its pretraining run failed, so none of its fine-tuning runs ran",
         "mask80_rnd20": "its runs have not finished",
         "mask80_same20": "its runs failed, were stopped or were deleted",
     }
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())
     shipped = results.read_results(REPO / "results" / "ablations" / "table8.csv")
-    assert list(results.rows_without_results("table8", shipped, committed["runs"])) == ["rnd100"]
+    assert list(results.rows_without_results(shipped, committed["runs"])) == ["rnd100"]

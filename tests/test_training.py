@@ -43,6 +43,7 @@ def test_nonfinite_steps_stop_a_run_only_when_they_count():
     trainer = Trainer.__new__(Trainer)  # only the state note_nonfinite_step reads
     trainer.progress, trainer.nonfinite_run = Progress(step=41, tokens=2_000_000), 0
     trainer.optimizer = SimpleNamespace(param_groups=[{"lr": 1.5e-3}])
+    trainer.amp_dtype, trainer.precision = None, "fp32"  # a full-precision run
     for _ in range(50):
         trainer.note_nonfinite_step(counts=False)
     assert trainer.progress.skipped_steps == 50 and trainer.nonfinite_run == 0

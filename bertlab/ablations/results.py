@@ -179,19 +179,18 @@ def plateau_text(table: str, plateau: dict[str, float]) -> str:
     )
 
 
-def rows_without_results(table: str, rows: list[dict], runs: list[dict]) -> dict[str, str]:
+def rows_without_results(rows: list[dict], runs: list[dict]) -> dict[str, str]:
     """variant -> why a row the suite ran has no results yet, from its runs' states (dicts with variant,
     column and state, as a result set's JSON or `suites.suite_runs` hold them): a failed pretraining run
     leaves its row empty for good, which the table alone would not say."""
     have = {r["variant"] for r in rows}
-    out: dict[str, str] = {}
+    by_variant: dict[str, list[dict]] = {}
     for r in runs:
-        v = str(r.get("variant", ""))
-        if not v or v in have or v in out:
-            continue
-        mine = [x for x in runs if x.get("variant") == v]
-        pretrain = [x for x in mine if x.get("column") == "pretraining"]
-        if any(x.get("state") == "failed" for x in pretrain):
+        if r.get("variant") and r["variant"] not in have:
+            by_variant.setdefault(str(r["variant"]), []).append(r)
+    out: dict[str, str] = {}
+    for v, mine in by_variant.items():
+        if any(x.get("column") == "pretraining" and x.get("state") == "failed" for x in mine):
             out[v] = "its pretraining run failed, so none of its fine-tuning runs ran"
         elif any(x.get("state") in ("failed", "cancelled", "missing") for x in mine):
             out[v] = "its runs failed, were stopped or were deleted"
