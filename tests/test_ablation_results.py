@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.ablations import results
+from bertlab.ablations.tables import MASK_MIXES
 from bertlab.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,4 +175,6 @@ def test_a_row_whose_pretraining_failed_is_named_with_why():
     }
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())
     shipped = results.read_results(REPO / "results" / "ablations" / "table8.csv")
-    assert list(results.rows_without_results(shipped, committed["runs"])) == ["rnd100"]
+    # 100% random diverged in bf16; its fp32 re-run (a later lease) filled the row
+    assert results.rows_without_results(shipped, committed["runs"]) == {}
+    assert {r["variant"] for r in shipped} == {k for k, _, _ in MASK_MIXES}

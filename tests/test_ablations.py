@@ -438,13 +438,13 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert all(v.endswith(")") and size in v for v in ours["variant"])
     assert "only the loss differs" in " ".join(c.value for c in at.caption) or table != "table5"
     assert any(b.label.startswith("Results (CSV") for b in at.get("download_button"))
-    plateau = " ".join(
-        w.value for w in at.warning
-    )  # three of Table 6's shapes are on it; Tables 5 and 8 left it (8: the rows it has); table7 probes the shipped one
-    assert ("Still on the masked-LM plateau" in plateau) == (table == "table6")
+    # Table 6's two smallest shapes stopped just under the line, Table 8's 100% random far under it; Table 5
+    # left it, and Table 7 probes the shipped model
+    plateau = " ".join(w.value for w in at.warning)
+    assert ("Still on the masked-LM plateau" in plateau) == (table in ("table6", "table8"))
+    assert ("100% random: 14.0%" in plateau) == (table == "table8")
     assert "BERT-base" not in plateau  # named as our rows are
-    missing = " ".join(c.value for c in at.caption if c.value.startswith("No results for"))
-    assert ("100% random: its pretraining run failed" in missing) == (table == "table8")  # diverged in bf16
+    assert not [c.value for c in at.caption if c.value.startswith("No results for")]  # every row has results
 
 
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():
