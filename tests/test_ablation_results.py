@@ -178,3 +178,10 @@ def test_a_row_whose_pretraining_failed_is_named_with_why():
     # 100% random diverged in bf16; its fp32 re-run (a later lease) filled the row
     assert results.rows_without_results(shipped, committed["runs"]) == {}
     assert {r["variant"] for r in shipped} == {k for k, _, _ in MASK_MIXES}
+
+
+def test_the_plateau_warning_says_how_far_its_rows_got():
+    near = results.plateau_text("table6", {"L2-H128-A2": 19.3})
+    assert "#L=2 #H=128 #A=2: 19.3%" in near and "learned some context" in near and "little beyond" not in near
+    stuck = results.plateau_text("table8", {"rnd100": 14.0, "mask100": 5.1})  # one row on the guess: say so
+    assert "little beyond how common each word is" in stuck and "100% [MASK]: 5.1%" in stuck

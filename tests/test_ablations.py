@@ -430,7 +430,7 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert "BERT-base" not in " ".join(ours["variant"])  # our rows say what they are
     size = {
         "table5": "mini, 40.0M tokens",
-        "table6": "16.0M tokens",
+        "table6": "40.0M tokens",
         "table7": "mini, 52.9M tokens",
         "table8": "mini, 72.0M tokens",
     }
@@ -740,7 +740,8 @@ def test_task_recipes_are_checked():
 def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, monkeypatch):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     label = "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)"
-    assert next(t for t in _open("table6").text_input if t.label == label).value == ""  # measured on Table 5 only
+    assert next(t for t in _open("table8").text_input if t.label == label).value == "upos=4/0.0003"  # its own
+    assert next(t for t in _open("table6").text_input if t.label == label).value == "mrpc=4/0.0003"  # Table 5's
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
     assert recipe.value == "mrpc=4/0.0003"  # Table 5's own (TableSpec.task_recipes)
@@ -778,6 +779,22 @@ def test_table8_suggests_the_budget_and_batch_its_committed_runs_used():
     assert "train.batch_size=128" in planning.recipe_changes(t8)
     t5 = planning.suggested_spec("table5")
     assert t5.budget_tokens == planning.DEFAULT_BUDGET_TOKENS and t5.overrides == ()
+
+
+def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
+    """Table 6's committed shapes ran at batch 128 on 40M tokens each, MRPC with Table 5's recipe; the
+    suggested grid (DEFAULT_GRID) is five of its nine shapes, so a re-run lands on committed rows."""
+    from bertlab.ablations.tables import DEFAULT_GRID
+
+    t6 = planning.suggested_spec("table6")
+    committed = json.loads((Path(__file__).resolve().parent.parent / "results/ablations/table6.json").read_text())
+    assert committed["spec"]["budget_tokens"] == t6.budget_tokens == planning.DEFAULT_BUDGET_TOKENS
+    assert t6.overrides == ("train.batch_size=128",) and "train.batch_size=128" in committed["recipe_changes"]
+    assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t6.task_recipes) == [("mrpc", 4.0, 3e-4)]
+    assert set(DEFAULT_GRID) < {tuple(g) for g in committed["spec"]["grid"]}
+    assert "--set train.batch_size=128" in planning.command(t6) and "--task-recipe mrpc=4/0.0003" in planning.command(
+        t6
+    )
 
 
 def test_ablations_page_offers_table8s_settings_and_refuses_a_bad_one(page_env, monkeypatch):
