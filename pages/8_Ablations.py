@@ -22,6 +22,7 @@ from bertlab.ablations.view import (
     paper_rows,
     pretraining_note,
     results_figure,
+    size_order_text,
     verdict_rows,
 )
 from bertlab.app_pages import page_titled
@@ -155,16 +156,12 @@ if rows:
             f"**Direction reproduced in {agree['reproduced']} of {agree['compared']} comparisons** "
             "with a paper column. " + agreement_text(table, rows) + ("" if note else " " + paper_tables.WHY_DIFFERENT)
         )
-    elif table_spec.shape_grid:
-        trend = results.size_trend(rows)
-        if trend:
-            st.markdown(
-                "**Bigger is better?** Rank correlation of parameter count with each score "
-                "(+1: always better when bigger; perplexity: −1 is better): "
-                + ", ".join(f"{k} {v:+.2f}" for k, v in trend.items())
-                + ". "
-                + paper_tables.WHY_DIFFERENT
-            )
+    if table_spec.shape_grid and (order := size_order_text(table, rows)):
+        st.markdown(
+            "**Monotone in size?** A shape counts against it when it is clearly worse (beyond the seeds' spread) "
+            "than one with fewer weights; a rank correlation of +1 (perplexity: −1) means always better when "
+            "bigger. " + order
+        )
     if note:
         st.markdown("#### What this table teaches\n\n" + note)
     with st.expander("Every verdict"):

@@ -185,3 +185,22 @@ def test_the_plateau_warning_says_how_far_its_rows_got():
     assert "#L=2 #H=128 #A=2: 19.3%" in near and "learned some context" in near and "little beyond" not in near
     stuck = results.plateau_text("table8", {"rnd100": 14.0, "mask100": 5.1})  # one row on the guess: say so
     assert "little beyond how common each word is" in stuck and "100% [MASK]: 5.1%" in stuck
+
+
+def test_size_breaks_name_the_shapes_clearly_worse_than_a_smaller_one():
+    rows = _rows(
+        "table6", {"L2-H128-A2": [60, 61], "L2-H128-A4": [64, 65], "L4-H128-A2": [62, 63], "L2-H256-A4": [64, 64.6]}
+    )
+    rows += _rows(
+        "table6",
+        {"L2-H128-A2": [300.0], "L2-H128-A4": [250.0], "L4-H128-A2": [200.0]},
+        task="pretraining",
+        metric="mlm_perplexity",
+    )
+    breaks = results.size_breaks(rows)
+    assert breaks["pretraining (mlm_perplexity)"] == []  # falls with size; shapes of one size are not compared
+    (b,) = breaks["sst2 (accuracy)"]  # the 4-head 0.4M shape (64.5) beats both larger ones; only the clear loss counts
+    assert (b.variant, b.smaller, b.smaller_value) == ("L4-H128-A2", "L2-H128-A4", 64.5)  # L2-H256-A4: within noise
+    shipped = results.read_results(REPO / "results" / "ablations" / "table6.csv")
+    top = {b.variant for b in results.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
+    assert top == {"L4-H512-A8", "L8-H512-A8"}  # the 512-wide shapes end behind the 6M one at 40M tokens

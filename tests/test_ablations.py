@@ -445,6 +445,9 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert ("100% random: 14.0%" in plateau) == (table == "table8")
     assert "BERT-base" not in plateau  # named as our rows are
     assert not [c.value for c in at.caption if c.value.startswith("No results for")]  # every row has results
+    monotone = next((m.value for m in at.markdown if m.value.startswith("**Monotone in size?**")), "")
+    assert bool(monotone) == (table == "table6")  # the issue asks whether ours is monotone: the page says
+    assert "Held-out perplexity: not monotone" in monotone or table != "table6"
 
 
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():

@@ -131,3 +131,25 @@ def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreeme
     assert comparison_rows("table6", rows, what)[1]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
     assert verdict_rows(verdicts("table6", rows), "table6", what)[0]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
     assert "#L=2 #H=256 #A=4 on sst2" in agreement_text("table6", rows)
+
+
+def test_size_order_text_says_which_columns_grow_with_size_and_where_not():
+    from bertlab.ablations.view import size_order_text
+
+    rows = [
+        {"table": "table6", "variant": v, "task": t, "metric": m, "value": x, "seed": s, "run": v}
+        for v, t, m, xs in (
+            ("L2-H128-A2", "pretraining", "mlm_perplexity", (300.0,)),
+            ("L4-H128-A2", "pretraining", "mlm_perplexity", (200.0,)),
+            ("L2-H256-A4", "pretraining", "mlm_perplexity", (150.0,)),
+            ("L2-H128-A2", "sst2", "accuracy", (60.0, 61.0)),
+            ("L4-H128-A2", "sst2", "accuracy", (66.0, 67.0)),
+            ("L2-H256-A4", "sst2", "accuracy", (62.0, 63.0)),
+        )
+        for s, x in enumerate(xs)
+    ]
+    text = size_order_text("table6", rows)
+    assert "Held-out perplexity: better or level at every step in size (rank correlation with size -1.00)" in text
+    assert "SST-2 accuracy: not monotone" in text
+    assert "#L=2 #H=256 #A=4 (62.5) is worse than the smaller #L=4 #H=128 #A=2 (66.5)" in text
+    assert size_order_text("table6", rows[:1]) == ""  # one shape: nothing to say

@@ -504,6 +504,46 @@ def size_trend(rows: list[dict]) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class SizeBreak:
+    """Where a column stops improving with size: a shape clearly worse (beyond both stds over seeds)
+    than the best strictly smaller one."""
+
+    column: str  # "task (metric)", as size_trend names it
+    variant: str
+    value: float
+    smaller: str
+    smaller_value: float
+
+
+def size_breaks(rows: list[dict]) -> dict[str, list[SizeBreak]]:
+    """Table 6: per column (held-out perplexity and each task's compared metric), every shape clearly
+    worse than the best shape of fewer encoder weights; an empty list says the column gets better (or
+    stays level) with every step in size. Shapes of one size (other heads) are not held against each
+    other; a single run (perplexity) has no spread, so any rise counts."""
+    cells = summarize(rows)
+    out: dict[str, list[SizeBreak]] = {}
+    for task in dict.fromkeys(c.task for c in cells):
+        metric = "mlm_perplexity" if task == "pretraining" else main_metric("table6", task)
+        pts = sorted(
+            ((p, c) for c in cells if c.task == task and c.metric == metric and (p := _params(c.variant))),
+            key=lambda pc: pc[0],
+        )
+        lower = metric == "mlm_perplexity"
+        breaks = []
+        for p, c in pts:
+            smaller = [d for q, d in pts if q < p]
+            if not smaller:
+                continue
+            best = (min if lower else max)(smaller, key=lambda d: d.mean)
+            delta = c.mean - best.mean
+            if (delta > 0 if lower else delta < 0) and abs(delta) > max(c.std, best.std):
+                breaks.append(SizeBreak(f"{task} ({metric})", c.variant, c.mean, best.variant, best.mean))
+        if len(pts) >= 2:
+            out[f"{task} ({metric})"] = breaks
+    return out
+
+
 def _params(variant: str) -> int | None:
     shape = parse_shape(variant)
     return None if shape is None else shape[0] * 12 * shape[1] * shape[1]  # encoder weights; enough to rank shapes

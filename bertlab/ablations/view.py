@@ -15,7 +15,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label, variant_label
-from bertlab.ablations.results import PLATEAU_EXIT, Verdict, left_to_right, main_metric, summarize, verdicts
+from bertlab.ablations.results import (
+    PLATEAU_EXIT,
+    Verdict,
+    left_to_right,
+    main_metric,
+    size_breaks,
+    size_trend,
+    summarize,
+    verdicts,
+)
 from bertlab.ablations.tables import TABLES
 from bertlab.figures import BLUE, FONT, GREY
 
@@ -282,6 +291,31 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
     return f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."
+
+
+def size_order_text(table: str, rows: Sequence[dict]) -> str:
+    """Table 6 in words: does each column get better with every step in size, and where not, which
+    shape is clearly worse than a smaller one; with each column's rank correlation with size."""
+    breaks, trend = size_breaks(list(rows)), size_trend(list(rows))
+    parts = []
+    for col, found in breaks.items():
+        task, _, metric = col.rstrip(")").partition(" (")
+        name = (
+            "Held-out perplexity"
+            if task == "pretraining"
+            else f"{PAPER_COLUMN.get(table, {}).get(task, task)} {metric}"
+        )
+        rho = f" (rank correlation with size {trend[col]:+.2f})" if col in trend else ""
+        if not found:
+            parts.append(f"{name}: better or level at every step in size{rho}")
+            continue
+        worse = "; ".join(
+            f"{variant_label(table, b.variant)} ({b.value:.1f}) is worse than the smaller "
+            f"{variant_label(table, b.smaller)} ({b.smaller_value:.1f})"
+            for b in found
+        )
+        parts.append(f"{name}: not monotone{rho}: {worse}")
+    return ". ".join(parts) + "." if parts else ""
 
 
 def column_widths(rows: Sequence[dict], most: int = 420) -> dict[str, int]:
