@@ -491,17 +491,25 @@ def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
     return out
 
 
-def size_trend(rows: list[dict]) -> dict[str, float]:
-    """Table 6: Spearman's rank correlation between parameter count and each column's score."""
-    cells = [c for c in summarize(rows)]
+def _size_columns(rows: list[dict]) -> dict[str, tuple[str, list[tuple[int, Cell]]]]:
+    """Table 6's columns as "task (metric)" -> (the metric compared: held-out perplexity for pretraining,
+    the task's main metric otherwise; each shape's cell with its encoder weights, smallest first)."""
+    cells = summarize(rows)
     out = {}
     for task in dict.fromkeys(c.task for c in cells):
         metric = main_metric("table6", task) if task != "pretraining" else "mlm_perplexity"
-        pts = [(_params(c.variant), c.mean) for c in cells if c.task == task and c.metric == metric]
-        pts = [(p, m) for p, m in pts if p is not None]
-        if len(pts) >= 3:
-            out[f"{task} ({metric})"] = _spearman([p for p, _ in pts], [m for _, m in pts])
+        pts = [(p, c) for c in cells if c.task == task and c.metric == metric and (p := _params(c.variant))]
+        out[f"{task} ({metric})"] = (metric, sorted(pts, key=lambda pc: pc[0]))
     return out
+
+
+def size_trend(rows: list[dict]) -> dict[str, float]:
+    """Table 6: Spearman's rank correlation between parameter count and each column's score."""
+    return {
+        col: _spearman([p for p, _ in pts], [c.mean for _, c in pts])
+        for col, (_, pts) in _size_columns(rows).items()
+        if len(pts) >= 3
+    }
 
 
 @dataclass(frozen=True)
@@ -521,14 +529,8 @@ def size_breaks(rows: list[dict]) -> dict[str, list[SizeBreak]]:
     worse than the best shape of fewer encoder weights; an empty list says the column gets better (or
     stays level) with every step in size. Shapes of one size (other heads) are not held against each
     other; a single run (perplexity) has no spread, so any rise counts."""
-    cells = summarize(rows)
     out: dict[str, list[SizeBreak]] = {}
-    for task in dict.fromkeys(c.task for c in cells):
-        metric = "mlm_perplexity" if task == "pretraining" else main_metric("table6", task)
-        pts = sorted(
-            ((p, c) for c in cells if c.task == task and c.metric == metric and (p := _params(c.variant))),
-            key=lambda pc: pc[0],
-        )
+    for col, (metric, pts) in _size_columns(rows).items():
         lower = metric == "mlm_perplexity"
         breaks = []
         for p, c in pts:
@@ -538,9 +540,9 @@ def size_breaks(rows: list[dict]) -> dict[str, list[SizeBreak]]:
             best = (min if lower else max)(smaller, key=lambda d: d.mean)
             delta = c.mean - best.mean
             if (delta > 0 if lower else delta < 0) and abs(delta) > max(c.std, best.std):
-                breaks.append(SizeBreak(f"{task} ({metric})", c.variant, c.mean, best.variant, best.mean))
+                breaks.append(SizeBreak(col, c.variant, c.mean, best.variant, best.mean))
         if len(pts) >= 2:
-            out[f"{task} ({metric})"] = breaks
+            out[col] = breaks
     return out
 
 
