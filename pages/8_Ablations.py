@@ -90,9 +90,18 @@ with right:
 st.subheader("Ours")
 st.caption(table_spec.how_rows_are_made)
 sources: dict[str, str] = {}
-committed = results.results_files(COMMITTED).get(table)
-if committed:
-    sources["committed"] = f"The result set shipped with BERT Lab ({committed.name})"
+shipped = {  # the table's main result set first, then the same table run another way (e.g. another learning rate)
+    f"committed:{path.name}": path
+    for path in [results.results_files(COMMITTED).get(table), *results.other_result_sets(COMMITTED, table)]
+    if path is not None
+}
+for key, path in shipped.items():
+    first = key == next(iter(shipped))
+    sources[key] = (
+        f"The result set shipped with BERT Lab ({path.name})"
+        if first
+        else f"Also shipped: {results.result_set_label(path)}"
+    )
 try:
     suites = [s for s in ab.list_suites(registry) if s.get("table") == table]
 except OSError as exc:
@@ -109,9 +118,9 @@ if not sources:
     record = None
 else:
     pick = st.selectbox("Results", list(sources), format_func=sources.get, key=f"abl_source_{table}")
-    record, runs_now = None, []
+    record, runs_now, committed = None, [], shipped.get(pick)
     try:
-        if pick == "committed":
+        if committed is not None:
             rows = results.read_results(committed)
         else:
             record = next(s for s in suites if s["id"] == pick)
@@ -120,14 +129,15 @@ else:
     except BertLabError as exc:
         show_error(exc)
         rows = []
+shipped_meta = results.results_meta(committed.with_suffix(".json")) if sources and committed is not None else {}
 
 if sources:  # how the set was made, its budget first, while a suite has nothing finished too
-    made = record if record is not None else results.results_meta(COMMITTED / f"{table}.json")
+    made = record if record is not None else shipped_meta
     if made.get("spec"):
         st.caption(results.describe_spec(made["spec"], made.get("recipe_changes") or ()))
 if rows:
     if record is None:
-        meta = results.results_meta(COMMITTED / f"{table}.json")
+        meta = shipped_meta
     else:
         meta = {"spec": record.get("spec", {}), "models": results.model_records(record, registry)}
     what = results.what_rows_are(meta)  # "tiny, 4.0M tokens": our rows are not BERT-base
@@ -184,7 +194,7 @@ if sources and table_spec.pretrains:
     if record is not None:
         curves, spec_of = results.pretraining_curves(record, registry), record.get("spec") or {}
     else:
-        meta = results.results_meta(COMMITTED / f"{table}.json")
+        meta = shipped_meta
         curves, spec_of = meta.get("curves") or {}, meta.get("spec") or {}
     grid_of = spec_of.get("grid") or ()
     if curves:

@@ -450,6 +450,32 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert "Held-out perplexity: not monotone" in monotone or table != "table6"
 
 
+def test_ablations_page_offers_table6s_second_learning_rate(page_env):
+    """Table 6 ships a second set, the same suite at 5e-4: the page offers it under its label, and then
+    shows its rows, its reading and its own size check (perplexity monotone there, not in the main set)."""
+    at = _open("table6")
+    box = at.selectbox(key="abl_source_table6")
+    assert box.options[0].startswith("The result set shipped") and "table6.csv" in box.options[0]
+    assert any("learning rate 5e-4" in o and "table6-lr5e-4.csv" in o for o in box.options[1:])
+    box.set_value("committed:table6-lr5e-4.csv").run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(m.value for m in at.markdown)
+    assert "What it shows" in text and "Where we agree" not in text  # this set's own reading
+    monotone = next(m.value for m in at.markdown if m.value.startswith("**Monotone in size?**"))
+    assert "Held-out perplexity: better or level at every step in size" in monotone
+    assert "train.learning_rate=5e-4" in " ".join(c.value for c in at.caption)  # how it was made
+    assert "#L=2 #H=128 #A=2: 14.0%" in " ".join(w.value for w in at.warning)  # its own plateau rows
+
+
+def test_other_result_sets_sit_beside_a_tables_main_one(tmp_path):
+    for name in ("table6.csv", "table6-lr5e-4.csv", "table6-b.csv", "table5-x.csv", "table6-notes.md"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in results.other_result_sets(tmp_path, "table6")] == ["table6-b.csv", "table6-lr5e-4.csv"]
+    (tmp_path / "table6-lr5e-4.json").write_text(json.dumps({"label": "at 5e-4"}))
+    assert results.result_set_label(tmp_path / "table6-lr5e-4.csv") == "at 5e-4 (table6-lr5e-4.csv)"
+    assert results.result_set_label(tmp_path / "table6-b.csv") == "table6-b.csv"  # no record: its file name
+
+
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():
     from bertlab.ablations.results import still_on_plateau
 

@@ -307,11 +307,14 @@ def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) 
     table = TABLES.get(str(spec.get("table")))
     if table is not None and not table.pretrains:
         parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
-    elif table is not None and table.shape_grid:
-        parts.append(f"{len(spec.get('grid') or DEFAULT_GRID)} shapes pretrained {pretraining_budget(spec)} each")
     else:
+        rows = (
+            f"{len(spec.get('grid') or DEFAULT_GRID)} shapes"
+            if table is not None and table.shape_grid
+            else f"{spec.get('size', '?')} models"
+        )
         parts.append(
-            f"{spec.get('size', '?')} models pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
+            f"{rows} pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
             + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
     n = f"up to {spec['max_train_examples']}" if spec.get("max_train_examples") else "all the"
@@ -343,6 +346,19 @@ def results_files(root: str | Path) -> dict[str, Path]:
     """table -> CSV path of the result sets in a folder (e.g. results/ablations)."""
     root = Path(root)
     return {t: root / f"{t}.csv" for t in PAPER if (root / f"{t}.csv").is_file()}
+
+
+def other_result_sets(root: str | Path, table: str) -> list[Path]:
+    """A table's further result sets in a folder, beside its main one: `<table>-<what differs>.csv`
+    (e.g. table6-lr5e-4.csv, the same suite at another pretraining learning rate), sorted by name."""
+    return sorted(p for p in Path(root).glob(f"{table}-*.csv") if p.is_file())
+
+
+def result_set_label(csv_path: str | Path) -> str:
+    """How a committed result set is offered: the `label` of the record beside it (what differs from the
+    table's main set), else its file name."""
+    label = results_meta(Path(csv_path).with_suffix(".json")).get("label")
+    return f"{label} ({Path(csv_path).name})" if isinstance(label, str) and label else Path(csv_path).name
 
 
 @dataclass(frozen=True)
