@@ -11,6 +11,7 @@ points the app at another checkpoint (e.g. a trained one for nicer screenshots).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -222,6 +223,25 @@ def test_ablations_every_table(server, page, shots, table):
         page.get_by_text("No results yet").first.wait_for(timeout=30_000)
     _check_clean(page, table)
     _screenshot(page, shots / f"Ablations-{table}.png")
+
+
+def test_ablations_table6_second_result_set(server, page, shots):
+    """Table 6's second committed set (the same shapes at 5e-4) is one pick away in the Results box and
+    renders clean, with its own reading and size check."""
+    from bertlab.ablations.paper import PAPER
+
+    page.goto(f"{server}/{ABLATIONS.url_path}", timeout=60_000)
+    page.get_by_role("heading", name=ABLATIONS.heading).first.wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text(PAPER["table6"].title, exact=True).first.click()
+    _wait_idle(page)
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Results").first.click()
+    page.get_by_role("option", name=re.compile("learning rate 5e-4")).first.click()
+    _wait_idle(page)
+    page.get_by_text("What it shows").first.wait_for(timeout=30_000)
+    page.get_by_text("Held-out perplexity: better or level at every step in size").first.wait_for(timeout=30_000)
+    _check_clean(page, "table6 at 5e-4")
+    _screenshot(page, shots / "Ablations-table6-lr5e-4.png")
 
 
 def test_fill_mask_without_mask_warns(server, page, shots):
