@@ -429,7 +429,7 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert "What this table teaches" in text and "What the paper found" in text
     assert "BERT-base" not in " ".join(ours["variant"])  # our rows say what they are
     size = {
-        "table5": "mini, 40.0M tokens",
+        "table5": "mini, 72.0M tokens",
         "table6": "40.0M tokens",
         "table7": "mini, 52.9M tokens",
         "table8": "mini, 72.0M tokens",
@@ -774,7 +774,7 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     assert next(t for t in _open("table7").text_input if t.label == label).value == "upos=4/0.0003"  # as Table 8
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
-    assert recipe.value == "mrpc=4/0.0003"  # Table 5's own (TableSpec.task_recipes)
+    assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003"  # Table 5's own (TableSpec.task_recipes)
     assert planning.parse_task_recipes(recipe.value) == planning.suggested_spec("table5").task_recipes
     recipe.set_value("mrpc=4")
     next(b for b in at.button if b.label == "Estimate").click().run()
@@ -793,9 +793,9 @@ def test_pretraining_settings_are_parsed_one_per_line():
             planning.parse_overrides(bad)
 
 
-def test_table8_suggests_the_budget_and_batch_its_committed_runs_used():
+def test_tables_8_and_5_suggest_the_budget_and_batch_their_committed_runs_used():
     """Table 8's mixes without unchanged tokens left the unigram guess only on a larger budget and batch
-    (TableSpec.suggested_*); the other tables keep the page's default budget and no extra settings."""
+    (TableSpec.suggested_*), and Table 5 was re-run on the same recipe."""
     t8 = planning.suggested_spec("table8")
     assert t8.budget_tokens == 72_000_000 and t8.overrides == ("train.batch_size=128",)
     assert "--budget-tokens 72M" in planning.command(t8) and "--set train.batch_size=128" in planning.command(t8)
@@ -807,8 +807,14 @@ def test_table8_suggests_the_budget_and_batch_its_committed_runs_used():
     assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t8.task_recipes)
     assert "train.batch_size=128" in committed["recipe_changes"]
     assert "train.batch_size=128" in planning.recipe_changes(t8)
+    # Table 5's committed rows ran on Table 8's recipe too, with their own fine-tuning recipes: the page
+    # suggests the suite that made them
     t5 = planning.suggested_spec("table5")
-    assert t5.budget_tokens == planning.DEFAULT_BUDGET_TOKENS and t5.overrides == ()
+    committed = json.loads((repo / "results" / "ablations" / "table5.json").read_text())
+    assert t5.budget_tokens == committed["spec"]["budget_tokens"] == 72_000_000
+    assert t5.overrides == ("train.batch_size=128",) and "train.batch_size=128" in committed["recipe_changes"]
+    assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t5.task_recipes)
+    assert planning.suggested_spec("table7").overrides == ()  # probes a given model: nothing to pretrain
 
 
 def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
@@ -830,7 +836,7 @@ def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
 def test_ablations_page_offers_table8s_settings_and_refuses_a_bad_one(page_env, monkeypatch):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     label = "Pretraining settings (KEY=VALUE, one per line)"
-    assert next(t for t in _open("table5").text_area if t.label == label).value == ""
+    assert next(t for t in _open("table5").text_area if t.label == label).value == "train.batch_size=128"  # as 8
     at = _open("table8")
     settings = next(t for t in at.text_area if t.label == label)
     assert settings.value == "train.batch_size=128"
