@@ -153,3 +153,13 @@ def test_size_order_text_says_which_columns_grow_with_size_and_where_not():
     assert "SST-2 accuracy: not monotone" in text
     assert "#L=2 #H=256 #A=4 (62.5) is worse than the smaller #L=4 #H=128 #A=2 (66.5)" in text
     assert size_order_text("table6", rows[:1]) == ""  # one shape: nothing to say
+
+
+def test_the_left_to_right_rows_pretraining_score_is_not_drawn_as_a_difference():
+    """Its held-out score is next-token accuracy, another task: no bar against the masked-LM baseline."""
+    rows = [
+        {"table": "table5", "variant": v, "task": "pretraining", "metric": "mlm_acc", "value": x, "seed": 0, "run": v}
+        for v, x in (("mlm_nsp", 35.0), ("no_nsp", 40.0), ("ltr", 22.0))
+    ]
+    fig = results_figure("table5", rows)
+    assert [list(t.x) for t in fig.data if t.type == "bar"] == [["No NSP"]]

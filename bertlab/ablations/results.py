@@ -443,6 +443,8 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 text = "baseline row"
             elif base is None:
                 text = "no baseline row in our results"
+            elif task == "pretraining" and v in left_to_right(table):
+                text = "next-token accuracy, another task: not compared"
             else:
                 o_delta, noise, how = _difference(c, base, metric)
                 ours_flat = how == "no clear difference"

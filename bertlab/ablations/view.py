@@ -170,7 +170,9 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
         base = mine.get(baseline)
-        vs = [v for v in order if v in mine]
+        # a left-to-right row's pretraining score is next-token accuracy: no difference from a masked-LM one
+        other_task = left_to_right(table) if task == "pretraining" else set()
+        vs = [v for v in order if v in mine and v not in other_task]
         if base is None or not vs:
             continue
         deltas = [mine[v].mean - base.mean for v in vs]
