@@ -235,8 +235,21 @@ def test_ablations_table6_second_result_set(server, page, shots):
     _wait_idle(page)
     page.get_by_text(PAPER["table6"].title, exact=True).first.click()
     _wait_idle(page)
-    page.locator("[data-testid='stSelectbox']").filter(has_text="Results").first.click()
-    page.get_by_role("option", name=re.compile("learning rate 5e-4")).first.click()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    # the Results box once Table 6 has rendered (its caption is there), then its second set; the
+    # list can close again while the app is still re-running, so open it until the option is there
+    page.get_by_text("Every (layers, width, heads) shape").first.wait_for(timeout=30_000)
+    box = page.locator("[data-testid='stSelectbox']").filter(has_text="Results").first
+    for attempt in range(3):
+        _wait_idle(page)
+        box.click()
+        try:
+            page.get_by_role("option", name=re.compile("learning rate 5e-4")).first.click(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
     _wait_idle(page)
     page.get_by_text("What it shows").first.wait_for(timeout=30_000)
     page.get_by_text("Held-out perplexity: better or level at every step in size").first.wait_for(timeout=30_000)
