@@ -778,7 +778,7 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     assert next(t for t in _open("table7").text_input if t.label == label).value == "upos=4/0.0003"  # as Table 8
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
-    assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003"  # Table 5's own (TableSpec.task_recipes)
+    assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003, qnli=2/0.0003"  # Table 5's own (TableSpec.task_recipes)
     assert planning.parse_task_recipes(recipe.value) == planning.suggested_spec("table5").task_recipes
     recipe.set_value("mrpc=4")
     next(b for b in at.button if b.label == "Estimate").click().run()
