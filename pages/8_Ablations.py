@@ -90,16 +90,15 @@ with right:
 st.subheader("Ours")
 st.caption(table_spec.how_rows_are_made)
 sources: dict[str, str] = {}
-shipped = {  # the table's main result set first, then the same table run another way (e.g. another learning rate)
-    f"committed:{path.name}": path
-    for path in [results.results_files(COMMITTED).get(table), *results.other_result_sets(COMMITTED, table)]
-    if path is not None
+main_set = results.results_files(COMMITTED).get(table)
+# the table's main result set first, then the same table run another way (e.g. another learning rate)
+shipped = {
+    f"committed:{p.name}": p for p in ([main_set] if main_set else []) + results.other_result_sets(COMMITTED, table)
 }
 for key, path in shipped.items():
-    first = key == next(iter(shipped))
     sources[key] = (
         f"The result set shipped with BERT Lab ({path.name})"
-        if first
+        if path == main_set
         else f"Also shipped: {results.result_set_label(path)}"
     )
 try:

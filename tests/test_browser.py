@@ -204,18 +204,24 @@ def test_page_renders(server, page, shots, path, title, content):
     _screenshot(page, shots / f"{path or 'Home'}.png")
 
 
-@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
-def test_ablations_every_table(server, page, shots, table):
-    """Each table renders clean: the committed ones with our rows and the differences figure, one
-    without results with the command that makes them (screenshots: check that no column name is cut)."""
+def _open_ablations_table(page, server: str, table: str) -> None:
+    """The Ablations page with one of the paper's tables picked, rendered."""
     from bertlab.ablations.paper import PAPER
-    from bertlab.ablations.results import results_files, results_root
 
     page.goto(f"{server}/{ABLATIONS.url_path}", timeout=60_000)
     page.get_by_role("heading", name=ABLATIONS.heading).first.wait_for(timeout=60_000)
     _wait_idle(page)
     page.get_by_text(PAPER[table].title, exact=True).first.click()
     _wait_idle(page)
+
+
+@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
+def test_ablations_every_table(server, page, shots, table):
+    """Each table renders clean: the committed ones with our rows and the differences figure, one
+    without results with the command that makes them (screenshots: check that no column name is cut)."""
+    from bertlab.ablations.results import results_files, results_root
+
+    _open_ablations_table(page, server, table)
     if table in results_files(results_root()):
         page.wait_for_selector(".js-plotly-plot", timeout=30_000)
         page.get_by_text("What this table teaches").first.wait_for(timeout=30_000)
@@ -228,15 +234,9 @@ def test_ablations_every_table(server, page, shots, table):
 def test_ablations_table6_second_result_set(server, page, shots):
     """Table 6's second committed set (the same shapes at 5e-4) is one pick away in the Results box and
     renders clean, with its own reading and size check."""
-    from bertlab.ablations.paper import PAPER
-
-    page.goto(f"{server}/{ABLATIONS.url_path}", timeout=60_000)
-    page.get_by_role("heading", name=ABLATIONS.heading).first.wait_for(timeout=60_000)
-    _wait_idle(page)
-    page.get_by_text(PAPER["table6"].title, exact=True).first.click()
-    _wait_idle(page)
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    _open_ablations_table(page, server, "table6")
     # the Results box once Table 6 has rendered (its caption is there), then its second set; the
     # list can close again while the app is still re-running, so open it until the option is there
     page.get_by_text("Every (layers, width, heads) shape").first.wait_for(timeout=30_000)

@@ -129,6 +129,12 @@ def left_to_right(table: str, grid: tuple = ()) -> set[str]:
     return {v.key for v in spec.variants(grid) if "data.objective=ltr" in (v.pretrain or ())}
 
 
+def compared_with_baseline(table: str, task: str, variant: str) -> bool:
+    """Whether a row's cell is read as a difference from the baseline row's: not a left-to-right row's
+    pretraining score, which is next-token accuracy, another task than the masked-LM rows'."""
+    return not (task == "pretraining" and variant in left_to_right(table))
+
+
 def what_rows_are(meta: dict) -> dict[str, str]:
     """variant -> what our model is, in a few words ('tiny, 4.0M tokens'), from the cards recorded
     beside the results (`models` in <table>.json); for an older set without them, from its suite's
@@ -443,7 +449,7 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 text = "baseline row"
             elif base is None:
                 text = "no baseline row in our results"
-            elif task == "pretraining" and v in left_to_right(table):
+            elif not compared_with_baseline(table, task, v):
                 text = "next-token accuracy, another task: not compared"
             else:
                 o_delta, noise, how = _difference(c, base, metric)

@@ -18,6 +18,7 @@ from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label,
 from bertlab.ablations.results import (
     PLATEAU_EXIT,
     Verdict,
+    compared_with_baseline,
     left_to_right,
     main_metric,
     size_breaks,
@@ -170,9 +171,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
         base = mine.get(baseline)
-        # a left-to-right row's pretraining score is next-token accuracy: no difference from a masked-LM one
-        other_task = left_to_right(table) if task == "pretraining" else set()
-        vs = [v for v in order if v in mine and v not in other_task]
+        vs = [v for v in order if v in mine and compared_with_baseline(table, task, v)]
         if base is None or not vs:
             continue
         deltas = [mine[v].mean - base.mean for v in vs]
