@@ -2,8 +2,9 @@
 
     bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
+    bertlab ablate collect SUITE --into results/ablations/table7.csv   # a re-run column replaces its own
 
-The work is bertlab.ablations' (planning, suites, estimate, reuse, results); this module parses and prints. Torch-free.
+The work is bertlab.ablations' (planning, suites, estimate, reuse, results, merge); this module parses and prints. Torch-free.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import sys
 import time
 
-from bertlab.ablations import estimate, planning, results, reuse
+from bertlab.ablations import estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
@@ -117,6 +118,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     c = sub.add_parser("collect", help="write a suite's tidy results table (CSV) and its record (JSON)")
     c.add_argument("suite", help="suite id")
     c.add_argument("--out", default="results/ablations", help="folder for <table>.csv and <table>.json")
+    c.add_argument(
+        "--into",
+        default="",
+        metavar="CSV",
+        help="instead of a new set: replace the columns this suite ran in a committed <table>.csv with its rows "
+        "(the record beside it keeps the runs replaced and how each column was made)",
+    )
     r = sub.add_parser("report", help="our rows beside the paper's, with a verdict per row, from a results CSV")
     r.add_argument("csv", help="a <table>.csv written by `collect`")
     pp = sub.add_parser("paper", help="the paper's numbers for a table")
@@ -270,7 +278,16 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
 
 
 def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
-    _write_results(_find(registry, args.suite), args.out, registry, as_json=args.json)
+    record = _find(registry, args.suite)
+    if not args.into:
+        _write_results(record, args.out, registry, as_json=args.json)
+        return 0
+    csv_path, json_path, columns = merge.merge_columns(args.into, record, registry)
+    print(
+        json.dumps({"csv": str(csv_path), "json": str(json_path), "columns": columns})
+        if args.json
+        else f"{', '.join(columns)} replaced in {csv_path} by suite {record['id']} (record: {json_path})"
+    )
     return 0
 
 

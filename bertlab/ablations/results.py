@@ -219,13 +219,9 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
     """<table>.csv (tidy rows) and <table>.json (suite spec, commit, hardware, run ids) under out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = collect(record, registry)
     table = record["table"]
     csv_path, json_path = out_dir / f"{table}.csv", out_dir / f"{table}.json"
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(csv_path, collect(record, registry))
     meta = {
         k: record.get(k)
         for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe", "recipe_changes")
@@ -237,6 +233,14 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
     meta["runs"] = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
     write_json_atomic(json_path, meta, indent=1)
     return csv_path, json_path
+
+
+def write_rows(csv_path: str | Path, rows: list[dict]) -> None:
+    """A results CSV of tidy `rows` (the one writer of the format; `read_results` reads it back)."""
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
 
 
 def read_results(path: str | Path) -> list[dict]:
@@ -306,9 +310,12 @@ def pretraining_budget(spec: dict) -> str:
     return " or ".join(parts) + (" (whichever came first)" if len(parts) > 1 else "")
 
 
-def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) -> str:
-    """One line on how a result set was made, from its suite spec and what its pretraining changed in
-    the base recipe (`recipe_changes` of its suite record: KEY=VALUE overrides)."""
+def describe_spec(
+    spec: dict, recipe_changes: list[str] | tuple[str, ...] = (), merged: list[dict] | tuple[dict, ...] = ()
+) -> str:
+    """One line on how a result set was made, from its suite spec, what its pretraining changed in the base
+    recipe (`recipe_changes` of its suite record: KEY=VALUE overrides) and the columns re-run later by
+    other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe."""
     parts = []
     table = TABLES.get(str(spec.get("table")))
     if table is not None and not table.pretrains:
@@ -323,20 +330,40 @@ def describe_spec(spec: dict, recipe_changes: list[str] | tuple[str, ...] = ()) 
             f"{rows} pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
             + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
+    later = [str(c).removesuffix("-feature") for m in merged for c in m.get("columns") or ()]
+    tasks = [t for t in spec.get("tasks") or (table.default_tasks if table is not None else ()) if t not in later]
+    features = table is not None and table.has_frozen_features
+    parts.append(_finetuning_text(spec, tasks, features))
+    for m in merged:
+        columns = list(dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or ()))
+        parts.append(
+            f"{', '.join(columns)} re-run later (suite {m.get('id', '?')}): "
+            + _finetuning_text(m.get("spec") or {}, columns, features)
+        )
+    return "; ".join(parts) + "."
+
+
+def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
+    """How a suite fine-tuned `tasks`: train and dev examples, epochs and rates (a task's own recipe where it
+    has one; `features`: and its frozen-feature runs'), seeds."""
     n = f"up to {spec['max_train_examples']}" if spec.get("max_train_examples") else "all the"
     scored = f"up to {spec['max_eval_examples']}" if spec.get("max_eval_examples") else "all the"
     lr = spec.get("finetune_lr")
-    parts.append(
-        f"fine-tuned on {n} train examples for {spec.get('epochs', '?')} epochs"
-        + (f" at learning rate {lr:g} (frozen features: 1e-3)" if isinstance(lr, (int, float)) else "")
-        + "".join(
-            f"; for {task} {epochs:g} epochs at {rate:g}"
-            for task, epochs, rate in spec.get("task_recipes") or ()
-            if task in (spec.get("tasks") or (table.default_tasks if table is not None else ()))
+    own = [(task, epochs, rate) for task, epochs, rate in spec.get("task_recipes") or () if task in tasks]
+    frozen = f" (frozen features: {spec.get('epochs', '?')} epochs at 1e-3)" if features else ""
+    if tasks and len(own) == len(tasks):  # every task its own recipe: the suite's epochs only set the features'
+        general = frozen
+    else:
+        general = (
+            f" for {spec.get('epochs', '?')} epochs"
+            + (f" at learning rate {lr:g}" if isinstance(lr, (int, float)) else "")
+            + frozen
         )
+    return (
+        f"fine-tuned on {n} train examples{general}"
+        + "".join(f"; for {task} {epochs:g} epochs at {rate:g}" for task, epochs, rate in own)
         + f", {spec.get('seeds', '?')} seeds each, scored on {scored} dev examples"
     )
-    return "; ".join(parts) + "."
 
 
 def results_note(csv_path: str | Path) -> str:

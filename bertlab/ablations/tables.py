@@ -86,6 +86,11 @@ class TableSpec:
         """variant key -> the paper's row label."""
         return {key: label for key, label, _ in self.paper.rows}
 
+    @property
+    def has_frozen_features(self) -> bool:
+        """Whether some of its runs train on frozen features (a feature column, or a feature-based row)."""
+        return self.feature_columns or any("feature" in v.finetune for v in self.make_variants(()))
+
     def variants(self, grid: Grid = ()) -> tuple[Variant, ...]:
         return self.make_variants(grid)
 

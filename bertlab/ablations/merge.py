@@ -1,0 +1,102 @@
+"""Folding a re-run column into a committed result set.
+
+A column is often re-run after its table was committed, at a recipe that suits its task better (Table 7's
+NER at more epochs, Table 5's SST-2 at a higher rate). `bertlab ablate collect SUITE --into
+results/ablations/table7.csv` replaces the columns (tasks) that the later suite finished with its rows, and
+the set's record (<table>.json) keeps how each column was made:
+
+- "runs": the runs behind every row of the CSV now (the replaced ones leave it);
+- "merged": per merge, the suite's id, its columns, spec, commit, hardware and when it was collected;
+- "replaced": per merge, the rows and runs it replaced, so the earlier numbers stay on record.
+
+A column compares with the rest of its table only when it fine-tuned the same models, so a merge refuses a
+suite of another table, or one whose models differ from the set's (Table 7: the same checkpoint; a table
+that pretrains: the same pretraining jobs, which a suite reuses with `--reuse`).
+
+Torch-free: imports bertlab.ablations.results, atomic, errors, jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bertlab.ablations import results
+from bertlab.ablations.suites import suite_runs
+from bertlab.atomic import write_json_atomic
+from bertlab.errors import InputError
+from bertlab.jobs.registry import JobRegistry
+
+# What makes two model records the same model: a re-run of a column must fine-tune the very checkpoint
+# (the same pretraining run: its name, objective and how far it trained).
+_SAME_MODEL = ("name", "size", "objective", "steps", "tokens", "total_tokens")
+
+
+def _model_key(model: dict) -> tuple:
+    return tuple(model.get(k) for k in _SAME_MODEL)
+
+
+def merge_columns(
+    csv_path: str | Path, record: dict, registry: JobRegistry | None = None
+) -> tuple[Path, Path, list[str]]:
+    """Replace the columns of the committed set at `csv_path` that the suite `record` finished runs of with
+    its rows; returns (csv, json, the columns replaced). Raises InputError, changing nothing, when the set
+    or its record is missing, the suite is of another table, has no finished fine-tuning run, or fine-tuned
+    other models than the set's."""
+    registry = registry or JobRegistry()
+    csv_path = Path(csv_path)
+    json_path = csv_path.with_suffix(".json")
+    rows = results.read_results(csv_path)
+    meta = results.results_meta(json_path)
+    if not meta:
+        raise InputError(f"{json_path}: no record beside {csv_path.name}; a merge keeps how each column was made there")
+    table = str(record.get("table"))
+    if meta.get("table") != table:
+        raise InputError(f"suite {record.get('id')} ran {table}, but {csv_path} holds {meta.get('table')}")
+    new_rows = [r for r in results.collect(record, registry) if r["task"] != "pretraining"]
+    columns = list(dict.fromkeys(r["task"] for r in new_rows))
+    if not columns:
+        raise InputError(f"suite {record.get('id')} has no finished fine-tuning run to merge yet")
+    old_models, new_models = meta.get("models") or {}, results.model_records(record, registry)
+    differ = sorted(v for v in new_models if v in old_models and _model_key(new_models[v]) != _model_key(old_models[v]))
+    if differ:
+        raise InputError(
+            f"suite {record.get('id')} fine-tuned other models than {csv_path.name}'s for {', '.join(differ)}; "
+            "a column re-run must fine-tune the set's own models (a table that pretrains: --reuse its jobs)"
+        )
+    new_runs = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
+    meta["replaced"] = [
+        *(meta.get("replaced") or []),
+        {
+            "by": record.get("id"),
+            "columns": columns,
+            "rows": [r for r in rows if r["task"] in columns],
+            "runs": [r for r in meta.get("runs") or [] if r.get("column") in columns],
+        },
+    ]
+    meta["runs"] = [r for r in meta.get("runs") or [] if r.get("column") not in columns] + [
+        r for r in new_runs if r.get("column") in columns
+    ]
+    meta["merged"] = [
+        *(meta.get("merged") or []),
+        {
+            **{k: record.get(k) for k in ("id", "spec", "created", "commit", "hardware")},
+            "columns": columns,
+            "collected": time.time(),
+        },
+    ]
+    results.write_rows(csv_path, _in_place(rows, new_rows, columns))
+    write_json_atomic(json_path, meta, indent=1)
+    return csv_path, json_path, columns
+
+
+def _in_place(rows: list[dict], new_rows: list[dict], columns: list[str]) -> list[dict]:
+    """`rows` with each of `columns` replaced by its `new_rows` where the column stood (a column the set did
+    not have goes last), so the table keeps its order of columns."""
+    out: list[dict] = []
+    for r in rows:
+        if r["task"] not in columns:
+            out.append(r)
+        elif not any(o["task"] == r["task"] for o in out):
+            out += [n for n in new_rows if n["task"] == r["task"]]
+    return out + [n for n in new_rows if n["task"] not in {r["task"] for r in rows}]
