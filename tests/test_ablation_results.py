@@ -92,6 +92,12 @@ def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
     text = agreement_text("table5", rows)
     assert text.startswith("Same direction as the paper: No NSP on qnli.")
     assert "Not the paper's direction: LTR & No NSP on qnli." in text
+    # MRPC: the paper's No NSP is -0.2 (no difference in its one run); ours a clear -10, same sign
+    mrpc = _rows("table5", {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [81, 81, 81]}, task="mrpc")
+    text = agreement_text("table5", rows + mrpc)
+    assert "Not the paper's direction: LTR & No NSP on qnli, mrpc. " in text  # level where the paper's is -9.2
+    assert "of another kind: No NSP on mrpc, where we find a clear difference" in text
+    assert "1 of these 1 has the paper's sign" in text
     table = {r["variant"]: r for r in comparison_rows("table5", rows)}
     assert table["LTR & No NSP"]["pretraining (mlm_acc)"] == "16.0 (next-token)"
     assert table["No NSP"]["pretraining (mlm_acc)"] == "—"  # no pretraining row for it: a dash, not None
