@@ -38,7 +38,7 @@ def _committed(tmp_path):
     return csv_path
 
 
-def _suite(monkeypatch, new_rows, models):
+def _suite(monkeypatch, new_rows, models, states=()):
     record = {
         "id": "rerun-7",
         "table": "table7",
@@ -47,7 +47,10 @@ def _suite(monkeypatch, new_rows, models):
         "hardware": "a CPU",
         "runs": [{"variant": r["variant"], "column": r["task"], "seed": r["seed"], "job": r["run"]} for r in new_rows],
     }
-    runs = [SuiteRun(r["variant"], r["task"], r["seed"], r["run"], "finished") for r in new_rows]
+    states = states or ["finished"] * len(new_rows)
+    runs = [
+        SuiteRun(r["variant"], r["task"], r["seed"], r["run"], state) for r, state in zip(new_rows, states, strict=True)
+    ]
     monkeypatch.setattr(results, "collect", lambda rec, registry=None: [dict(r) for r in new_rows])
     monkeypatch.setattr(results, "model_records", lambda rec, registry=None: models)
     monkeypatch.setattr(merge, "suite_runs", lambda rec, registry=None: runs)
@@ -80,13 +83,14 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
         ({"table": "table5"}, "ran table5"),
         ({"models": {"finetune": {**MODEL, "steps": 11}}}, "other models"),
         ({"rows": []}, "no finished fine-tuning run"),
+        ({"states": ["finished", "running"]}, "1 of suite rerun-7's runs of ner have not finished"),
     ],
 )
 def test_a_merge_that_would_mix_models_or_tables_changes_nothing(tmp_path, monkeypatch, change, message):
     csv_path = _committed(tmp_path)
     before = (csv_path.read_text(), csv_path.with_suffix(".json").read_text())
-    new = change.get("rows", [_row("finetune", "ner", 20.0, run="new")])
-    record = _suite(monkeypatch, new, change.get("models", {"finetune": MODEL}))
+    new = change.get("rows", [_row("finetune", "ner", 20.0, run="new"), _row("cat4", "ner", 21.0, run="new2")])
+    record = _suite(monkeypatch, new, change.get("models", {"finetune": MODEL}), change.get("states", ()))
     record["table"] = change.get("table", "table7")
     with pytest.raises(InputError, match=message):
         merge.merge_columns(csv_path, record, registry=object())

@@ -41,8 +41,8 @@ def merge_columns(
 ) -> tuple[Path, Path, list[str]]:
     """Replace the columns of the committed set at `csv_path` that the suite `record` finished runs of with
     its rows; returns (csv, json, the columns replaced). Raises InputError, changing nothing, when the set
-    or its record is missing, the suite is of another table, has no finished fine-tuning run, or fine-tuned
-    other models than the set's."""
+    or its record is missing, the suite is of another table, has no finished fine-tuning run, has runs of
+    those columns still to finish (or failed), or fine-tuned other models than the set's."""
     registry = registry or JobRegistry()
     csv_path = Path(csv_path)
     json_path = csv_path.with_suffix(".json")
@@ -57,6 +57,13 @@ def merge_columns(
     columns = list(dict.fromkeys(r["task"] for r in new_rows))
     if not columns:
         raise InputError(f"suite {record.get('id')} has no finished fine-tuning run to merge yet")
+    states = [(r, s.state) for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
+    unfinished = [r["job"] for r, state in states if r.get("column") in columns and state != "finished"]
+    if unfinished:
+        raise InputError(
+            f"{len(unfinished)} of suite {record.get('id')}'s runs of {', '.join(columns)} have not finished "
+            f"(e.g. {unfinished[0]}); a column is replaced whole, so merge once they all have"
+        )
     old_models, new_models = meta.get("models") or {}, results.model_records(record, registry)
     differ = sorted(v for v in new_models if v in old_models and _model_key(new_models[v]) != _model_key(old_models[v]))
     if differ:
@@ -64,7 +71,7 @@ def merge_columns(
             f"suite {record.get('id')} fine-tuned other models than {csv_path.name}'s for {', '.join(differ)}; "
             "a column re-run must fine-tune the set's own models (a table that pretrains: --reuse its jobs)"
         )
-    new_runs = [{**r, "state": s.state} for r, s in zip(record["runs"], suite_runs(record, registry), strict=True)]
+    new_runs = [{**r, "state": state} for r, state in states]
     meta["replaced"] = [
         *(meta.get("replaced") or []),
         {
