@@ -301,9 +301,14 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
         text += (
             f" Not reproduced either, though of another kind: {listing(flat)}, where we find a clear difference "
             "(beyond the seeds' spread) and the paper's is under half a point, which its one run per row cannot "
-            f"tell from none; {agree['paper_flat_same_sign']} of these {len(flat)} "
-            + ("has" if agree["paper_flat_same_sign"] == 1 else "have")
-            + " the paper's sign."
+            "tell from none; "
+            + (
+                ("it has the paper's sign." if agree["paper_flat_same_sign"] else "its sign is the paper's opposite.")
+                if len(flat) == 1
+                else f"{agree['paper_flat_same_sign']} of these {len(flat)} "
+                + ("has" if agree["paper_flat_same_sign"] == 1 else "have")
+                + " the paper's sign."
+            )
         )
     return text
 
