@@ -251,6 +251,7 @@ class Trainer:
         self.start_time_s = self.progress.train_time_s
         self.eager_times: list[float] = []
         self.first_compiled_s: float | None = None
+        self.compiled_times: list[float] = []  # compile='auto': steps after compiling, to check it paid
         self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
         self.last_save_time = time.time()
 
@@ -302,6 +303,27 @@ class Trainer:
             else:  # no eager step timed (compile=true): the second compiled step stands in
                 eager = statistics.median(self.eager_times) if self.eager_times else step_s
                 self.note_compile_time(self.first_compiled_s, eager)
+        elif self.compile_plan == "yes" and len(self.compiled_times) < COMPILE_PROBE_STEPS:
+            self.compiled_times.append(step_s)
+            if len(self.compiled_times) == COMPILE_PROBE_STEPS:
+                self.keep_faster(statistics.median(self.compiled_times), statistics.median(self.eager_times))
+
+    def keep_faster(self, compiled_s: float, eager_s: float) -> None:
+        """compile='auto' compiled on an expected gain: measure it, and go back to eager steps where the
+        compiled step is not faster on this machine (the compile time is spent either way)."""
+        speedup = eager_s / max(1e-9, compiled_s)
+        self.compile_state["compile_speedup"] = round(speedup, 2)
+        if speedup > 1.0:
+            log.info("compiled step %.3f s against %.3f s eager (%.2fx): keeping it", compiled_s, eager_s, speedup)
+        else:
+            self.compile_plan = "no"
+            why = f"compiled step measured {compiled_s:.3f} s against {eager_s:.3f} s eager ({speedup:.2f}x): back to eager"
+            reason = self.compile_state.get("compile_reason", "")
+            self.compile_state.update(compile="no", compile_reason=f"{reason}; {why}" if reason else why)
+            log.info("compile=auto: %s", why)
+            self.wrap_model(compiled=False)
+        if self.info.is_main:
+            update_status(self.run_dir, **self.compile_state)
 
     def note_compile_time(self, step_s: float, eager_step_s: float) -> None:
         """After the first compiled step: how long compiling took (that step's time less an eager step's)."""

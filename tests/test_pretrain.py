@@ -23,6 +23,7 @@ from torch.testing import assert_close
 
 from bertlab.checkpoint import read_weights
 from bertlab.errors import BertLabError, InputError
+from bertlab.model import BertForPreTraining
 from bertlab.optimization import lr_factor
 from bertlab.pretrain import prepare_data, prepare_tokenizer, run_pretraining
 from bertlab.pretrain_config import load_config_file
@@ -93,6 +94,49 @@ def test_tiny_pretraining_loss_falls(tmp_path, vocab_file):
 
     lm = load_model(tmp_path / "run" / "model", device="cpu")
     assert lm.fill_mask("the cat [MASK] on the mat .").masks[0].candidates
+
+
+@pytest.mark.parametrize("compiled_is_faster", [False, True])
+def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
+    tmp_path, vocab_file, monkeypatch, compiled_is_faster
+):
+    # compile='auto' compiles on an expected gain; on a CPU where compiled steps ran slower than eager
+    # (AVX-512 BF16 here, vocabulary 8192: 0.87x) it must time them and go back to eager steps.
+    # No real compiling in a test: torch.compile stands in as a wrapper, and a forward hook makes
+    # whichever kind of step should lose 50 ms slower.
+    monkeypatch.setattr("bertlab.training.compile_pays", lambda *a: (True, "assumed to pay"))
+    compiled_call = [False]
+
+    def fake_compile(model):
+        def call(*args, **kwargs):
+            compiled_call[0] = True
+            try:
+                return model(*args, **kwargs)
+            finally:
+                compiled_call[0] = False
+
+        return call
+
+    def slow_down(module, _args):
+        if isinstance(module, BertForPreTraining) and compiled_call[0] != compiled_is_faster:
+            time.sleep(0.05)
+
+    monkeypatch.setattr("bertlab.training.torch.compile", fake_compile)
+    cfg = _config(tmp_path, vocab_file, max_steps=40)
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(slow_down)
+    try:
+        result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
+    finally:
+        hook.remove()
+    assert result.state == "finished" and result.progress.step == 40
+    card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    if compiled_is_faster:
+        assert status["compile"] == card["compile"] == "yes" and card["compile_speedup"] > 1.0
+    else:
+        assert status["compile"] == card["compile"] == "no" and card["compile_speedup"] < 1.0
+        assert "assumed to pay; compiled step measured" in card["compile_reason"]
+        assert "back to eager" in card["compile_reason"]
 
 
 def test_eta_is_never_negative_and_log_lines_go_above_the_progress_bar(tmp_path, vocab_file, capsys):
@@ -415,7 +459,6 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
         _config(tmp_path, vocab_file, max_steps=4), vocab=None, init_from=str(tmp_path / "one" / "model"), dropout=0.0
     )
     parent, tok, _ = load_pretraining_model(tmp_path / "one" / "model")
-    from bertlab.model import BertForPreTraining
 
     fresh = BertForPreTraining(cfg.model_config(len(tok)))
     info = initialize_from(fresh, cfg.init_from)
