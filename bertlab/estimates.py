@@ -5,9 +5,11 @@ formulas. Time is steps x seconds a step, where a step's tokens are the job's re
 a fine-tuning batch is padded to its longest row (dynamic padding), so its length comes from the
 task's own data run through the model's own tokenizer (`task_tokens`), not from max_seq_length.
 Seconds a step come, in this order, from an earlier run of the same job shape on the same kind of
-device, from timing a few training steps of the job's model on this machine now
-(`measured_step_seconds`), or, for a model too big to time here, from a tabulated FLOP/s
-(`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds `compile_s` in front.
+device, from timing a few training steps of the job's model on this machine now, in the precision
+the job will train in (`measured_step_seconds`; a micro-batch too long to time whole is extended
+along a line through two smaller ones, `_micro_batch_seconds`), or, for a model too big to time
+here, from a tabulated FLOP/s (`TABULATED_FLOPS`). Compiling the model (`torch.compile`) adds
+`compile_s` in front.
 
 Imports the standard library and bertlab.config / errors / formatting / hardware / jobs.spec / modelfolder /
 task_tokens (a job's real token counts) / train_types (the compile cost) /
@@ -41,6 +43,8 @@ from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_r
 from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
+    from collections.abc import Callable
+
     from bertlab.finetune.models import HeadConfig
 
 log = logging.getLogger(__name__)
@@ -157,10 +161,14 @@ def measured_step_seconds(
     frozen_encoder: bool = False,
     threads: int = 0,
     head: HeadConfig | None = None,
+    precision: str = "auto",
 ) -> float:
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
     is the less disturbed by other work on the machine). Cached per shape.
+
+    `precision`: the job's, resolved as the trainer resolves it (`optimization.resolve_precision`):
+    bf16 autocast on a GPU or a CPU with bf16 instructions, where a step takes ~0.6x fp32's.
 
     `head`: a fine-tuning job's real output layer and what feeds it (a BiLSTM, the layers it reads,
     a tagging or span head); None times a sentence classifier.
@@ -171,6 +179,7 @@ def measured_step_seconds(
 
     from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
     from bertlab.model import BertForPreTraining
+    from bertlab.optimization import autocast_context, resolve_precision
 
     g = torch.Generator().manual_seed(0)
     torch_device = torch.device(device)
@@ -197,7 +206,9 @@ def measured_step_seconds(
     else:
         batch["labels"] = torch.zeros(rows, dtype=torch.float if head.num_labels == 1 else torch.long)
     batch = {k: v.to(torch_device) for k, v in batch.items()}
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else contextlib.nullcontext()
+    amp = autocast_context(
+        torch_device, resolve_precision(train_types.TrainConfig(max_steps=1, precision=precision), torch_device)
+    )
     old_threads = torch.get_num_threads()
     if threads and device == "cpu":
         torch.set_num_threads(threads)
@@ -341,6 +352,7 @@ def estimate(
     step_s, source = _step_seconds(
         config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
         max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head, max_seq_length,
+        precision,
     )  # fmt: skip
     tokens_per_step = round(batch_size * real_row * gpus)
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
@@ -418,7 +430,7 @@ def with_compile(est: Estimate, config: BertConfig) -> Estimate:
 def _step_seconds(
     config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
     max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head=None,
-    max_seq_length=0,
+    max_seq_length=0, precision="auto",
 ) -> tuple[float, str]:  # fmt: skip
     """(seconds an optimizer step, where that comes from): see `estimate`."""
     if gpus == 1:
@@ -432,20 +444,57 @@ def _step_seconds(
     tabulated_s = flops_per_token * batch_size * padded_row * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
     if measure and _can_time_here(config, device):
         length = max(2, math.ceil(padded_row))
-        # a long step is timed on fewer rows and scaled up (the per-row cost is what grows)
-        rows = max(1, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s / max(1, grad_accum), 1e-9))))
+
+        def timed(rows: int) -> float:
+            return measured_step_seconds(
+                config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head,
+                precision,
+            )  # fmt: skip
+
         try:
-            micro_s = measured_step_seconds(
-                config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head
-            )
+            micro_s, rows = _micro_batch_seconds(timed, micro, tabulated_s / max(1, grad_accum))
         except (RuntimeError, MemoryError) as exc:  # out of memory, a device in use: fall back to the table
             log.info("could not time a step here (%s); using the tabulated throughput", exc)
         else:
-            step_s = micro_s * micro / rows * max(1, grad_accum)
+            step_s = micro_s * max(1, grad_accum)
             if gpus > 1:
                 step_s /= MULTI_GPU_EFFICIENCY
-            return step_s, f"timed here now ({rows} x {length} tokens on {name})"
+            return step_s, f"timed here now ({rows} x {length} tokens on {name}, {_precision_label(precision, device)})"
     return tabulated_s, f"tabulated for {key if key != 'cpu' else name}"
+
+
+def _micro_batch_seconds(timed: Callable[[int], float], micro: int, tabulated_s: float) -> tuple[float, str]:
+    """Seconds of a `micro`-row step and the rows timed to find it. The whole micro-batch is timed where
+    the table expects it to take under MEASURE_MAX_STEP_S. Otherwise steps of doubling row counts are
+    timed (from the table's guess) while the next would stay under it, and a line through the last two, a fixed
+    cost plus a cost per row, is extended to `micro` rows: scaling one small step up would count its
+    fixed cost once a row (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s)."""
+    rows = max(1, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s, 1e-9))))
+    points = [(rows, timed(rows))]
+    while 2 * points[-1][1] <= MEASURE_MAX_STEP_S and rows < micro:
+        rows = min(micro, 2 * rows)
+        points.append((rows, timed(rows)))
+    if rows == micro:
+        return points[-1][1], str(micro)
+    if len(points) == 1:  # the table's guess already took long: a second point for the line, smaller if it can be
+        other = rows // 2 if rows > 1 else 2
+        points = sorted([*points, (other, timed(other))])
+    (r1, t1), (r2, t2) = points[-2:]
+    per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean
+    fixed = max(0.0, t2 - per_row * r2)
+    return fixed + per_row * micro, f"{r1} and {r2}"
+
+
+def _precision_label(precision: str, device: str) -> str:
+    """The precision the job's steps run in, as its log will say it ('bf16 autocast (CPU, AVX-512 BF16)')."""
+    import torch
+
+    from bertlab.optimization import precision_label, resolve_precision  # deferred: torch
+
+    torch_device = torch.device(device)
+    return precision_label(
+        resolve_precision(train_types.TrainConfig(max_steps=1, precision=precision), torch_device), torch_device
+    )
 
 
 def _busy_note() -> str:

@@ -257,3 +257,39 @@ def test_a_busy_machine_is_named_beside_a_time_timed_here(runs, monkeypatch):
     assert not any("busy now" in n for n in estimate(preset("tiny"), **kw).notes)
     monkeypatch.setattr(os, "getloadavg", lambda: (2.0 * cores, 0.0, 0.0))
     assert not any("busy now" in n for n in estimate(preset("tiny"), measure=False, **kw).notes)  # tabulated
+
+
+def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from_one_row():
+    from bertlab.estimates import MEASURE_MAX_STEP_S, _micro_batch_seconds
+
+    calls = []
+
+    def timed(rows):  # a fixed cost per step and a cost per row, as a CPU step has
+        calls.append(rows)
+        return 0.08 + 0.03 * rows
+
+    seconds, rows = _micro_batch_seconds(timed, micro=32, tabulated_s=64.0)  # the table guesses one row
+    assert seconds == pytest.approx(0.08 + 0.03 * 32)  # scaling one row up would say 32 x 0.11 = 3.5 s
+    assert calls[0] == 1 and rows == f"{calls[-2]} and {calls[-1]}"
+    assert all(timed(r) <= MEASURE_MAX_STEP_S for r in calls[:-1])  # no step timed much past the cap
+    calls.clear()
+    assert _micro_batch_seconds(timed, micro=4, tabulated_s=0.01) == (pytest.approx(0.2), "4")  # short: whole
+    assert calls == [4]
+    # a step already long at the table's guess gets a second, smaller point for its line
+    seconds, rows = _micro_batch_seconds(lambda r: 0.2 + 0.5 * r, micro=16, tabulated_s=16.0)
+    assert seconds == pytest.approx(0.2 + 0.5 * 16) and rows == "1 and 2"
+
+
+def test_a_step_is_timed_in_the_precision_the_job_will_train_in(monkeypatch):
+    import bertlab.estimates as estimates
+
+    cfg = preset("tiny", vocab_size=300)
+    kw = dict(batch_size=4, seq_length=16, max_steps=3, device="cpu", pretraining=True)
+    estimates.measured_step_seconds.cache_clear()
+    assert estimate(cfg, precision="fp32", **kw).throughput_source.endswith(", fp32)")
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: "AMX")
+    estimates.measured_step_seconds.cache_clear()
+    assert estimate(cfg, precision="auto", **kw).throughput_source.endswith("bf16 autocast (CPU, AMX))")
+    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
+    estimates.measured_step_seconds.cache_clear()
+    assert estimate(cfg, precision="auto", **kw).throughput_source.endswith(", fp32)")  # no bf16 here: fp32
