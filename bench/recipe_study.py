@@ -33,6 +33,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bertlab.runfolder import read_metrics, read_run_config, read_status
@@ -119,43 +120,69 @@ def hardware(threads: int) -> str:
     return f"{platform.machine()} CPU, {os.cpu_count()} cores, {threads} thread(s) per run"
 
 
-def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: int, seed: int) -> list[str]:
-    corpus = data_dir / "corpus"
-    base = f"default, {corpus}/gutenberg, {corpus}/wikitext-2-raw"
-    overrides = [
-        f"corpus=[{base}]",
+def common_overrides(data_dir: Path, threads: int, seed: int) -> list[str]:
+    """The overrides every study run shares: corpus, vocabulary, base recipe, held-out scoring, logging."""
+    return [
+        f"corpus=[{base_corpus(data_dir)}]",
         f"vocab={REPO / 'checkpoints' / 'bertlab-mini' / 'vocab.txt'}",
         *BASE,
         EVAL,
         "eval_instances=500",
-        f"train.max_time_s={budget_s}",
         "train.eval_every=100",
         "train.save_every=0",
         "train.save_every_s=0",
         "train.log_every=50",
         f"train.num_threads={threads}",
         f"train.seed={seed}",
-        f"name=study-{name}",
     ]
+
+
+def base_corpus(data_dir: Path) -> str:
+    corpus = data_dir / "corpus"
+    return f"default, {corpus}/gutenberg, {corpus}/wikitext-2-raw"
+
+
+def command(name: str, data_dir: Path, run_dir: Path, budget_s: float, threads: int, seed: int) -> list[str]:
+    corpus, base = data_dir / "corpus", base_corpus(data_dir)
+    overrides = [*common_overrides(data_dir, threads, seed), f"train.max_time_s={budget_s}", f"name=study-{name}"]
     overrides += [
         o.replace("{base_corpus}", f"[{base}]").replace("{base}", base).replace("{corpus}", str(corpus))
         for o in VARIANTS[name][1]
     ]
+    return pretrain_command(run_dir, overrides)
+
+
+def pretrain_command(run_dir: Path, overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "bertlab", "pretrain", "--run-dir", str(run_dir), *overrides]
+
+
+def bench_env() -> dict[str, str]:
+    """The environment study runs get: the repo on the path, tcmalloc preloaded where installed."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+    if Path(tcmalloc).is_file():
+        env["LD_PRELOAD"] = tcmalloc
+    return env
 
 
 def run_all(
     names: list[str], data_dir: Path, out: Path, budget_s: float, parallel: int, threads: int, seed: int
 ) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-    if Path(tcmalloc).is_file():
-        env["LD_PRELOAD"] = tcmalloc
-    pending = [n for n in names if not finished(out / "runs" / n)]
-    for n in names:
+    run_commands(
+        {n: lambda run_dir, n=n: command(n, data_dir, run_dir, budget_s, threads, seed) for n in names}, out, parallel
+    )
+
+
+def run_commands(commands: dict[str, Callable[[Path], list[str]]], out: Path, parallel: int) -> dict[str, int]:
+    """Run each named command (given its run folder, out/runs/<name>; its output goes to <name>.log beside it),
+    `parallel` at a time; a run finished earlier is kept, an unfinished one starts again. Returns exit codes."""
+    env = bench_env()
+    pending = [n for n in commands if not finished(out / "runs" / n)]
+    for n in commands:
         if n not in pending:
             print(f"{n}: finished earlier, kept")
     running: list[tuple[str, subprocess.Popen]] = []
+    codes: dict[str, int] = {}
     while pending or running:
         while pending and len(running) < parallel:
             n = pending.pop(0)
@@ -165,23 +192,15 @@ def run_all(
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             log = open(out / "runs" / f"{n}.log", "w")
             print(f"{time.strftime('%H:%M:%S')} start {n}", flush=True)
-            running.append(
-                (
-                    n,
-                    subprocess.Popen(
-                        command(n, data_dir, run_dir, budget_s, threads, seed),
-                        cwd=REPO,
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    ),
-                )
-            )
+            proc = subprocess.Popen(commands[n](run_dir), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+            running.append((n, proc))
         time.sleep(5)
         for n, p in list(running):
             if p.poll() is not None:
                 running.remove((n, p))
+                codes[n] = p.returncode
                 print(f"{time.strftime('%H:%M:%S')} end {n}: exit {p.returncode}", flush=True)
+    return codes
 
 
 def finished(run_dir: Path) -> bool:
@@ -327,7 +346,8 @@ def at_tokens(points: list[dict], tokens: int) -> float:
     return pts[-1][1]
 
 
-def figure(rows: list[dict], path: Path) -> None:
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (and a line saying so) where matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -335,6 +355,13 @@ def figure(rows: list[dict], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed: no figure (pip install matplotlib)")
+        return None
+    return plt
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    plt = pyplot()
+    if plt is None:
         return
     knobs = [k for k in dict.fromkeys(r["knob"] for r in rows) if k != "baseline"]
     cols = 3
@@ -362,14 +389,20 @@ def figure(rows: list[dict], path: Path) -> None:
     print(f"figure: {path}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(ap: argparse.ArgumentParser, out: Path, parallel: int) -> None:
+    """The options every study of short pretraining runs shares: where the data is and the results go, how many
+    runs at once, threads and seed."""
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data", help="the shared data folder")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--budget-s", type=float, default=900.0, help="training seconds per run (eval excluded)")
-    ap.add_argument("--parallel", type=int, default=2, help="runs at once")
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--parallel", type=int, default=parallel, help="runs at once")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--seed", type=int, default=0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(ap, DEFAULT_OUT, parallel=2)
+    ap.add_argument("--budget-s", type=float, default=900.0, help="training seconds per run (eval excluded)")
     ap.add_argument("--only", help="comma-separated variant names (default: all)")
     ap.add_argument("--report", action="store_true", help="only write the table and figure from finished runs")
     args = ap.parse_args()
