@@ -133,7 +133,11 @@ shipped_meta = results.results_meta(committed.with_suffix(".json")) if sources a
 if sources:  # how the set was made, its budget first, while a suite has nothing finished too
     made = record if record is not None else shipped_meta
     if made.get("spec"):
-        st.caption(results.describe_spec(made["spec"], made.get("recipe_changes") or (), made.get("merged") or ()))
+        st.caption(
+            results.describe_spec(
+                made["spec"], made.get("recipe_changes") or (), made.get("merged") or (), made.get("models")
+            )
+        )
 if rows:
     if record is None:
         meta = shipped_meta

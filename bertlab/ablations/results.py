@@ -287,6 +287,13 @@ def results_spec(json_path: str | Path) -> dict:
     return spec if isinstance(spec, dict) else {}
 
 
+def _model_tokens(models: dict | None) -> str:
+    """' after 52.9M tokens of pretraining' for the one model a record's rows fine-tuned, '' when unknown."""
+    totals = {m.get("total_tokens") or m.get("tokens") for m in (models or {}).values() if isinstance(m, dict)}
+    totals.discard(None)
+    return f" after {totals.pop() / 1e6:.1f}M tokens of pretraining" if len(totals) == 1 else ""
+
+
 def pretraining_budget(spec: dict) -> str:
     """Each variant's pretraining budget as the suite ran it ("for 8 min", "on 4M tokens"): its budget_tokens or
     budget_s, unless an override
@@ -311,15 +318,23 @@ def pretraining_budget(spec: dict) -> str:
 
 
 def describe_spec(
-    spec: dict, recipe_changes: list[str] | tuple[str, ...] = (), merged: list[dict] | tuple[dict, ...] = ()
+    spec: dict,
+    recipe_changes: list[str] | tuple[str, ...] = (),
+    merged: list[dict] | tuple[dict, ...] = (),
+    models: dict | None = None,
 ) -> str:
     """One line on how a result set was made, from its suite spec, what its pretraining changed in the base
     recipe (`recipe_changes` of its suite record: KEY=VALUE overrides) and the columns re-run later by
-    other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe."""
+    other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe.
+    `models` (the record's): a table that probes one pretrained model names it with how far it had trained,
+    which stays true when the shipped model trains on."""
     parts = []
     table = TABLES.get(str(spec.get("table")))
     if table is not None and not table.pretrains:
-        parts.append(f"model {spec.get('model') or 'the shipped bertlab-mini'}")
+        trained = _model_tokens(models)
+        parts.append(
+            f"model {spec.get('model') or ('bertlab-mini' if trained else 'the shipped bertlab-mini')}{trained}"
+        )
     else:
         rows = (
             f"{len(spec.get('grid') or DEFAULT_GRID)} shapes"
