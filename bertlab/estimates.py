@@ -179,7 +179,7 @@ def measured_step_seconds(
 
     from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
     from bertlab.model import BertForPreTraining
-    from bertlab.optimization import autocast_context, resolve_precision
+    from bertlab.optimization import autocast_context, resolve_precision  # deferred: torch
 
     g = torch.Generator().manual_seed(0)
     torch_device = torch.device(device)
