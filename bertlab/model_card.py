@@ -178,7 +178,7 @@ TRAINING_WORDS: tuple[tuple[str | tuple[str, str], str, Callable[[object, dict],
     (("data_config", "masked_lm_prob"), "Tokens masked", lambda v, c: f"{_share(v).replace('.0%', '%')} of them"),
     (("data_config", "masking"), "Masking", _masking),
     (("data_config", "dupe_factor"), "Copies of the data", _dupe_factor),
-    ("corpus_credit", "Data credit", lambda v, c: plain_value(v)),
+    ("corpus_credit", "Data credits", lambda v, c: " ".join(line.removeprefix("- ") for line in _credits(c))),
 )
 
 

@@ -425,6 +425,8 @@ def test_home_shows_the_shipped_card_in_plain_words(app_env):
     card = json.loads((shipped / "model_card.json").read_text())
     right = f"Masked words guessed right**: {card['metrics']['mlm_acc']:.1%}"  # 32.4% after stage 3
     assert right in text and "the first 2% of the steps" in text
+    # every source it learned from is credited, with its licence (stage 3 added sotu and wiki_vital)
+    assert "Data credits" in text and "public domain" in text and "CC BY-SA 4.0" in text
     assert "masked LM + next sentence prediction" in text
     # the last stage's command and the one it continued from, runnable (no machine path)
     assert "--run-dir /" not in text and "--run-dir runs/bertlab-mini-stage3-bf16 " in text
