@@ -47,17 +47,12 @@ from bench.recipe_study import (
     read_curve,
     run_commands,
 )
+from bertlab.formatting import parse_count
 from bertlab.hardware import cpu_bf16_instructions
 from bertlab.runfolder import read_run_config, read_status
 
 DEFAULT_OUT = REPO / "bench" / "results" / "precision_quality"
 PRECISIONS = ("fp32", "bf16")
-
-
-def token_count(text: str) -> int:
-    """'6M', '500k' or '6000000' -> tokens."""
-    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
 def run_both(
@@ -217,7 +212,7 @@ def main() -> None:
             sys.exit("this CPU has no bf16 instructions (AVX-512 BF16 or AMX): torch would emulate bf16, ~60x slower")
         if not (args.data / "corpus").is_dir():
             sys.exit(f"{args.data}/corpus not found: pass --data pointing at the shared data folder")
-        tokens = token_count(args.tokens)
+        tokens = parse_count(args.tokens)
         run_both(args.data, args.out, tokens, args.parallel, args.threads, args.seed, args.device, args.init_from)
     report(args.out, args.data, args.threads, args.seed)
 

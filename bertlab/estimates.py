@@ -45,6 +45,8 @@ from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from collections.abc import Callable
 
+    import torch
+
     from bertlab.finetune.models import HeadConfig
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,7 @@ def measured_step_seconds(
 
     from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
     from bertlab.model import BertForPreTraining
-    from bertlab.optimization import autocast_context, resolve_precision  # deferred: torch
+    from bertlab.optimization import autocast_context  # deferred: torch
 
     g = torch.Generator().manual_seed(0)
     torch_device = torch.device(device)
@@ -206,9 +208,7 @@ def measured_step_seconds(
     else:
         batch["labels"] = torch.zeros(rows, dtype=torch.float if head.num_labels == 1 else torch.long)
     batch = {k: v.to(torch_device) for k, v in batch.items()}
-    amp = autocast_context(
-        torch_device, resolve_precision(train_types.TrainConfig(max_steps=1, precision=precision), torch_device)
-    )
+    amp = autocast_context(torch_device, _autocast_dtype(precision, torch_device))
     old_threads = torch.get_num_threads()
     if threads and device == "cpu":
         torch.set_num_threads(threads)
@@ -485,16 +485,22 @@ def _micro_batch_seconds(timed: Callable[[int], float], micro: int, tabulated_s:
     return fixed + per_row * micro, f"{r1} and {r2}"
 
 
+def _autocast_dtype(precision: str, torch_device: torch.device) -> torch.dtype | None:
+    """The autocast dtype (None: fp32) a job asking for `precision` trains in on `torch_device`, resolved as the
+    trainer resolves it."""
+    from bertlab.optimization import resolve_precision  # deferred: torch
+
+    return resolve_precision(train_types.TrainConfig(max_steps=1, precision=precision), torch_device)
+
+
 def _precision_label(precision: str, device: str) -> str:
     """The precision the job's steps run in, as its log will say it ('bf16 autocast (CPU, AVX-512 BF16)')."""
     import torch
 
-    from bertlab.optimization import precision_label, resolve_precision  # deferred: torch
+    from bertlab.optimization import precision_label  # deferred: torch
 
     torch_device = torch.device(device)
-    return precision_label(
-        resolve_precision(train_types.TrainConfig(max_steps=1, precision=precision), torch_device), torch_device
-    )
+    return precision_label(_autocast_dtype(precision, torch_device), torch_device)
 
 
 def _busy_note() -> str:

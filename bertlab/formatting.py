@@ -1,5 +1,5 @@
-"""How numbers and text read to people: durations, and text or an error made safe for one line of
-a terminal. Used by the CLI, the trainer's progress bar, run logs, the model catalog and the pages
+"""How numbers and text read to people: durations, counts as people write them ('40M'), and text or an
+error made safe for one line of a terminal. Used by the CLI, the trainer's progress bar, run logs, the model catalog and the pages
 alike, so a time or an error reads the same everywhere.
 
 Standard library only.
@@ -23,6 +23,13 @@ def format_duration(seconds: float | None) -> str:
     if m:
         return f"{m} min {s:02d} s"
     return f"{s} s"
+
+
+def parse_count(text: str) -> int:
+    """'40M', '500k', '2.5e6' or '4000000' -> the integer. Raises ValueError on anything else."""
+    text = text.strip()
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}.get(text[-1:].lower(), 1)
+    return int(float(text[:-1] if scale != 1 else text) * scale)
 
 
 def printable(text: str) -> str:

@@ -19,14 +19,14 @@ from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
 from bertlab.errors import InputError
+from bertlab.formatting import parse_count
 from bertlab.jobs.registry import JobRegistry
 
 
 def _tokens(text: str) -> int:
     """'40M', '4000000' or '2.5e6' -> tokens."""
-    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}.get(text.strip()[-1:].lower(), 1)
     try:
-        return int(float(text.strip()[:-1] if scale != 1 else text) * scale)
+        return parse_count(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a token count; write e.g. 40M or 4000000") from None
 
