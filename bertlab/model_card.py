@@ -58,6 +58,14 @@ def read_card(directory: str | Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def pretrained_length(card: dict) -> int:
+    """The longest input (tokens) the model was pretrained on, from its card: the longer of the data
+    config's and phase 2's sequences; 0 when the card does not say (Google's checkpoints: 512). Position
+    embeddings past it were never trained."""
+    lengths = [(card.get(key) or {}).get("max_seq_length") for key in ("data_config", "phase2")]
+    return max((int(n) for n in lengths if isinstance(n, int | float) and n > 0), default=0)
+
+
 def _share(x: object) -> str:
     return f"{x:.1%}" if isinstance(x, (int, float)) else str(x)
 

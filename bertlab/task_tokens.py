@@ -87,8 +87,9 @@ def _task_tokens(cfg, micro_batch: int, stamp: float) -> TaskTokens:
     train = data.train[: cfg.max_train_examples] if cfg.max_train_examples else data.train
     sample = train if len(train) <= TOKEN_SAMPLE else random.Random(0).sample(train, TOKEN_SAMPLE)
     labels = recipe.task_labels(spec, data.train, data.dev)
-    tokenizer, max_positions, whose = _task_tokenizer(cfg)
-    setup = recipe.task_setup(cfg, labels, recipe.head_config(cfg, labels), max_positions)
+    tokenizer, max_positions, whose, directory = _task_tokenizer(cfg)
+    pretrained = recipe.trained_length(cfg, directory)
+    setup = recipe.task_setup(cfg, labels, recipe.head_config(cfg, labels), max_positions, pretrained)
     features = recipe.encode(spec, setup, tokenizer, sample, training=True)
     lengths = [len(f.input_ids) for f in features]
     rows = max(1, len(features))
@@ -102,8 +103,9 @@ def _task_tokens(cfg, micro_batch: int, stamp: float) -> TaskTokens:
 
 
 def _task_tokenizer(cfg):
-    """(tokenizer, max positions, whose it is) of the model a fine-tuning job starts from; for random
-    weights with a vocabulary still to be trained, the shipped model's (about the same lengths)."""
+    """(tokenizer, max positions, whose it is, its folder or None) of the model a fine-tuning job starts
+    from; for random weights with a vocabulary still to be trained, the shipped model's (about the same
+    lengths)."""
     from bertlab.checkpoint import default_model_path, load_config, resolve  # deferred: torch
     from bertlab.tokenizer import BertTokenizer
 
@@ -115,8 +117,9 @@ def _task_tokenizer(cfg):
                 BertTokenizer.from_dir(directory, config.max_position_embeddings),
                 config.max_position_embeddings,
                 f"{Path(directory).name}'s tokenizer",
+                directory,
             )
     if cfg.vocab and Path(cfg.vocab).is_file():
-        return BertTokenizer.from_vocab(cfg.vocab), 512, f"{cfg.vocab}"
+        return BertTokenizer.from_vocab(cfg.vocab), 512, f"{cfg.vocab}", None
     shipped = default_model_path()
-    return BertTokenizer.from_dir(shipped), 512, f"{shipped.name}'s tokenizer (the job trains its own vocabulary)"
+    return BertTokenizer.from_dir(shipped), 512, f"{shipped.name}'s tokenizer (the job trains its own vocabulary)", None

@@ -24,6 +24,7 @@ from bertlab.jobs.spec import (
     pretrain_args,
 )
 from bertlab.jobs.view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
+from bertlab.model_card import pretrained_length, read_card
 from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field
@@ -148,9 +149,13 @@ with form:
             key="train_mode",
             help="finetune: train every weight · feature: frozen encoder, train only the output layer (paper Table 7)",
         )
-        seq = get_task(task).max_seq_length  # SQuAD 384, as run_squad.py; 128 for the rest
+        task_seq = get_task(task).max_seq_length  # SQuAD 384, as run_squad.py; 128 for the rest
+        trained = pretrained_length(read_card(model)) if model != RANDOM else 0
+        seq = min(task_seq, trained) if trained else task_seq  # positions past the pretraining were never trained
         d = {"lr": 5e-5, "batch": 32, "seq": seq, "steps": 300, "minutes": 10, "budget": "Steps"}
-        k = f"ft_{task}"  # per-task widget keys, as per-config ones above: each task opens on its own defaults
+        # per-task widget keys, as per-config ones above: each task opens on its own defaults (and on the shorter
+        # length of a model pretrained on shorter sequences)
+        k = f"ft_{task}" + (f"_{seq}" if seq < task_seq else "")
 
     c1, c2 = st.columns(2)
     budget = c1.radio(
@@ -194,6 +199,11 @@ with form:
         value=int(d["seq"]) if int(d["seq"]) in (32, 64, 128, 256, 384, 512) else 128,
         key=f"train_seq_{k}",
     )
+    if kind != PRETRAIN and trained and (seq > trained or seq == trained < task_seq):
+        st.caption(
+            f"Inputs are cut to {trained} tokens: this model was pretrained on sequences of at most {trained}, "
+            "so the position vectors past them were never trained."
+        )
     if kind == PRETRAIN:
         c1, c2 = st.columns(2)
         mask_share = c1.number_input(

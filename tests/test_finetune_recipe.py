@@ -232,6 +232,36 @@ def test_squad_trains_on_a_demo_split(tmp_path, tiny_checkpoint):
     assert card["demo_split"] is True and card["dev_examples"] == 6
 
 
+def test_inputs_are_cut_to_the_pretrained_length(tmp_path, tiny_checkpoint):
+    """A checkpoint whose card says it was pretrained on 24-token sequences: SQuAD's 32-token windows are cut
+    to 24 (stride 12, half of it) since positions 24-31 were never trained; --untrained-positions keeps 32."""
+    import shutil
+
+    from bertlab.finetune.recipe import task_setup, trained_length
+    from bertlab.model_card import pretrained_length
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, ckpt)
+    card = {"data_config": {"max_seq_length": 12}, "phase2": {"max_seq_length": 24}}
+    (ckpt / "model_card.json").write_text(json.dumps(card))
+    assert pretrained_length(card) == 24 and pretrained_length({"data_config": {"max_seq_length": 64}}) == 64
+    assert pretrained_length({}) == 0  # Google's checkpoints have no card: the task's own length
+
+    data = write_squad(tmp_path / "squad" / "dev-v1.1.json")
+    kw = dict(split_dev=0.75, max_seq_length=32, doc_stride=16, train=fast_train(max_steps=2))
+    finetune(tmp_path, "cut", "squad", data, ckpt, **kw)
+    setup = json.loads((tmp_path / "cut" / "run_config.json").read_text())["task_setup"]
+    assert (setup["max_seq_length"], setup["doc_stride"]) == (24, 12)
+    finetune(tmp_path, "kept", "squad", data, ckpt, untrained_positions=True, **kw)
+    setup = json.loads((tmp_path / "kept" / "run_config.json").read_text())["task_setup"]
+    assert (setup["max_seq_length"], setup["doc_stride"]) == (32, 16)
+
+    # shorter inputs than the pretrained length stay as asked; random init has no pretraining to follow
+    cfg = FinetuneConfig(task="sst2", data=".", model=str(ckpt), max_seq_length=8)
+    assert task_setup(cfg, ("0", "1"), HeadConfig("single", 2), 512, trained_length(cfg, ckpt)).max_seq_length == 8
+    assert trained_length(FinetuneConfig(task="sst2", data=".", model=None), ckpt) == 0
+
+
 def test_random_init_trains_its_own_vocabulary(tmp_path):
     result, losses = finetune(
         tmp_path,

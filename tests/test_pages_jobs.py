@@ -178,6 +178,28 @@ def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
     assert args[args.index("--max-seq-length") + 1] == "384"
 
 
+def test_train_page_squad_follows_the_models_pretrained_length(app_env, tmp_path, monkeypatch):
+    """A model pretrained on 128-token sequences (its card says) opens SQuAD at 128 and says why; asking for
+    384 says the inputs are cut to 128 (position vectors past it were never trained)."""
+    model = tmp_path / "short"
+    shutil.copytree(app_env, model)
+    (model / "model_card.json").write_text(
+        json.dumps({"data_config": {"max_seq_length": 64}, "phase2": {"max_seq_length": 128}})
+    )
+    monkeypatch.setenv("BERTLAB_MODEL", str(model))
+    at = open_page(TRAIN)
+    at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    at.selectbox(key="train_task").set_value("squad").run()
+    assert not at.exception
+    assert at.select_slider(key="train_seq_ft_squad_128").value == 128
+    cut = "Inputs are cut to 128 tokens"
+    assert any(cut in c.value for c in at.caption)
+    at.select_slider(key="train_seq_ft_squad_128").set_value(384).run()
+    assert any(cut in c.value for c in at.caption)
+    at.select_slider(key="train_seq_ft_squad_128").set_value(64).run()
+    assert not any(cut in c.value for c in at.caption)
+
+
 def test_launch_from_the_train_page_queues_a_job(app_env):
     at = open_page(TRAIN)
     at.number_input(key="train_steps_configs_tiny.yaml").set_value(25).run()

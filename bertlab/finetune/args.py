@@ -95,6 +95,12 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
         default=128,
         help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py)",
     )
+    p.add_argument(
+        "--untrained-positions",
+        action="store_true",
+        help="keep --max-seq-length past the longest sequence the model was pretrained on (its model card says; "
+        "by default inputs are cut to it, since later position vectors were never trained)",
+    )
     p.add_argument("--max-train-examples", type=int, default=0, help="use only the first N train examples")
     p.add_argument("--max-eval-examples", type=int, default=0, help="evaluate on the first N dev examples")
     p.add_argument("--eval-every", type=int, default=0, help="steps between dev evaluations (0 = at the end)")

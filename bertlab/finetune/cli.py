@@ -112,6 +112,7 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
         max_eval_examples=args.max_eval_examples,
         max_seq_length=seq,
         doc_stride=args.doc_stride,
+        untrained_positions=args.untrained_positions,
         mode=args.mode,
         features=args.features,
         bilstm=args.bilstm,

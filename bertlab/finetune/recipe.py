@@ -37,6 +37,7 @@ from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TaskSpec, get_task
 from bertlab.hardware import hardware_description
+from bertlab.model_card import pretrained_length, read_card
 from bertlab.runfolder import (
     CHECKPOINT_DIR,
     RUN_CONFIG_FILE,
@@ -75,6 +76,9 @@ class FinetuneConfig:
     max_query_length: int = 64  # QA: question pieces kept
     max_answer_length: int = 30  # QA: longest answer in pieces
     n_best: int = 20  # QA: start / end candidates per window
+    # by default inputs are cut to the longest sequence the checkpoint was pretrained on (its card says; SQuAD's
+    # 384 on a model pretrained on 128-token sequences would meet 256 position vectors never trained); True keeps them
+    untrained_positions: bool = False
     mode: str = "finetune"  # finetune | feature (frozen encoder, paper Table 7)
     features: str = "last"  # FEATURES_HELP
     bilstm: bool = False  # BiLSTM between encoder and output layer ("+ BiLSTM" ablation)
@@ -354,7 +358,7 @@ def _run_finetuning(
     head = head_config(cfg, labels)
     torch.manual_seed(cfg.train.seed)
     model, tokenizer, model_source = prepare_model(cfg, run_dir, head, train_examples)
-    setup = task_setup(cfg, labels, head, model.config.max_position_embeddings)
+    setup = task_setup(cfg, labels, head, model.config.max_position_embeddings, trained_length(cfg, model_source))
     train_features = encode(spec, setup, tokenizer, train_examples, training=True)
     dev_features = encode(spec, setup, tokenizer, dev_examples, training=False)
     micro = cfg.train.batch_size // cfg.train.grad_accum
@@ -436,14 +440,36 @@ def head_config(cfg: FinetuneConfig, labels: tuple[str, ...]) -> HeadConfig:
     )
 
 
-def task_setup(cfg: FinetuneConfig, labels: tuple[str, ...], head: HeadConfig, max_positions: int) -> TaskSetup:
+def trained_length(cfg: FinetuneConfig, directory: str | Path | None) -> int:
+    """The longest input the checkpoint in `directory` was pretrained on (its model card), 0 when unknown
+    or when `cfg.untrained_positions` asks for the task's own length whatever the pretraining."""
+    if not cfg.model or directory is None or cfg.untrained_positions:
+        return 0
+    return pretrained_length(read_card(directory))
+
+
+def task_setup(
+    cfg: FinetuneConfig, labels: tuple[str, ...], head: HeadConfig, max_positions: int, pretrained: int = 0
+) -> TaskSetup:
     """What the saved model needs besides its weights; inputs longer than the model's
-    `max_positions` are cut to it (with a warning)."""
-    max_len = cfg.max_seq_length
+    `max_positions` are cut to it (with a warning), and so are inputs longer than the `pretrained` length
+    (see `trained_length`), a long context's windows then overlapping by half."""
+    max_len, stride = cfg.max_seq_length, cfg.doc_stride
     if max_len > max_positions:
         max_len = max_positions
         log.warning(
             "max_seq_length %d is more than the model's %d positions; using %d", cfg.max_seq_length, max_len, max_len
+        )
+    if 0 < pretrained < max_len:
+        max_len, stride = pretrained, min(stride, pretrained // 2)
+        log.warning(
+            "max_seq_length %d: this model was pretrained on sequences of at most %d tokens, so positions past "
+            "them were never trained; using %d (doc stride %d). Pass --untrained-positions to keep %d",
+            cfg.max_seq_length,
+            pretrained,
+            max_len,
+            stride,
+            cfg.max_seq_length,
         )
     return TaskSetup(
         cfg.spec.name,
@@ -451,7 +477,7 @@ def task_setup(cfg: FinetuneConfig, labels: tuple[str, ...], head: HeadConfig, m
         labels,
         head,
         max_len,
-        cfg.doc_stride,
+        stride,
         cfg.max_query_length,
         cfg.max_answer_length,
         cfg.n_best,
