@@ -135,7 +135,11 @@ if sources:  # how the set was made, its budget first, while a suite has nothing
     if made.get("spec"):
         st.caption(
             results.describe_spec(
-                made["spec"], made.get("recipe_changes") or (), made.get("merged") or (), made.get("models")
+                made["spec"],
+                made.get("recipe_changes") or (),
+                made.get("merged") or (),
+                made.get("models"),
+                made.get("pooled") or (),
             )
         )
 if rows:

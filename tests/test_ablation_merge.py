@@ -100,3 +100,91 @@ def test_a_merge_that_would_mix_models_or_tables_changes_nothing(tmp_path, monke
     alone.write_text(before[0])
     with pytest.raises(InputError, match="no record"):
         merge.merge_columns(alone, record, registry=object())
+
+
+# --- pooling a second pretraining run ----------------------------------------------------------------
+T5_SPEC = {
+    "table": "table5",
+    "size": "mini",
+    "budget_tokens": 1000,
+    "overrides": ["train.batch_size=128"],
+    "epochs": 2.0,
+    "finetune_lr": 1e-4,
+    "max_train_examples": 80,
+    "task_recipes": [["mrpc", 4.0, 3e-4]],
+}
+
+
+def _t5_set(folder, name, values, spec=None, model_steps=10, merged=()):
+    """A Table 5 set: pretraining scores and mrpc/rte cells, 2 seeds each, with its record."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {**_row(v, "pretraining", values[v] - 40, metric="mlm_acc", run=f"{name}-{v}"), "table": "table5"}
+        for v in ("mlm_nsp", "no_nsp")
+    ]
+    rows += [
+        {**_row(v, t, values[v] + s + (t == "rte"), seed=s, run=f"{name}-{v}-{t}-{s}"), "table": "table5"}
+        for t in ("mrpc", "rte")
+        for v in ("mlm_nsp", "no_nsp")
+        for s in (0, 1)
+    ]
+    csv_path = folder / "table5.csv"
+    results.write_rows(csv_path, rows)
+    models = {v: {**MODEL, "name": f"{name}-{v}", "objective": v, "steps": model_steps} for v in ("mlm_nsp", "no_nsp")}
+    runs = [{"variant": r["variant"], "column": r["task"], "seed": r["seed"], "job": r["run"]} for r in rows]
+    meta = {
+        "id": name,
+        "table": "table5",
+        "spec": spec or T5_SPEC,
+        "base_recipe": "configs/default-model.yaml",
+        "models": models,
+        "runs": runs,
+        "hardware": f"{name}'s GPU",
+        "merged": list(merged),
+    }
+    (folder / "table5.json").write_text(json.dumps(meta))
+    return csv_path
+
+
+def test_a_second_pretraining_run_pools_the_columns_fine_tuned_alike(tmp_path):
+    """mrpc ran the same recipe in both sets and pools (four seeds a cell); rte was re-run in the first set at
+    another recipe (merged), so the second set's rte stays out of the CSV but on record."""
+    rte_rerun = {"id": "rte-rerun", "columns": ["rte"], "spec": {**T5_SPEC, "task_recipes": [["rte", 4.0, 3e-4]]}}
+    first = _t5_set(tmp_path / "a", "run2", {"mlm_nsp": 70.0, "no_nsp": 66.0}, merged=[rte_rerun])
+    second = _t5_set(tmp_path / "b", "run1", {"mlm_nsp": 72.0, "no_nsp": 68.0}, model_steps=11)
+    _, json_path, columns = merge.pool_sets(first, second)
+    assert columns == ["pretraining", "mrpc"]
+    rows = results.read_results(first)
+    mrpc = [r for r in rows if r["task"] == "mrpc" and r["variant"] == "mlm_nsp"]
+    assert sorted(r["seed"] for r in mrpc) == [0, 1, 2, 3] and sorted(r["value"] for r in mrpc) == [70, 71, 72, 73]
+    assert len([r for r in rows if r["task"] == "rte"]) == 4  # the first set's own rte only
+    assert [r["task"] for r in rows][:4] == ["pretraining"] * 4  # columns keep their places
+    cell = {(c.variant, c.task): c for c in results.summarize(rows)}[("mlm_nsp", "mrpc")]
+    assert cell.mean == pytest.approx(71.5) and cell.std > 1.0  # the spread spans both pretraining runs
+    meta = json.loads(json_path.read_text())
+    (pooled,) = meta["pooled"]
+    assert pooled["id"] == "run1" and pooled["columns"] == ["pretraining", "mrpc"] and pooled["seed_offset"] == 2
+    assert {r["task"] for r in pooled["left_out"]} == {"rte"} and pooled["models"]["mlm_nsp"]["steps"] == 11
+    assert sum(r.get("from") == "run1" for r in meta["runs"]) == 2 + 4
+    said = results.describe_spec(meta["spec"] | {"tasks": ["mrpc", "rte"]}, (), meta["merged"], None, meta["pooled"])
+    assert "pretrained a second time with the same recipe (set run1, on run1's GPU)" in said
+    assert "the pretraining scores and mrpc pool both runs' seeds" in said
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ({"spec": {**T5_SPEC, "budget_tokens": 2000}}, "another recipe than table5.csv \\(budget_tokens\\)"),
+        ({"spec": {**T5_SPEC, "overrides": []}}, "another recipe .*overrides"),
+        ({"model_steps": 10, "name": "run2"}, "the same models"),
+        ({"spec": {**T5_SPEC, "task_recipes": [], "max_train_examples": 9}}, "no column .* with the same recipe"),
+    ],
+)
+def test_pooling_refuses_another_recipe_or_the_same_models(tmp_path, second, message):
+    first = _t5_set(tmp_path / "a", "run2", {"mlm_nsp": 70.0, "no_nsp": 66.0})
+    before = (first.read_text(), first.with_suffix(".json").read_text())
+    kw = {"model_steps": 11, **second}
+    other = _t5_set(tmp_path / "b", kw.pop("name", "run1"), {"mlm_nsp": 72.0, "no_nsp": 68.0}, **kw)
+    with pytest.raises(InputError, match=message):
+        merge.pool_sets(first, other)
+    assert (first.read_text(), first.with_suffix(".json").read_text()) == before

@@ -18,9 +18,10 @@ import torch
 from test_finetune_recipe import write_squad, write_sst2, write_upos
 from test_pretrain import _write_corpus
 
-from bertlab.ablations import estimate, planning, results, reuse
+from bertlab.ablations import estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION
+from bertlab.ablations.tables import TABLES
 from bertlab.app_pages import page_titled
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
@@ -779,7 +780,7 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     assert table7 == "upos=6/0.0003, ner=6/0.0003"  # the committed set's: 6 epochs both ways
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
-    assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003, qnli=2/0.0003"  # Table 5's own (TableSpec.task_recipes)
+    assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003, qnli=2/0.0003, squad=3/0.0003, rte=4/0.0003"  # its own
     assert planning.parse_task_recipes(recipe.value) == planning.suggested_spec("table5").task_recipes
     recipe.set_value("mrpc=4")
     next(b for b in at.button if b.label == "Estimate").click().run()
@@ -818,7 +819,9 @@ def test_tables_8_and_5_suggest_the_budget_and_batch_their_committed_runs_used()
     committed = json.loads((repo / "results" / "ablations" / "table5.json").read_text())
     assert t5.budget_tokens == committed["spec"]["budget_tokens"] == 72_000_000
     assert t5.overrides == ("train.batch_size=128",) and "train.batch_size=128" in committed["recipe_changes"]
-    assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t5.task_recipes)
+    # each column's recipe as the committed set ran it (SQuAD re-run later and merged in: its own suite's)
+    assert [(t, *merge.column_recipe(committed, t)[:2]) for t, _, _ in t5.task_recipes] == list(t5.task_recipes)
+    assert {t for t, _, _ in t5.task_recipes} == set(TABLES["table5"].default_tasks)
     assert planning.suggested_spec("table7").overrides == ()  # probes a given model: nothing to pretrain
 
 

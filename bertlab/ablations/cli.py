@@ -3,6 +3,7 @@
     bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
     bertlab ablate collect SUITE --into results/ablations/table7.csv   # a re-run column replaces its own
+    bertlab ablate pool results/ablations/table5.csv OTHER.csv          # a second pretraining run's rows join
 
 The work is bertlab.ablations' (planning, suites, estimate, reuse, results, merge); this module parses and prints. Torch-free.
 """
@@ -125,6 +126,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="instead of a new set: replace the columns this suite ran in a committed <table>.csv with its rows "
         "(the record beside it keeps the runs replaced and how each column was made)",
     )
+    pl = sub.add_parser(
+        "pool",
+        help="add a set whose models were pretrained again with the same recipe to a committed set: its cells "
+        "then hold both pretraining runs' seeds (columns fine-tuned another way stay on record, out of the CSV)",
+    )
+    pl.add_argument("csv", help="the committed <table>.csv that grows")
+    pl.add_argument("other", help="the other set's <table>.csv (its .json beside it)")
     r = sub.add_parser("report", help="our rows beside the paper's, with a verdict per row, from a results CSV")
     r.add_argument("csv", help="a <table>.csv written by `collect`")
     pp = sub.add_parser("paper", help="the paper's numbers for a table")
@@ -193,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         "status": _status,
         "collect": _collect,
         "report": _report,
+        "pool": _pool,
     }
     return commands.get(args.ablate_command, _paper)(args, JobRegistry(args.runs))
 
@@ -287,6 +296,16 @@ def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
         json.dumps({"csv": str(csv_path), "json": str(json_path), "columns": columns})
         if args.json
         else f"{', '.join(columns)} replaced in {csv_path} by suite {record['id']} (record: {json_path})"
+    )
+    return 0
+
+
+def _pool(args: argparse.Namespace, registry: JobRegistry) -> int:
+    csv_path, json_path, columns = merge.pool_sets(args.csv, args.other)
+    print(
+        json.dumps({"csv": str(csv_path), "json": str(json_path), "columns": columns})
+        if args.json
+        else f"{', '.join(columns)} of {args.other} pooled into {csv_path} (record: {json_path})"
     )
     return 0
 

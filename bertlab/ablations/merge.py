@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bertlab.ablations import results
 from bertlab.ablations.suites import suite_runs
+from bertlab.ablations.tables import TABLES
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
@@ -107,3 +108,78 @@ def _in_place(rows: list[dict], new_rows: list[dict], columns: list[str]) -> lis
         elif not any(o["task"] == r["task"] for o in out):
             out += [n for n in new_rows if n["task"] == r["task"]]
     return out + [n for n in new_rows if n["task"] not in {r["task"] for r in rows}]
+
+
+# What makes two pretraining runs runs of the same recipe (their suite specs), so their rows can pool.
+_SAME_PRETRAINING = ("table", "size", "budget_tokens", "budget_s", "corpus", "grid")
+
+
+def pool_sets(csv_path: str | Path, other_csv: str | Path) -> tuple[Path, Path, list[str]]:
+    """Add to the committed set at `csv_path` the rows of `other_csv`, a set whose models were pretrained
+    again with the same recipe: a cell then holds both pretraining runs' fine-tuning seeds (its std spans how
+    much pretraining itself varies, which seeds of one run do not show). Pooled are the pretraining scores
+    and every column both sets fine-tuned with the same recipe (epochs, rate, examples); the other's columns
+    of another recipe stay out of the CSV but on record. Returns (csv, json, the columns pooled); raises
+    InputError, changing nothing, when a record is missing, the tables or pretraining recipes differ, or the
+    other set fine-tuned the very same models (that is a merge, not a second pretraining)."""
+    csv_path, other_csv = Path(csv_path), Path(other_csv)
+    meta, other = (results.results_meta(p.with_suffix(".json")) for p in (csv_path, other_csv))
+    if not meta or not other:
+        raise InputError(f"{csv_path.name} and {other_csv.name} both need their record (.json) beside them")
+    if not TABLES.get(str(meta.get("table"))) or not TABLES[str(meta["table"])].pretrains:
+        raise InputError(f"{csv_path.name}: only a table that pretrains its rows has pretraining runs to pool")
+    spec, ospec = meta.get("spec") or {}, other.get("spec") or {}
+    differ = [k for k in _SAME_PRETRAINING if spec.get(k) != ospec.get(k)]
+    if sorted(spec.get("overrides") or []) != sorted(ospec.get("overrides") or []):
+        differ.append("overrides")
+    if meta.get("base_recipe") != other.get("base_recipe"):
+        differ.append("base_recipe")
+    if differ:
+        raise InputError(f"{other_csv.name} pretrained with another recipe than {csv_path.name} ({', '.join(differ)})")
+    models, omodels = meta.get("models") or {}, other.get("models") or {}
+    if any(v in models and _model_key(m) == _model_key(models[v]) for v, m in omodels.items()):
+        raise InputError(f"{other_csv.name} fine-tuned the same models as {csv_path.name}: merge a column instead")
+    rows, orows = results.read_results(csv_path), results.read_results(other_csv)
+    tasks = set(r["task"] for r in rows)
+    columns = [
+        t
+        for t in dict.fromkeys(r["task"] for r in orows)
+        if t in tasks and (t == "pretraining" or column_recipe(meta, t) == column_recipe(other, t))
+    ]
+    if columns == ["pretraining"] or not columns:
+        raise InputError(f"{other_csv.name} fine-tuned no column of {csv_path.name} with the same recipe")
+    offset = 1 + max(int(r["seed"]) for r in rows)
+    added = [{**r, "seed": int(r["seed"]) + offset} for r in orows if r["task"] in columns]
+    meta["pooled"] = [
+        *(meta.get("pooled") or []),
+        {
+            **{k: other.get(k) for k in ("id", "spec", "created", "commit", "hardware", "models", "note")},
+            "columns": columns,
+            "seed_offset": offset,
+            "left_out": [r for r in orows if r["task"] not in columns],
+            "pooled_at": time.time(),
+        },
+    ]
+    meta["runs"] = [
+        *(meta.get("runs") or []),
+        *(
+            {**r, "seed": int(r.get("seed", 0)) + offset, "from": other.get("id")}
+            for r in other.get("runs") or []
+            if r.get("column") in columns
+        ),
+    ]
+    results.write_rows(csv_path, _in_place(rows, [*rows, *added], columns))
+    write_json_atomic(csv_path.with_suffix(".json"), meta, indent=1)
+    return csv_path, csv_path.with_suffix(".json"), columns
+
+
+def column_recipe(meta: dict, task: str) -> tuple:
+    """How a set fine-tuned `task`: (epochs, learning rate, train examples, dev examples), from the spec of the
+    last suite merged into it for that column, else its own."""
+    spec = next(
+        (m.get("spec") or {} for m in reversed(meta.get("merged") or []) if task in (m.get("columns") or ())), None
+    )
+    spec = spec if spec is not None else meta.get("spec") or {}
+    own = {t: (float(e), float(lr)) for t, e, lr in spec.get("task_recipes") or ()}
+    epochs, lr = own.get(task, (float(spec.get("epochs", 0)), float(spec.get("finetune_lr", 0))))
+    return epochs, lr, spec.get("max_train_examples"), spec.get("max_eval_examples")

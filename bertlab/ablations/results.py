@@ -322,12 +322,14 @@ def describe_spec(
     recipe_changes: list[str] | tuple[str, ...] = (),
     merged: list[dict] | tuple[dict, ...] = (),
     models: dict | None = None,
+    pooled: list[dict] | tuple[dict, ...] = (),
 ) -> str:
     """One line on how a result set was made, from its suite spec, what its pretraining changed in the base
     recipe (`recipe_changes` of its suite record: KEY=VALUE overrides) and the columns re-run later by
     other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe.
     `models` (the record's): a table that probes one pretrained model names it with how far it had trained,
-    which stays true when the shipped model trains on."""
+    which stays true when the shipped model trains on. `pooled` (the record's, see bertlab.ablations.merge):
+    the sets of the same recipe pretrained again whose rows joined these."""
     parts = []
     table = TABLES.get(str(spec.get("table")))
     if table is not None and not table.pretrains:
@@ -354,6 +356,13 @@ def describe_spec(
         parts.append(
             f"{', '.join(columns)} re-run later (suite {m.get('id', '?')}): "
             + _finetuning_text(m.get("spec") or {}, columns, features)
+        )
+    for p in pooled:
+        columns = [str(c) for c in p.get("columns") or () if c != "pretraining"]
+        parts.append(
+            f"every model pretrained a second time with the same recipe (set {p.get('id', '?')}, on "
+            f"{p.get('hardware') or 'another machine'}): the pretraining scores and {', '.join(columns)} pool both "
+            "runs' seeds, so their spread includes how much pretraining itself varies"
         )
     return "; ".join(parts) + "."
 
