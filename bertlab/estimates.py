@@ -38,6 +38,7 @@ from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_stats
 from bertlab.jobs.runs import run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
+from bertlab.model_card import pretrained_length, read_card
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
 from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
@@ -230,10 +231,14 @@ def measured_step_seconds(
 
 
 def _run_seq_length(run_config: dict) -> int | None:
-    """max_seq_length of a pretraining (config.data.max_seq_length) or fine-tuning (config.max_seq_length) run."""
+    """max_seq_length of a pretraining (config.data.max_seq_length) or fine-tuning run (the length it used,
+    task_setup.max_seq_length, else config.max_seq_length)."""
     cfg = run_config.get("config")
     if not isinstance(cfg, dict):
         return None
+    used = (run_config.get("task_setup") or {}).get("max_seq_length")
+    if isinstance(used, int) and used > 0:
+        return used
     data = cfg.get("data")
     value = data.get("max_seq_length") if isinstance(data, dict) else cfg.get("max_seq_length")
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
@@ -662,6 +667,13 @@ def _finetune_estimate(
     micro = max(1, t.batch_size // max(1, t.grad_accum))
     if cfg.max_seq_length > model_cfg.max_position_embeddings:  # the recipe cuts inputs to the model's positions
         cfg = dataclasses.replace(cfg, max_seq_length=model_cfg.max_position_embeddings)
+    trained = (
+        0
+        if not cfg.model or cfg.untrained_positions
+        else pretrained_length(read_card(cwd / Path(cfg.model).expanduser()))
+    )
+    if 0 < trained < cfg.max_seq_length:  # ... and to the length the model was pretrained on (recipe.task_setup)
+        cfg = dataclasses.replace(cfg, max_seq_length=trained)
     unread = ""
     try:
         tokens = task_tokens(cfg, micro)

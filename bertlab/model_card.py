@@ -4,7 +4,8 @@ Owns: how a pretrained model is described to users: what objective it was traine
 was made (command, data, optimisation), where its recipe departs from the paper's, its
 continued-pretraining lineage, its learning curve, held-out metrics and scores on English it has
 not seen, and the credits for its data. `model_card.json` itself is written by the recipes
-(bertlab.pretrain); this module only reads it (`read_card`) and its fields, and owns the plain words every card key is shown in
+(bertlab.pretrain); this module only reads it (`read_card`) and its fields (`pretrained_length`: the
+longest input a model was pretrained on, which fine-tuning keeps to), and owns the plain words every card key is shown in
 (METRIC_WORDS, TRAINING_WORDS) for the Home page, bertlab.catalog and README.md. Imports the
 standard library, bertlab.formatting and bertlab.objectives (what each objective is called); no
 torch, no streamlit.

@@ -99,6 +99,7 @@ with form:
         )
         d = _config_defaults(config, (REPO_ROOT / config).stat().st_mtime)
         k = config.replace("/", "_")  # per-config widget keys: picking another config resets the fields to its values
+        seq_key = f"train_seq_{k}"
         c1, c2 = st.columns(2)
         size = c1.selectbox(
             "Model size",
@@ -153,9 +154,8 @@ with form:
         trained = pretrained_length(read_card(model)) if model != RANDOM else 0
         seq = min(task_seq, trained) if trained else task_seq  # positions past the pretraining were never trained
         d = {"lr": 5e-5, "batch": 32, "seq": seq, "steps": 300, "minutes": 10, "budget": "Steps"}
-        # per-task widget keys, as per-config ones above: each task opens on its own defaults (and on the shorter
-        # length of a model pretrained on shorter sequences)
-        k = f"ft_{task}" + (f"_{seq}" if seq < task_seq else "")
+        k = f"ft_{task}"  # per-task widget keys, as per-config ones above: each task opens on its own defaults
+        seq_key = f"train_seq_{k}" + (f"_{seq}" if seq < task_seq else "")  # and a shorter model on its length
 
     c1, c2 = st.columns(2)
     budget = c1.radio(
@@ -197,7 +197,7 @@ with form:
         "Max sequence length",
         [32, 64, 128, 256, 384, 512],
         value=int(d["seq"]) if int(d["seq"]) in (32, 64, 128, 256, 384, 512) else 128,
-        key=f"train_seq_{k}",
+        key=seq_key,
     )
     if kind != PRETRAIN and trained and (seq > trained or seq == trained < task_seq):
         st.caption(

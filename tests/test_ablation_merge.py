@@ -167,7 +167,8 @@ def test_a_second_pretraining_run_pools_the_columns_fine_tuned_alike(tmp_path):
     assert {r["task"] for r in pooled["left_out"]} == {"rte"} and pooled["models"]["mlm_nsp"]["steps"] == 11
     assert sum(r.get("from") == "run1" for r in meta["runs"]) == 2 + 4
     said = results.describe_spec(meta["spec"] | {"tasks": ["mrpc", "rte"]}, (), meta["merged"], None, meta["pooled"])
-    assert "pretrained a second time with the same recipe (set run1, on run1's GPU)" in said
+    assert "pretrained a second time with the same recipe and seed: the two differ only through" in said
+    assert "(set run1, on run1's GPU)" in said and pooled["same_seed"] is True
     assert "the pretraining scores and mrpc pool both runs' seeds" in said
 
 
@@ -176,7 +177,7 @@ def test_a_second_pretraining_run_pools_the_columns_fine_tuned_alike(tmp_path):
     [
         ({"spec": {**T5_SPEC, "budget_tokens": 2000}}, "another recipe than table5.csv \\(budget_tokens\\)"),
         ({"spec": {**T5_SPEC, "overrides": []}}, "another recipe .*overrides"),
-        ({"model_steps": 10, "name": "run2"}, "the same models"),
+        ({"name": "run2"}, "the same models"),  # the very pretraining jobs
         ({"spec": {**T5_SPEC, "task_recipes": [], "max_train_examples": 9}}, "no column .* with the same recipe"),
     ],
 )
@@ -188,3 +189,21 @@ def test_pooling_refuses_another_recipe_or_the_same_models(tmp_path, second, mes
     with pytest.raises(InputError, match=message):
         merge.pool_sets(first, other)
     assert (first.read_text(), first.with_suffix(".json").read_text()) == before
+
+
+def test_pooling_takes_another_seed_and_refuses_to_pool_twice(tmp_path):
+    """A second run pretrained with another seed (and other bookkeeping settings) pools and says so; pooling
+    the same set again, or pooling a pooled set, is refused; a column merged later leaves the pooled list."""
+    first = _t5_set(tmp_path / "a", "run2", {"mlm_nsp": 70.0, "no_nsp": 66.0})
+    reseeded = {**T5_SPEC, "overrides": [*T5_SPEC["overrides"], "train.seed=1", "train.eval_every=100"]}
+    other = _t5_set(tmp_path / "b", "run1", {"mlm_nsp": 72.0, "no_nsp": 68.0}, spec=reseeded)
+    _, json_path, _ = merge.pool_sets(first, other)
+    meta = json.loads(json_path.read_text())
+    assert meta["pooled"][0]["same_seed"] is False
+    assert "with the same recipe and another seed (set run1" in results.describe_spec(
+        meta["spec"], (), (), None, meta["pooled"]
+    )
+    with pytest.raises(InputError, match="already pooled into"):
+        merge.pool_sets(first, other)
+    with pytest.raises(InputError, match="already pools another set"):
+        merge.pool_sets(other, first)

@@ -262,6 +262,26 @@ def test_inputs_are_cut_to_the_pretrained_length(tmp_path, tiny_checkpoint):
     assert trained_length(FinetuneConfig(task="sst2", data=".", model=None), ckpt) == 0
 
 
+def test_windows_overlap_and_a_resumed_run_keeps_the_inputs_it_began_with(tmp_path, tiny_checkpoint):
+    """A long context's windows start at most half an input apart (128-token SQuAD inputs: stride 64, not the
+    default 128, which would put windows back to back); --resume takes the length and stride the run saved,
+    whatever the model card or the code's defaults say now."""
+    from dataclasses import asdict
+
+    from bertlab.finetune.recipe import settings_for_run, task_setup
+
+    qa = HeadConfig("qa", 2)
+    cfg = FinetuneConfig(task="squad", data=".", model=str(tiny_checkpoint), max_seq_length=128)
+    assert (task_setup(cfg, (), qa, 512).max_seq_length, task_setup(cfg, (), qa, 512).doc_stride) == (128, 64)
+    assert task_setup(FinetuneConfig(task="squad", data=".", max_seq_length=384), (), qa, 512).doc_stride == 128
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    saved = {"kind": "finetune", "config": asdict(cfg), "task_setup": {"max_seq_length": 384, "doc_stride": 128}}
+    (run_dir / "run_config.json").write_text(json.dumps(saved))
+    resumed = settings_for_run(cfg, run_dir, resume=True, dry_run=False)
+    assert (resumed.max_seq_length, resumed.doc_stride, resumed.untrained_positions) == (384, 128, True)
+
+
 def test_random_init_trains_its_own_vocabulary(tmp_path):
     result, losses = finetune(
         tmp_path,

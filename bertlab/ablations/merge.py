@@ -13,7 +13,11 @@ A column compares with the rest of its table only when it fine-tuned the same mo
 suite of another table, or one whose models differ from the set's (Table 7: the same checkpoint; a table
 that pretrains: the same pretraining jobs, which a suite reuses with `--reuse`).
 
-Torch-free: imports bertlab.ablations.results, atomic, errors, jobs.
+`bertlab ablate pool results/ablations/table5.csv OTHER.csv` (`pool_sets`) adds a set whose models were
+pretrained again with the same recipe: its rows join the cells that both sets fine-tuned alike, and the
+record's "pooled" keeps which set, columns and models, and the other's rows left out.
+
+Torch-free: imports bertlab.ablations.results, suites, tables, atomic, errors, jobs.
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ def merge_columns(
     meta["runs"] = [r for r in meta.get("runs") or [] if r.get("column") not in columns] + [
         r for r in new_runs if r.get("column") in columns
     ]
+    for p in meta.get("pooled") or []:  # a replaced column no longer holds the other set's rows
+        p["columns"] = [c for c in p.get("columns") or () if c not in columns]
     meta["merged"] = [
         *(meta.get("merged") or []),
         {
@@ -110,34 +116,61 @@ def _in_place(rows: list[dict], new_rows: list[dict], columns: list[str]) -> lis
     return out + [n for n in new_rows if n["task"] not in {r["task"] for r in rows}]
 
 
-# What makes two pretraining runs runs of the same recipe (their suite specs), so their rows can pool.
-_SAME_PRETRAINING = ("table", "size", "budget_tokens", "budget_s", "corpus", "grid")
+# What makes two pretraining runs runs of the same recipe (their suite specs), so their rows can pool; the
+# overrides must match too, but for the seed and settings that only change how a run goes
+_SAME_PRETRAINING = ("table", "size", "budget_tokens", "corpus", "grid")
+_HOW_A_RUN_GOES = ("train.seed", "train.eval_every", "train.save_every", "train.compile", "train.num_threads")
+
+
+def _recipe_overrides(spec: dict) -> list[str]:
+    return sorted(o for o in spec.get("overrides") or () if not str(o).startswith(_HOW_A_RUN_GOES))
+
+
+def _seed(spec: dict) -> str:
+    return next((str(o).split("=", 1)[1] for o in spec.get("overrides") or () if str(o).startswith("train.seed=")), "")
+
+
+def _pretraining_jobs(meta: dict) -> set[str]:
+    return {str(r.get("job")) for r in meta.get("runs") or () if r.get("column") == "pretraining"}
 
 
 def pool_sets(csv_path: str | Path, other_csv: str | Path) -> tuple[Path, Path, list[str]]:
     """Add to the committed set at `csv_path` the rows of `other_csv`, a set whose models were pretrained
-    again with the same recipe: a cell then holds both pretraining runs' fine-tuning seeds (its std spans how
-    much pretraining itself varies, which seeds of one run do not show). Pooled are the pretraining scores
-    and every column both sets fine-tuned with the same recipe (epochs, rate, examples); the other's columns
-    of another recipe stay out of the CSV but on record. Returns (csv, json, the columns pooled); raises
-    InputError, changing nothing, when a record is missing, the tables or pretraining recipes differ, or the
-    other set fine-tuned the very same models (that is a merge, not a second pretraining)."""
+    again with the same recipe: a cell then holds both pretraining runs' fine-tuning seeds, so its std spans
+    how much the pretraining run varies (with the same seed: only through the hardware's arithmetic), which
+    seeds of one run do not show. Pooled are the pretraining scores and every column both sets fine-tuned
+    with the same recipe (epochs, rate, examples: `column_recipe`); the other's columns of another recipe
+    stay out of the CSV but on record. Returns (csv, json, the columns pooled); raises InputError, changing
+    nothing, when a record is missing, the tables or pretraining recipes differ, the other set has the same
+    pretraining jobs (that is a merge, not a second pretraining), or either set was pooled with the other."""
     csv_path, other_csv = Path(csv_path), Path(other_csv)
     meta, other = (results.results_meta(p.with_suffix(".json")) for p in (csv_path, other_csv))
     if not meta or not other:
         raise InputError(f"{csv_path.name} and {other_csv.name} both need their record (.json) beside them")
     if not TABLES.get(str(meta.get("table"))) or not TABLES[str(meta["table"])].pretrains:
         raise InputError(f"{csv_path.name}: only a table that pretrains its rows has pretraining runs to pool")
+    if other.get("pooled"):
+        raise InputError(f"{other_csv.name} already pools another set: pool each set into one, one at a time")
+    if other.get("id") in {p.get("id") for p in meta.get("pooled") or ()}:
+        raise InputError(f"{other_csv.name} (set {other.get('id')}) is already pooled into {csv_path.name}")
     spec, ospec = meta.get("spec") or {}, other.get("spec") or {}
     differ = [k for k in _SAME_PRETRAINING if spec.get(k) != ospec.get(k)]
-    if sorted(spec.get("overrides") or []) != sorted(ospec.get("overrides") or []):
+    if not spec.get("budget_tokens") and spec.get("budget_s") != ospec.get("budget_s"):
+        differ.append("budget_s")
+    if _recipe_overrides(spec) != _recipe_overrides(ospec):
         differ.append("overrides")
     if meta.get("base_recipe") != other.get("base_recipe"):
         differ.append("base_recipe")
     if differ:
         raise InputError(f"{other_csv.name} pretrained with another recipe than {csv_path.name} ({', '.join(differ)})")
+    jobs, ojobs = _pretraining_jobs(meta), _pretraining_jobs(other)
     models, omodels = meta.get("models") or {}, other.get("models") or {}
-    if any(v in models and _model_key(m) == _model_key(models[v]) for v, m in omodels.items()):
+    same = (
+        bool(jobs & ojobs)
+        if jobs and ojobs
+        else any(v in models and _model_key(m) == _model_key(models[v]) for v, m in omodels.items())
+    )
+    if same:
         raise InputError(f"{other_csv.name} fine-tuned the same models as {csv_path.name}: merge a column instead")
     rows, orows = results.read_results(csv_path), results.read_results(other_csv)
     tasks = set(r["task"] for r in rows)
@@ -155,6 +188,7 @@ def pool_sets(csv_path: str | Path, other_csv: str | Path) -> tuple[Path, Path, 
         {
             **{k: other.get(k) for k in ("id", "spec", "created", "commit", "hardware", "models", "note")},
             "columns": columns,
+            "same_seed": _seed(spec) == _seed(ospec),
             "seed_offset": offset,
             "left_out": [r for r in orows if r["task"] not in columns],
             "pooled_at": time.time(),
@@ -173,9 +207,10 @@ def pool_sets(csv_path: str | Path, other_csv: str | Path) -> tuple[Path, Path, 
     return csv_path, csv_path.with_suffix(".json"), columns
 
 
-def column_recipe(meta: dict, task: str) -> tuple:
+def column_recipe(meta: dict, task: str) -> tuple[float, float, int | None, int | None]:
     """How a set fine-tuned `task`: (epochs, learning rate, train examples, dev examples), from the spec of the
-    last suite merged into it for that column, else its own."""
+    last suite merged into it for that column, else its own. Not in it: the input length each run used
+    (a run's own run_config.json says), which a change of the fine-tuning code can move at the same spec."""
     spec = next(
         (m.get("spec") or {} for m in reversed(meta.get("merged") or []) if task in (m.get("columns") or ())), None
     )

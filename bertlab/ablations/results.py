@@ -359,10 +359,16 @@ def describe_spec(
         )
     for p in pooled:
         columns = [str(c) for c in p.get("columns") or () if c != "pretraining"]
+        how = (
+            "and seed: the two differ only through the arithmetic of the hardware, which over thousands of steps "
+            "makes other models"
+            if p.get("same_seed")
+            else "and another seed"
+        )
         parts.append(
-            f"every model pretrained a second time with the same recipe (set {p.get('id', '?')}, on "
+            f"every model pretrained a second time with the same recipe {how} (set {p.get('id', '?')}, on "
             f"{p.get('hardware') or 'another machine'}): the pretraining scores and {', '.join(columns)} pool both "
-            "runs' seeds, so their spread includes how much pretraining itself varies"
+            "runs' seeds, so their spread includes how much the pretraining run varies"
         )
     return "; ".join(parts) + "."
 

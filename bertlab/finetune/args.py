@@ -93,7 +93,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
         "--doc-stride",
         type=int,
         default=128,
-        help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py)",
+        help="QA: tokens between the starts of a long context's windows (default 128, as run_squad.py; at most half the input, so windows overlap)",
     )
     p.add_argument(
         "--untrained-positions",

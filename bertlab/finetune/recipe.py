@@ -8,7 +8,8 @@ torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds
 run_dir/model (and its model_card.json). The `bertlab finetune` command line is
 bertlab.finetune.cli.
 
-Imports the lower layers: atomic, checkpoint, config, hardware, runfolder, tokenizer, training, bertlab.finetune.
+Imports the lower layers: atomic, checkpoint, config, hardware, model_card (the length a checkpoint was
+pretrained on), runfolder, tokenizer, training, bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -406,13 +407,20 @@ def _run_finetuning(
 
 
 def settings_for_run(cfg: FinetuneConfig, run_dir: Path, resume: bool, dry_run: bool) -> FinetuneConfig:
-    """The config the run uses: the saved one on resume (a folder that holds a run needs --resume),
-    or a one-step trial on a few examples for a dry run."""
+    """The config the run uses: the saved one on resume (a folder that holds a run needs --resume), with
+    the input length and stride it began with, or a one-step trial on a few examples for a dry run."""
     if resume:
         saved = read_run_config(run_dir)
         if saved is None or saved.get("kind") != "finetune":
             raise InputError(f"{run_dir}: no fine-tuning {RUN_CONFIG_FILE} to resume")
         cfg = FinetuneConfig.from_dict(saved["config"])
+        if setup := saved.get("task_setup"):  # the inputs it began with, whatever the model card says now
+            cfg = dataclasses.replace(
+                cfg,
+                max_seq_length=int(setup.get("max_seq_length", cfg.max_seq_length)),
+                doc_stride=int(setup.get("doc_stride", cfg.doc_stride)),
+                untrained_positions=True,
+            )
     elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if not dry_run:
@@ -453,24 +461,25 @@ def task_setup(
 ) -> TaskSetup:
     """What the saved model needs besides its weights; inputs longer than the model's
     `max_positions` are cut to it (with a warning), and so are inputs longer than the `pretrained` length
-    (see `trained_length`), a long context's windows then overlapping by half."""
-    max_len, stride = cfg.max_seq_length, cfg.doc_stride
+    (see `trained_length`); a long context's windows start at most half an input apart, so they overlap."""
+    max_len = cfg.max_seq_length
     if max_len > max_positions:
         max_len = max_positions
         log.warning(
             "max_seq_length %d is more than the model's %d positions; using %d", cfg.max_seq_length, max_len, max_len
         )
     if 0 < pretrained < max_len:
-        max_len, stride = pretrained, min(stride, pretrained // 2)
+        max_len = pretrained
         log.warning(
             "max_seq_length %d: this model was pretrained on sequences of at most %d tokens, so positions past "
             "them were never trained; using %d (doc stride %d). Pass --untrained-positions to keep %d",
             cfg.max_seq_length,
             pretrained,
             max_len,
-            stride,
+            min(cfg.doc_stride, max_len // 2),
             cfg.max_seq_length,
         )
+    stride = min(cfg.doc_stride, max(1, max_len // 2))  # a long context's windows overlap, whatever was asked
     return TaskSetup(
         cfg.spec.name,
         cfg.spec.shape,
