@@ -207,3 +207,15 @@ def test_pooling_takes_another_seed_and_refuses_to_pool_twice(tmp_path):
         merge.pool_sets(first, other)
     with pytest.raises(InputError, match="already pools another set"):
         merge.pool_sets(other, first)
+    # a column re-run later replaces both runs' rows: it no longer pools
+    assert meta["pooled"][0]["columns"] == ["pretraining", "mrpc", "rte"]  # the same recipe everywhere here
+    record = {"id": "mrpc-rerun", "table": "table5", "spec": T5_SPEC, "runs": []}
+    mp = pytest.MonkeyPatch()
+    mp.setattr(results, "collect", lambda rec, registry=None: [{**_row("mlm_nsp", "mrpc", 75.0), "table": "table5"}])
+    mp.setattr(results, "model_records", lambda rec, registry=None: meta["models"])
+    mp.setattr(merge, "suite_runs", lambda rec, registry=None: [])
+    try:
+        merge.merge_columns(first, record, registry=object())
+    finally:
+        mp.undo()
+    assert json.loads(json_path.read_text())["pooled"][0]["columns"] == ["pretraining", "rte"]
