@@ -231,30 +231,43 @@ def test_ablations_every_table(server, page, shots, table):
     _screenshot(page, shots / f"Ablations-{table}.png")
 
 
-def test_ablations_table6_second_result_set(server, page, shots):
-    """Table 6's second committed set (the same shapes at 5e-4) is one pick away in the Results box and
-    renders clean, with its own reading and size check."""
+@pytest.mark.parametrize(
+    ("table", "rendered", "option", "marker", "shot"),
+    [
+        (
+            "table6",
+            "Every (layers, width, heads) shape",
+            "learning rate 5e-4",
+            "Held-out perplexity: better or level at every step in size",
+            "table6-lr5e-4",
+        ),
+        ("table7", "One pretrained model, frozen", "stage 3", "32M more tokens of pretraining", "table7-stage3"),
+    ],
+)
+def test_ablations_second_result_set(server, page, shots, table, rendered, option, marker, shot):
+    """A table's second committed set (Table 6: the same shapes at 5e-4; Table 7: UPOS on the shipped model's
+    third stage) is one pick away in the Results box and renders clean, with its own reading."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    _open_ablations_table(page, server, "table6")
-    # the Results box once Table 6 has rendered (its caption is there), then its second set; the
+    _open_ablations_table(page, server, table)
+    # the Results box once the table has rendered (its caption is there), then its second set; the
     # list can close again while the app is still re-running, so open it until the option is there
-    page.get_by_text("Every (layers, width, heads) shape").first.wait_for(timeout=30_000)
+    page.get_by_text(rendered).first.wait_for(timeout=30_000)
     box = page.locator("[data-testid='stSelectbox']").filter(has_text="Results").first
     for attempt in range(3):
         _wait_idle(page)
         box.click()
         try:
-            page.get_by_role("option", name=re.compile("learning rate 5e-4")).first.click(timeout=10_000)
+            page.get_by_role("option", name=re.compile(option)).first.click(timeout=10_000)
             break
         except PlaywrightTimeout:
             if attempt == 2:
                 raise
     _wait_idle(page)
     page.get_by_text("What it shows").first.wait_for(timeout=30_000)
-    page.get_by_text("Held-out perplexity: better or level at every step in size").first.wait_for(timeout=30_000)
-    _check_clean(page, "table6 at 5e-4")
-    _screenshot(page, shots / "Ablations-table6-lr5e-4.png")
+    page.get_by_text(marker).first.wait_for(timeout=30_000)
+    _check_clean(page, f"{table}, second set")
+    _screenshot(page, shots / f"Ablations-{shot}.png")
 
 
 def test_fill_mask_without_mask_warns(server, page, shots):
