@@ -38,7 +38,6 @@ from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_stats
 from bertlab.jobs.runs import run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
-from bertlab.model_card import pretrained_length, read_card
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
 from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
@@ -651,7 +650,7 @@ def _finetune_estimate(
     spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool, model_config: BertConfig | None = None
 ) -> Estimate:
     from bertlab.finetune.cli import config_from_args  # deferred: the recipe imports torch
-    from bertlab.finetune.recipe import head_config  # deferred: imports torch
+    from bertlab.finetune.recipe import head_config, input_length, trained_length  # deferred: imports torch
 
     cfg = config_from_args(ns)
     # relative paths in a job's arguments are relative to the folder it runs in
@@ -665,15 +664,9 @@ def _finetune_estimate(
         model_cfg = _model_config(cwd, cfg.model, None) if cfg.model else preset(cfg.size, vocab_size=cfg.vocab_size)
     t = cfg.train
     micro = max(1, t.batch_size // max(1, t.grad_accum))
-    if cfg.max_seq_length > model_cfg.max_position_embeddings:  # the recipe cuts inputs to the model's positions
-        cfg = dataclasses.replace(cfg, max_seq_length=model_cfg.max_position_embeddings)
-    trained = (
-        0
-        if not cfg.model or cfg.untrained_positions
-        else pretrained_length(read_card(cwd / Path(cfg.model).expanduser()))
-    )
-    if 0 < trained < cfg.max_seq_length:  # ... and to the length the model was pretrained on (recipe.task_setup)
-        cfg = dataclasses.replace(cfg, max_seq_length=trained)
+    # the recipe cuts inputs to the model's positions and to the length it was pretrained on
+    pretrained = trained_length(cfg, cwd / Path(cfg.model).expanduser()) if cfg.model else 0
+    cfg = dataclasses.replace(cfg, max_seq_length=input_length(cfg, model_cfg.max_position_embeddings, pretrained))
     unread = ""
     try:
         tokens = task_tokens(cfg, micro)

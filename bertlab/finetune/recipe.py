@@ -456,30 +456,27 @@ def trained_length(cfg: FinetuneConfig, directory: str | Path | None) -> int:
     return pretrained_length(read_card(directory))
 
 
+def input_length(cfg: FinetuneConfig, max_positions: int, pretrained: int = 0) -> int:
+    """The tokens per input a run uses: `cfg.max_seq_length`, cut to the model's `max_positions` and to the
+    `pretrained` length when known (see `trained_length`)."""
+    return min(cfg.max_seq_length, max_positions, pretrained or max_positions)
+
+
 def task_setup(
     cfg: FinetuneConfig, labels: tuple[str, ...], head: HeadConfig, max_positions: int, pretrained: int = 0
 ) -> TaskSetup:
-    """What the saved model needs besides its weights; inputs longer than the model's
-    `max_positions` are cut to it (with a warning), and so are inputs longer than the `pretrained` length
-    (see `trained_length`); a long context's windows start at most half an input apart, so they overlap."""
-    max_len = cfg.max_seq_length
-    if max_len > max_positions:
-        max_len = max_positions
-        log.warning(
-            "max_seq_length %d is more than the model's %d positions; using %d", cfg.max_seq_length, max_len, max_len
+    """What the saved model needs besides its weights; inputs are `input_length` long (a cut is logged), and
+    a long context's windows start at most half an input apart, so they overlap."""
+    max_len = input_length(cfg, max_positions, pretrained)
+    stride = min(cfg.doc_stride, max(1, max_len // 2))
+    if max_len < cfg.max_seq_length:
+        why = (
+            f"this model was pretrained on sequences of at most {max_len} tokens, so positions past them were "
+            "never trained (pass --untrained-positions to keep them)"
+            if max_len == pretrained
+            else f"the model has {max_positions} positions"
         )
-    if 0 < pretrained < max_len:
-        max_len = pretrained
-        log.warning(
-            "max_seq_length %d: this model was pretrained on sequences of at most %d tokens, so positions past "
-            "them were never trained; using %d (doc stride %d). Pass --untrained-positions to keep %d",
-            cfg.max_seq_length,
-            pretrained,
-            max_len,
-            min(cfg.doc_stride, max_len // 2),
-            cfg.max_seq_length,
-        )
-    stride = min(cfg.doc_stride, max(1, max_len // 2))  # a long context's windows overlap, whatever was asked
+        log.warning("max_seq_length %d: %s; using %d (doc stride %d)", cfg.max_seq_length, why, max_len, stride)
     return TaskSetup(
         cfg.spec.name,
         cfg.spec.shape,
