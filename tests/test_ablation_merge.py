@@ -77,6 +77,20 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
     assert "(frozen features: 6.0 epochs at 1e-3); for ner 6 epochs at 0.0003" in said
 
 
+def test_a_new_column_is_added_at_the_end_and_replaces_nothing(tmp_path, monkeypatch):
+    """A column the set did not have (Table 7's NER run after its UPOS column) joins it after the others;
+    the record lists it as merged and keeps no empty 'replaced' entry."""
+    csv_path = _committed(tmp_path)
+    new = [_row(v, "chunk", x, run=f"new-{v}") for v, x in (("finetune", 70.0), ("cat4", 71.0))]
+    record = _suite(monkeypatch, new, {"finetune": MODEL, "cat4": MODEL})
+    _, json_path, columns = merge.merge_columns(csv_path, record, registry=object())
+    assert columns == ["chunk"]
+    assert [r["task"] for r in results.read_results(csv_path)][-2:] == ["chunk", "chunk"]
+    meta = json.loads(json_path.read_text())
+    assert "replaced" not in meta and meta["merged"][0]["columns"] == ["chunk"]
+    assert len(meta["runs"]) == 8
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -295,7 +295,7 @@ def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
     print(
         json.dumps({"csv": str(csv_path), "json": str(json_path), "columns": columns})
         if args.json
-        else f"{', '.join(columns)} replaced in {csv_path} by suite {record['id']} (record: {json_path})"
+        else f"{', '.join(columns)} merged into {csv_path} from suite {record['id']} (record: {json_path})"
     )
     return 0
 

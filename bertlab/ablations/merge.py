@@ -2,12 +2,14 @@
 
 A column is often re-run after its table was committed, at a recipe that suits its task better (Table 7's
 NER at more epochs, Table 5's SST-2 at a higher rate). `bertlab ablate collect SUITE --into
-results/ablations/table7.csv` replaces the columns (tasks) that the later suite finished with its rows, and
-the set's record (<table>.json) keeps how each column was made:
+results/ablations/table7.csv` replaces the columns (tasks) that the later suite finished with its rows (a
+column the set did not have joins it after the others), and the set's record (<table>.json) keeps how
+each column was made:
 
 - "runs": the runs behind every row of the CSV now (the replaced ones leave it);
 - "merged": per merge, the suite's id, its columns, spec, commit, hardware and when it was collected;
-- "replaced": per merge, the rows and runs it replaced, so the earlier numbers stay on record.
+- "replaced": per merge that replaced a column, the rows and runs it replaced, so the earlier numbers stay
+  on record.
 
 A column compares with the rest of its table only when it fine-tuned the same models, so a merge refuses a
 suite of another table, or one whose models differ from the set's (Table 7: the same checkpoint; a table
@@ -45,7 +47,7 @@ def merge_columns(
     csv_path: str | Path, record: dict, registry: JobRegistry | None = None
 ) -> tuple[Path, Path, list[str]]:
     """Replace the columns of the committed set at `csv_path` that the suite `record` finished runs of with
-    its rows; returns (csv, json, the columns replaced). Raises InputError, changing nothing, when the set
+    its rows; returns (csv, json, the columns merged). Raises InputError, changing nothing, when the set
     or its record is missing, the suite is of another table, has no finished fine-tuning run, has runs of
     those columns still to finish (or failed), or fine-tuned other models than the set's."""
     registry = registry or JobRegistry()
@@ -77,15 +79,14 @@ def merge_columns(
             "a column re-run must fine-tune the set's own models (a table that pretrains: --reuse its jobs)"
         )
     new_runs = [{**r, "state": state} for r, state in states]
-    meta["replaced"] = [
-        *(meta.get("replaced") or []),
-        {
+    old_rows = [r for r in rows if r["task"] in columns]
+    old_runs = [r for r in meta.get("runs") or [] if r.get("column") in columns]
+    if old_rows or old_runs:  # a column the set did not have yet replaces nothing
+        by = {
             "by": record.get("id"),
-            "columns": columns,
-            "rows": [r for r in rows if r["task"] in columns],
-            "runs": [r for r in meta.get("runs") or [] if r.get("column") in columns],
-        },
-    ]
+            "columns": sorted({r["task"] for r in old_rows} | {r.get("column") for r in old_runs}),
+        }
+        meta["replaced"] = [*(meta.get("replaced") or []), {**by, "rows": old_rows, "runs": old_runs}]
     meta["runs"] = [r for r in meta.get("runs") or [] if r.get("column") not in columns] + [
         r for r in new_runs if r.get("column") in columns
     ]
