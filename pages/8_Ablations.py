@@ -267,7 +267,7 @@ with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
     default_tasks = list(table_spec.default_tasks)
     tasks = c1.multiselect("Tasks", [t for t in FINETUNE_TASKS if t != "mnli"], default=default_tasks)
-    seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, 3)
+    seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, suggested.seeds)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
         size, minutes, millions, grid, settings, reuse_runs = "tiny", 0.0, 0.0, "", "", False
@@ -308,8 +308,20 @@ with st.form(f"abl_launch_{table}"):
             "the runs folder uses that job instead of pretraining again; e.g. Table 5's MLM + NSP run serves as "
             "Table 8's 80/10/10 row and Table 6's 4/256/4 row.",
         )
-    examples = c3.number_input("Train examples per run (0 = all)", 0, 10_000_000, 2000, step=500)
-    epochs = c3.number_input("Epochs", 0.5, 20.0, 2.0, step=0.5)
+    # the committed set's fine-tuning (planning.suggested_spec), so the defaults reproduce it
+    examples = c3.number_input(
+        "Train examples per run (0 = all)", 0, 10_000_000, suggested.max_train_examples, step=500
+    )
+    dev_examples = c3.number_input("Dev examples scored per run (0 = all)", 0, 10_000_000, suggested.max_eval_examples)
+    epochs = c3.number_input(
+        "Epochs",
+        0.5,
+        20.0,
+        float(suggested.epochs),
+        step=0.5,
+        help="Fine-tuning passes over the train examples; the frozen-feature taggers' too (a task's own recipe "
+        "below replaces it for that task's fine-tuning runs).",
+    )
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",
         planning.task_recipes_text(table_spec.task_recipes),
@@ -339,6 +351,7 @@ if launch or estimate_only:
             model=model.strip(),
             data=data.strip(),
             max_train_examples=int(examples),
+            max_eval_examples=int(dev_examples),
             epochs=float(epochs),
             task_recipes=planning.parse_task_recipes(recipes),
             overrides=planning.parse_overrides(settings),

@@ -839,6 +839,23 @@ def test_tables_8_and_5_suggest_the_budget_and_batch_their_committed_runs_used()
     assert planning.suggested_spec("table7").overrides == ()  # probes a given model: nothing to pretrain
 
 
+@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
+def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, table):
+    """The page's launch form and command start from the committed set's fine-tuning (its train and dev
+    examples, epochs, seeds), so a suite launched as offered reproduces the shipped table: Table 7's
+    frozen-feature taggers at the suggestion's old 2 epochs found no entity on NER."""
+    committed = json.loads((Path(__file__).resolve().parent.parent / f"results/ablations/{table}.json").read_text())
+    ran, offered = committed["spec"], planning.suggested_spec(table)
+    for key in ("max_train_examples", "max_eval_examples", "epochs", "seeds"):
+        assert getattr(offered, key) == ran[key], (table, key)
+    # the form shows the same numbers
+    at = _open(table)
+    shown = {n.label: n.value for n in at.number_input}
+    assert shown["Train examples per run (0 = all)"] == offered.max_train_examples
+    assert shown["Dev examples scored per run (0 = all)"] == offered.max_eval_examples
+    assert shown["Epochs"] == offered.epochs and shown["Seeds (fine-tuning restarts)"] == offered.seeds
+
+
 def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
     """Table 6's committed shapes ran at batch 128 on 40M tokens each, MRPC with Table 5's recipe; the
     suggested grid (DEFAULT_GRID) is five of its nine shapes, so a re-run lands on committed rows."""

@@ -145,19 +145,27 @@ DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page of
 
 
 def suggested_spec(table: str) -> SuiteSpec:
-    """The suite the page suggests for a table: a pretrained table at equal tokens (the table's own
-    suggested budget and pretraining settings, else DEFAULT_BUDGET_TOKENS; mini models), one thread per
-    job as on a small shared machine; Table 7 on the shipped model."""
+    """The suite the page suggests for a table, the recipe of its committed set: a pretrained table at
+    equal tokens (the table's own suggested budget and pretraining settings, else DEFAULT_BUDGET_TOKENS;
+    mini models), its fine-tuning data, epochs, seeds and task recipes, one thread per job as on a small
+    shared machine; Table 7 on the shipped model."""
     ts = TABLES[table]
+    finetuning = {
+        "seeds": ts.suggested_seeds,
+        "max_train_examples": ts.suggested_examples[0],
+        "max_eval_examples": ts.suggested_examples[1],
+        "epochs": ts.suggested_epochs,
+        "task_recipes": ts.task_recipes,
+        "threads": 1,
+    }
     if not ts.pretrains:
-        return SuiteSpec(table, threads=1, task_recipes=ts.task_recipes)
+        return SuiteSpec(table, **finetuning)
     return SuiteSpec(
         table,
         size="mini",
         budget_tokens=ts.suggested_budget_tokens or DEFAULT_BUDGET_TOKENS,
-        threads=1,
-        task_recipes=ts.task_recipes,
         overrides=ts.suggested_overrides,
+        **finetuning,
     )
 
 
