@@ -426,7 +426,7 @@ def with_compile(est: Estimate, config: BertConfig) -> Estimate:
     compile_s = compile_seconds(config, est.device)
     note = (
         f"torch.compile adds ~{format_duration(compile_s)} before the first step "
-        "(the steps were timed without it; compiled steps are usually faster)"
+        "(the steps were timed without it; compiled steps can be faster on a GPU, on a CPU they measured slower)"
     )
     return dataclasses.replace(est, compile_s=compile_s, notes=(note, *est.notes))
 

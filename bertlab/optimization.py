@@ -144,7 +144,7 @@ def compile_pays(remaining_s: float, device_type: str, num_layers: int = 4) -> t
     pays = saved > 1.5 * cost
     verdict = "compiling" if pays else "staying eager"
     if speedup <= 1.0:
-        return False, f"compiling saves no time on this {kind.upper()} (measured {speedup:.2f}x): staying eager"
+        return False, f"compiled steps measured no faster on a {kind.upper()} (bertlab.train_types): staying eager"
     return pays, (
         f"~{remaining_s:.0f} s of training left would save ~{saved:.0f} s compiled "
         f"({speedup:.2f}x) against ~{cost:.0f} s to compile: {verdict}"
