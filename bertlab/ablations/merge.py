@@ -82,11 +82,9 @@ def merge_columns(
     old_rows = [r for r in rows if r["task"] in columns]
     old_runs = [r for r in meta.get("runs") or [] if r.get("column") in columns]
     if old_rows or old_runs:  # a column the set did not have yet replaces nothing
-        by = {
-            "by": record.get("id"),
-            "columns": sorted({r["task"] for r in old_rows} | {r.get("column") for r in old_runs}),
-        }
-        meta["replaced"] = [*(meta.get("replaced") or []), {**by, "rows": old_rows, "runs": old_runs}]
+        gone = sorted({r["task"] for r in old_rows} | {r.get("column") for r in old_runs})
+        entry = {"by": record.get("id"), "columns": gone, "rows": old_rows, "runs": old_runs}
+        meta["replaced"] = [*(meta.get("replaced") or []), entry]
     meta["runs"] = [r for r in meta.get("runs") or [] if r.get("column") not in columns] + [
         r for r in new_runs if r.get("column") in columns
     ]
