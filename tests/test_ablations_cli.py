@@ -22,6 +22,26 @@ def test_a_suite_spec_from_the_command_line():
     assert isinstance(spec, planning.SuiteSpec) and spec.tasks == ("sst2", "mrpc") and spec.seeds == 2
 
 
+def test_the_committed_recipe_on_the_command_line():
+    """Without options a suite takes SuiteSpec's defaults; --committed-recipe takes the table's committed set's
+    recipe (the page's suggestion), each option given replacing its value, and the printed command spells it out."""
+    assert spec_from_args(_parse(["run", "table7"])) == planning.SuiteSpec("table7")
+    for table in ("table5", "table6", "table7", "table8"):
+        assert spec_from_args(_parse(["run", table, "--committed-recipe"])) == planning.suggested_spec(table)
+    spec = spec_from_args(_parse(["run", "table7", "--committed-recipe", "--epochs", "3", "--seeds", "1"]))
+    assert (spec.epochs, spec.seeds, spec.max_train_examples, spec.max_eval_examples) == (3.0, 1, 4000, 0)
+    assert spec.task_recipes == planning.suggested_spec("table7").task_recipes
+    printed = planning.command(spec)
+    assert "--epochs 3" in printed and "--max-train-examples 4000 --max-eval-examples 0" in printed
+    assert spec_from_args(_parse(printed.split()[2:])) == spec  # the printed command needs no --committed-recipe
+    # a wall-clock budget asked for replaces the recipe's tokens; a task recipe given replaces the table's
+    t8 = spec_from_args(
+        _parse(["run", "table8", "--committed-recipe", "--budget-s", "60", "--task-recipe", "upos=1/1e-4"])
+    )
+    assert (t8.budget_s, t8.budget_tokens, t8.task_recipes) == (60.0, 0, (("upos", 1.0, 1e-4),))
+    assert t8.overrides == ("train.batch_size=128",) and t8.size == "mini"
+
+
 def test_reuse_on_the_command_line():
     argv = ["run", "table5", "--reuse", "mlm_nsp=job-1", "--reuse", " ltr = job-2 ", "--reuse-matching"]
     args = _parse(argv)

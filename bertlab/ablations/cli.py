@@ -1,6 +1,7 @@
 """`bertlab ablate ...`: launch the paper's ablation suites as jobs, follow them, collect their tables.
 
     bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
+    bertlab ablate run table7 --committed-recipe                       # the committed set's recipe
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
     bertlab ablate collect SUITE --into results/ablations/table7.csv   # a re-run column replaces its own
     bertlab ablate pool results/ablations/table5.csv OTHER.csv          # a second pretraining run's rows join
@@ -41,16 +42,22 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         + "; ".join(f"{t}: {','.join(v)}" for t, v in ((k, spec.default_tasks) for k, spec in TABLES.items()))
         + ")",
     )
-    p.add_argument("--seeds", type=int, default=3, help="fine-tuning restarts per variant and task (mean +- std)")
-    p.add_argument("--size", default="tiny", help="model preset of every pretrained variant")
+    p.add_argument(
+        "--committed-recipe",
+        action="store_true",
+        help="start from the recipe of the table's committed set (the one the Ablations page offers: pretraining "
+        "budget and settings, train and dev examples, epochs, seeds, task recipes); the options given replace "
+        "its values",
+    )
+    p.add_argument("--seeds", type=int, help="fine-tuning restarts per variant and task (mean +- std; default 3)")
+    p.add_argument("--size", help="model preset of every pretrained variant (default tiny)")
     p.add_argument(
         "--budget-tokens",
         type=_tokens,
-        default=0,
         help="pretraining input tokens per variant, e.g. 40M: every variant sees the same tokens, so its speed "
         "decides nothing (the fair comparison; replaces --budget-s)",
     )
-    p.add_argument("--budget-s", type=float, default=600.0, help="pretraining seconds per variant (equal wall-clock)")
+    p.add_argument("--budget-s", type=float, help="pretraining seconds per variant (equal wall-clock; default 600)")
     p.add_argument("--grid", default="", help="table6: layers/hidden/heads entries, e.g. '2/128/2,4/256/4'")
     p.add_argument("--model", default="", help="table7: the pretrained model to probe (default: the shipped model)")
     p.add_argument(
@@ -59,25 +66,25 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ (default: ../shared/data beside the repository)",
     )
     p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
-    p.add_argument("--max-train-examples", type=int, default=2000, help="train examples per fine-tuning run (0 = all)")
-    p.add_argument("--max-eval-examples", type=int, default=1000, help="dev examples scored per run (0 = all)")
-    p.add_argument("--epochs", type=float, default=2.0, help="fine-tuning passes over the train examples")
+    p.add_argument("--max-train-examples", type=int, help="train examples per fine-tuning run (0 = all; default 2000)")
+    p.add_argument("--max-eval-examples", type=int, help="dev examples scored per run (0 = all; default 1000)")
+    p.add_argument(
+        "--epochs", type=float, help="fine-tuning passes over the train examples, the frozen taggers' too (default 2)"
+    )
     p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (feature mode: 1e-3)")
     p.add_argument(
         "--task-recipe",
         action="append",
-        default=[],
         metavar="TASK=EPOCHS/LR",
         help="a task's own fine-tuning epochs and learning rate instead of --epochs/--lr (repeatable), "
         "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give only 230 steps at 2 epochs and 1e-4",
     )
-    p.add_argument("--threads", type=int, default=0, help="CPU threads per job (0 = torch's default)")
+    p.add_argument("--threads", type=int, help="CPU threads per job (0 = torch's default, the default)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
     p.add_argument(
         "--set",
         action="append",
-        default=[],
         metavar="KEY=VALUE",
         help="extra `bertlab pretrain` override for every variant (repeatable), e.g. train.batch_size=64",
     )
@@ -141,27 +148,37 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
-    """The suite `bertlab ablate run|estimate` arguments describe."""
+    """The suite `bertlab ablate run|estimate` arguments describe: what they leave out comes from
+    SuiteSpec's defaults, or with --committed-recipe from the table's committed set (planning.suggested_spec)."""
+    base = planning.suggested_spec(args.table) if args.committed_recipe else planning.SuiteSpec(args.table)
+
+    def given(field: str, value):
+        return getattr(base, field) if value is None else value
+
+    budget_tokens = given("budget_tokens", args.budget_tokens)
+    if args.budget_s is not None and args.budget_tokens is None:
+        budget_tokens = 0  # a wall-clock budget asked for replaces the recipe's tokens
+    recipes = None if args.task_recipe is None else tuple(planning.parse_task_recipe(t) for t in args.task_recipe)
     return planning.SuiteSpec(
         table=args.table,
         tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
-        seeds=args.seeds,
-        size=args.size,
-        budget_s=args.budget_s,
-        budget_tokens=args.budget_tokens,
+        seeds=given("seeds", args.seeds),
+        size=given("size", args.size),
+        budget_s=given("budget_s", args.budget_s),
+        budget_tokens=budget_tokens,
         grid=planning.parse_grid(args.grid) if args.grid else (),
         model=args.model,
         data=args.data,
         corpus=args.corpus,
-        max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples,
-        epochs=args.epochs,
+        max_train_examples=given("max_train_examples", args.max_train_examples),
+        max_eval_examples=given("max_eval_examples", args.max_eval_examples),
+        epochs=given("epochs", args.epochs),
         finetune_lr=args.lr,
-        task_recipes=tuple(planning.parse_task_recipe(t) for t in args.task_recipe),
-        threads=args.threads,
+        task_recipes=given("task_recipes", recipes),
+        threads=given("threads", args.threads),
         device=args.device,
         name=args.name,
-        overrides=tuple(args.set),
+        overrides=given("overrides", None if args.set is None else tuple(args.set)),
         reuse=tuple(_reuse_entry(r) for r in args.reuse),
     )
 
