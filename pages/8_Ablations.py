@@ -324,7 +324,7 @@ with st.form(f"abl_launch_{table}"):
     )
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",
-        planning.task_recipes_text(table_spec.task_recipes),
+        planning.task_recipes_text(suggested.task_recipes),
         help="Replaces the epochs above and the learning rate (1e-4) for that task's fine-tuning runs, as the "
         "paper chose a recipe per task. MRPC's 3,668 pairs give only 230 steps at 2 epochs and 1e-4, which "
         "left Table 5's mini models near the majority guess; at those settings Table 8's UPOS fine-tuning "

@@ -34,6 +34,7 @@ def _tokens(text: str) -> int:
 
 
 def _suite_options(p: argparse.ArgumentParser) -> None:
+    d = planning.SuiteSpec("table5")  # the defaults of what --committed-recipe can set (spec_from_args)
     p.add_argument("table", choices=sorted(TABLES), help="which of the paper's tables")
     p.add_argument(
         "--tasks",
@@ -49,15 +50,19 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         "budget and settings, train and dev examples, epochs, seeds, task recipes); the options given replace "
         "its values",
     )
-    p.add_argument("--seeds", type=int, help="fine-tuning restarts per variant and task (mean +- std; default 3)")
-    p.add_argument("--size", help="model preset of every pretrained variant (default tiny)")
+    p.add_argument(
+        "--seeds", type=int, help=f"fine-tuning restarts per variant and task (mean +- std; default {d.seeds})"
+    )
+    p.add_argument("--size", help=f"model preset of every pretrained variant (default {d.size})")
     p.add_argument(
         "--budget-tokens",
         type=_tokens,
         help="pretraining input tokens per variant, e.g. 40M: every variant sees the same tokens, so its speed "
         "decides nothing (the fair comparison; replaces --budget-s)",
     )
-    p.add_argument("--budget-s", type=float, help="pretraining seconds per variant (equal wall-clock; default 600)")
+    p.add_argument(
+        "--budget-s", type=float, help=f"pretraining seconds per variant (equal wall-clock; default {d.budget_s:.0f})"
+    )
     p.add_argument("--grid", default="", help="table6: layers/hidden/heads entries, e.g. '2/128/2,4/256/4'")
     p.add_argument("--model", default="", help="table7: the pretrained model to probe (default: the shipped model)")
     p.add_argument(
@@ -66,10 +71,18 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ (default: ../shared/data beside the repository)",
     )
     p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
-    p.add_argument("--max-train-examples", type=int, help="train examples per fine-tuning run (0 = all; default 2000)")
-    p.add_argument("--max-eval-examples", type=int, help="dev examples scored per run (0 = all; default 1000)")
     p.add_argument(
-        "--epochs", type=float, help="fine-tuning passes over the train examples, the frozen taggers' too (default 2)"
+        "--max-train-examples",
+        type=int,
+        help=f"train examples per fine-tuning run (0 = all; default {d.max_train_examples})",
+    )
+    p.add_argument(
+        "--max-eval-examples", type=int, help=f"dev examples scored per run (0 = all; default {d.max_eval_examples})"
+    )
+    p.add_argument(
+        "--epochs",
+        type=float,
+        help=f"fine-tuning passes over the train examples, the frozen taggers' too (default {d.epochs:g})",
     )
     p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (feature mode: 1e-3)")
     p.add_argument(
@@ -79,7 +92,7 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="a task's own fine-tuning epochs and learning rate instead of --epochs/--lr (repeatable), "
         "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give only 230 steps at 2 epochs and 1e-4",
     )
-    p.add_argument("--threads", type=int, help="CPU threads per job (0 = torch's default, the default)")
+    p.add_argument("--threads", type=int, help=f"CPU threads per job (0 = torch's default; default {d.threads})")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
     p.add_argument(
