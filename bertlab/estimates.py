@@ -463,7 +463,11 @@ def _step_seconds(
             step_s = micro_s * max(1, grad_accum)
             if gpus > 1:
                 step_s /= MULTI_GPU_EFFICIENCY
-            return step_s, f"timed here now ({rows} x {length} tokens on {name}, {_precision_label(precision, device)})"
+            where = f"CPU, {threads} of {os.cpu_count() or 1} cores" if threads and device == "cpu" else name
+            return (
+                step_s,
+                f"timed here now ({rows} x {length} tokens on {where}, {_precision_label(precision, device)})",
+            )
     return tabulated_s, f"tabulated for {key if key != 'cpu' else name}"
 
 
