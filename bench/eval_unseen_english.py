@@ -203,7 +203,7 @@ def main() -> None:
         print(
             f"{m[-40:]:<40} "
             + " ".join(f"{c['mlm_acc']:>8.1%} ({c['masked_tokens']:>5})" for c in cells)
-            + f" {nsp if nsp is None else f'{nsp:.1%}':>10}"
+            + f" {'no NSP head' if nsp is None else f'{nsp:.1%}':>10}"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
