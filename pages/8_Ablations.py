@@ -322,6 +322,18 @@ with st.form(f"abl_launch_{table}"):
         help="Fine-tuning passes over the train examples; the frozen-feature taggers' too (a task's own recipe "
         "below replaces it for that task's fine-tuning runs).",
     )
+    feature_lr = suggested.feature_lr
+    if table_spec.has_frozen_features:
+        feature_lr = c3.number_input(
+            "Frozen-feature taggers' learning rate",
+            1e-5,
+            1e-1,
+            float(suggested.feature_lr),
+            step=1e-4,
+            format="%g",
+            help="The rate of the BiLSTM taggers trained on frozen features (the paper gives none). On the shipped "
+            "model's UPOS (seed 0, 6 epochs) the last layer's tagger scored 88.8 at 1e-3 and 90.3 at 3e-3.",
+        )
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",
         planning.task_recipes_text(suggested.task_recipes),
@@ -353,6 +365,7 @@ if launch or estimate_only:
             max_train_examples=int(examples),
             max_eval_examples=int(dev_examples),
             epochs=float(epochs),
+            feature_lr=float(feature_lr),
             task_recipes=planning.parse_task_recipes(recipes),
             overrides=planning.parse_overrides(settings),
         )

@@ -74,7 +74,7 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
     assert meta["merged"][0]["columns"] == ["ner"] and meta["merged"][0]["spec"]["epochs"] == 6.0
     said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), meta["merged"])
     assert said.count("ner") == 2 and "ner re-run later (suite rerun-7)" in said
-    assert "(frozen features: 6.0 epochs at 1e-3); for ner 6 epochs at 0.0003" in said
+    assert "(frozen features: 6.0 epochs at 0.001); for ner 6 epochs at 0.0003" in said
 
 
 def test_a_new_column_is_added_at_the_end_and_replaces_nothing(tmp_path, monkeypatch):

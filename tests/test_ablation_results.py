@@ -130,9 +130,9 @@ def test_a_result_set_says_the_budget_it_ran_on():
     # a task's own fine-tuning recipe is said, for the tasks the set ran
     own = {**spec, "finetune_lr": 1e-4, "tasks": ["upos"], "task_recipes": [["upos", 4.0, 3e-4], ["ner", 3.0, 2e-4]]}
     said = results.describe_spec(own)
-    assert "train examples (frozen features: 2.0 epochs at 1e-3); for upos 4 epochs at 0.0003, 3 seeds" in said
+    assert "train examples (frozen features: 2.0 epochs at 0.001); for upos 4 epochs at 0.0003, 3 seeds" in said
     both = results.describe_spec({**own, "tasks": ["upos", "ner2"]})  # a task on the suite's own recipe
-    assert "for 2.0 epochs at learning rate 0.0001 (frozen features: 2.0 epochs at 1e-3); for upos 4 epochs" in both
+    assert "for 2.0 epochs at learning rate 0.0001 (frozen features: 2.0 epochs at 0.001); for upos 4 epochs" in both
     assert "for ner" not in said
 
 

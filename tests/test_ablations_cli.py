@@ -42,6 +42,21 @@ def test_the_committed_recipe_on_the_command_line():
     assert t8.overrides == ("train.batch_size=128",) and t8.size == "mini"
 
 
+def test_the_frozen_taggers_rate_on_the_command_line():
+    """--feature-lr sets the rate of the feature-based runs only: fine-tuning keeps its task recipe, and the
+    printed command carries it."""
+    spec = spec_from_args(_parse(["run", "table7", "--committed-recipe", "--feature-lr", "3e-3", "--tasks", "upos"]))
+    assert spec.feature_lr == 3e-3 and spec_from_args(_parse(["run", "table7"])).feature_lr == 1e-3
+    runs = [r for r in planning.plan(spec, "s") if r.column != "pretraining"]
+    rates = {r.variant: r.spec.args[r.spec.args.index("--lr") + 1] for r in runs}
+    assert rates["finetune"] == str(dict((t, lr) for t, _, lr in spec.task_recipes)["upos"])
+    assert {rates[v] for v in rates if v != "finetune"} == {"0.003"}
+    printed = planning.command(spec)
+    assert "--feature-lr 0.003" in printed and spec_from_args(_parse(printed.split()[2:])) == spec
+    with pytest.raises(InputError, match="learning rates must be above 0"):
+        planning.SuiteSpec("table7", feature_lr=0)
+
+
 def test_reuse_on_the_command_line():
     argv = ["run", "table5", "--reuse", "mlm_nsp=job-1", "--reuse", " ltr = job-2 ", "--reuse-matching"]
     args = _parse(argv)

@@ -84,7 +84,12 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         type=float,
         help=f"fine-tuning passes over the train examples, the frozen taggers' too (default {d.epochs:g})",
     )
-    p.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate (feature mode: 1e-3)")
+    p.add_argument("--lr", type=float, help=f"fine-tuning learning rate (default {d.finetune_lr:g})")
+    p.add_argument(
+        "--feature-lr",
+        type=float,
+        help=f"the frozen-feature taggers' learning rate (Tables 7 and 8's feature-based runs; default {d.feature_lr:g})",
+    )
     p.add_argument(
         "--task-recipe",
         action="append",
@@ -186,7 +191,8 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         max_train_examples=given("max_train_examples", args.max_train_examples),
         max_eval_examples=given("max_eval_examples", args.max_eval_examples),
         epochs=given("epochs", args.epochs),
-        finetune_lr=args.lr,
+        finetune_lr=given("finetune_lr", args.lr),
+        feature_lr=given("feature_lr", args.feature_lr),
         task_recipes=given("task_recipes", recipes),
         threads=given("threads", args.threads),
         device=args.device,

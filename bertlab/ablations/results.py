@@ -380,7 +380,9 @@ def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
     scored = f"up to {spec['max_eval_examples']}" if spec.get("max_eval_examples") else "all the"
     lr = spec.get("finetune_lr")
     own = [(task, epochs, rate) for task, epochs, rate in spec.get("task_recipes") or () if task in tasks]
-    frozen = f" (frozen features: {spec.get('epochs', '?')} epochs at 1e-3)" if features else ""
+    frozen = (
+        f" (frozen features: {spec.get('epochs', '?')} epochs at {spec.get('feature_lr', 1e-3):g})" if features else ""
+    )
     if tasks and len(own) == len(tasks):  # every task its own recipe: the suite's epochs only set the features'
         general = frozen
     else:
