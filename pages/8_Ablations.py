@@ -332,7 +332,7 @@ with st.form(f"abl_launch_{table}"):
             step=1e-4,
             format="%g",
             help="The rate of the BiLSTM taggers trained on frozen features (the paper gives none). On the shipped "
-            "model's UPOS (seed 0, 6 epochs) the last layer's tagger scored 88.8 at 1e-3 and 90.3 at 3e-3.",
+            "model's UPOS (seed 0, 6 epochs) every tagger scored 0.6-1.8 points more at 3e-3 than at 1e-3.",
         )
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",

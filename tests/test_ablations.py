@@ -791,7 +791,7 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     assert next(t for t in _open("table8").text_input if t.label == label).value == "upos=4/0.0003"  # its own
     assert next(t for t in _open("table6").text_input if t.label == label).value == "mrpc=4/0.0003"  # Table 5's
     table7 = next(t for t in _open("table7").text_input if t.label == label).value
-    assert table7 == "upos=6/0.0003, ner=6/0.0003"  # the committed set's: 6 epochs both ways
+    assert table7 == "upos=6/0.001, ner=6/0.0003"  # the committed set's: 6 epochs, UPOS at its best rate
     at = _open("table5")
     recipe = next(t for t in at.text_input if t.label == label)
     assert recipe.value == "mrpc=4/0.0003, sst2=2/0.0003, qnli=2/0.0003, squad=3/0.0003, rte=4/0.0003"  # its own
@@ -813,7 +813,7 @@ def test_pretraining_settings_are_parsed_one_per_line():
             planning.parse_overrides(bad)
 
 
-def test_tables_8_and_5_suggest_the_budget_and_batch_their_committed_runs_used():
+def test_tables_8_5_and_7_suggest_the_recipes_their_committed_runs_used():
     """Table 8's mixes without unchanged tokens left the unigram guess only on a larger budget and batch
     (TableSpec.suggested_*), and Table 5 was re-run on the same recipe."""
     t8 = planning.suggested_spec("table8")
@@ -837,6 +837,10 @@ def test_tables_8_and_5_suggest_the_budget_and_batch_their_committed_runs_used()
     assert [(t, *merge.column_recipe(committed, t)[:2]) for t, _, _ in t5.task_recipes] == list(t5.task_recipes)
     assert {t for t, _, _ in t5.task_recipes} == set(TABLES["table5"].default_tasks)
     assert planning.suggested_spec("table7").overrides == ()  # probes a given model: nothing to pretrain
+    # Table 7's columns each at the recipe the committed set ran (UPOS re-run at fine-tuning's best rate)
+    t7 = planning.suggested_spec("table7")
+    committed = json.loads((repo / "results" / "ablations" / "table7.json").read_text())
+    assert [(t, *merge.column_recipe(committed, t)[:2]) for t, _, _ in t7.task_recipes] == list(t7.task_recipes)
 
 
 @pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
@@ -854,6 +858,11 @@ def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, ta
     assert shown["Train examples per run (0 = all)"] == offered.max_train_examples
     assert shown["Dev examples scored per run (0 = all)"] == offered.max_eval_examples
     assert shown["Epochs"] == offered.epochs and shown["Seeds (fine-tuning restarts)"] == offered.seeds
+    # the frozen-feature taggers' rate, where a table has them (records from before the field ran at 1e-3)
+    if TABLES[table].has_frozen_features:
+        assert shown["Frozen-feature taggers' learning rate"] == offered.feature_lr == ran.get("feature_lr", 1e-3)
+    else:
+        assert "Frozen-feature taggers' learning rate" not in shown
 
 
 def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():

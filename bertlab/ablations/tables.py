@@ -208,8 +208,9 @@ TABLES: dict[str, TableSpec] = {
             # WNUT-17 NER at 4 epochs (the features at 2) found almost no entity (fine-tuning F1 6.6, every frozen
             # tagger 0); at 6 both ways fine-tuning reached 18.2 (the features need `--epochs 6` too). UPOS
             # at 6 both ways: fine-tuning 88.1 -> 89.5, the taggers 3-5 points more (all on the model after
-            # stage 2; the committed stage-3 set runs 6 both ways: fine-tuning NER 21.3, UPOS 89.2)
-            task_recipes=(("upos", 6.0, 3e-4), ("ner", 6.0, 3e-4)),
+            # stage 2; the committed stage-3 set runs 6 both ways: fine-tuning NER 21.3). Fine-tuning's rate on
+            # UPOS, chosen on dev (seed 0) as the paper chose its: 1e-4 83.8, 3e-4 89.1, 1e-3 90.1, 2e-3 89.8
+            task_recipes=(("upos", 6.0, 1e-3), ("ner", 6.0, 3e-4)),
             suggested_examples=(4000, 0),  # UPOS's first 4,000 sentences, all 3,394 of WNUT-17's
             suggested_epochs=6.0,  # the frozen-feature taggers: at 2 epochs none found an entity on NER
         ),
