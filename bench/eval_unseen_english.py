@@ -196,14 +196,14 @@ def main() -> None:
     for m in args.model:
         results[m] = evaluate(load_model(m, device="cpu"), args.data, args.max_sentences, args.seed)
     names = list(next(iter(results.values()))["domains"]) + ["all"]
-    print(f"{'model':<40} " + " ".join(f"{n:>16}" for n in names) + f" {'NSP (ewt)':>10}")
+    print(f"{'model':<40} " + " ".join(f"{n:>16}" for n in names) + f" {'NSP (ewt)':>11}")
     for m, r in results.items():
         cells = [r["domains"].get(n, r["overall"]) if n != "all" else r["overall"] for n in names]
         nsp = r["overall"].get("nsp_acc")
         print(
             f"{m[-40:]:<40} "
             + " ".join(f"{c['mlm_acc']:>8.1%} ({c['masked_tokens']:>5})" for c in cells)
-            + f" {'no NSP head' if nsp is None else f'{nsp:.1%}':>10}"
+            + f" {'no NSP head' if nsp is None else f'{nsp:.1%}':>11}"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

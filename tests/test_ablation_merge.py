@@ -233,3 +233,18 @@ def test_pooling_takes_another_seed_and_refuses_to_pool_twice(tmp_path):
     finally:
         mp.undo()
     assert json.loads(json_path.read_text())["pooled"][0]["columns"] == ["pretraining", "rte"]
+
+
+def test_a_columns_recipe_is_the_one_that_made_it():
+    """Fine-tuning columns take their task recipe (else the suite's epochs and --lr); a frozen-feature column
+    (Table 8's) the suite's epochs at the taggers' rate, 1e-3 in records from before --feature-lr; a merged
+    column its own suite's, so two sets whose taggers ran at other rates do not pool that column."""
+    old = {"spec": {"epochs": 2.0, "finetune_lr": 1e-4, "task_recipes": [["upos", 4.0, 3e-4]], "max_train_examples": 9}}
+    assert merge.column_recipe(old, "upos") == (4.0, 3e-4, 9, None)
+    assert merge.column_recipe(old, "upos-feature") == (2.0, 1e-3, 9, None)
+    assert merge.column_recipe(old, "ner") == (2.0, 1e-4, 9, None)
+    rerun = {"id": "later", "columns": ["upos-feature"], "spec": {**old["spec"], "feature_lr": 3e-3}}
+    merged = {**old, "merged": [rerun]}
+    assert merge.column_spec(merged, "upos-feature")["feature_lr"] == 3e-3
+    assert merge.column_recipe(merged, "upos-feature") == (2.0, 3e-3, 9, None)
+    assert merge.column_recipe(merged, "upos") == merge.column_recipe(old, "upos")

@@ -206,14 +206,23 @@ def pool_sets(csv_path: str | Path, other_csv: str | Path) -> tuple[Path, Path, 
     return csv_path, csv_path.with_suffix(".json"), columns
 
 
-def column_recipe(meta: dict, task: str) -> tuple[float, float, int | None, int | None]:
-    """How a set fine-tuned `task`: (epochs, learning rate, train examples, dev examples), from the spec of the
-    last suite merged into it for that column, else its own. Not in it: the input length each run used
-    (a run's own run_config.json says), which a change of the fine-tuning code can move at the same spec."""
+def column_spec(meta: dict, task: str) -> dict:
+    """The spec of the suite that made a set's column `task`: the last one merged into it for that column,
+    else the set's own."""
     spec = next(
         (m.get("spec") or {} for m in reversed(meta.get("merged") or []) if task in (m.get("columns") or ())), None
     )
-    spec = spec if spec is not None else meta.get("spec") or {}
-    own = {t: (float(e), float(lr)) for t, e, lr in spec.get("task_recipes") or ()}
-    epochs, lr = own.get(task, (float(spec.get("epochs", 0)), float(spec.get("finetune_lr", 0))))
+    return spec if spec is not None else meta.get("spec") or {}
+
+
+def column_recipe(meta: dict, task: str) -> tuple[float, float, int | None, int | None]:
+    """How a set fine-tuned `task`: (epochs, learning rate, train examples, dev examples), from the spec that
+    made the column (`column_spec`). Not in it: the input length each run used
+    (a run's own run_config.json says), which a change of the fine-tuning code can move at the same spec."""
+    spec = column_spec(meta, task)
+    if task.endswith("-feature"):  # a frozen-feature column (Table 8): the suite's epochs at the taggers' rate
+        epochs, lr = float(spec.get("epochs", 0)), float(spec.get("feature_lr", 1e-3))
+    else:
+        own = {t: (float(e), float(lr)) for t, e, lr in spec.get("task_recipes") or ()}
+        epochs, lr = own.get(task, (float(spec.get("epochs", 0)), float(spec.get("finetune_lr", 0))))
     return epochs, lr, spec.get("max_train_examples"), spec.get("max_eval_examples")

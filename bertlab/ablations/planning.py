@@ -158,6 +158,7 @@ def suggested_spec(table: str) -> SuiteSpec:
         "max_train_examples": ts.suggested_examples[0],
         "max_eval_examples": ts.suggested_examples[1],
         "epochs": ts.suggested_epochs,
+        "feature_lr": ts.suggested_feature_lr,
         "task_recipes": ts.task_recipes,
         "threads": 1,
     }

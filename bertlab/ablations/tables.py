@@ -82,6 +82,7 @@ class TableSpec:
     suggested_examples: tuple[int, int] = (2000, 1000)
     suggested_epochs: float = 2.0
     suggested_seeds: int = 3
+    suggested_feature_lr: float = 1e-3  # the frozen-feature taggers' rate (SuiteSpec.feature_lr)
 
     @property
     def paper(self) -> PaperTable:
