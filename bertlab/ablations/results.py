@@ -350,7 +350,8 @@ def describe_spec(
     later = [str(c).removesuffix("-feature") for m in merged for c in m.get("columns") or ()]
     tasks = [t for t in spec.get("tasks") or (table.default_tasks if table is not None else ()) if t not in later]
     features = table is not None and table.has_frozen_features
-    parts.append(_finetuning_text(spec, tasks, features))
+    if tasks or not merged:  # a set whose every column was re-run later says only how the re-runs were made
+        parts.append(_finetuning_text(spec, tasks, features))
     for m in merged:
         columns = list(dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or ()))
         parts.append(
