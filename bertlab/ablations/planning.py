@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bertlab.ablations.tables import TABLES, Column, TableSpec, Variant
+from bertlab.ablations.tables import FEATURE_LR, TABLES, Column, TableSpec, Variant
 from bertlab.config import PRESETS
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data, in_folder
@@ -54,7 +54,7 @@ class SuiteSpec:
     max_eval_examples: int = 1000
     epochs: float = 2.0
     finetune_lr: float = 1e-4  # fine-tuning mode
-    feature_lr: float = 1e-3  # the frozen-feature taggers' (feature mode; a task recipe does not change it)
+    feature_lr: float = FEATURE_LR  # the frozen-feature taggers' (feature mode; a task recipe does not change it)
     # (task, epochs, learning rate) for a task whose fine-tuning runs need their own recipe, as the paper
     # chose one per task: e.g. ("mrpc", 4.0, 3e-4), since MRPC's 3,668 pairs give a small model only 230
     # steps at 2 epochs and 1e-4, which left Table 5's mini models near the majority guess. Fine-tuning

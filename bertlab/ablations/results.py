@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bertlab.ablations.paper import CITATION, PAPER, PAPER_COLUMN, our_label, parse_shape
 from bertlab.ablations.suites import suite_runs
-from bertlab.ablations.tables import DEFAULT_GRID, TABLES
+from bertlab.ablations.tables import DEFAULT_GRID, FEATURE_LR, TABLES
 from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.finetune.tasks import get_task
@@ -382,7 +382,9 @@ def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
     lr = spec.get("finetune_lr")
     own = [(task, epochs, rate) for task, epochs, rate in spec.get("task_recipes") or () if task in tasks]
     frozen = (
-        f" (frozen features: {spec.get('epochs', '?')} epochs at {spec.get('feature_lr', 1e-3):g})" if features else ""
+        f" (frozen features: {spec.get('epochs', '?')} epochs at {spec.get('feature_lr', FEATURE_LR):g})"
+        if features
+        else ""
     )
     if tasks and len(own) == len(tasks):  # every task its own recipe: the suite's epochs only set the features'
         general = frozen
