@@ -75,6 +75,10 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
     said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), meta["merged"])
     assert said.count("ner") == 2 and "ner re-run later (suite rerun-7)" in said
     assert "(frozen features: 6.0 epochs at 0.001); for ner 6 epochs at 0.0003" in said
+    # re-run again (Table 7's NER with the taggers at 3e-3): only the suite that makes the column now is said
+    again = {"id": "rerun-8", "columns": ["ner"], "spec": {**meta["merged"][0]["spec"], "feature_lr": 3e-3}}
+    said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [*meta["merged"], again])
+    assert "rerun-7" not in said and "ner re-run later (suite rerun-8)" in said and "epochs at 0.003)" in said
 
 
 def test_a_new_column_is_added_at_the_end_and_replaces_nothing(tmp_path, monkeypatch):

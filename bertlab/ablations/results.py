@@ -326,7 +326,8 @@ def describe_spec(
 ) -> str:
     """One line on how a result set was made, from its suite spec, what its pretraining changed in the base
     recipe (`recipe_changes` of its suite record: KEY=VALUE overrides) and the columns re-run later by
-    other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe.
+    other suites (`merged` of its record, see bertlab.ablations.merge), each said with its own recipe, and
+    only for the columns no later re-run replaced.
     `models` (the record's): a table that probes one pretrained model names it with how far it had trained,
     which stays true when the shipped model trains on. `pooled` (the record's, see bertlab.ablations.merge):
     the sets of the same recipe pretrained again whose rows joined these."""
@@ -352,8 +353,13 @@ def describe_spec(
     features = table is not None and table.has_frozen_features
     if tasks or not merged:  # a set whose every column was re-run later says only how the re-runs were made
         parts.append(_finetuning_text(spec, tasks, features))
-    for m in merged:
-        columns = list(dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or ()))
+    for i, m in enumerate(merged):  # each re-run for the columns it still makes: a later one replaced the rest
+        again = {str(c) for n in merged[i + 1 :] for c in n.get("columns") or ()}
+        columns = list(
+            dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or () if str(c) not in again)
+        )
+        if not columns:
+            continue
         parts.append(
             f"{', '.join(columns)} re-run later (suite {m.get('id', '?')}): "
             + _finetuning_text(m.get("spec") or {}, columns, features)
