@@ -79,6 +79,22 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
     again = {"id": "rerun-8", "columns": ["ner"], "spec": {**meta["merged"][0]["spec"], "feature_lr": 3e-3}}
     said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [*meta["merged"], again])
     assert "rerun-7" not in said and "ner re-run later (suite rerun-8)" in said and "epochs at 0.003)" in said
+    # a re-run partly replaced later is said for the column it still makes
+    two = {"id": "rerun-6", "columns": ["upos", "ner"], "spec": meta["merged"][0]["spec"]}
+    said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [two, again])
+    assert "upos re-run later (suite rerun-6)" in said and "ner re-run later (suite rerun-8)" in said
+    assert "upos, ner re-run" not in said
+
+
+def test_a_table8_set_whose_fine_tuned_column_was_re_run_still_says_how_its_frozen_column_was_made():
+    """In Table 8 a task makes two columns (upos, upos-feature): re-running one leaves the set's own
+    recipe making the other."""
+    spec = {"table": "table8", "tasks": ["upos"], "size": "mini", "epochs": 2.0, "finetune_lr": 1e-4, "seeds": 3}
+    rerun = {"id": "ft-only", "columns": ["upos"], "spec": {**spec, "task_recipes": [["upos", 4.0, 3e-4]]}}
+    said = results.describe_spec(spec, (), [rerun])
+    assert said.count("fine-tuned on") == 2 and "upos re-run later (suite ft-only)" in said
+    both = {"id": "both", "columns": ["upos", "upos-feature"], "spec": spec}
+    assert results.describe_spec(spec, (), [both]).count("fine-tuned on") == 1
 
 
 def test_a_new_column_is_added_at_the_end_and_replaces_nothing(tmp_path, monkeypatch):

@@ -348,8 +348,13 @@ def describe_spec(
             f"{rows} pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
             + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
-    later = [str(c).removesuffix("-feature") for m in merged for c in m.get("columns") or ()]
-    tasks = [t for t in spec.get("tasks") or (table.default_tasks if table is not None else ()) if t not in later]
+    later = {str(c) for m in merged for c in m.get("columns") or ()}
+    both = table is not None and table.feature_columns  # a task makes two columns: TASK and TASK-feature
+    tasks = [
+        t
+        for t in spec.get("tasks") or (table.default_tasks if table is not None else ())
+        if not ({t, f"{t}-feature"} if both else {t}) <= later
+    ]
     features = table is not None and table.has_frozen_features
     if tasks or not merged:  # a set whose every column was re-run later says only how the re-runs were made
         parts.append(_finetuning_text(spec, tasks, features))
