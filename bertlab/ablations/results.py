@@ -348,20 +348,20 @@ def describe_spec(
             f"{rows} pretrained {pretraining_budget(spec)} each with the shipped model's recipe"
             + (f" (changed: {', '.join(recipe_changes)})" if recipe_changes else "")
         )
-    later = {str(c) for m in merged for c in m.get("columns") or ()}
+    # column -> the re-run that makes it now (the last one merged for it); the set's own spec makes the rest
+    maker = {str(c): i for i, m in enumerate(merged) for c in m.get("columns") or ()}
     both = table is not None and table.feature_columns  # a task makes two columns: TASK and TASK-feature
     tasks = [
         t
         for t in spec.get("tasks") or (table.default_tasks if table is not None else ())
-        if not ({t, f"{t}-feature"} if both else {t}) <= later
+        if not ({t, f"{t}-feature"} if both else {t}) <= maker.keys()
     ]
     features = table is not None and table.has_frozen_features
     if tasks or not merged:  # a set whose every column was re-run later says only how the re-runs were made
         parts.append(_finetuning_text(spec, tasks, features))
     for i, m in enumerate(merged):  # each re-run for the columns it still makes: a later one replaced the rest
-        again = {str(c) for n in merged[i + 1 :] for c in n.get("columns") or ()}
         columns = list(
-            dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or () if str(c) not in again)
+            dict.fromkeys(str(c).removesuffix("-feature") for c in m.get("columns") or () if maker[str(c)] == i)
         )
         if not columns:
             continue
