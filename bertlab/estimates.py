@@ -164,10 +164,16 @@ def measured_step_seconds(
     threads: int = 0,
     head: HeadConfig | None = None,
     precision: str = "auto",
+    real_length: float = 0.0,
 ) -> float:
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
     is the less disturbed by other work on the machine). Cached per shape.
+
+    `real_length`: the mean real (unpadded) tokens of a row, for a head whose cost follows the real
+    tokens rather than the padded batch: a BiLSTM runs on packed sequences, so the timed batch is
+    padded as the job's are (one row `length` long, the others shorter, `real_length` on average).
+    0, or a head without a BiLSTM: every row `length` tokens.
 
     `precision`: the job's, resolved as the trainer resolves it (`optimization.resolve_precision`):
     bf16 autocast on a GPU or a CPU with bf16 instructions, where a step takes ~0.6x fp32's.
@@ -193,7 +199,10 @@ def measured_step_seconds(
             p.requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(5, config.vocab_size, (rows, length), generator=g).to(torch_device)  # (B, T)
-    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    mask = torch.ones_like(ids)
+    if not pretraining and head.use_bilstm and 0 < real_length < length:
+        mask[1:, _other_rows_length(rows, length, real_length) :] = 0
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
     if pretraining:
         labels = torch.full_like(ids, -100)
         labels[:, 1 : 1 + min(max_predictions, length - 1)] = ids[:, 1 : 1 + min(max_predictions, length - 1)]
@@ -227,6 +236,14 @@ def measured_step_seconds(
     finally:
         torch.set_num_threads(old_threads)
     return min(times[1:])
+
+
+def _other_rows_length(rows: int, length: int, real_length: float) -> int:
+    """The length of every row but the first (which is `length` long, as a batch's longest row) for the
+    rows to average `real_length` real tokens; at least 1."""
+    if rows < 2:
+        return length
+    return max(1, min(length, round((rows * real_length - length) / (rows - 1))))
 
 
 def _run_seq_length(run_config: dict) -> int | None:
@@ -356,7 +373,7 @@ def estimate(
     step_s, source = _step_seconds(
         config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
         max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head, max_seq_length,
-        precision,
+        precision, real_row,
     )  # fmt: skip
     tokens_per_step = round(batch_size * real_row * gpus)
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
@@ -434,7 +451,7 @@ def with_compile(est: Estimate, config: BertConfig) -> Estimate:
 def _step_seconds(
     config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
     max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head=None,
-    max_seq_length=0, precision="auto",
+    max_seq_length=0, precision="auto", real_row=0.0,
 ) -> tuple[float, str]:  # fmt: skip
     """(seconds an optimizer step, where that comes from): see `estimate`."""
     if gpus == 1:
@@ -452,7 +469,7 @@ def _step_seconds(
         def timed(rows: int) -> float:
             return measured_step_seconds(
                 config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head,
-                precision,
+                precision, real_row if real_row < padded_row else 0.0,
             )  # fmt: skip
 
         try:

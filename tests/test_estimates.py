@@ -295,3 +295,40 @@ def test_a_step_is_timed_in_the_precision_the_job_will_train_in(monkeypatch):
     monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
     estimates.measured_step_seconds.cache_clear()
     assert estimate(cfg, precision="auto", **kw).throughput_source.endswith(", fp32)")  # no bf16 here: fp32
+
+
+def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
+    """A BiLSTM runs on packed sequences, so its cost follows the real tokens: the timed batch has one row
+    as long as the batch and the others shorter, averaging the task's real tokens a row (timing every row
+    full over-estimated a frozen-feature UPOS job 1.65x). A head without a BiLSTM is timed on full rows."""
+    import bertlab.estimates as estimates
+    import bertlab.finetune.models as models
+    from bertlab.finetune.models import HeadConfig
+    from bertlab.task_tokens import TaskTokens
+
+    seen = []
+    real_forward = models.BertForTokenClassification.forward
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, **kw):
+        seen.append(attention_mask.sum(1).tolist())
+        return real_forward(self, input_ids, token_type_ids, attention_mask, **kw)
+
+    monkeypatch.setattr(models.BertForTokenClassification, "forward", forward)
+    cfg = preset("tiny", vocab_size=300)
+    tokens = TaskTokens(real_per_row=12.0, padded_per_row=30.0, longest=40, features=100, source="test")
+    kw = dict(batch_size=8, seq_length=40, max_steps=3, pretraining=False, tokens=tokens, task="upos")
+    for mode, bilstm in (("feature", True), ("finetune", False)):
+        head = HeadConfig(shape="tagging", num_labels=3, mode=mode)
+        assert head.use_bilstm is bilstm
+        seen.clear()
+        estimates.measured_step_seconds.cache_clear()
+        estimate(cfg, trainable_fraction=0.01 if bilstm else 1.0, head=head, **kw)
+        assert seen
+        for lengths in seen:
+            assert max(lengths) == 30  # the batch's longest row
+            if bilstm:
+                assert sum(lengths) / len(lengths) == pytest.approx(12.0, abs=1.0)
+            else:
+                assert set(lengths) == {30}
+    assert estimates._other_rows_length(1, 30, 12.0) == 30  # one row: it is the longest
+    assert estimates._other_rows_length(8, 30, 2.0) == 1  # never an empty row
