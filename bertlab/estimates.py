@@ -353,7 +353,8 @@ def estimate(
     (`_measured_in_run`); a micro-batch of the job's padded length timed here now
     (`measured_step_seconds`, for models up to MEASURE_MAX_PARAMETERS on a device this machine
     has); else 6 * N_matmul * tokens + 12 * L * S * H * tokens FLOPs (Kaplan et al. 2020) over
-    `TABULATED_FLOPS`, plus a fixed per-step overhead.
+    `TABULATED_FLOPS`, plus a fixed per-step overhead (a BiLSTM head's FLOPs on the real tokens only:
+    it runs on packed sequences).
     """
     if device not in ("cpu", "cuda"):
         raise JobError(f"estimate needs device cpu or cuda, not {device!r}")
@@ -460,9 +461,11 @@ def _step_seconds(
         )
         if measured:
             return measured
-    flops_per_token = _flops_per_token(config, seq_length, pretraining, max_predictions, head)
+    # the encoder computes on every padded token; a BiLSTM (packed sequences) only on the real ones
+    flops = _flops_per_token(config, seq_length, pretraining, max_predictions) * padded_row
+    flops += _bilstm_flops_per_token(config, head) * (real_row or padded_row)
     rate = flops_rate * gpus * (MULTI_GPU_EFFICIENCY if gpus > 1 else 1.0)
-    tabulated_s = flops_per_token * batch_size * padded_row * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
+    tabulated_s = flops * batch_size * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
     if measure and _can_time_here(config, device):
         length = max(2, math.ceil(padded_row))
 
@@ -590,20 +593,25 @@ def _activation_bytes(
     return act
 
 
-def _flops_per_token(
-    config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int, head: HeadConfig | None = None
-) -> float:
-    """Training FLOPs per input token: 6 per matmul weight plus attention's 12 L S H (see `estimate`),
-    plus a BiLSTM head's weights (4 gates x (input + hidden) x hidden, both directions, each layer)."""
+def _flops_per_token(config: BertConfig, seq_length: int, pretraining: bool, max_predictions: int) -> float:
+    """Training FLOPs per input token of the model without a BiLSTM: 6 per matmul weight plus attention's
+    12 L S H (see `estimate`)."""
     L, H, F, V = config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size  # noqa: N806
     n_matmul = L * (4 * H * H + 2 * H * F) + (
         H * H + H * V * min(1.0, max_predictions / seq_length) if pretraining else H
     )
-    if head is not None and head.use_bilstm:
-        width, size = head.lstm_hidden or H, H * (4 if head.features == "cat4" else 1)
-        for layer in range(head.lstm_layers):
-            n_matmul += 2 * 4 * ((size if layer == 0 else 2 * width) + width) * width
     return 6 * n_matmul + 12 * L * seq_length * H
+
+
+def _bilstm_flops_per_token(config: BertConfig, head: HeadConfig | None) -> float:
+    """Training FLOPs per real token of a BiLSTM head: 6 per weight, 4 gates x (input + hidden) x hidden,
+    both directions, each layer (0 without a BiLSTM)."""
+    if head is None or not head.use_bilstm:
+        return 0.0
+    H = config.hidden_size  # noqa: N806
+    width, size = head.lstm_hidden or H, H * (4 if head.features == "cat4" else 1)
+    weights = sum(2 * 4 * ((size if layer == 0 else 2 * width) + width) * width for layer in range(head.lstm_layers))
+    return 6.0 * weights
 
 
 def estimate_spec(

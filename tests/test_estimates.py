@@ -330,5 +330,11 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
                 assert sum(lengths) / len(lengths) == pytest.approx(12.0, abs=1.0)
             else:
                 assert set(lengths) == {30}
+    # the table for a model too big to time here: the encoder on every padded token, a BiLSTM on the real ones
+    full = TaskTokens(real_per_row=30.0, padded_per_row=30.0, longest=40, features=100, source="test")
+    for mode, bilstm in (("feature", True), ("finetune", False)):
+        head = HeadConfig(shape="tagging", num_labels=3, mode=mode)
+        short, long = (estimate(cfg, head=head, measure=False, **(kw | {"tokens": t})) for t in (tokens, full))
+        assert (short.seconds < long.seconds) is bilstm
     assert estimates._other_rows_length(1, 30, 12.0) == 30  # one row: it is the longest
     assert estimates._other_rows_length(8, 30, 2.0) == 1  # never an empty row
