@@ -322,7 +322,7 @@ with st.form(f"abl_launch_{table}"):
         help="Fine-tuning passes over the train examples; the frozen-feature taggers' too (a task's own recipe "
         "below replaces it for that task's fine-tuning runs).",
     )
-    feature_lr = suggested.feature_lr
+    feature_lr, feature_lrs = suggested.feature_lr, planning.task_feature_lrs_text(suggested.task_feature_lrs)
     if table_spec.has_frozen_features:
         feature_lr = c3.number_input(
             "Frozen-feature taggers' learning rate",
@@ -333,6 +333,12 @@ with st.form(f"abl_launch_{table}"):
             format="%g",
             help="The rate of the BiLSTM taggers trained on frozen features (the paper gives none); Table 7's "
             "reading says how much it moved them on the shipped model.",
+        )
+        feature_lrs = c3.text_input(
+            "A task's own taggers' learning rate (TASK=LR, comma-separated)",
+            feature_lrs,
+            help="Replaces the rate above for that task's frozen-feature taggers, as the paper chose a recipe "
+            "per task; Table 7's reading gives the rates tried on the shipped model for each task.",
         )
     recipes = c3.text_input(
         "A task's own epochs/learning rate (TASK=EPOCHS/LR, comma-separated)",
@@ -367,6 +373,7 @@ if launch or estimate_only:
             epochs=float(epochs),
             feature_lr=float(feature_lr),
             task_recipes=planning.parse_task_recipes(recipes),
+            task_feature_lrs=planning.parse_task_feature_lrs(feature_lrs),
             overrides=planning.parse_overrides(settings),
         )
         if not tasks:

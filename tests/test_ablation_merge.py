@@ -268,3 +268,8 @@ def test_a_columns_recipe_is_the_one_that_made_it():
     assert merge.column_spec(merged, "upos-feature")["feature_lr"] == 3e-3
     assert merge.column_recipe(merged, "upos-feature") == (2.0, 3e-3, 9, None)
     assert merge.column_recipe(merged, "upos") == merge.column_recipe(old, "upos")
+    # a task's own taggers' rate (--task-feature-lr) makes that task's frozen-feature column only
+    own = {"spec": {**old["spec"], "feature_lr": 3e-3, "task_feature_lrs": [["upos", 1e-2]]}}
+    assert merge.column_recipe(own, "upos-feature")[:2] == (2.0, 1e-2)
+    assert merge.column_recipe(own, "ner-feature")[:2] == (2.0, 3e-3)
+    assert merge.column_recipe(own, "upos") == merge.column_recipe(old, "upos")

@@ -138,6 +138,12 @@ def test_a_result_set_says_the_budget_it_ran_on():
     both = results.describe_spec({**own, "tasks": ["upos", "ner2"]})  # a task on the suite's own recipe
     assert "for 2.0 epochs at learning rate 0.0001 (frozen features: 2.0 epochs at 0.001); for upos 4 epochs" in both
     assert "for ner" not in said
+    # a task's own taggers' rate is said beside the others' (a frozen-feature column counts as its task)
+    rates = {**own, "feature_lr": 3e-3, "task_feature_lrs": [["upos", 1e-2]]}
+    assert "(frozen features: 2.0 epochs at 0.01 for upos, else 0.003)" in results.describe_spec(
+        {**rates, "tasks": ["upos", "ner"]}
+    )
+    assert "(frozen features: 2.0 epochs at 0.01 for upos);" in results.describe_spec(rates)
 
 
 def test_committed_results_say_where_they_agree_and_why(tmp_path):

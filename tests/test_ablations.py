@@ -802,6 +802,19 @@ def test_ablations_page_offers_mrpcs_own_recipe_and_refuses_a_bad_one(page_env, 
     assert any("TASK=EPOCHS/LR" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
+def test_ablations_page_offers_each_tasks_taggers_rate_and_refuses_a_bad_one(page_env, monkeypatch):
+    monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
+    label = "A task's own taggers' learning rate (TASK=LR, comma-separated)"
+    assert not [t for t in _open("table5").text_input if t.label == label]  # no frozen-feature runs there
+    at = _open("table7")
+    rates = next(t for t in at.text_input if t.label == label)
+    assert planning.parse_task_feature_lrs(rates.value) == planning.suggested_spec("table7").task_feature_lrs
+    rates.set_value("upos=fast")
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception
+    assert any("TASK=LR" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
 def test_pretraining_settings_are_parsed_one_per_line():
     assert planning.parse_overrides(" train.batch_size=128 \n\ncorpus=[a, b]\n") == (
         "train.batch_size=128",
@@ -861,8 +874,14 @@ def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, ta
     # the frozen-feature taggers' rate, where a table has them (records from before the field ran at 1e-3)
     if TABLES[table].has_frozen_features:  # as every column of the set ran it (records before the field: 1e-3)
         columns = {r["task"] for r in results.read_results(REPO / f"results/ablations/{table}.csv")} - {"pretraining"}
-        ran_at = {merge.column_spec(committed, c).get("feature_lr", 1e-3) for c in columns}
-        assert ran_at == {offered.feature_lr} and shown["Frozen-feature taggers' learning rate"] == offered.feature_lr
+        for column in columns:  # each task's taggers at the rate its column ran (its own, else the suite's)
+            task = column.removesuffix("-feature")
+            ran_spec = merge.column_spec(committed, column)
+            ran_at = dict(ran_spec.get("task_feature_lrs") or ()).get(task, ran_spec.get("feature_lr", 1e-3))
+            assert ran_at == offered.feature_rate(task), (table, column)
+        assert shown["Frozen-feature taggers' learning rate"] == offered.feature_lr
+        own = next(t for t in at.text_input if t.label.startswith("A task's own taggers' learning rate"))
+        assert planning.parse_task_feature_lrs(own.value) == offered.task_feature_lrs
     else:
         assert "Frozen-feature taggers' learning rate" not in shown
 

@@ -97,6 +97,12 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="a task's own fine-tuning epochs and learning rate instead of --epochs/--lr (repeatable), "
         "e.g. mrpc=4/3e-4: MRPC's 3,668 pairs give only 230 steps at 2 epochs and 1e-4",
     )
+    p.add_argument(
+        "--task-feature-lr",
+        action="append",
+        metavar="TASK=LR",
+        help="a task's own frozen-feature taggers' learning rate instead of --feature-lr (repeatable), e.g. upos=1e-2",
+    )
     p.add_argument("--threads", type=int, help=f"CPU threads per job (0 = torch's default; default {d.threads})")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
@@ -194,6 +200,10 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         finetune_lr=given("finetune_lr", args.lr),
         feature_lr=given("feature_lr", args.feature_lr),
         task_recipes=given("task_recipes", recipes),
+        task_feature_lrs=given(
+            "task_feature_lrs",
+            None if args.task_feature_lr is None else planning.parse_task_feature_lrs(",".join(args.task_feature_lr)),
+        ),
         threads=given("threads", args.threads),
         device=args.device,
         name=args.name,

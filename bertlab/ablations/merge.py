@@ -221,7 +221,8 @@ def column_recipe(meta: dict, task: str) -> tuple[float, float, int | None, int 
     (a run's own run_config.json says), which a change of the fine-tuning code can move at the same spec."""
     spec = column_spec(meta, task)
     if task.endswith("-feature"):  # a frozen-feature column (Table 8): the suite's epochs at the taggers' rate
-        epochs, lr = float(spec.get("epochs", 0)), float(spec.get("feature_lr", FEATURE_LR))
+        own_rate = dict(spec.get("task_feature_lrs") or ()).get(task.removesuffix("-feature"))
+        epochs, lr = float(spec.get("epochs", 0)), float(own_rate or spec.get("feature_lr", FEATURE_LR))
     else:
         own = {t: (float(e), float(lr)) for t, e, lr in spec.get("task_recipes") or ()}
         epochs, lr = own.get(task, (float(spec.get("epochs", 0)), float(spec.get("finetune_lr", 0))))

@@ -60,6 +60,9 @@ class SuiteSpec:
     # steps at 2 epochs and 1e-4, which left Table 5's mini models near the majority guess. Fine-tuning
     # mode only (feature mode: feature_lr); a recipe for a task the suite does not run changes nothing.
     task_recipes: tuple[tuple[str, float, float], ...] = ()
+    # (task, learning rate) for a task whose frozen-feature taggers need their own rate, else feature_lr
+    # (Table 7's rate study on the shipped model tried 1e-3 to 3e-2 per task)
+    task_feature_lrs: tuple[tuple[str, float], ...] = ()
     threads: int = 0  # CPU threads per job (0 = torch's default)
     device: str = "auto"
     name: str = ""
@@ -95,6 +98,16 @@ class SuiteSpec:
                 raise InputError(f"{task}'s recipe needs epochs and a learning rate above 0, not {epochs:g}/{lr:g}")
         if len(set(recipe_tasks)) < len(recipe_tasks):
             raise InputError("give each task one recipe")
+        rate_tasks = [task for task, _lr in self.task_feature_lrs]
+        for task, lr in self.task_feature_lrs:
+            if task not in FINETUNE_TASKS:
+                raise InputError(
+                    f"a taggers' rate for an unknown task {task!r}; choose from {', '.join(FINETUNE_TASKS)}"
+                )
+            if not lr > 0:
+                raise InputError(f"{task}'s taggers' learning rate must be above 0, not {lr:g}")
+        if len(set(rate_tasks)) < len(rate_tasks):
+            raise InputError("give each task one taggers' rate")
         pretrained = [v.key for v in self.table_spec.variants(self.grid) if v.pretrain is not None and not v.shares]
         rows = [variant for variant, _job in self.reuse]
         if len(set(rows)) < len(rows):
@@ -128,6 +141,7 @@ class SuiteSpec:
         data["overrides"] = tuple(data.get("overrides") or ())
         data["reuse"] = tuple(tuple(r) for r in data.get("reuse") or ())
         data["task_recipes"] = tuple((str(t), float(e), float(lr)) for t, e, lr in data.get("task_recipes") or ())
+        data["task_feature_lrs"] = tuple((str(t), float(lr)) for t, lr in data.get("task_feature_lrs") or ())
         return cls(**data)
 
     def device_kind(self, gpus: int) -> str:
@@ -138,6 +152,10 @@ class SuiteSpec:
         """(epochs, learning rate) of `task`'s fine-tuning-mode runs: its own recipe, else the suite's."""
         own = {t: (epochs, lr) for t, epochs, lr in self.task_recipes}
         return own.get(task, (self.epochs, self.finetune_lr))
+
+    def feature_rate(self, task: str) -> float:
+        """The learning rate of `task`'s frozen-feature taggers: its own, else the suite's feature_lr."""
+        return dict(self.task_feature_lrs).get(task, self.feature_lr)
 
     def reused(self, variant: str) -> str | None:
         """The id of the job `reuse` names for `variant`, if any."""
@@ -160,6 +178,7 @@ def suggested_spec(table: str) -> SuiteSpec:
         "epochs": ts.suggested_epochs,
         "feature_lr": ts.suggested_feature_lr,
         "task_recipes": ts.task_recipes,
+        "task_feature_lrs": ts.task_feature_lrs,
         "threads": 1,
     }
     if not ts.pretrains:
@@ -206,6 +225,7 @@ def command(spec: SuiteSpec) -> str:
                 f"{getattr(spec, name):g}" if isinstance(getattr(spec, name), float) else str(getattr(spec, name)),
             ]
     args += [f"--task-recipe {task_recipes_text((r,))}" for r in spec.task_recipes]
+    args += [f"--task-feature-lr {task_feature_lrs_text((r,))}" for r in spec.task_feature_lrs]
     args += [f"--set {o}" for o in spec.overrides]
     args += [f"--reuse {v}={job}" for v, job in spec.reuse]
     return " ".join(args)
@@ -279,6 +299,27 @@ def parse_task_recipes(text: str) -> tuple[tuple[str, float, float], ...]:
 def task_recipes_text(recipes: tuple[tuple[str, float, float], ...]) -> str:
     """(('mrpc', 4.0, 3e-4),) -> 'mrpc=4/0.0003', as `parse_task_recipes` reads it back."""
     return ", ".join(f"{task}={epochs:g}/{lr:g}" for task, epochs, lr in recipes)
+
+
+def parse_task_feature_lrs(text: str) -> tuple[tuple[str, float], ...]:
+    """'upos=1e-2, ner=3e-3' -> each task's frozen-feature taggers' rate ('' -> none)."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        task, sep, lr = part.partition("=")
+        try:
+            if not (sep and task.strip()):
+                raise ValueError
+            out.append((task.strip(), float(lr)))
+        except ValueError:
+            raise InputError(f"a task's taggers' rate is TASK=LR, e.g. upos=1e-2, not {part!r}") from None
+    return tuple(out)
+
+
+def task_feature_lrs_text(rates: tuple[tuple[str, float], ...]) -> str:
+    """(('upos', 0.01),) -> 'upos=0.01', as `parse_task_feature_lrs` reads it back."""
+    return ", ".join(f"{task}={lr:g}" for task, lr in rates)
 
 
 def parse_overrides(text: str) -> tuple[str, ...]:
@@ -371,7 +412,7 @@ def pretrain_args(spec: SuiteSpec, variant: Variant, suite_id: str) -> tuple[str
 def finetune_args(spec: SuiteSpec, variant: Variant, column: Column, seed: int, model: str) -> tuple[str, ...]:
     extra = [*column.finetune, *variant.finetune]
     feature = "feature" in extra
-    epochs, lr = (spec.epochs, spec.feature_lr) if feature else spec.task_recipe(column.task)
+    epochs, lr = (spec.epochs, spec.feature_rate(column.task)) if feature else spec.task_recipe(column.task)
     args = [*task_args(spec, column.task), "--model", model, "--seed", str(seed), "--lr", str(lr)]
     if epochs:
         args += ["--epochs", str(epochs)]

@@ -392,8 +392,13 @@ def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
     scored = f"up to {spec['max_eval_examples']}" if spec.get("max_eval_examples") else "all the"
     lr = spec.get("finetune_lr")
     own = [(task, epochs, rate) for task, epochs, rate in spec.get("task_recipes") or () if task in tasks]
+    base_tasks = {t.removesuffix("-feature") for t in tasks}  # a frozen-feature column (Table 8) is its task's
+    own_rates = [(t, rate) for t, rate in spec.get("task_feature_lrs") or () if t in base_tasks]
+    rates = ", ".join(f"{rate:g} for {t}" for t, rate in own_rates)
+    if own_rates and len(own_rates) < len(base_tasks):
+        rates += f", else {spec.get('feature_lr', FEATURE_LR):g}"
     frozen = (
-        f" (frozen features: {spec.get('epochs', '?')} epochs at {spec.get('feature_lr', FEATURE_LR):g})"
+        f" (frozen features: {spec.get('epochs', '?')} epochs at {rates or format(spec.get('feature_lr', FEATURE_LR), 'g')})"
         if features
         else ""
     )

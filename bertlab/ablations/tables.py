@@ -87,6 +87,7 @@ class TableSpec:
     suggested_epochs: float = 2.0
     suggested_seeds: int = 3
     suggested_feature_lr: float = FEATURE_LR  # the frozen-feature taggers' rate (SuiteSpec.feature_lr)
+    task_feature_lrs: tuple[tuple[str, float], ...] = ()  # a task's own taggers' rate (SuiteSpec.task_feature_lrs)
 
     @property
     def paper(self) -> PaperTable:
