@@ -468,15 +468,20 @@ def _step_seconds(
     tabulated_s = flops * batch_size * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
     if measure and _can_time_here(config, device):
         length = max(2, math.ceil(padded_row))
+        # a BiLSTM's batch padded as the job's: one row `length` long, the others averaging the real tokens,
+        # which takes enough rows that the others are not cut at one token (a line through 1 and 2 rows would
+        # see a BiLSTM's cost per row as a token's)
+        real = real_row if not pretraining and head is not None and head.use_bilstm and real_row < padded_row else 0.0
+        min_rows = math.ceil((length - 1) / (real - 1)) if real > 1 else 1
 
         def timed(rows: int) -> float:
             return measured_step_seconds(
                 config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head,
-                precision, real_row if real_row < padded_row else 0.0,
+                precision, real,
             )  # fmt: skip
 
         try:
-            micro_s, rows = _micro_batch_seconds(timed, micro, tabulated_s / max(1, grad_accum))
+            micro_s, rows = _micro_batch_seconds(timed, micro, tabulated_s / max(1, grad_accum), min_rows)
         except (RuntimeError, MemoryError) as exc:  # out of memory, a device in use: fall back to the table
             log.info("could not time a step here (%s); using the tabulated throughput", exc)
         else:
@@ -491,13 +496,17 @@ def _step_seconds(
     return tabulated_s, f"tabulated for {key if key != 'cpu' else name}"
 
 
-def _micro_batch_seconds(timed: Callable[[int], float], micro: int, tabulated_s: float) -> tuple[float, str]:
+def _micro_batch_seconds(
+    timed: Callable[[int], float], micro: int, tabulated_s: float, min_rows: int = 1
+) -> tuple[float, str]:
     """Seconds of a `micro`-row step and the rows timed to find it. The whole micro-batch is timed where
     the table expects it to take under MEASURE_MAX_STEP_S. Otherwise steps of doubling row counts are
     timed (from the table's guess) while the next would stay under it, and a line through the last two, a fixed
     cost plus a cost per row, is extended to `micro` rows: scaling one small step up would count its
-    fixed cost once a row (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s)."""
-    rows = max(1, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s, 1e-9))))
+    fixed cost once a row (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s).
+    No step is timed on fewer than `min_rows` rows (or the whole micro-batch, when it is smaller)."""
+    floor = max(1, min(micro, min_rows))
+    rows = max(floor, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s, 1e-9))))
     points = [(rows, timed(rows))]
     while 2 * points[-1][1] <= MEASURE_MAX_STEP_S and rows < micro:
         rows = min(micro, 2 * rows)
@@ -505,7 +514,7 @@ def _micro_batch_seconds(timed: Callable[[int], float], micro: int, tabulated_s:
     if rows == micro:
         return points[-1][1], str(micro)
     if len(points) == 1:  # the table's guess already took long: a second point for the line, smaller if it can be
-        other = rows // 2 if rows > 1 else 2
+        other = rows // 2 if rows // 2 >= floor else min(micro, 2 * rows)
         points = sorted([*points, (other, timed(other))])
     (r1, t1), (r2, t2) = points[-2:]
     per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean

@@ -101,6 +101,11 @@ def test_a_tasks_own_taggers_rate_on_the_command_line():
     assert "--task-feature-lr upos=0.01" in printed and spec_from_args(_parse(printed.split()[2:])) == spec
     assert planning.SuiteSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec  # the suite record
     assert planning.parse_task_feature_lrs(" upos=1e-2, ner=3e-3 ") == (("upos", 1e-2), ("ner", 3e-3))
+    # the committed recipe's own rates stay unless a --feature-lr typed alone sets every task's
+    committed = spec_from_args(_parse(["run", "table7", "--committed-recipe"]))
+    assert committed.task_feature_lrs == planning.suggested_spec("table7").task_feature_lrs
+    alone = spec_from_args(_parse(["run", "table7", "--committed-recipe", "--feature-lr", "5e-3"]))
+    assert alone.task_feature_lrs == () and alone.feature_rate("upos") == alone.feature_rate("ner") == 5e-3
     for bad in ("upos", "upos=fast", "=1e-2"):
         with pytest.raises(InputError, match="TASK=LR"):
             planning.parse_task_feature_lrs(bad)

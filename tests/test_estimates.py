@@ -280,6 +280,15 @@ def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from
     # a step already long at the table's guess gets a second, smaller point for its line
     seconds, rows = _micro_batch_seconds(lambda r: 0.2 + 0.5 * r, micro=16, tabulated_s=16.0)
     assert seconds == pytest.approx(0.2 + 0.5 * 16) and rows == "1 and 2"
+    # a BiLSTM's padded batch needs some rows (min_rows): no point is timed on fewer
+    calls.clear()
+    seconds, rows = _micro_batch_seconds(timed, micro=32, tabulated_s=64.0, min_rows=3)
+    assert min(calls) == 3 and seconds == pytest.approx(0.08 + 0.03 * 32)
+    calls.clear()
+    seconds, rows = _micro_batch_seconds(lambda r: calls.append(r) or 0.2 + 0.5 * r, 16, 16.0, min_rows=3)
+    assert sorted(calls) == [3, 6] and seconds == pytest.approx(0.2 + 0.5 * 16) and rows == "3 and 6"
+    calls.clear()
+    assert _micro_batch_seconds(timed, micro=2, tabulated_s=64.0, min_rows=3)[1] == "2"  # the whole micro-batch
 
 
 def test_a_step_is_timed_in_the_precision_the_job_will_train_in(monkeypatch):

@@ -88,7 +88,8 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--feature-lr",
         type=float,
-        help=f"the frozen-feature taggers' learning rate (Tables 7 and 8's feature-based runs; default {d.feature_lr:g})",
+        help="the frozen-feature taggers' learning rate (Tables 7 and 8's feature-based runs; every task's, unless "
+        f"--task-feature-lr gives one its own; default {d.feature_lr:g})",
     )
     p.add_argument(
         "--task-recipe",
@@ -183,6 +184,10 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
     if args.budget_s is not None and args.budget_tokens is None:
         budget_tokens = 0  # a wall-clock budget asked for replaces the recipe's tokens
     recipes = None if args.task_recipe is None else tuple(planning.parse_task_recipe(t) for t in args.task_recipe)
+    if args.task_feature_lr is not None:
+        task_feature_lrs = planning.parse_task_feature_lrs(",".join(args.task_feature_lr))
+    else:  # a --feature-lr typed alone is every task's taggers' rate, not only the tasks the recipe leaves to it
+        task_feature_lrs = () if args.feature_lr is not None else base.task_feature_lrs
     return planning.SuiteSpec(
         table=args.table,
         tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
@@ -200,10 +205,7 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         finetune_lr=given("finetune_lr", args.lr),
         feature_lr=given("feature_lr", args.feature_lr),
         task_recipes=given("task_recipes", recipes),
-        task_feature_lrs=given(
-            "task_feature_lrs",
-            None if args.task_feature_lr is None else planning.parse_task_feature_lrs(",".join(args.task_feature_lr)),
-        ),
+        task_feature_lrs=task_feature_lrs,
         threads=given("threads", args.threads),
         device=args.device,
         name=args.name,

@@ -393,15 +393,12 @@ def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
     lr = spec.get("finetune_lr")
     own = [(task, epochs, rate) for task, epochs, rate in spec.get("task_recipes") or () if task in tasks]
     base_tasks = {t.removesuffix("-feature") for t in tasks}  # a frozen-feature column (Table 8) is its task's
-    own_rates = [(t, rate) for t, rate in spec.get("task_feature_lrs") or () if t in base_tasks]
-    rates = ", ".join(f"{rate:g} for {t}" for t, rate in own_rates)
-    if own_rates and len(own_rates) < len(base_tasks):
-        rates += f", else {spec.get('feature_lr', FEATURE_LR):g}"
-    frozen = (
-        f" (frozen features: {spec.get('epochs', '?')} epochs at {rates or format(spec.get('feature_lr', FEATURE_LR), 'g')})"
-        if features
-        else ""
-    )
+    feature_lr = spec.get("feature_lr", FEATURE_LR)
+    own_rates = [(t, r) for t, r in spec.get("task_feature_lrs") or () if t in base_tasks and r != feature_lr]
+    rates = ", ".join(f"{r:g} for {t}" for t, r in own_rates)
+    if len(own_rates) < len(base_tasks):
+        rates += f", else {feature_lr:g}" if own_rates else f"{feature_lr:g}"
+    frozen = f" (frozen features: {spec.get('epochs', '?')} epochs at {rates})" if features else ""
     if tasks and len(own) == len(tasks):  # every task its own recipe: the suite's epochs only set the features'
         general = frozen
     else:
