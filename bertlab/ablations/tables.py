@@ -223,8 +223,9 @@ TABLES: dict[str, TableSpec] = {
             # the taggers' rate per task, chosen on dev (seed 0) by the mean of the six: 3e-3 beat 1e-3 for all six
             # on UPOS (by 0.6-1.8 points) and on NER (the embeddings 12.5 -> 22.0 F1, the second-to-last layer
             # 6.6 -> 13.7); on UPOS 1e-2 beat 3e-3 for five of six (+0.2-0.5; the concatenation -0.4), mean
-            # 91.1 -> 91.2, and at 3e-2 the two tried (the embeddings, the second-to-last layer) fell 3-4 points below 3e-3; on NER 1e-2 and
-            # 3e-3 tie (mean 18.0 against 17.6 F1, four of six better at 3e-3), so NER keeps 3e-3
+            # 91.1 -> 91.2, and at 3e-2 the two tried (the embeddings, the second-to-last layer) fell 3-4 points
+            # below 3e-3; on NER 1e-2 and 3e-3 tie (mean 18.0 against 17.6 F1, four of six better at 3e-3), so NER
+            # keeps 3e-3
             suggested_feature_lr=3e-3,
             task_feature_lrs=(("upos", 1e-2),),
         ),
