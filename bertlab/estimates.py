@@ -171,9 +171,8 @@ def measured_step_seconds(
     is the less disturbed by other work on the machine). Cached per shape.
 
     `real_length`: the mean real (unpadded) tokens of a row, for a head whose cost follows the real
-    tokens rather than the padded batch: a BiLSTM runs on packed sequences, so the timed batch is
-    padded as the job's are (one row `length` long, the others shorter, `real_length` on average).
-    0, or a head without a BiLSTM: every row `length` tokens.
+    tokens rather than the padded batch (`_real_tokens_row`): the timed batch is padded as the job's are
+    (one row `length` long, the others shorter, `real_length` on average). 0: every row `length` tokens.
 
     `precision`: the job's, resolved as the trainer resolves it (`optimization.resolve_precision`):
     bf16 autocast on a GPU or a CPU with bf16 instructions, where a step takes ~0.6x fp32's.
@@ -200,7 +199,7 @@ def measured_step_seconds(
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(5, config.vocab_size, (rows, length), generator=g).to(torch_device)  # (B, T)
     mask = torch.ones_like(ids)
-    if not pretraining and head.use_bilstm and 0 < real_length < length:
+    if 0 < real_length < length:
         mask[1:, _other_rows_length(rows, length, real_length) :] = 0
     batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
     if pretraining:
@@ -238,12 +237,25 @@ def measured_step_seconds(
     return min(times[1:])
 
 
+def _real_tokens_row(real_row: float, padded_row: float, pretraining: bool, head: HeadConfig | None) -> float:
+    """The real tokens a row to time a step on, where the job's cost follows them (a BiLSTM head runs on
+    packed sequences); 0 where it follows the padded batch (every other model and head)."""
+    bilstm = not pretraining and head is not None and head.use_bilstm
+    return real_row if bilstm and real_row < padded_row else 0.0
+
+
 def _other_rows_length(rows: int, length: int, real_length: float) -> int:
     """The length of every row but the first (which is `length` long, as a batch's longest row) for the
     rows to average `real_length` real tokens; at least 1."""
     if rows < 2:
         return length
     return max(1, min(length, round((rows * real_length - length) / (rows - 1))))
+
+
+def _rows_for_real_length(length: int, real_length: float) -> int:
+    """The fewest rows whose padded batch (`_other_rows_length`) averages `real_length` without cutting the
+    short rows at one token: fewer would make a line through two timed steps see a row's cost as a token's."""
+    return math.ceil((length - 1) / (real_length - 1)) if real_length > 1 else 1
 
 
 def _run_seq_length(run_config: dict) -> int | None:
@@ -468,11 +480,7 @@ def _step_seconds(
     tabulated_s = flops * batch_size * gpus / rate + STEP_OVERHEAD_S[device] * max(1, grad_accum)
     if measure and _can_time_here(config, device):
         length = max(2, math.ceil(padded_row))
-        # a BiLSTM's batch padded as the job's: one row `length` long, the others averaging the real tokens,
-        # which takes enough rows that the others are not cut at one token (a line through 1 and 2 rows would
-        # see a BiLSTM's cost per row as a token's)
-        real = real_row if not pretraining and head is not None and head.use_bilstm and real_row < padded_row else 0.0
-        min_rows = math.ceil((length - 1) / (real - 1)) if real > 1 else 1
+        real = _real_tokens_row(real_row, padded_row, pretraining, head)
 
         def timed(rows: int) -> float:
             return measured_step_seconds(
@@ -481,7 +489,9 @@ def _step_seconds(
             )  # fmt: skip
 
         try:
-            micro_s, rows = _micro_batch_seconds(timed, micro, tabulated_s / max(1, grad_accum), min_rows)
+            micro_s, rows = _micro_batch_seconds(
+                timed, micro, tabulated_s / max(1, grad_accum), _rows_for_real_length(length, real)
+            )
         except (RuntimeError, MemoryError) as exc:  # out of memory, a device in use: fall back to the table
             log.info("could not time a step here (%s); using the tabulated throughput", exc)
         else:
