@@ -91,24 +91,14 @@ class SuiteSpec:
         for layers, hidden, heads in self.grid:
             if min(layers, hidden, heads) < 1 or hidden % heads:
                 raise InputError(f"grid entry L={layers} H={hidden} A={heads}: the width must divide by the heads")
-        recipe_tasks = [task for task, _epochs, _lr in self.task_recipes]
+        _check_per_task("recipe", [task for task, _epochs, _lr in self.task_recipes])
         for task, epochs, lr in self.task_recipes:
-            if task not in FINETUNE_TASKS:
-                raise InputError(f"a recipe for an unknown task {task!r}; choose from {', '.join(FINETUNE_TASKS)}")
             if not (epochs > 0 and lr > 0):
                 raise InputError(f"{task}'s recipe needs epochs and a learning rate above 0, not {epochs:g}/{lr:g}")
-        if len(set(recipe_tasks)) < len(recipe_tasks):
-            raise InputError("give each task one recipe")
-        rate_tasks = [task for task, _lr in self.task_feature_lrs]
+        _check_per_task("taggers' rate", [task for task, _lr in self.task_feature_lrs])
         for task, lr in self.task_feature_lrs:
-            if task not in FINETUNE_TASKS:
-                raise InputError(
-                    f"a taggers' rate for an unknown task {task!r}; choose from {', '.join(FINETUNE_TASKS)}"
-                )
             if not lr > 0:
                 raise InputError(f"{task}'s taggers' learning rate must be above 0, not {lr:g}")
-        if len(set(rate_tasks)) < len(rate_tasks):
-            raise InputError("give each task one taggers' rate")
         pretrained = [v.key for v in self.table_spec.variants(self.grid) if v.pretrain is not None and not v.shares]
         rows = [variant for variant, _job in self.reuse]
         if len(set(rows)) < len(rows):
@@ -161,6 +151,15 @@ class SuiteSpec:
     def reused(self, variant: str) -> str | None:
         """The id of the job `reuse` names for `variant`, if any."""
         return dict(self.reuse).get(variant)
+
+
+def _check_per_task(what: str, tasks: list[str]) -> None:
+    """A per-task setting (a task's own recipe, its taggers' rate) names known tasks, each once."""
+    for task in tasks:
+        if task not in FINETUNE_TASKS:
+            raise InputError(f"a {what} for an unknown task {task!r}; choose from {', '.join(FINETUNE_TASKS)}")
+    if len(set(tasks)) < len(tasks):
+        raise InputError(f"give each task one {what}")
 
 
 DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page offers: a mini model leaves the plateau
