@@ -68,6 +68,7 @@ STEP_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.03}
 MULTI_GPU_EFFICIENCY = 0.9  # DDP all-reduce costs ~10% at this scale
 MEASURE_MAX_PARAMETERS = 60_000_000  # larger models are not built here just to time them (memory, minutes)
 MEASURE_MAX_STEP_S = 0.5  # a step the table expects to take longer is timed on fewer rows and scaled up
+MEASURE_WHOLE_MAX_STEP_S = 1.0  # ...unless the smaller steps' line puts the whole one under this: then it is timed
 
 
 @dataclass(frozen=True)
@@ -165,10 +166,12 @@ def measured_step_seconds(
     head: HeadConfig | None = None,
     precision: str = "auto",
     real_length: float = 0.0,
+    trial: int = 0,
 ) -> float:
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
-    is the less disturbed by other work on the machine). Cached per shape.
+    is the less disturbed by other work on the machine). Cached per shape and `trial`: another
+    `trial` times the same shape again (`_micro_batch_seconds` takes the faster of two, some seconds apart).
 
     `real_length`: the mean real (unpadded) tokens of a row, for a head whose cost follows the real
     tokens rather than the padded batch (`_real_tokens_row`): the timed batch is padded as the job's are
@@ -482,10 +485,10 @@ def _step_seconds(
         length = max(2, math.ceil(padded_row))
         real = _real_tokens_row(real_row, padded_row, pretraining, head)
 
-        def timed(rows: int) -> float:
+        def timed(rows: int, trial: int = 0) -> float:
             return measured_step_seconds(
                 config, rows, length, device, pretraining, max_predictions, trainable_fraction < 1.0, threads, head,
-                precision, real,
+                precision, real, trial,
             )  # fmt: skip
 
         try:
@@ -507,18 +510,36 @@ def _step_seconds(
 
 
 def _micro_batch_seconds(
-    timed: Callable[[int], float], micro: int, tabulated_s: float, min_rows: int = 1
+    timed: Callable[..., float], micro: int, tabulated_s: float, min_rows: int = 1
 ) -> tuple[float, str]:
     """Seconds of a `micro`-row step and the rows timed to find it. The whole micro-batch is timed where
     the table expects it to take under MEASURE_MAX_STEP_S. Otherwise steps of doubling row counts are
-    timed (from the table's guess) while the next would stay under it, and a line through the last two, a fixed
-    cost plus a cost per row, is extended to `micro` rows: scaling one small step up would count its
-    fixed cost once a row (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s).
+    timed (from the table's guess) while the next would stay under it, going by a line, a fixed cost plus a
+    cost per row, through the last two (double the last time, while there is one). Where the line puts the
+    whole micro-batch under MEASURE_WHOLE_MAX_STEP_S it is timed whole after all: a step mostly fixed cost
+    (a BiLSTM's, which follows the longest row) makes the line nearly flat, and extending a flat line
+    multiplies its noise (a frozen-feature UPOS job on a busy CPU: 0.8-3.5x its whole step). Otherwise the
+    line is extended to `micro` rows: scaling one small step up would count its fixed cost once a row
+    (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s); both its points are
+    timed a second time first (`timed(rows, 1)`), after each other, and each keeps its faster time.
     No step is timed on fewer than `min_rows` rows (or the whole micro-batch, when it is smaller)."""
+
+    def line(points: list[tuple[int, float]]) -> tuple[float, float]:
+        """(fixed seconds, seconds a row) of the line through the last two points."""
+        (r1, t1), (r2, t2) = points[-2:]
+        per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean
+        return max(0.0, t2 - per_row * r2), per_row
+
+    def predicted(points: list[tuple[int, float]], rows: int) -> float:
+        if len(points) < 2:
+            return points[-1][1] * rows / points[-1][0]
+        fixed, per_row = line(points)
+        return fixed + per_row * rows
+
     floor = max(1, min(micro, min_rows))
     rows = max(floor, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s, 1e-9))))
     points = [(rows, timed(rows))]
-    while 2 * points[-1][1] <= MEASURE_MAX_STEP_S and rows < micro:
+    while rows < micro and predicted(points, min(micro, 2 * rows)) <= MEASURE_MAX_STEP_S:
         rows = min(micro, 2 * rows)
         points.append((rows, timed(rows)))
     if rows == micro:
@@ -526,10 +547,11 @@ def _micro_batch_seconds(
     if len(points) == 1:  # the table's guess already took long: a second point for the line, smaller if it can be
         other = rows // 2 if rows // 2 >= floor else min(micro, 2 * rows)
         points = sorted([*points, (other, timed(other))])
-    (r1, t1), (r2, t2) = points[-2:]
-    per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean
-    fixed = max(0.0, t2 - per_row * r2)
-    return fixed + per_row * micro, f"{r1} and {r2}"
+    if points[-1][0] == micro or predicted(points, micro) <= MEASURE_WHOLE_MAX_STEP_S:
+        return (points[-1][1] if points[-1][0] == micro else timed(micro)), str(micro)
+    points[-2:] = [(r, min(t, timed(r, 1))) for r, t in points[-2:]]
+    fixed, per_row = line(points)
+    return fixed + per_row * micro, f"{points[-2][0]} and {points[-1][0]}"
 
 
 def _autocast_dtype(precision: str, torch_device: torch.device) -> torch.dtype | None:
