@@ -545,6 +545,7 @@ def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
     matrix = next(f.value for f in at.dataframe if "upos" in f.value.columns)  # variant x task x seed
     assert list(matrix["upos"]) == ["0/3 ···"] * 7
     assert matrix["variant"][0] == "Fine-tuning"  # our row, not the paper's "Fine-tuning (BERT-base)"
+    assert list(matrix["variant"])[-1] == "Feature-based: Weighted Sum All Layers"  # not "All 12": ours have fewer
 
 
 def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):

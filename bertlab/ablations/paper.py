@@ -179,7 +179,11 @@ AXIS_TITLES = {"table8": "[MASK] / same / random (%)"}
 
 # Our rows are not BERT-base: where the paper's label names its model, ours names only the variant (and the
 # page adds what our model is, from its card: "MLM + NSP (tiny, 4M tokens)")
-OUR_NAMES = {"table5": {"mlm_nsp": "MLM + NSP"}, "table7": {"finetune": "Fine-tuning"}}
+OUR_NAMES = {
+    "table5": {"mlm_nsp": "MLM + NSP"},
+    # our models have 2-8 layers, not BERT-base's 12
+    "table7": {"finetune": "Fine-tuning", "mix": "Feature-based: Weighted Sum All Layers"},
+}
 
 
 def parse_shape(key: str) -> tuple[int, int, int] | None:
