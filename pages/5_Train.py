@@ -301,8 +301,8 @@ with form:
             help="training (and compiling, when the job compiles), not data preparation; from " + est.throughput_source,
         )
         st.caption(estimate_caption(est))
-        for note in est.notes:
-            (st.warning if "needs" in note or "cannot be read" in note else st.caption)(note)
+        for note in est.notes:  # clauses of the estimate's summary: each shown here as a sentence
+            (st.warning if "needs" in note or "cannot be read" in note else st.caption)(note[:1].upper() + note[1:])
     else:
         st.error(problem, icon=":material/front_hand:")
 

@@ -382,7 +382,8 @@ def describe_spec(
             f"{p.get('hardware') or 'another machine'}): the pretraining scores and {', '.join(columns)} pool both "
             "runs' seeds, so their spread includes how much the pretraining run varies"
         )
-    return "; ".join(parts) + "."
+    said = "; ".join(parts) + "."
+    return said[:1].upper() + said[1:]
 
 
 def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
