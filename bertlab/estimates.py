@@ -153,7 +153,7 @@ def _device_info(device: str) -> tuple[str, float | None, float, str]:
 # --------------------------------------------------------------------------------------
 # Seconds a step: an earlier run, timed here now, or tabulated
 # --------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=64)  # an estimate times up to ~log2(rows) + 3 shapes
 def measured_step_seconds(
     config: BertConfig,
     rows: int,
@@ -171,7 +171,8 @@ def measured_step_seconds(
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
     is the less disturbed by other work on the machine). Cached per shape and `trial`: another
-    `trial` times the same shape again (`_micro_batch_seconds` takes the faster of two, some seconds apart).
+    `trial` times the same shape again (`_micro_batch_seconds` keeps the faster of two, another shape timed
+    between them).
 
     `real_length`: the mean real (unpadded) tokens of a row, for a head whose cost follows the real
     tokens rather than the padded batch (`_real_tokens_row`): the timed batch is padded as the job's are
@@ -515,26 +516,22 @@ def _micro_batch_seconds(
     """Seconds of a `micro`-row step and the rows timed to find it. The whole micro-batch is timed where
     the table expects it to take under MEASURE_MAX_STEP_S. Otherwise steps of doubling row counts are
     timed (from the table's guess) while the next would stay under it, going by a line, a fixed cost plus a
-    cost per row, through the last two (double the last time, while there is one). Where the line puts the
-    whole micro-batch under MEASURE_WHOLE_MAX_STEP_S it is timed whole after all: a step mostly fixed cost
-    (a BiLSTM's, which follows the longest row) makes the line nearly flat, and extending a flat line
-    multiplies its noise (a frozen-feature UPOS job on a busy CPU: 0.8-3.5x its whole step). Otherwise the
-    line is extended to `micro` rows: scaling one small step up would count its fixed cost once a row
-    (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s); both its points are
-    timed a second time first (`timed(rows, 1)`), after each other, and each keeps its faster time.
+    cost per row, through the last two (the last time scaled by its rows, while there is one). Both points
+    of the line are then timed a second time (`timed(rows, 1)`, the other point timed in between), and each
+    keeps its faster time: extending the line multiplies a disturbed point's error. Where the line puts the whole
+    micro-batch under MEASURE_WHOLE_MAX_STEP_S it is timed whole after all: a step mostly fixed cost (a
+    BiLSTM's, which follows the longest row) makes the line nearly flat, and a flat line extended 4-8x
+    multiplies its noise (a frozen-feature UPOS job on a busy CPU: 0.8-3.5x its whole step). Otherwise
+    the line is extended to `micro` rows: scaling one small step up would count its fixed cost once a row
+    (mini under bf16 autocast on a CPU: 1 row 0.10 s, 32 rows 1.30 s, not 3.3 s).
     No step is timed on fewer than `min_rows` rows (or the whole micro-batch, when it is smaller)."""
-
-    def line(points: list[tuple[int, float]]) -> tuple[float, float]:
-        """(fixed seconds, seconds a row) of the line through the last two points."""
-        (r1, t1), (r2, t2) = points[-2:]
-        per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean
-        return max(0.0, t2 - per_row * r2), per_row
 
     def predicted(points: list[tuple[int, float]], rows: int) -> float:
         if len(points) < 2:
             return points[-1][1] * rows / points[-1][0]
-        fixed, per_row = line(points)
-        return fixed + per_row * rows
+        (r1, t1), (r2, t2) = points[-2:]
+        per_row = max((t2 - t1) / (r2 - r1), t2 / r2 / 4)  # noise can flatten the line: at least 1/4 the mean
+        return max(0.0, t2 - per_row * r2) + per_row * rows
 
     floor = max(1, min(micro, min_rows))
     rows = max(floor, min(micro, math.floor(micro * MEASURE_MAX_STEP_S / max(tabulated_s, 1e-9))))
@@ -546,12 +543,14 @@ def _micro_batch_seconds(
         return points[-1][1], str(micro)
     if len(points) == 1:  # the table's guess already took long: a second point for the line, smaller if it can be
         other = rows // 2 if rows // 2 >= floor else min(micro, 2 * rows)
-        points = sorted([*points, (other, timed(other))])
-    if points[-1][0] == micro or predicted(points, micro) <= MEASURE_WHOLE_MAX_STEP_S:
-        return (points[-1][1] if points[-1][0] == micro else timed(micro)), str(micro)
-    points[-2:] = [(r, min(t, timed(r, 1))) for r, t in points[-2:]]
-    fixed, per_row = line(points)
-    return fixed + per_row * micro, f"{points[-2][0]} and {points[-1][0]}"
+        if other == micro:
+            return timed(micro), str(micro)
+        points.append((other, timed(other)))
+    # both points again in the order first timed, so the other one is timed between a point's two timings
+    points = sorted((r, min(t, timed(r, 1))) for r, t in points[-2:])
+    if predicted(points, micro) <= MEASURE_WHOLE_MAX_STEP_S:
+        return timed(micro), str(micro)
+    return predicted(points, micro), f"{points[-2][0]} and {points[-1][0]}"
 
 
 def _autocast_dtype(precision: str, torch_device: torch.device) -> torch.dtype | None:
