@@ -2,6 +2,7 @@
 
     python -m bench.bench_estimates --data ../shared/data                 # five jobs, a few minutes
     python -m bench.bench_estimates --data ../shared/data --steps 200 --out bench/results/estimates/NAME.json
+    python -m bench.bench_estimates --data ../shared/data --estimates 5    # each estimate 5 times: its spread
 
 (from the repository root). For each job it does what a user of the Train page does: estimate the job
 (`bertlab.estimates.estimate_spec`, which times a few steps of the job's own model, head and batch on this
@@ -30,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bertlab.estimates import estimate_spec
+from bertlab.estimates import estimate_spec, measured_step_seconds
 from bertlab.jobs.spec import JobSpec, build_command, finetune_args, pretrain_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,13 +70,18 @@ def train_seconds(run_dir: Path) -> float:
     return float(timed[-1])
 
 
-def measure(name: str, spec: JobSpec, workdir: Path) -> dict:
-    """Estimate one job with no earlier runs to read, run it, and compare."""
+def measure(name: str, spec: JobSpec, workdir: Path, estimates: int = 1) -> dict:
+    """Estimate one job with no earlier runs to read (`estimates` times, each timing its steps afresh, for
+    the estimate's own spread: the median is compared), run it, and compare."""
     runs = workdir / "no-earlier-runs"
     runs.mkdir(exist_ok=True)
-    t0 = time.perf_counter()
-    est = estimate_spec(spec, cwd=REPO, runs_dir=runs)
-    estimate_took = time.perf_counter() - t0
+    made, took = [], []
+    for _ in range(max(1, estimates)):
+        measured_step_seconds.cache_clear()
+        t0 = time.perf_counter()
+        made.append(estimate_spec(spec, cwd=REPO, runs_dir=runs))
+        took.append(time.perf_counter() - t0)
+    est = sorted(made, key=lambda e: e.seconds)[len(made) // 2]
     run_dir = workdir / name.split(" (")[0].replace(" ", "-")
     log = run_dir.with_suffix(".log")
     with log.open("w") as out:
@@ -91,7 +97,19 @@ def measure(name: str, spec: JobSpec, workdir: Path) -> dict:
         "throughput_source": est.throughput_source,
         "measured_s": round(measured, 1),
         "ratio": round(est.seconds / measured, 2),
-        "estimate_took_s": round(estimate_took, 1),
+        "estimate_took_s": round(statistics.median(took), 1),
+        **(
+            {
+                "estimates_s": [round(e.seconds, 1) for e in made],
+                "ratio_range": [
+                    round(min(e.seconds for e in made) / measured, 2),
+                    round(max(e.seconds for e in made) / measured, 2),
+                ],
+                "rows_timed": [e.throughput_source.removeprefix("timed here now (").split(" x ")[0] for e in made],
+            }
+            if len(made) > 1
+            else {}
+        ),
     }
 
 
@@ -102,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--only", default="", help="run only the jobs whose name contains this text")
     p.add_argument("--out", default="", help="write the results here as JSON")
+    p.add_argument(
+        "--estimates", type=int, default=1, help="estimate each job this many times (its steps timed afresh each time)"
+    )
     a = p.parse_args(argv)
     data = Path(a.data).resolve()
     if not (data / "ud_en_ewt").is_dir():
@@ -111,11 +132,12 @@ def main(argv: list[str] | None = None) -> None:
         for name, spec in jobs(data, a.steps, a.threads).items():
             if a.only and a.only.lower() not in name.lower():
                 continue
-            row = measure(name, spec, Path(tmp))
+            row = measure(name, spec, Path(tmp), a.estimates)
             rows.append(row)
+            spread = " (estimates {}-{})".format(*row["ratio_range"]) if "ratio_range" in row else ""
             print(
                 f"{row['job']:<42} estimate {row['estimate_s']:7.1f} s  measured {row['measured_s']:7.1f} s  "
-                f"ratio {row['ratio']:.2f}  ({row['throughput_source']})",
+                f"ratio {row['ratio']:.2f}{spread}  ({row['throughput_source']})",
                 flush=True,
             )
     ratios = [r["ratio"] for r in rows]
@@ -126,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         meta = {"machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores", "load_1min": load}
-        out.write_text(json.dumps({**meta, "steps": a.steps, "threads": a.threads, "jobs": rows}, indent=1) + "\n")
+        run = {"steps": a.steps, "threads": a.threads, "estimates": a.estimates}
+        out.write_text(json.dumps({**meta, **run, "jobs": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
