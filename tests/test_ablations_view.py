@@ -133,6 +133,23 @@ def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreeme
     assert "#L=2 #H=256 #A=4 on sst2" in agreement_text("table6", rows)
 
 
+def test_table7_rows_are_named_as_ours_in_the_table_and_the_agreement():
+    """Our learned sum of every layer is not the paper's 'All 12 Layers': our models have 2-8."""
+    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.view import agreement_text, verdict_rows
+
+    rows = [
+        {"table": "table7", "variant": v, "task": "upos", "metric": "accuracy", "value": x, "seed": s, "run": v}
+        for v, xs in (("finetune", (90.0, 90.2)), ("mix", (91.0, 91.2)))
+        for s, x in enumerate(xs)
+    ]
+    said = agreement_text("table7", rows)
+    assert "Feature-based: Weighted Sum All Layers on upos" in said and "12" not in said
+    assert (
+        verdict_rows(verdicts("table7", rows), "table7", {})[-1]["variant"] == "Feature-based: Weighted Sum All Layers"
+    )
+
+
 def test_size_order_text_says_which_columns_grow_with_size_and_where_not():
     from bertlab.ablations.view import size_order_text
 

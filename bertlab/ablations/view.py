@@ -293,7 +293,7 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
     def listing(pairs: list[tuple[str, str]]) -> str:
         by_variant: dict[str, list[str]] = {}
         for variant, task in pairs:
-            by_variant.setdefault(variant_label(table, variant), []).append(task)
+            by_variant.setdefault(our_label(table, variant), []).append(task)
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
     text = f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."
