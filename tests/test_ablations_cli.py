@@ -85,8 +85,8 @@ def test_a_tasks_own_recipe_on_the_command_line():
 
 
 def test_a_tasks_own_taggers_rate_on_the_command_line():
-    """--task-feature-lr gives one task's frozen-feature taggers their own rate (UPOS's did best at 1e-2 on the
-    shipped model, NER's at 3e-3): the other task's taggers and every fine-tuning run keep theirs."""
+    """--task-feature-lr gives one task's frozen-feature taggers their own rate (a task whose taggers do best at
+    another rate than the suite's): the other task's taggers and every fine-tuning run keep theirs."""
     argv = ["run", "table7", "--committed-recipe", "--feature-lr", "3e-3", "--task-feature-lr", "upos=1e-2"]
     spec = spec_from_args(_parse(argv))
     assert spec.task_feature_lrs == (("upos", 1e-2),) and spec.feature_rate("upos") == 1e-2

@@ -62,7 +62,7 @@ class SuiteSpec:
     # mode only (feature mode: feature_lr); a recipe for a task the suite does not run changes nothing.
     task_recipes: tuple[tuple[str, float, float], ...] = ()
     # (task, learning rate) for a task whose frozen-feature taggers need their own rate, else feature_lr
-    # (on the shipped model UPOS's did best at 1e-2; on NER 1e-2 and 3e-3 tie: Table 7's reading)
+    # (Table 7 on the shipped model runs both tasks' at 1e-2; the field is for a task that needs another)
     task_feature_lrs: tuple[tuple[str, float], ...] = ()
     threads: int = 0  # CPU threads per job (0 = torch's default)
     device: str = "auto"
