@@ -456,12 +456,12 @@ def test_ablations_page_offers_table7_on_the_shipped_models_second_stage(page_en
     after stage 2 ship as a second set: the page offers it, names the model it probed with how far it had
     trained, and shows its own reading."""
     at = _open("table7")
-    assert "model bertlab-mini after 85.4M tokens of pretraining" in " ".join(c.value for c in at.caption)
+    assert "Model bertlab-mini after 85.4M tokens of pretraining" in " ".join(c.value for c in at.caption)
     box = at.selectbox(key="abl_source_table7")
     assert any("stage 2" in o and "table7-stage2.csv" in o for o in box.options[1:])
     box.set_value("committed:table7-stage2.csv").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert "model bertlab-mini after 52.9M tokens of pretraining" in " ".join(c.value for c in at.caption)
+    assert "Model bertlab-mini after 52.9M tokens of pretraining" in " ".join(c.value for c in at.caption)
     assert "32M fewer tokens of pretraining" in " ".join(m.value for m in at.markdown)
 
 
