@@ -160,8 +160,8 @@ def other_trainer(run_dir: str | Path) -> int | None:
 @contextlib.contextmanager
 def failure_recorded(run_dir: str | Path) -> Iterator[None]:
     """Around a recipe: an error before training starts (bad corpus, missing data, not a
-    checkpoint) marks a run still 'preparing' as failed with its message, so it never stays
-    'preparing' for good. (The trainer records failures during training itself.)
+    checkpoint) marks a run still 'preparing' (or 'running' by this process) as failed with its
+    message, so it never stays so for good. (The trainer records failures in its loop itself.)
 
     First, a run folder that another live process is training (a job, or a `--resume` typed while
     it runs) is refused, before anything in it is touched: two trainers would interleave their
@@ -176,7 +176,12 @@ def failure_recorded(run_dir: str | Path) -> Iterator[None]:
         yield
     except BaseException as exc:
         status = read_json(Path(run_dir) / STATUS_FILE)
-        if isinstance(status, dict) and status.get("state") == "preparing":
+        # 'running' too when this process set it: the trainer marks it running before its first
+        # batch is drawn, and an error in between (no batch at all) must not leave it running for good
+        ours = (
+            status.get("state") == "running" and status.get("pid") == os.getpid() if isinstance(status, dict) else False
+        )
+        if isinstance(status, dict) and (status.get("state") == "preparing" or ours):
             update_status(run_dir, state="failed", error=f"{type(exc).__name__}: {exc}", ended=time.time())
         raise
 

@@ -75,8 +75,16 @@ class TrainConfig:
     snapshots: bool = False  # keep small (fp16) model snapshots at log-spaced steps (see snapshot_steps)
 
     def __post_init__(self):
+        for name in ("max_steps", "max_tokens", "max_time_s", "eval_every", "save_every", "save_every_s"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must be 0 (none) or more, not {getattr(self, name)}")
         if not (self.max_steps or self.max_tokens or self.max_time_s):
             raise InputError("give a training budget: max_steps, max_tokens or max_time_s")
+        for name in ("batch_size", "grad_accum", "log_every"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be 1 or more, not {getattr(self, name)}")
+        if self.num_threads < 0:
+            raise InputError(f"num_threads must be 0 (torch's default) or more, not {self.num_threads}")
         if self.batch_size % self.grad_accum:
             raise InputError(f"batch_size {self.batch_size} must be divisible by grad_accum {self.grad_accum}")
         if self.compile not in (True, False, "auto"):

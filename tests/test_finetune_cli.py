@@ -87,6 +87,17 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     assert random_init.model is None and random_init.size == "mini"
     with pytest.raises(InputError, match="not both"):
         config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
+    assert cfg.epochs == 3.0  # no budget given: three epochs
+    # a budget given as 0 or less is refused, not read as 'none given' (--epochs 0 ran 3 epochs)
+    for bad, message in (
+        (["--epochs", "0"], "--epochs must be more than 0"),
+        (["--epochs", "-1"], "--epochs must be more than 0"),
+        (["--max-steps", "-2"], "max_steps must be 0"),
+        (["--batch-size", "0"], "batch_size must be 1 or more"),
+        (["--max-train-examples", "-5"], "--max-train-examples must be 0"),
+    ):
+        with pytest.raises(InputError, match=message):
+            config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", *bad]))
 
 
 def test_two_nodes_finetune_from_random_init(tmp_path):

@@ -87,10 +87,16 @@ def test_failure_before_training_marks_a_preparing_run_failed(tmp_path):
         raise ValueError("no corpus")
     status = rf.read_status(tmp_path)
     assert status["state"] == "failed" and status["error"] == "ValueError: no corpus"
-    rf.update_status(tmp_path, state="running")  # the trainer records its own failures
+    rf.update_status(tmp_path, state="running")  # another process's run: the trainer records its own failures
     with pytest.raises(KeyError), rf.failure_recorded(tmp_path):
         raise KeyError("x")
     assert rf.read_status(tmp_path)["state"] == "running"
+    # marked running by this process, then an error before the trainer's loop (no batch at all): failed
+    rf.update_status(tmp_path, state="running", pid=os.getpid())
+    with pytest.raises(ZeroDivisionError), rf.failure_recorded(tmp_path):
+        raise ZeroDivisionError("division by zero")
+    status = rf.read_status(tmp_path)
+    assert status["state"] == "failed" and "ZeroDivisionError" in status["error"]
 
 
 def test_log_tail_keeps_the_last_non_blank_lines(tmp_path):

@@ -25,6 +25,15 @@ def test_budgets():
         TrainConfig(max_steps=1, batch_size=10, grad_accum=3)
     with pytest.raises(InputError, match="schedule"):
         TrainConfig(max_steps=10, schedule="exponential")
+    # (a negative budget trained for ever at lr 0; batch 0 was a ZeroDivisionError in the data)
+    with pytest.raises(InputError, match="max_steps must be 0"):
+        TrainConfig(max_steps=-3)
+    with pytest.raises(InputError, match="max_tokens must be 0"):
+        TrainConfig(max_steps=10, max_tokens=-1)
+    with pytest.raises(InputError, match="batch_size must be 1 or more"):
+        TrainConfig(max_steps=10, batch_size=0)
+    with pytest.raises(InputError, match="grad_accum must be 1 or more"):
+        TrainConfig(max_steps=10, grad_accum=0)
     cfg = TrainConfig(max_steps=100, max_tokens=1000)
     p = Progress(step=10, tokens=500)
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)

@@ -78,7 +78,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--epochs",
         type=float,
-        default=0.0,
+        default=None,
         help="budget in passes over the train set (default 3 when no other budget is given)",
     )
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")

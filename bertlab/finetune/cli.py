@@ -77,7 +77,12 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     """The run's config from `bertlab finetune` arguments (defaults as the paper's, 384 tokens for SQuAD)."""
     if not args.data:
         raise InputError("--data is required: a folder with the task's files, a file, or hf:")
-    epochs = args.epochs
+    if args.epochs is not None and args.epochs <= 0:
+        raise InputError(f"--epochs must be more than 0, not {args.epochs:g}")
+    for flag in ("max_train_examples", "max_eval_examples", "max_seq_length"):
+        if (getattr(args, flag) or 0) < 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be 0 (all) or more, not {getattr(args, flag)}")
+    epochs = args.epochs or 0.0
     if not (args.max_steps or args.max_time_s or epochs):
         epochs = 3.0
     lr = args.lr if args.lr is not None else (1e-3 if args.mode == "feature" else 5e-5)
