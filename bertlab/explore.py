@@ -189,14 +189,19 @@ def truncation_point(tokenizer: BertTokenizer, text: str, max_length: int, text_
     return out
 
 
+def _shortened(word: str, limit: int = 30) -> str:
+    return word if len(word) <= limit else f"{word[:limit]}… ({len(word):,} characters)"
+
+
 def input_notes(tokenizer: BertTokenizer, max_length: int, text: str, text_b: str | None = None) -> list[InputNote]:
-    """Plain-language warnings about an input: truncation (and where) and [UNK] pieces."""
+    """Plain-language warnings about an input: truncation (and where) and [UNK] pieces (a long word
+    shortened to its first characters)."""
     notes = [
         InputNote("warning", "Input too long: " + msg) for msg in truncation_point(tokenizer, text, max_length, text_b)
     ]
     unk = unknown_words(tokenizer, text, text_b)
     if unk:
-        shown = ", ".join(f"'{u}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")
+        shown = ", ".join(f"'{_shortened(u)}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")
         notes.append(
             InputNote(
                 "warning",

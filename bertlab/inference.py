@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import numbers
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,7 @@ from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_mo
 from bertlab.errors import InputError
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
-from bertlab.tokenizer import BertTokenizer, Encoding
+from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,12 @@ MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
 # per text: a model reads at most 512 tokens (about 2,500 characters); a pasted book would only cost
 # tokenizing and drawing time that every other user of a shared app waits through
 MAX_TEXT_CHARS = 10_000
-_MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
+
+
+def _check_top_k(top_k: object) -> None:
+    """top_k must be a whole number of answers, 1 or more (an InputError, not torch's TypeError)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
+        raise InputError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
 
 
 def _as_list(texts: object, what: str) -> list:
@@ -331,16 +336,15 @@ class LoadedModel:
         Raises:
             InputError: empty text, no [MASK], or every [MASK] cut off by truncation.
         """
-        if top_k < 1:
-            raise InputError(f"top_k must be at least 1, got {top_k}")
+        _check_top_k(top_k)
         single = isinstance(text, str)
         texts = [text] if single else _as_list(text, "text")
         if not texts:
             raise InputError("no texts given")
         for t in texts:
             self._check_text(t)
-        # uncased BERTs read [mask] as [MASK]; same length, so character offsets stay valid
-        texts = [_MASK_ANY_CASE.sub("[MASK]", t) for t in texts]
+        # [mask] in any case is the mask token, as the tokenizer reads it; same length, so offsets hold
+        texts = [mask_any_case(t) for t in texts]
         for t in texts:
             if "[MASK]" not in t:
                 raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
@@ -508,13 +512,12 @@ class LoadedModel:
             L+1 guesses: layer 0 is the embeddings output, layer L equals `fill_mask`'s answer.
         """
         self._check_text(text)
-        if top_k < 1:
-            raise InputError(f"top_k must be at least 1, got {top_k}")
+        _check_top_k(top_k)
         hm = self._head_mask(head_mask)
         e = self.tokenizer.encode(text, max_length=self.max_length)
         if position is None:
             if self.tokenizer.mask_id not in e.ids:
-                where = " (it was cut off: the text is too long)" if "[MASK]" in text else ""
+                where = " (it was cut off: the text is too long)" if "[MASK]" in mask_any_case(text) else ""
                 raise InputError(f"no [MASK] in the text{where}; give a position or write [MASK]")
             position = e.ids.index(self.tokenizer.mask_id)
         if not 0 <= position < len(e):

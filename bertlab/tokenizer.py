@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,13 @@ from bertlab.errors import CheckpointError, InputError
 log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
+
+
+def mask_any_case(text: str) -> str:
+    """`text` with "[mask]" written in any case as "[MASK]", the one way the tokenizer reads the mask
+    token (users of an uncased model type it in lower case). Same length: character offsets hold."""
+    return _MASK_ANY_CASE.sub("[MASK]", text) if "[" in text else text
 
 
 @dataclass
@@ -321,9 +329,10 @@ class BertTokenizer:
         if texts_b is not None:
             if len(texts_b) != len(texts):
                 raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
-            raw = self._tok.encode_batch(list(zip(texts, texts_b, strict=True)), add_special_tokens=True)
+            pairs = [(mask_any_case(a), mask_any_case(b)) for a, b in zip(texts, texts_b, strict=True)]
+            raw = self._tok.encode_batch(pairs, add_special_tokens=True)
         else:
-            raw = self._tok.encode_batch(list(texts), add_special_tokens=True)
+            raw = self._tok.encode_batch([mask_any_case(t) for t in texts], add_special_tokens=True)
         out = []
         for enc in raw:
             e = self._convert(enc, max_length)
@@ -368,11 +377,11 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece strings of `text`, without [CLS]/[SEP]."""
-        return self._tok.encode(text, add_special_tokens=False).tokens
+        return self._tok.encode(mask_any_case(text), add_special_tokens=False).tokens
 
     def tokenize_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids (no specials) of many texts at once; the fast path for pretraining data."""
-        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        return [e.ids for e in self._tok.encode_batch([mask_any_case(t) for t in texts], add_special_tokens=False)]
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token.get(int(i), "[UNK]") for i in ids]

@@ -69,7 +69,8 @@ with controls:
             "so a cap keeps one request from tying up the machine. [mask] in lowercase works too.",
             height=90,
             on_change=_typed,
-            persist_state="session",  # the sentence stays while the user visits other pages, max_chars=MAX_TEXT_CHARS
+            persist_state="session",  # the sentence stays while the user visits other pages
+            max_chars=MAX_TEXT_CHARS,
         )
         masked = text
     else:

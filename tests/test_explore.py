@@ -49,6 +49,8 @@ def test_unknown_words_and_notes(tokenizer):
     assert unknown_words(tokenizer, "the ☃ sat", "a ☃ and €") == ["☃", "€"]
     notes = input_notes(tokenizer, 64, "the ☃ sat")
     assert len(notes) == 1 and notes[0].level == "warning" and "'☃'" in notes[0].message and "[UNK]" in notes[0].message
+    (long,) = input_notes(tokenizer, 64, "☃" * 5000)  # a pasted wall is named by its start and length
+    assert "'" + "☃" * 30 + "… (5,000 characters)'" in long.message and len(long.message) < 300
 
 
 def test_truncation_says_where(tokenizer):

@@ -360,6 +360,15 @@ def test_lowercase_mask_is_read_as_mask_and_masks_are_capped(lm):
     assert [c.token for c in lower.masks[0].candidates] == [c.token for c in upper.masks[0].candidates]
     with pytest.raises(InputError, match=f"at most {MAX_MASKS}"):
         lm.fill_mask(" ".join(["[MASK]"] * (MAX_MASKS + 1)))
+    # every reading of the text takes [mask] as the mask, not only fill_mask (the layer view read '[')
+    lower_layers = lm.layer_predictions("the cat [mask] on the mat.", top_k=3)
+    assert lower_layers == lm.layer_predictions("the cat [MASK] on the mat.", top_k=3)
+    assert lm.inspect("the cat [Mask] sat.").tokens.count("[MASK]") == 1
+    for bad in (2.5, True, 0, "3"):  # a float top_k was torch's TypeError
+        with pytest.raises(InputError, match="top_k must be a whole number"):
+            lm.fill_mask("the [MASK] sat.", top_k=bad)
+        with pytest.raises(InputError, match="top_k must be a whole number"):
+            lm.layer_predictions("the [MASK] sat.", top_k=bad)
 
 
 @pytest.mark.parametrize("bad", [123, None, b"the [MASK] sat.", 1.5, {"text": "the [MASK]"}])
