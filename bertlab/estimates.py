@@ -40,7 +40,7 @@ from bertlab.jobs.runs import run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.modelfolder import CONFIG_FILE
 from bertlab.runfolder import read_metrics, read_run_config, read_status, runs_root
-from bertlab.task_tokens import TaskTokens, task_tokens, typical_tokens
+from bertlab.task_tokens import TaskTokens, pretraining_tokens, task_tokens, typical_tokens
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from collections.abc import Callable
@@ -94,6 +94,7 @@ class Estimate:
     padded_tokens_per_step: int = 0  # what the model computes on: rows x each batch's longest row
     lengths_source: str = ""  # where the token counts come from
     compile_s: float = 0.0  # seconds spent in torch.compile before the first step (0: not compiling)
+    problem: str = ""  # why the job as given will fail (its data cannot be read); "" when none is seen
 
     @property
     def fits(self) -> bool | None:
@@ -417,7 +418,7 @@ def estimate(
         throughput_source=source,
         notes=tuple(notes),
         padded_tokens_per_step=round(batch_size * padded_row * gpus),
-        lengths_source=tokens.source if tokens else f"every row {seq_length} tokens (packed pretraining sequences)",
+        lengths_source=tokens.source if tokens else f"every row {seq_length} tokens (the data was not read)",
     )
     return with_compile(est, config) if compile else est
 
@@ -668,8 +669,9 @@ def estimate_spec(
 
     `model_config`: the shape of a fine-tuning job's starting model when an earlier job has yet to
     write it (an ablation suite's pretrained variant). `gpus`: the GPUs to plan for (None: this
-    machine's). A pretraining budget in tokens (train.max_tokens) is steps of batch x sequence
-    length tokens, as the trainer counts them on packed sequences."""
+    machine's). A pretraining budget in tokens (train.max_tokens) is steps of batch x the real
+    (unpadded) tokens of a row, as the trainer counts them, from instances made of a sample of the
+    corpus (`pretraining_tokens`; full rows when the corpus cannot be read)."""
     cwd = Path(cwd or os.getcwd())
     spec = validate(spec, cwd, gpus)
     ns = parse_recipe_args(spec.kind, spec.args)
@@ -677,9 +679,16 @@ def estimate_spec(
         cfg = pretrain_config(ns, cwd)
         t = cfg.train
         model_cfg = cfg.model_config(cfg.vocab_size)
+        micro = max(1, t.batch_size // max(1, t.grad_accum))
+        unread = ""
+        try:
+            tokens = pretraining_tokens(cfg, micro)
+        except (BertLabError, OSError) as exc:  # the job will say so too; the estimate goes on with full rows
+            tokens, unread = None, f"the corpus cannot be read to count its tokens: {exc}"
+        real_row = tokens.real_per_row if tokens else cfg.data.max_seq_length
         steps = t.max_steps
-        if t.max_tokens:
-            token_steps = math.ceil(t.max_tokens / (t.batch_size * cfg.data.max_seq_length * max(1, spec.num_gpus)))
+        if t.max_tokens:  # the trainer counts real tokens (not padding) against the budget
+            token_steps = math.ceil(t.max_tokens / (t.batch_size * real_row * max(1, spec.num_gpus)))
             steps = min(steps, token_steps) if steps else token_steps
         est = estimate(
             model_cfg,
@@ -696,7 +705,10 @@ def estimate_spec(
             runs_dir=runs_dir,
             threads=t.num_threads,
             measure=measure,
+            tokens=tokens,
         )
+        if unread:
+            est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
         if _compiles(t.compile, est, static_shapes=True):
             est = with_compile(est, model_cfg)
         return est
@@ -766,7 +778,7 @@ def _finetune_estimate(
         head=head_config(cfg, ("0", "1")),  # the output layer's width costs next to nothing; its kind counts
     )
     if unread:
-        est = dataclasses.replace(est, notes=(unread, *est.notes))
+        est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
     # a fine-tuning batch is padded to its longest row: shapes change, so 'auto' stays eager
     return with_compile(est, model_cfg) if _compiles(t.compile, est, static_shapes=False) else est
 

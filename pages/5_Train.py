@@ -10,6 +10,7 @@ import streamlit as st
 from bertlab.app_pages import page_titled
 from bertlab.catalog import find_checkpoints
 from bertlab.config import PRESETS
+from bertlab.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError
 from bertlab.estimates import estimate_spec
 from bertlab.finetune.tasks import get_task
@@ -247,7 +248,7 @@ try:
     if shared:
         typed = [config, *corpus.split(",")] if kind == PRETRAIN else [data, "" if model == RANDOM else model]
         for path in (p.strip() for p in typed):
-            if path and path != "default":
+            if path and path not in NAMED_SOURCES:
                 check_path_allowed(path, cwd=REPO_ROOT)
     if kind == PRETRAIN:
         args = pretrain_args(
@@ -284,6 +285,8 @@ except BertLabError as exc:
     problem = str(exc)
 except Exception as exc:  # a config that breaks in an unexpected way: say so plainly, never a traceback
     problem = f"{type(exc).__name__}: {exc}"
+if est is not None and est.problem:  # the job would fail on its data: shown with the estimate, not launched
+    problem = est.problem[:1].upper() + est.problem[1:]
 
 with form:
     st.subheader("Estimate")
@@ -302,8 +305,9 @@ with form:
         )
         st.caption(estimate_caption(est))
         for note in est.notes:  # clauses of the estimate's summary: each shown here as a sentence
-            (st.warning if "needs" in note or "cannot be read" in note else st.caption)(note[:1].upper() + note[1:])
-    else:
+            if note != est.problem:
+                (st.warning if "needs" in note else st.caption)(note[:1].upper() + note[1:])
+    if problem is not None:
         st.error(problem, icon=":material/front_hand:")
 
 with side:

@@ -97,7 +97,9 @@ def test_estimate_reads_finetuning_runs_too(runs):
 def test_estimate_of_a_spec(runs, job_data):
     corpus, cache = job_data
     est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
-    assert est.steps == 40 and est.tokens_per_step == 8 * 32 and est.device == "cpu"
+    # the rows' real tokens, not 8 full rows of 32: a document's last instance (and 10% of all) is short
+    assert est.steps == 40 and 0.6 * 8 * 32 < est.tokens_per_step < 8 * 32 and est.device == "cpu"
+    assert est.padded_tokens_per_step <= 8 * 32 and est.lengths_source.startswith("pretraining instances made from 30")
     assert est.parameters == count_parameters(
         preset(
             "tiny",
@@ -129,6 +131,7 @@ def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path
     not_cola = JobSpec("finetune", ("--task", "cola", "--data", str(tmp_path)), device="cpu")  # SST-2 files
     unread = estimate_spec(not_cola, cwd=REPO, runs_dir=runs, measure=False)  # the job will fail; the page says why
     assert "cannot be read to count its tokens" in unread.notes[0] and "expected 4" in unread.notes[0]
+    assert unread.problem == unread.notes[0]  # the Train page refuses to launch it
     assert unread.lengths_source.startswith("typical lengths of cola")
 
 
@@ -395,3 +398,42 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
         assert (short.seconds < long.seconds) is bilstm
     assert estimates._other_rows_length(1, 30, 12.0) == 30  # one row: it is the longest
     assert estimates._other_rows_length(8, 30, 2.0) == 1  # never an empty row
+
+
+def test_a_pretraining_token_budget_is_the_steps_the_trainer_takes(runs, tmp_path, vocab_file):
+    """The trainer counts real (unpadded) tokens against train.max_tokens; the estimate counted full
+    rows, so it planned too few steps (half as many on a corpus of short documents)."""
+    from bertlab.pretrain import run_pretraining
+    from bertlab.pretrain_config import load_config_file
+
+    corpus = tmp_path / "short-docs.txt"  # two-sentence documents: instances far shorter than 64 tokens
+    corpus.write_text("\n\n".join("the cat sat on the mat .\nthe dog ran to the park ." for _ in range(60)) + "\n")
+    overrides = (
+        f"corpus=[{corpus}]",
+        f"vocab={vocab_file}",
+        "model_overrides={num_layers: 1, hidden_size: 32, num_heads: 2, intermediate_size: 64}",
+        "data.max_seq_length=64",
+        "train.batch_size=8",
+        "train.max_tokens=4000",
+        "train.eval_every=0",
+        "train.save_every=0",
+        "train.save_every_s=0",
+        "eval_instances=8",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
+    spec = JobSpec("pretrain", ("--config", "configs/tiny.yaml", *overrides), device="cpu")
+    est = estimate_spec(spec, cwd=REPO, runs_dir=runs, measure=False)
+    assert est.tokens_per_step < 8 * 64 * 0.5  # about 16 real tokens a row
+    result = run_pretraining(
+        load_config_file("configs/tiny.yaml", list(overrides)), tmp_path / "run", progress_bar=False
+    )
+    assert result.state == "finished"
+    assert abs(est.steps - result.progress.step) <= 0.1 * result.progress.step, (est.steps, result.progress.step)
+
+
+def test_a_corpus_that_cannot_make_instances_is_the_estimates_problem(runs, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    spec = JobSpec("pretrain", ("--config", "configs/tiny.yaml", f"corpus={empty}", "train.max_steps=5"), device="cpu")
+    est = estimate_spec(spec, cwd=REPO, runs_dir=runs, measure=False)  # the page shows it and refuses to launch
+    assert "fewer than two documents" in est.problem and est.notes[0] == est.problem

@@ -29,6 +29,11 @@ def test_bad_specs_are_refused_with_a_plain_reason(runs, job_data):
     with pytest.raises(JobError, match="data /nope not found"):
         reg.submit(JobSpec("finetune", finetune_args("sst2", "/nope", None)))
     assert not runs.exists() or not any(runs.iterdir())  # nothing was queued
+    # the corpora read by name (the shipped model's stage-3 config names two) are not paths to look for
+    from bertlab.jobs.spec import parse_recipe_args, pretrain_config
+
+    ns = parse_recipe_args("pretrain", pretrain_args("configs/tiny.yaml", corpus="default, sotu, wiki_vital"))
+    assert list(pretrain_config(ns, REPO).corpus) == ["default", "sotu", "wiki_vital"]
 
 
 def test_multi_gpu_command_uses_torchrun():

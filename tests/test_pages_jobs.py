@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from test_finetune_recipe import write_squad  # noqa: E402
 
 from bertlab.app_pages import page_titled  # noqa: E402
 from bertlab.jobs.registry import JobRegistry  # noqa: E402
@@ -132,11 +133,17 @@ def test_train_page_shows_an_estimate(app_env):
     assert not at.button(key="train_launch").disabled
 
 
-def test_train_page_says_plainly_what_is_wrong(app_env):
+def test_train_page_says_plainly_what_is_wrong(app_env, tmp_path):
     at = open_page(TRAIN)
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value("/no/such/corpus.txt").run()
     assert not at.exception
     assert len(at.error) == 1 and "corpus /no/such/corpus.txt not found" in at.error[0].value
+    assert at.button(key="train_launch").disabled
+    empty = tmp_path / "empty.txt"  # there, but no text: the job would fail after queueing
+    empty.write_text("")
+    at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(empty)).run()
+    assert not at.exception
+    assert any("fewer than two documents" in e.value for e in at.error)
     assert at.button(key="train_launch").disabled
 
 
@@ -149,12 +156,14 @@ def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
     data = tmp_path / "sst2"
     data.mkdir()
     at.text_input(key="train_data_sst2").set_value(str(data)).run()
-    assert not at.error, [e.value for e in at.error]
-    assert {m.label for m in at.metric} == {"Parameters", "Memory", "Time"}
-    assert "cannot be read to count its tokens" in " ".join(w.value for w in at.warning)  # an empty folder
+    assert {m.label for m in at.metric} == {"Parameters", "Memory", "Time"}  # an empty folder: estimated, but
+    assert "cannot be read to count its tokens" in " ".join(e.value for e in at.error)  # the job would fail
+    assert at.button(key="train_launch").disabled
     for name in ("train.tsv", "dev.tsv"):
         (data / name).write_text("sentence\tlabel\n" + "a fine film\t1\na dull one\t0\n" * 20)
     at.number_input(key="train_steps_ft_sst2").set_value(7).run()
+    assert not at.error, [e.value for e in at.error]
+    assert not at.button(key="train_launch").disabled
     shown = " ".join(m.value for m in at.markdown)
     assert "train examples of sst2" in shown and "With padding (what the model computes on)" in shown
     assert not any("torch.compile" in c.value for c in at.caption)  # padded batches: 'auto' stays eager
@@ -169,7 +178,8 @@ def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
     assert not at.exception
     assert at.select_slider(key="train_seq_ft_squad").value == 384
     data = tmp_path / "squad"
-    data.mkdir()
+    for name in ("train-v1.1.json", "dev-v1.1.json"):
+        write_squad(data / name)
     at.text_input(key="train_data_squad").set_value(str(data)).run()
     at.button(key="train_launch").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -358,7 +368,7 @@ def test_shared_train_page_refuses_paths_outside_the_data_roots(shared_app, tmp_
     assert len(at.error) == 1 and "outside the data folders" in at.error[0].value
     assert at.button(key="train_launch").disabled
     inside = shared_app / "corpus.txt"
-    inside.write_text("the cat sat on the mat.\n")
+    inside.write_text("the cat sat on the mat.\n\nthe dog ran to the park.\n")  # two documents, as NSP needs
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value(f"{inside}, {outside}").run()
     assert "outside the data folders" in " ".join(e.value for e in at.error)
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(inside)).run()
@@ -375,7 +385,7 @@ def test_local_train_page_keeps_any_path(app_env, tmp_path):
     at = open_page(TRAIN)
     assert not any("shared on the network" in c.value for c in at.caption)
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("the cat sat on the mat.\n")
+    corpus.write_text("the cat sat on the mat.\n\nthe dog ran to the park.\n")
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value(str(corpus)).run()
     assert not at.error, [e.value for e in at.error]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.config import PRESETS
+from bertlab.corpus import NAMED_SOURCES
 from bertlab.data_config import check_masked_lm_prob, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
@@ -187,9 +188,14 @@ def pretrain_config(ns: argparse.Namespace, cwd: Path) -> PretrainConfig:
         if cfg.size not in PRESETS:
             raise JobError(f"unknown model size {cfg.size!r}; choose one of {', '.join(PRESETS)}")
         for source in cfg.corpus:
-            if source != "default" and not str(source).startswith("hf:") and not Path(source).expanduser().exists():
+            if (
+                source not in NAMED_SOURCES
+                and not str(source).startswith("hf:")
+                and not Path(source).expanduser().exists()
+            ):
                 raise JobError(
-                    f"corpus {source} not found (looked in {cwd}); give a file or folder of text, or 'default'"
+                    f"corpus {source} not found (looked in {cwd}); give a file or folder of text, "
+                    f"or one of {', '.join(NAMED_SOURCES)}"
                 )
         try:
             cfg.model_config(cfg.vocab_size)
