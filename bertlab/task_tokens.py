@@ -131,6 +131,7 @@ def _task_tokenizer(cfg):
 # --------------------------------------------------------------------------------------
 PRETRAIN_DOC_SAMPLE = 300  # documents read to learn a corpus's instance lengths
 PRETRAIN_DOC_SENTENCES = 400  # of each, at most this many sentences (a whole book would take seconds)
+PRETRAIN_LONGEST = 50  # of them, the corpus's longest documents
 
 
 def pretraining_tokens(cfg, micro_batch: int) -> TaskTokens:
@@ -151,14 +152,21 @@ def pretraining_tokens(cfg, micro_batch: int) -> TaskTokens:
 
 @functools.lru_cache(maxsize=4)  # keyed by the sources' modification times, as `_task_tokens`
 def _corpus_sample(corpus, fmt, stamps) -> tuple[list, list[float], int]:
-    """(sampled documents cut to PRETRAIN_DOC_SENTENCES, each one's weight: its sentences / those
-    kept, the corpus's documents in all)."""
+    """(sampled documents cut to PRETRAIN_DOC_SENTENCES, each one's weight: the documents it stands
+    for x its sentences / those kept, the corpus's documents in all)."""
     from bertlab.corpus import load_corpus  # deferred: reading a corpus imports what its source needs
 
     documents = load_corpus(corpus, fmt).documents
-    picked = sorted(random.Random(0).sample(range(len(documents)), min(PRETRAIN_DOC_SAMPLE, len(documents))))
+    # the longest documents always (a book makes thousands of rows: left to chance it swings the mean),
+    # a random sample of the rest, each standing for its share of them
+    by_length = sorted(range(len(documents)), key=lambda i: -len(documents[i]))
+    longest, rest = by_length[:PRETRAIN_LONGEST], by_length[PRETRAIN_LONGEST:]
+    drawn = random.Random(0).sample(rest, min(PRETRAIN_DOC_SAMPLE - len(longest), len(rest)))
+    share = {i: 1.0 for i in longest} | {i: len(rest) / max(1, len(drawn)) for i in drawn}
+    picked = sorted(share)
     sample = [documents[i][:PRETRAIN_DOC_SENTENCES] for i in picked]
-    return sample, [len(documents[i]) / max(1, len(s)) for i, s in zip(picked, sample, strict=True)], len(documents)
+    weights = [share[i] * len(documents[i]) / max(1, len(s)) for i, s in zip(picked, sample, strict=True)]
+    return sample, weights, len(documents)
 
 
 @functools.lru_cache(maxsize=32)
@@ -192,7 +200,8 @@ def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps
         real_per_row=sum(n * w for n, w in zip(lengths, weight, strict=True)) / total,
         padded_per_row=padded_length(drawn, micro_batch),
         longest=max(lengths),
-        features=round(total * n_documents / len(token_docs)),
+        features=round(total),
         source=f"pretraining instances made from {len(token_docs):,} of the corpus's {n_documents:,} documents "
-        f"(up to {PRETRAIN_DOC_SENTENCES} sentences each), tokenized with {whose} vocabulary",
+        f"(its {PRETRAIN_LONGEST} longest and a random sample of the rest, up to {PRETRAIN_DOC_SENTENCES} "
+        f"sentences each), tokenized with {whose} vocabulary",
     )
