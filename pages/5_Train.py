@@ -316,9 +316,25 @@ with side:
         st.markdown("\n".join(f"- **{label}**: {value}" for label, value in estimate_rows(est)))
 
 with form:
-    if st.button(
-        "Launch", type="primary", disabled=problem is not None, key="train_launch", icon=":material/rocket_launch:"
-    ):
+    twins = registry.same_jobs(spec, cwd=REPO_ROOT) if spec is not None and problem is None else []
+    again = True
+    if twins:  # a second click on Launch: the same seed on the same data, the same result
+        st.warning(
+            f"The same job is already {twins[0].state}: **{twins[0].id}**. A second copy would repeat it exactly "
+            "(the same settings, data and seed); watch it on the Jobs page.",
+            icon=":material/content_copy:",
+        )
+        again = st.checkbox("Launch a second copy anyway", key="train_again")
+    if (
+        st.button(
+            "Launch",
+            type="primary",
+            disabled=problem is not None or not again,
+            key="train_launch",
+            icon=":material/rocket_launch:",
+        )
+        and again
+    ):  # a click that reached a rerun where the twin is now queued launches nothing
         try:
             job = registry.submit(spec, cwd=REPO_ROOT)
         except BertLabError as exc:

@@ -186,6 +186,13 @@ def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
     (job,) = JobRegistry(app_env).list()
     args = list(job.job["args"])
     assert args[args.index("--max-seq-length") + 1] == "384"
+    # a second click on Launch would queue the same job again: the page says so and asks first
+    at.run()
+    assert any(job.id in w.value and "already queued" in w.value for w in at.warning)
+    assert at.button(key="train_launch").disabled
+    at.checkbox(key="train_again").check().run()
+    at.button(key="train_launch").click().run()
+    assert len(JobRegistry(app_env).list()) == 2
 
 
 def test_train_page_squad_follows_the_models_pretrained_length(app_env, tmp_path, monkeypatch):

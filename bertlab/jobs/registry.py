@@ -155,6 +155,23 @@ class JobRegistry:
     def metrics(self, job_id: str) -> list[dict]:
         return read_metrics(self._dir(job_id))
 
+    def same_jobs(self, spec: JobSpec, cwd: str | Path | None = None) -> list[Job]:
+        """Jobs not ended yet that run exactly `spec` (kind, arguments, device, GPUs; any name), as
+        `submit` would write it: a second Launch click would run the same seed on the same data again."""
+        try:
+            spec = validate(spec, Path(cwd or os.getcwd()).resolve(), gpus=self.gpus)  # device 'auto' -> cpu
+        except JobError:
+            return []
+        return [
+            job
+            for job in self.list(start_queued=False)
+            if not job.is_final
+            and job.kind == spec.kind
+            and list(job.job.get("args", ())) == list(spec.args)
+            and job.job.get("device") == spec.device
+            and job.job.get("num_gpus", 1) == spec.num_gpus
+        ]
+
     # --- submitting -----------------------------------------------------------------------
     def submit(self, spec: JobSpec, cwd: str | Path | None = None, start: bool = True) -> Job:
         """Validate `spec`, create its run folder with job.json (state queued) and start it if a slot is free."""
