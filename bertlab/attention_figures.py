@@ -1,9 +1,12 @@
 """Plotly figures of attention: one head's map and line view, the layers x heads grid, head
-statistics, and bertviz's views.
+statistics, and bertviz's views; how much of a long input they draw (`TokenWindow`), and the
+change in P(IsNext) the head-ablation view writes beside them.
 
 Figures take plain data (tokens, numpy arrays, inference results) and return
-`plotly.graph_objects.Figure`; nothing here runs the model. The shared look (colours, layout,
-`style_figure`) and the answers' figures are bertlab.figures'.
+`plotly.graph_objects.Figure`; nothing here runs the model. They stay small on 512-token inputs:
+the grid and the line view draw a window of tokens, heatmaps send float32 and drop per-cell hover
+strings when large. The shared look (colours, layout, `style_figure`) and the answers' figures
+are bertlab.figures'.
 
 Imports numpy, plotly, bertlab.figures and bertlab types; bertviz lazily; never streamlit.
 """
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,7 +24,7 @@ from plotly.subplots import make_subplots
 
 from bertlab.attention import HEAD_STATS, HeadStats, head_label
 from bertlab.errors import InputError
-from bertlab.figures import BLUE, GREY, style_figure
+from bertlab.figures import BLUE, GREY, ORANGE, style_figure
 from bertlab.inference import Inspection
 
 log = logging.getLogger(__name__)
@@ -28,9 +33,97 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------
 # Attention
 # --------------------------------------------------------------------------------------
-def _token_ticks(tokens: Sequence[str]) -> dict:
-    # Numeric axes with tick labels: categorical axes would merge repeated tokens ("the", "the").
-    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=list(tokens))
+# Long inputs: a 512-token grid of 16 heads was 128 MB of figure JSON and froze the browser.
+WINDOW_TOKENS = 64  # most tokens the lines view and the head grid draw; more are too small to read
+HOVER_CELLS = 20_000  # above this many cells a heatmap hovers with numbers, not a string per cell
+MAX_TICK_LABELS = 40  # token names that fit along an axis without running into each other
+SPECIAL_TOKENS = ("[CLS]", "[SEP]")
+
+GridScale = Literal["shared", "per_head"]
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """The consecutive tokens a figure draws: positions `start` to `stop - 1` of `total`.
+
+    Positions count from 0 ([CLS]), as everywhere in the app."""
+
+    start: int
+    stop: int
+    total: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def is_whole(self) -> bool:
+        return self.start == 0 and self.stop == self.total
+
+    def tokens(self, tokens: Sequence[str]) -> list[str]:
+        return list(tokens[self.start : self.stop])
+
+    def maps(self, attentions: np.ndarray) -> np.ndarray:
+        """(..., T, T) -> (..., n, n): the weights among the tokens shown."""
+        return np.asarray(attentions)[..., self.start : self.stop, self.start : self.stop]
+
+    def describe(self) -> str:
+        """'tokens 0–63 of 512', or 'all 12 tokens'."""
+        if self.is_whole:
+            return f"all {self.total} tokens"
+        return f"tokens {self.start}–{self.stop - 1} of {self.total}"
+
+
+def token_window(total: int, start: int = 0, size: int = WINDOW_TOKENS) -> TokenWindow:
+    """At most `size` consecutive tokens from `start` (moved back so that the window stays full)."""
+    if total < 0 or size < 1:
+        raise InputError(f"need total >= 0 tokens and a window of at least 1, got {total} and {size}")
+    size = min(size, total)
+    start = min(max(0, start), total - size)
+    return TokenWindow(start, start + size, total)
+
+
+def _titled(title: str, window: TokenWindow) -> str:
+    """The title, with the tokens drawn on a second line when they are not all of them."""
+    if window.is_whole or not title:
+        return title
+    return f"{title}<br><span style='font-size:12px;color:{GREY}'>{window.describe()}</span>"
+
+
+def _title_room(title: str, window: TokenWindow) -> int:
+    """Pixels above the plot for the title (and its second line)."""
+    return 0 if not title else (40 if window.is_whole else 58)
+
+
+def _tick_step(count: int, labels: int = MAX_TICK_LABELS) -> int:
+    """A round step (1, 2, 5, 10, 20, 25, 50, ...) that names at most `labels` of `count` tokens."""
+    for step in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500):
+        if -(-count // step) <= labels:
+            return step
+    return -(-count // labels)
+
+
+def _token_ticks(tokens: Sequence[str], first: int = 0) -> dict:
+    """Tick labels for tokens at positions first, first + 1, ...
+
+    Numeric axes with tick labels: categorical axes would merge repeated tokens ("the", "the").
+    With more than MAX_TICK_LABELS tokens, every k-th token and each [CLS] / [SEP] is named, with
+    its position, since the reader can no longer count along the axis."""
+    T = len(tokens)
+    if T <= MAX_TICK_LABELS:
+        return dict(tickmode="array", tickvals=list(range(first, first + T)), ticktext=list(tokens))
+    step = _tick_step(T)
+    special: list[int] = []
+    for i, t in enumerate(tokens):  # the first of two [SEP]s a few tokens apart: their names would overlap
+        if t in SPECIAL_TOKENS and all(abs(i - s) * 2 >= step for s in special):
+            special.append(i)
+    regular = [i for i in range(0, T, step) if all(abs(i - s) * 2 >= step for s in special)]
+    picked = sorted(set(regular) | set(special))
+    return dict(
+        tickmode="array",
+        tickvals=[first + i for i in picked],
+        ticktext=[f"{tokens[i]} ({first + i})" for i in picked],
+    )
 
 
 def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool) -> dict:
@@ -54,63 +147,89 @@ def attention_heatmap(
     off: bool = False,
     zmax: float | None = None,
     mark_uniform: bool = False,
+    window: TokenWindow | None = None,
 ) -> go.Figure:
     """One head's (T, T) attention: row = the token attending, column = the token attended to.
 
     `zmax` None scales the colours to this head's strongest weight (detail within one head); give
     1.0 where heads or training steps are compared, so the same colour means the same weight.
-    `mark_uniform` labels 1/T on the colour bar: the weight of a head that has learned nothing."""
+    `mark_uniform` labels 1/T on the colour bar: the weight of a head that has learned nothing.
+    A `window` that is not the whole input is outlined: the tokens the figures beside this one show.
+
+    Long inputs stay light: the weights travel as float32, and above HOVER_CELLS cells the hover
+    names positions instead of carrying a 'the → cat' string for every cell."""
     m = np.asarray(matrix, dtype=float)
     T = len(tokens)
     if m.shape != (T, T):
         raise InputError(f"attention matrix has shape {m.shape} but there are {T} tokens")
-    hover = [[f"{tokens[i]} → {tokens[j]}" for j in range(T)] for i in range(T)]
+    if T * T <= HOVER_CELLS:
+        hover: dict = dict(
+            customdata=[[f"{tokens[i]} → {tokens[j]}" for j in range(T)] for i in range(T)],
+            hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
+        )
+    else:
+        hover = dict(hovertemplate="token %{y} → token %{x}: %{z:.3f}<extra></extra>")
     fig = go.Figure(
         go.Heatmap(
-            z=m,
-            x=list(range(T)),
-            y=list(range(T)),
-            customdata=hover,
+            z=m.astype(np.float32),  # float32: half the bytes of float64, and more digits than the hover shows
+            x=np.arange(T),
+            y=np.arange(T),
             colorscale="Blues",
             zmin=0,
             zmax=zmax or (max(0.05, float(np.nanmax(m))) if m.size else 1),
             colorbar=weight_colorbar(zmax or 1.0, T, mark_uniform),
-            hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
+            **hover,
         )
     )
     side = max(340, min(760, 24 * T + 170))
-    fig.update_xaxes(**_token_ticks(tokens), tickangle=-90, side="top")  # upright words never run into each other
-    fig.update_yaxes(**_token_ticks(tokens), autorange="reversed")
+    ticks = _token_ticks(tokens)
+    fig.update_xaxes(**ticks, tickangle=-90, side="top")  # upright words never run into each other
+    fig.update_yaxes(**ticks, autorange="reversed")
+    if window is not None and not window.is_whole:
+        lo, hi = window.start - 0.5, window.stop - 0.5
+        fig.add_shape(type="rect", x0=lo, x1=hi, y0=lo, y1=hi, line=dict(color=ORANGE, width=2, dash="dot"))
     if off:
         fig.add_annotation(
             text="switched off", x=(T - 1) / 2, y=(T - 1) / 2, showarrow=False, font=dict(size=18, color=GREY)
         )
     style_figure(fig, title, height=side)
-    fig.update_layout(margin=dict(t=(40 if title else 10) + 6 * max((len(t) for t in tokens), default=1)))
+    longest = max((len(t) for t in ticks["ticktext"]), default=1)
+    fig.update_layout(margin=dict(t=(40 if title else 10) + 6 * longest))
     return fig
 
 
 def attention_lines(
-    tokens: Sequence[str], matrix: np.ndarray, title: str = "", colour: str = BLUE, threshold: float = 0.02
+    tokens: Sequence[str],
+    matrix: np.ndarray,
+    title: str = "",
+    colour: str = BLUE,
+    threshold: float = 0.02,
+    window: TokenWindow | None = None,
 ) -> go.Figure:
     """bertviz-style head view drawn with plotly: tokens left and right, a line for each weight.
 
     Works offline (no JavaScript from the web), unlike bertviz's own view. Line opacity and width
-    follow the weight; weights under `threshold` are not drawn.
+    follow the weight; weights under `threshold` are not drawn. Draws the tokens of `window`
+    (default: the first WINDOW_TOKENS) and the weights among them; the hover still names the token
+    each one attends to most in the whole input.
     """
     m = np.asarray(matrix, dtype=float)
     T = len(tokens)
     if m.shape != (T, T):
         raise InputError(f"attention matrix has shape {m.shape} but there are {T} tokens")
+    window = window or token_window(T)
+    first, shown = window.start, window.tokens(tokens)
+    n = len(shown)
     fig = go.Figure()
     bins = np.linspace(threshold, 1.0, 9)
+    part = window.maps(m)
     for lo, hi in zip(bins[:-1], bins[1:], strict=False):
         xs: list[float | None] = []
         ys: list[float | None] = []
-        sel = np.argwhere((m >= lo) & ((m < hi) | (hi == 1.0)))
+        sel = np.argwhere((part >= lo) & ((part < hi) | (hi == 1.0)))
         for i, j in sel:  # lines stop short of the words at x = 0 and 1
             xs += [0.08, 0.92, None]
-            ys += [float(i), float(j), None]
+            ys += [float(first + i), float(first + j), None]
         if xs:
             level = (lo + hi) / 2
             fig.add_trace(
@@ -124,53 +243,80 @@ def attention_lines(
                     showlegend=False,
                 )
             )
-    strongest = m.argmax(1)
-    hover = [f"{tokens[i]} attends most to {tokens[strongest[i]]} ({m[i, strongest[i]]:.2f})" for i in range(T)]
-    fig.add_trace(
-        go.Scatter(
-            x=[0] * T,
-            y=list(range(T)),
-            mode="text",
-            text=list(tokens),
-            textposition="middle left",
-            hovertext=hover,
-            hoverinfo="text",
-            showlegend=False,
+    rows = range(window.start, window.stop)
+    strongest = m[window.start : window.stop].argmax(1) if n else np.zeros(0, dtype=int)
+    hover = [
+        f"{tokens[i]} ({i}) attends most to {tokens[j]} ({j}): {m[i, j]:.2f}"
+        for i, j in zip(rows, strongest, strict=True)
+    ]
+    dense = n > 24  # smaller words and rows, so 64 tokens take about the height of the heatmap beside
+    font = dict(size=10) if dense else None
+    for x, side, text_hover in ((0, "middle left", hover), (1, "middle right", None)):
+        fig.add_trace(
+            go.Scatter(
+                x=[x] * n,
+                y=list(rows),
+                mode="text",
+                text=shown,
+                textposition=side,
+                textfont=font,
+                hovertext=text_hover,
+                hoverinfo="text" if text_hover else "skip",
+                showlegend=False,
+            )
         )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[1] * T,
-            y=list(range(T)),
-            mode="text",
-            text=list(tokens),
-            textposition="middle right",
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
     fig.update_xaxes(visible=False, range=[-0.9, 1.9])
-    fig.update_yaxes(visible=False, autorange="reversed")
-    return style_figure(fig, title, height=max(260, 22 * T + 60))
+    # an explicit range: autorange left a band of empty space above long inputs
+    fig.update_yaxes(visible=False, range=[window.stop - 0.5, window.start - 0.5])
+    style_figure(fig, _titled(title, window), height=max(260, (12 if dense else 22) * n + 60))
+    if title and not window.is_whole:
+        fig.update_layout(margin=dict(t=_title_room(title, window)))
+    return fig
 
 
-def _tiles(att: np.ndarray, tokens: Sequence[str], off: set[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """The L x A grid of (T, T) maps as one array, a blank row and column between tiles and NaN
-    for heads switched off, with each cell's hover text ('L1-H2: the → cat')."""
+def suggested_grid_scale(attentions: np.ndarray) -> GridScale:
+    """'per_head' where one colour scale would leave most heads white, else 'shared'.
+
+    On long inputs most heads spread their attention over hundreds of tokens (weights near 1/T)
+    while a few still put almost all of it on one token; on one 0-to-strongest scale, the first
+    kind all but vanish. The test: half the heads never reach a quarter of the strongest weight.
+    Heads switched off (all zeros) do not count.
+    """
+    att = np.asarray(attentions, dtype=float)
+    if att.ndim != 4:
+        raise InputError(f"attentions must be (L, A, T, T), got {att.shape}")
+    peaks = np.nan_to_num(att).reshape(att.shape[0] * att.shape[1], -1).max(1, initial=0.0)
+    peaks = peaks[peaks > 0]
+    if not peaks.size:
+        return "shared"
+    return "per_head" if float(np.median(peaks)) < 0.25 * float(peaks.max()) else "shared"
+
+
+def _tiles(
+    att: np.ndarray, tokens: Sequence[str], off: set[tuple[int, int]], per_head: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The L x A grid of (T, T) maps as one float32 array, a blank row and column between tiles and
+    NaN for heads switched off; each map divided by its own strongest weight when `per_head`.
+    With each cell's hover text ('L1-H2: the → cat') when the grid is small enough to carry it."""
     L, A, T, _ = att.shape
     step = T + 1
-    z = np.full((L * step - 1, A * step - 1), np.nan)
-    custom = np.full(z.shape, "", dtype=object)
+    z = np.full((L * step - 1, A * step - 1), np.nan, dtype=np.float32)
+    custom = np.full(z.shape, "", dtype=object) if z.size <= HOVER_CELLS else None
     for layer in range(L):
         for head in range(A):
             r, c = layer * step, head * step
             if (layer, head) in off:
                 continue
-            z[r : r + T, c : c + T] = att[layer, head]
+            tile = att[layer, head]
+            peak = float(np.nanmax(tile)) if tile.size else 0.0
+            z[r : r + T, c : c + T] = tile / peak if per_head and peak > 0 else tile
+            if custom is None:
+                continue
             name = head_label(layer, head)
             for i in range(T):
                 for j in range(T):
-                    custom[r + i, c + j] = f"{name}: {tokens[i]} → {tokens[j]}"
+                    weight = f" ({tile[i, j]:.2f})" if per_head else ""
+                    custom[r + i, c + j] = f"{name}: {tokens[i]} → {tokens[j]}{weight}"
     return z, custom
 
 
@@ -181,31 +327,54 @@ def head_grid(
     title: str = "",
     zmax: float | None = None,
     mark_uniform: bool = False,
+    scale: GridScale = "shared",
+    window: TokenWindow | None = None,
 ) -> go.Figure:
     """Every head at once: an L x A grid of small attention maps (small multiples).
 
     Drawn as one tiled heatmap (fast for BERT-base's 144 heads); gaps between tiles are blank and
-    heads switched off show as empty tiles with a cross. `zmax`, `mark_uniform`: as
-    `attention_heatmap` (None: the strongest weight of any head). When the tiles are big enough,
-    the first column of tiles names its rows' tokens and the last row its columns'.
+    heads switched off show as empty tiles with a cross. Each tile shows the tokens of `window`
+    (default: the first WINDOW_TOKENS), so a 512-token input stays a few MB, not 128.
+
+    `scale` 'shared': one colour scale for every tile, so heads compare; `zmax`, `mark_uniform` as
+    `attention_heatmap` (None: the strongest weight of any head). 'per_head': each tile from 0 to
+    its own strongest weight, so heads that spread their attention stay visible next to one that
+    puts it all on one token (see `suggested_grid_scale`). When the tiles are big enough, the first
+    column of tiles names its rows' tokens and the last row its columns'.
     """
     att = np.asarray(attentions, dtype=float)
     if att.ndim != 4:
         raise InputError(f"attentions must be (L, A, T, T), got {att.shape}")
+    if scale not in ("shared", "per_head"):
+        raise InputError(f"scale must be 'shared' or 'per_head', got {scale!r}")
+    per_head = scale == "per_head"
+    if per_head and (zmax is not None or mark_uniform):
+        raise InputError("zmax and mark_uniform are for one shared scale: leave them out with scale='per_head'")
+    window = window or token_window(att.shape[-1])
+    att, tokens = window.maps(att), window.tokens(tokens)
     L, A, T, _ = att.shape
     step = T + 1
     off_set = set(off)
-    z, custom = _tiles(att, tokens, off_set)
+    z, custom = _tiles(att, tokens, off_set, per_head)
+    if per_head:
+        bar = dict(title="share of<br>the head's<br>strongest", thickness=12, tickformat=".0%")
+        colour: dict = dict(zmax=1.0, colorbar=bar)
+        what = "%{z:.0%} of the head's strongest"
+    else:
+        top = zmax or _max_or(z, 1.0)  # one scale for every tile, so heads compare
+        colour = dict(zmax=top, colorbar=weight_colorbar(top, window.total, mark_uniform))
+        what = "%{z:.2f}"
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            customdata=custom,
             colorscale="Blues",
             zmin=0,
-            zmax=zmax or _max_or(z, 1.0),  # one scale for every tile, so heads compare
-            hovertemplate="%{customdata}: %{z:.2f}<extra></extra>",
+            hovertemplate=f"%{{customdata}}: {what}<extra></extra>"
+            if custom is not None
+            else f"weight {what}<extra></extra>",
             hoverongaps=False,
-            colorbar=weight_colorbar(zmax or _max_or(z, 1.0), T, mark_uniform),
+            **({"customdata": custom} if custom is not None else {}),
+            **colour,
         )
     )
     for layer, head in off_set:  # a cross over each head switched off
@@ -222,8 +391,12 @@ def head_grid(
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
     if not labelled:  # square tiles; labelled ones fill the width instead of leaving an empty band
         fig.update_yaxes(scaleanchor="x", constrain="domain")
-    if labelled:  # tokens along the first tile column and under the last tile row; layers and heads as notes
-        fig.update_yaxes(tickvals=list(range(T)), ticktext=list(tokens), tickfont_size=9)
+    if labelled:  # tokens beside every tile row (each layer's) and under the last one; layers and heads as notes
+        fig.update_yaxes(
+            tickvals=[layer * step + i for layer in range(L) for i in range(T)],
+            ticktext=list(tokens) * L,
+            tickfont_size=9,
+        )
         fig.update_xaxes(
             tickvals=[(A - 1) * step + j for j in range(T)], ticktext=list(tokens), tickfont_size=9, tickangle=-60
         )
@@ -242,9 +415,34 @@ def head_grid(
         )  # fmt: skip
     # labelled tiles need ~18 px a token row; the page draws this grid full width
     cell = max(16 * T, 160) if labelled else max(70, min(150, 900 // max(A, 1)))
-    style_figure(fig, title, height=min(1400, 110 + cell * L + (60 if labelled else 0)))
-    fig.update_layout(margin=dict(t=(40 if title else 10) + 24, l=110 if labelled else 10))
+    style_figure(fig, _titled(title, window), height=min(1400, 110 + cell * L + (60 if labelled else 0)))
+    fig.update_layout(margin=dict(t=(_title_room(title, window) or 10) + 24, l=110 if labelled else 10))
     return fig
+
+
+# --------------------------------------------------------------------------------------
+# Head ablation: the change beside P(IsNext)
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProbabilityChange:
+    """A probability before and after switching heads off, as the page writes them.
+
+    Both are rounded to 0.1% first and the change is taken between the rounded numbers, so it
+    always agrees with what the reader sees (99.8% -> 99.7% is '-0.1 points', never '-0.0')."""
+
+    before: str  # '99.8%'
+    after: str  # '99.7%'
+    delta: str  # '-0.1 points'; '±0.0 points' when the rounded numbers are equal
+    arrow: Literal["auto", "off"]  # 'off' for no change: no ↑ or ↓ beside '±0.0'
+
+
+def probability_change(before: float, after: float) -> ProbabilityChange:
+    """`before` and `after` (probabilities in [0, 1]) and the change between them in percentage points."""
+    b, a = float(f"{before * 100:.1f}"), float(f"{after * 100:.1f}")
+    points = round(a - b, 1)
+    if points == 0:
+        return ProbabilityChange(f"{b:.1f}%", f"{a:.1f}%", "±0.0 points", "off")
+    return ProbabilityChange(f"{b:.1f}%", f"{a:.1f}%", f"{points:+.1f} points", "auto")
 
 
 def stat_heatmap(stats: HeadStats, name: str, title: str = "") -> go.Figure:

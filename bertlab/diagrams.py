@@ -1,5 +1,6 @@
-"""The paper's diagrams, drawn from a config or an example: Figure 2's input embeddings, the
-architecture of Figure 1 for a given size, and a masked pretraining example as HTML chips.
+"""The paper's diagrams, drawn from a config or an example: Figure 2's input embeddings (and which
+tokens of a long input it draws), the architecture of Figure 1 for a given size, and a masked
+pretraining example as HTML chips.
 
 Imports plotly, bertlab.config / errors and bertlab.figures (shared colours and layout); never
 streamlit.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import groupby
 
 import plotly.graph_objects as go
 
@@ -28,18 +31,79 @@ KIND_LABELS = {"mask": "→ [MASK] (80%)", "random": "→ random token (10%)", "
 # --------------------------------------------------------------------------------------
 # The input: the paper's Figure 2
 # --------------------------------------------------------------------------------------
+FIGURE2_ENDS = 3  # tokens drawn at each end of a long segment: [CLS] or a [SEP] and two words beside it
+
+
+@dataclass(frozen=True)
+class InputColumn:
+    """One column of Figure 2: the token at position `start`, or an ellipsis box standing for
+    positions `start` to `stop - 1` (all of one segment) that are left out of the drawing."""
+
+    start: int
+    stop: int
+    segment: int
+
+    @property
+    def is_gap(self) -> bool:
+        return self.stop - self.start > 1
+
+
+@dataclass(frozen=True)
+class Figure2Columns:
+    """What Figure 2 draws of an input of `total` tokens: its columns, left to right."""
+
+    columns: tuple[InputColumn, ...]
+    total: int
+
+    @property
+    def left_out(self) -> int:
+        """Tokens inside ellipsis boxes, not drawn one by one."""
+        return sum(c.stop - c.start for c in self.columns if c.is_gap)
+
+    @property
+    def shown(self) -> int:
+        return self.total - self.left_out
+
+
+def figure2_columns(segment_ids: Sequence[int], ends: int | None = FIGURE2_ENDS) -> Figure2Columns:
+    """The tokens Figure 2 draws: of each segment (a run of equal segment ids) longer than
+    2 * `ends` + 1 tokens, the first and last `ends`, with one ellipsis box between them; so
+    [CLS] and each [SEP] stay, at their real positions. `ends` None draws every token."""
+    if ends is not None and ends < 1:
+        raise InputError(f"ends must be at least 1 (or None for every token), got {ends}")
+    columns: list[InputColumn] = []
+    start = 0
+    for segment, run in groupby(segment_ids):
+        stop = start + len(list(run))
+        if ends is None or stop - start <= 2 * ends + 1:
+            columns += [InputColumn(i, i + 1, segment) for i in range(start, stop)]
+        else:
+            columns += [InputColumn(i, i + 1, segment) for i in range(start, start + ends)]
+            columns.append(InputColumn(start + ends, stop - ends, segment))
+            columns += [InputColumn(i, i + 1, segment) for i in range(stop - ends, stop)]
+        start = stop
+    return Figure2Columns(tuple(columns), start)
+
+
 def input_embeddings_figure(
-    tokens: Sequence[str], segment_ids: Sequence[int], per_row: int = 16, title: str = ""
+    tokens: Sequence[str],
+    segment_ids: Sequence[int],
+    per_row: int = 16,
+    title: str = "",
+    ends: int | None = FIGURE2_ENDS,
 ) -> go.Figure:
     """BERT's input as in the paper's Figure 2: token + segment + position embeddings per token.
 
-    Long inputs wrap onto several bands of `per_row` tokens.
+    A long segment is drawn as its first and last `ends` tokens with an ellipsis box for the rest
+    (see `figure2_columns`; a 512-token pair drew 8,000 px of boxes); the position embeddings
+    keep their real numbers. Columns beyond `per_row` wrap onto further bands.
     """
     T = len(tokens)
     if len(segment_ids) != T:
         raise InputError(f"{T} tokens but {len(segment_ids)} segment ids")
-    bands = max(1, -(-T // per_row))
-    cols = min(T, per_row)
+    columns = figure2_columns(segment_ids, ends).columns
+    bands = max(1, -(-len(columns) // per_row))
+    cols = min(len(columns), per_row)
     row_h, gap, band_gap = 1.0, 0.55, 1.0
     band_height = 4 * row_h + 3 * gap + band_gap
     w, xgap = 1.0, 0.14
@@ -50,24 +114,12 @@ def input_embeddings_figure(
     for band in range(bands):
         top = -band * band_height
         notes += _row_labels(labels, top, row_h, gap)
-        for k in range(cols):
-            i = band * per_row + k
-            if i >= T:
-                break
+        for k, column in enumerate(columns[band * per_row : (band + 1) * per_row]):
             x0 = k * (w + xgap)
-            tok, seg = tokens[i], segment_ids[i]
-            seg_name = "A" if seg == 0 else "B"
-            # a subscript '.' or ',' is a speck under the E: punctuation is quoted so it reads as a token
-            sub = tok if any(ch.isalnum() for ch in tok) else f"'{tok}'"
-            texts = (
-                html.escape(tok, quote=False),
-                f"E<sub>{html.escape(sub, quote=False)}</sub>",
-                f"E<sub>{seg_name}</sub>",
-                f"E<sub>{i}</sub>",
-            )
-            for r, (fill, text) in enumerate(zip(fills, texts, strict=False)):
+            texts, sizes, special = _column_texts(column, tokens)
+            for r, (fill, text, size) in enumerate(zip(fills, texts, sizes, strict=True)):
                 y1 = top - r * (row_h + gap)
-                border = "#555" if r else ("#c0392b" if tok in ("[CLS]", "[SEP]") else "#555")
+                border = "#c0392b" if special and not r else "#555"
                 shapes.append(
                     dict(
                         type="rect",
@@ -75,12 +127,11 @@ def input_embeddings_figure(
                         x1=x0 + w,
                         y0=y1 - row_h,
                         y1=y1,
-                        fillcolor=fill,
-                        line=dict(color=border, width=1.2),
+                        fillcolor="white" if column.is_gap and r != 2 else fill,
+                        line=dict(color=border, width=1.2, dash="dot" if column.is_gap else "solid"),
                         layer="below",
                     )
                 )
-                size = 12 if len(tok) <= 7 else (10 if len(tok) <= 10 else 8)
                 notes.append(dict(x=x0 + w / 2, y=y1 - row_h / 2, text=text, showarrow=False, font=dict(size=size)))
                 if r >= 2:
                     notes.append(
@@ -100,6 +151,36 @@ def input_embeddings_figure(
     fig.update_xaxes(visible=False, range=[-2.3, cols * (w + xgap) + 0.05])
     fig.update_yaxes(visible=False, range=[-bands * band_height + band_gap - 0.1, 0.3])
     return style_figure(fig, title, height=int(40 + 210 * bands))
+
+
+def _column_texts(column: InputColumn, tokens: Sequence[str]) -> tuple[tuple[str, ...], tuple[int, ...], bool]:
+    """A column's four texts (input, token, segment and position embedding), their font sizes,
+    and whether it is [CLS] or [SEP] (drawn with a red border)."""
+    seg_name = "A" if column.segment == 0 else "B"
+    if column.is_gap:  # the segment embedding is the same for every token left out; the positions run on
+        left_out = column.stop - column.start
+        return (
+            (
+                "⋯",
+                f"<i>{left_out} more</i>",
+                f"E<sub>{seg_name}</sub>",
+                f"E<sub>{column.start}–{column.stop - 1}</sub>",
+            ),
+            (14, 9, 12, 9),
+            False,
+        )
+    i = column.start
+    tok = tokens[i]
+    # a subscript '.' or ',' is a speck under the E: punctuation is quoted so it reads as a token
+    sub = tok if any(ch.isalnum() for ch in tok) else f"'{tok}'"
+    texts = (
+        html.escape(tok, quote=False),
+        f"E<sub>{html.escape(sub, quote=False)}</sub>",
+        f"E<sub>{seg_name}</sub>",
+        f"E<sub>{i}</sub>",
+    )
+    size = 12 if len(tok) <= 7 else (10 if len(tok) <= 10 else 8)
+    return texts, (size,) * 4, tok in ("[CLS]", "[SEP]")
 
 
 def _row_labels(labels: Sequence[str], top: float, row_h: float, gap: float) -> list[dict]:

@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from bertlab.diagrams import input_embeddings_figure
+from bertlab.diagrams import FIGURE2_ENDS, figure2_columns, input_embeddings_figure
 from bertlab.errors import BertLabError
 from bertlab.explore import NSP_EXAMPLES, UNRELATED_SENTENCES, input_notes
 from bertlab.figures import nsp_figure
@@ -135,6 +135,13 @@ st.markdown(
     unsafe_allow_html=True,
 )
 show_figure(input_embeddings_figure(encoding.tokens, encoding.type_ids), "input-embeddings", key="nsp_fig2")
+drawn = figure2_columns(encoding.type_ids)
+if drawn.left_out:
+    st.caption(
+        f"{drawn.left_out} of {len(encoding)} tokens are left out of the drawing (the dotted boxes): it shows the "
+        f"first and last {FIGURE2_ENDS} tokens of each sentence, counting [CLS] and [SEP], with their real "
+        "positions. The table below lists every token."
+    )
 with st.expander("The same as a table (token ids, segments, positions)"):
     st.dataframe(
         pd.DataFrame(

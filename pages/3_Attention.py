@@ -16,12 +16,17 @@ from bertlab.attention import (
     make_head_mask,
 )
 from bertlab.attention_figures import (
+    WINDOW_TOKENS,
+    TokenWindow,
     attention_heatmap,
     attention_lines,
     bertviz_html,
     head_grid,
+    probability_change,
     stat_heatmap,
     stats_overview,
+    suggested_grid_scale,
+    token_window,
 )
 from bertlab.errors import BertLabError
 from bertlab.explore import answer_changes, input_notes
@@ -35,12 +40,35 @@ lm = require_model()
 L, A = lm.config.num_layers, lm.config.num_heads
 LABELS = [head_label(layer, head) for layer, head in all_heads(L, A)]
 OFF_KEY = f"att_off_{L}x{A}"  # heads switched off, per model shape
+GRID_SCALES = {  # the grid's colour scale: None = bertlab's suggestion for this input
+    "automatic": None,
+    "one scale for every head": "shared",
+    "each head to its own strongest weight": "per_head",
+}
 
 
 @st.cache_data(show_spinner="Averaging over the sample sentences…", max_entries=16)
 def sample_stats(model_key: str, off: tuple[tuple[int, int], ...], _lm):
     mask = make_head_mask(L, A, off) if off else None
     return average_head_statistics(_lm, SAMPLE_PAIRS, head_mask=mask)
+
+
+def pick_window(num_tokens: int) -> TokenWindow:
+    """The tokens the lines view and the head grid draw: all of a short input, a slider's window of a long one."""
+    if num_tokens <= WINDOW_TOKENS:
+        return token_window(num_tokens)
+    start = st.slider(
+        f"Tokens shown ({WINDOW_TOKENS} of {num_tokens} at a time)",
+        0,
+        num_tokens - WINDOW_TOKENS,
+        0,
+        key="att_window",  # one window for both tabs: only the open tab draws this slider
+        persist_state="page",
+        format="from token %d",
+        help="Long inputs are drawn a window at a time: every line and tile of 512 tokens would not be readable "
+        "and would freeze the browser.",
+    )
+    return token_window(num_tokens, start)
 
 
 controls, explain = st.columns([3, 2], gap="large")
@@ -104,18 +132,34 @@ with tab_one:
         head = c2.slider("Head", 1, A, 1, key="att_head", persist_state="page") - 1
         is_off = (layer, head) in off_pairs
         name = head_label(layer, head)
+        window = pick_window(len(tokens))
+        if not window.is_whole:
+            st.caption(
+                f"The lines view shows **{window.describe()}** (positions count from 0, the [CLS]); the heatmap "
+                f"shows all {len(tokens)}, with these outlined in orange. Move the slider to see other tokens; "
+                "lines to tokens outside the window are not drawn."
+            )
         h1, h2 = st.columns([3, 2], gap="large")
         with h1:
             show_figure(
                 attention_heatmap(
-                    tokens, ins.attentions[layer, head], title=f"{name}: each row attends to the columns", off=is_off
+                    tokens,
+                    ins.attentions[layer, head],
+                    title=f"{name}: each row attends to the columns",
+                    off=is_off,
+                    window=window,
                 ),
                 f"attention-{name}",
                 key="att_heat",
             )
         with h2:
             show_figure(
-                attention_lines(tokens, ins.attentions[layer, head], title=f"{name} as lines (left attends to right)"),
+                attention_lines(
+                    tokens,
+                    ins.attentions[layer, head],
+                    title=f"{name} as lines (left attends to right)",
+                    window=window,
+                ),
                 f"attention-lines-{name}",
                 key="att_lines",
             )
@@ -136,7 +180,34 @@ with tab_all:
             "Look for vertical stripes (everyone attends to one token such as [SEP] or [CLS]) and diagonals "
             "(previous / next token)."
         )
-        show_figure(head_grid(ins.attentions, tokens, off=off_pairs), "all-heads", key="att_grid")
+        window = pick_window(len(tokens))
+        if not window.is_whole:
+            st.caption(
+                f"Each map shows the weights among **{window.describe()}** (positions count from 0, the [CLS]). "
+                "Move the slider to see other tokens."
+            )
+        choice = st.radio(
+            "Colour scale", list(GRID_SCALES), horizontal=True, key="att_grid_scale", persist_state="page"
+        )
+        scale = GRID_SCALES[choice] or suggested_grid_scale(window.maps(ins.attentions))
+        if scale == "per_head":
+            automatic = (
+                "Automatic: one scale would leave most heads white on this input, so " if choice == "automatic" else ""
+            )
+            st.caption(
+                automatic
+                + "each map runs from white (0) to its own strongest weight: heads that spread their attention "
+                "stay visible, but a dark tile is not a strong head: compare heads with “one scale for every head”."
+            )
+        else:
+            st.caption(
+                ("Automatic: " if choice == "automatic" else "")
+                + "one colour scale for every head, from white (0) to the strongest weight of any head shown, "
+                "so the same colour means the same weight in every map."
+            )
+        show_figure(
+            head_grid(ins.attentions, tokens, off=off_pairs, scale=scale, window=window), "all-heads", key="att_grid"
+        )
 
 # --- statistics --------------------------------------------------------------------------
 with tab_stats:
@@ -266,14 +337,16 @@ with tab_off:
                         )
                 with r2:
                     if cmp.nsp_base is not None:
+                        change = probability_change(cmp.nsp_base.is_next_prob, cmp.nsp_ablated.is_next_prob)
                         st.metric(
                             "P(IsNext) with the heads off",
-                            f"{cmp.nsp_ablated.is_next_prob:.1%}",
-                            delta=f"{(cmp.nsp_ablated.is_next_prob - cmp.nsp_base.is_next_prob) * 100:+.1f} points",
+                            change.after,
+                            delta=change.delta,
                             delta_color="off",
+                            delta_arrow=change.arrow,
                             border=True,
                         )
-                        st.caption(f"All heads on: {cmp.nsp_base.is_next_prob:.1%} for sentence A → B above.")
+                        st.caption(f"All heads on: {change.before} for sentence A → B above.")
                     elif text_b is None:
                         st.caption("Type a sentence B above to compare next-sentence answers too.")
 

@@ -57,3 +57,28 @@ def test_example_html_colours_and_escapes():
     assert "segment A" in D.legend_html()
     with pytest.raises(InputError):
         D.example_html(tokens, original, kinds[:-1], [0] * 5)
+
+
+def test_figure_2_of_a_long_pair_draws_the_ends_of_each_sentence_at_their_real_positions():
+    """A 512-token pair drew 512 columns of boxes (an 8,000 px page); now [CLS], the first and last
+    tokens of each sentence and the [SEP]s, with ellipsis boxes that say how many are left out."""
+    tokens = ["[CLS]"] + [f"a{i}" for i in range(300)] + ["[SEP]"] + [f"b{i}" for i in range(200)] + ["[SEP]"]
+    segments = [0] * 302 + [1] * 201
+    drawn = D.figure2_columns(segments)
+    ends = D.FIGURE2_ENDS
+    assert drawn.total == 503 and drawn.shown == 4 * ends and drawn.left_out == 503 - 4 * ends
+    gaps = [c for c in drawn.columns if c.is_gap]
+    assert [(g.start, g.stop, g.segment) for g in gaps] == [(ends, 302 - ends, 0), (302 + ends, 503 - ends, 1)]
+    fig = D.input_embeddings_figure(tokens, segments)
+    texts = annotation_texts(fig)
+    assert texts.count("<b>Input</b>") == 1 and fig.layout.height < 300  # one band, not 32
+    for position in (0, 1, 301, 302, 304, 500, 502):  # [CLS], a0, [SEP], b0, b2, b198, [SEP]
+        assert f"E<sub>{position}</sub>" in texts
+    assert "E<sub>3</sub>" not in texts and "E<sub>a3</sub>" not in texts
+    assert texts.count("E<sub>[SEP]</sub>") == 2 and "E<sub>[CLS]</sub>" in texts
+    assert f"E<sub>{ends}–{301 - ends}</sub>" in texts and f"<i>{302 - 2 * ends} more</i>" in texts
+    assert texts.count("E<sub>A</sub>") == 2 * ends + 1 and texts.count("E<sub>B</sub>") == 2 * ends + 1
+    every = D.input_embeddings_figure(tokens[:40], segments[:40], ends=None)
+    assert "E<sub>39</sub>" in annotation_texts(every)  # None: every token, as before
+    with pytest.raises(InputError):
+        D.figure2_columns(segments, ends=0)

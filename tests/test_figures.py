@@ -94,6 +94,9 @@ def test_head_grid_tiles_every_head():
     assert len(fig.layout.shapes) == 2  # its cross
     assert [a.text for a in fig.layout.annotations if a.text.startswith("head")] == ["head 1", "head 2", "head 3"]
     assert list(fig.layout.xaxis.ticktext) == TOKENS  # tiles this big name their tokens (the last row's)
+    # and every layer's rows (only layer 1's were named: Watch it learn's grid had unlabelled rows)
+    assert list(fig.layout.yaxis.tickvals) == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]
+    assert list(fig.layout.yaxis.ticktext) == TOKENS * 2
     assert fig.data[0].customdata[0][0] == "L1-H1: [CLS] → [CLS]"
 
 
@@ -193,7 +196,7 @@ def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():
     assert attention_heatmap(tokens, uniform).data[0].zmax == 0.2  # the Attention page's own-head scale
     grid = head_grid(np.full((2, 2, 5, 5), 0.2), tokens, title="Every head", zmax=1.0, mark_uniform=True)
     assert grid.data[0].zmax == 1.0 and "uniform 1/5" in grid.data[0].colorbar.ticktext
-    assert list(grid.layout.yaxis.ticktext) == tokens  # the small maps name their tokens
+    assert list(grid.layout.yaxis.ticktext) == tokens * 2  # the small maps name their tokens, every layer's
     assert grid.layout.margin.t > 40  # the head names sit below the title, not on it
 
 

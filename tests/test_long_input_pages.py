@@ -1,0 +1,107 @@
+"""The Attention and Next sentence pages on inputs longer than their figures draw, under AppTest.
+
+A 512-token input made the Attention page freeze the browser (a 128 MB head grid) and Figure 2
+on the Next sentence page 8,000 px tall. Here a tiny random model with 160 positions stands in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from conftest import tiny_config  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from bertlab.app_pages import page_titled  # noqa: E402
+from bertlab.attention_figures import WINDOW_TOKENS  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 60  # seconds per run: a first model load on 2 busy cores
+NSP, ATTENTION = (page_titled(t).file for t in ("Next sentence", "Attention"))
+LONG_A = "the cat sat on the mat . " * 40  # well over 160 tokens: cut to the model's 160
+
+
+@pytest.fixture(scope="module")
+def long_checkpoint(tmp_path_factory, tokenizer) -> Path:
+    import torch
+
+    from bertlab.checkpoint import save_checkpoint
+    from bertlab.model import BertForPreTraining
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config(len(tokenizer), max_position_embeddings=160))
+    folder = tmp_path_factory.mktemp("ckpt") / "long"
+    save_checkpoint(folder, model, tokenizer)
+    return folder
+
+
+@pytest.fixture
+def app(monkeypatch, long_checkpoint, tmp_path) -> AppTest:
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(long_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart_sizes(at: AppTest) -> list[int]:
+    return [len(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def captions(at: AppTest) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def test_attention_page_draws_a_window_of_a_long_input(app):
+    at = app
+    at.switch_page(ATTENTION).run()
+    at.text_area(key="att_a").set_value(LONG_A).run()
+    assert not at.exception, [e.value for e in at.exception]
+    window = at.slider(key="att_window")
+    assert window.value == 0 and window.max == 160 - WINDOW_TOKENS
+    assert f"tokens 0–{WINDOW_TOKENS - 1} of 160" in captions(at)
+    assert max(chart_sizes(at)) < 600_000  # heatmap and lines, float32 and no per-cell hover strings
+    window.set_value(50).run()
+    assert f"tokens 50–{50 + WINDOW_TOKENS - 1} of 160" in captions(at)
+    at.session_state["att_tab"] = "All heads"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="att_window").value == 50  # one window for both tabs
+    assert f"tokens 50–{50 + WINDOW_TOKENS - 1} of 160" in captions(at)
+    assert "Automatic" in captions(at)  # the caption says which colour scale is in use
+    (size,) = chart_sizes(at)
+    assert size < 600_000
+    at.radio(key="att_grid_scale").set_value("each head to its own strongest weight").run()
+    assert "its own strongest weight" in captions(at) and not at.exception
+
+
+def test_ablation_delta_is_the_difference_of_the_numbers_shown(app):
+    at = app
+    at.switch_page(ATTENTION).run()
+    at.session_state["att_tab"] = "Switch heads off"
+    at.run()
+    at.button(key="att_btn_layer").click().run()  # switch off layer 1
+    assert not at.exception, [e.value for e in at.exception]
+    (metric,) = [m for m in at.metric if m.label == "P(IsNext) with the heads off"]
+    base = next(c.value for c in at.caption if c.value.startswith("All heads on: "))
+    before = float(base.removeprefix("All heads on: ").split("%")[0])
+    after = float(metric.value.removesuffix("%"))
+    points = round(after - before, 1)
+    assert metric.delta == ("±0.0 points" if points == 0 else f"{points:+.1f} points")
+
+
+def test_figure_2_of_a_long_pair_leaves_the_middle_out(app):
+    at = app
+    at.switch_page(NSP).run()
+    at.text_area(key="nsp_a").input("the cat sat . " * 40)
+    at.text_area(key="nsp_b").input("the dog ran . " * 40).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "tokens are left out of the drawing" in captions(at)
+    assert "of 160 tokens" in captions(at)
