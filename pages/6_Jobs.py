@@ -29,6 +29,7 @@ from bertlab.jobs.view import (
     job_heading,
     job_label,
     jobs_table,
+    jobs_table_widths,
     label_text,
     live_numbers,
     log_expanded,
@@ -96,15 +97,18 @@ DRAW = {"error": st.error, "warning": st.warning, "info": st.info}
 
 
 def _runs_table(now) -> None:
-    with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
-        st.dataframe(
-            pd.DataFrame(jobs_table(now)),
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")
-            },
+    rows = jobs_table(now)
+    # every column as wide as its longest value (an ETA that appears mid-run too): none is cut
+    px = jobs_table_widths(rows)
+    config = {
+        name: st.column_config.Column(width=w, alignment="right" if name == "loss" else None) for name, w in px.items()
+    }
+    if "progress" in px:
+        config["progress"] = st.column_config.ProgressColumn(
+            "progress", min_value=0.0, max_value=1.0, format="percent", width=px["progress"]
         )
+    with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=config)
 
 
 def _state(job, metrics) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from bertlab.ablations.view import (
     agreement,
     agreement_text,
     column_widths,
-    comparison_rows,
+    comparison_by_task,
     curves_figure,
     paper_rows,
     pretraining_note,
@@ -59,6 +60,16 @@ def fitted(rows: list[dict]) -> dict:
     """Each column as wide as its name and its longest cell (no cut-off header); the row's name pinned,
     so that it stays in view while a wide table scrolls sideways within the page."""
     return {k: st.column_config.Column(width=w, pinned=k == "variant") for k, w in column_widths(rows).items()}
+
+
+# a cell's leading list or heading mark ("+ BiLSTM"), which st.table, reading its cells as markdown, would draw
+_BLOCK_MARK = re.compile(r"^(\s*)([-+*>]|#{1,6})(?=\s|$)")
+
+
+def static_table(rows: list[dict]) -> None:
+    """A static table: its cells wrap, so each is read whole at any width, and the page scrolls, not the table."""
+    plain = [{k: _BLOCK_MARK.sub(r"\1\\\2", v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+    st.table(pd.DataFrame(plain), hide_index=True)
 
 
 left, right = st.columns([3, 2], gap="large")
@@ -155,8 +166,7 @@ if rows:
     ]
     for note in notes:
         st.caption(f"⚠ {note}.")
-    ours = comparison_rows(table, rows, what)
-    st.dataframe(pd.DataFrame(ours), hide_index=True, column_config=fitted(ours))
+    static_table(comparison_by_task(table, rows, what))  # a row a variant needs three columns a task: too wide
     if any(r["task"] == "pretraining" for r in rows):
         st.caption(pretraining_note(table))
     states = (meta.get("runs") or []) if record is None else [asdict(r) for r in runs_now]
@@ -182,8 +192,7 @@ if rows:
     if note:
         st.markdown("#### What this table teaches\n\n" + note)
     with st.expander("Every verdict"):
-        every = verdict_rows(results.verdicts(table, rows), table, what)
-        st.dataframe(pd.DataFrame(every), hide_index=True, column_config=fitted(every))
+        static_table(verdict_rows(results.verdicts(table, rows), table, what))  # whole sentences, wrapped
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     st.download_button(

@@ -180,3 +180,41 @@ def test_the_left_to_right_rows_pretraining_score_is_not_drawn_as_a_difference()
     ]
     fig = results_figure("table5", rows)
     assert [list(t.x) for t in fig.data if t.type == "bar"] == [["No NSP"]]
+
+
+def test_our_table_by_task_fits_five_columns_and_says_every_cell():
+    """A row per variant took three columns a task (19 for Table 5): the verdicts sat off the page and
+    cells were cut mid-value. By task, five columns: each task's rows together, the baseline's first."""
+    from bertlab.ablations.view import comparison_by_task
+
+    rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
+    rows += [{**r, "task": "rte"} for r in _rows({"mlm_nsp": [50, 51], "no_nsp": [55, 56]})]  # no paper column
+    table = comparison_by_task("table5", rows, {"mlm_nsp": "tiny, 4.0M tokens"})
+    assert [list(r) for r in table] == [["task", "variant", "ours", "paper", "verdict"]] * 4
+    assert [(r["task"], r["variant"]) for r in table] == [
+        ("qnli (accuracy)", "MLM + NSP (tiny, 4.0M tokens)"),
+        ("qnli (accuracy)", "No NSP"),
+        ("rte (accuracy)", "MLM + NSP (tiny, 4.0M tokens)"),
+        ("rte (accuracy)", "No NSP"),
+    ]
+    assert table[1] == {
+        "task": "qnli (accuracy)",
+        "variant": "No NSP",
+        "ours": "71.0 ± 1.0 (n=3)",
+        "paper": "84.9",
+        "verdict": "✓ ours -10.0, paper -3.5",
+    }
+    assert table[0]["verdict"] == "baseline row" and table[0]["paper"] == "88.4"
+    assert table[3]["paper"] == "—" and table[3]["verdict"] == "ours +5.0"
+    assert all(isinstance(v, str) and v not in ("", "None") for r in table for v in r.values())
+
+
+def test_every_verdict_says_a_missing_number_as_a_dash():
+    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.view import verdict_rows
+
+    rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
+    rows += [{**r, "task": "rte"} for r in _rows({"mlm_nsp": [50, 51], "no_nsp": [55, 56]})]
+    qnli, rte = verdict_rows(verdicts("table5", rows), "table5")
+    assert (qnli["ours"], qnli["ours vs baseline"], qnli["paper vs baseline"]) == ("71.00", "-10.00", "-3.5")
+    assert rte["paper vs baseline"] == "—" and "None" not in str(list(rte.values()))

@@ -153,3 +153,27 @@ def test_what_a_state_allows(tmp_path):
     unmanaged = _job(tmp_path, "running")
     unmanaged.managed = False
     assert not can_cancel(unmanaged)
+
+
+def test_the_runs_table_leaves_missing_values_empty_and_sizes_columns_for_their_longest_value(tmp_path):
+    """A queued or cancelled run's loss read "None"; a running run's ETA lost its last character."""
+    from bertlab.jobs.view import jobs_table, jobs_table_widths
+
+    running = _job(
+        tmp_path,
+        "running",
+        step=120,
+        total_steps=1000,
+        progress=0.12,
+        eta_s=387.0,
+        status={"last_train": {"loss": 5.4321}},
+    )
+    rows = jobs_table([_job(tmp_path, "queued"), _job(tmp_path, "cancelled"), running], now=100.0)
+    assert not [(r["run"], k) for r in rows for k, v in r.items() if v is None or v == "None"]
+    assert [r["loss"] for r in rows] == ["", "", "5.432"] and rows[2]["ETA"] == "6 min 27 s"
+    widths = jobs_table_widths(rows)
+    assert list(widths) == list(rows[0])
+    for name, px in widths.items():
+        assert px >= 7 * max(len(name), *(len(str(r[name])) for r in rows)), name
+    # the ETA column is as wide before a run has one: the table refreshes in place as the run starts
+    assert jobs_table_widths(rows[:2])["ETA"] == widths["ETA"] >= 7 * len("123 h 59 min")

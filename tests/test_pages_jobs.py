@@ -408,3 +408,21 @@ def test_jobs_page_offers_to_resume_runs_whose_process_went_away(app_env):
     assert not at.exception, [e.value for e in at.exception]
     assert JobRegistry(app_env).get("cut-short").state == "queued"
     assert not [w for w in at.warning if "stopped mid-run" in w.value]
+
+
+def test_the_runs_table_shows_no_none_and_sizes_every_column(app_env):
+    """A queued run's loss read "None" and a running run's ETA lost its last character: the table leaves a
+    missing value empty, and each column is given a width that holds its longest value."""
+    fake_run(app_env, "done-run", "finished")
+    queued = fake_run(app_env, "queued-run", "queued", submitted=time.time() - 100)
+    job = json.loads((queued / "job.json").read_text())
+    (queued / "job.json").write_text(json.dumps({**job, "phase": "queued"}))
+    (queued / "status.json").unlink()
+    at = open_page(JOBS)
+    table = at.dataframe[0].value
+    assert list(table["run"]) == ["done-run", "queued-run"] and list(table["state"]) == ["finished", "queued"]
+    assert list(table["loss"]) == ["4.000", ""]  # not None
+    widths = {name: c.get("width") for name, c in json.loads(at.dataframe[0].proto.columns).items() if name in table}
+    for name, px in widths.items():  # ~7 px a character of the app's table font, at least
+        assert px >= 7 * max(len(name), *(len(str(v)) for v in table[name])), (name, px)
+    assert widths["ETA"] >= 7 * len("12 h 05 min")  # the queued run's ETA, when it runs, fits too

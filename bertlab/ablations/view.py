@@ -1,7 +1,7 @@
 """What the Ablations page draws: the paper's table, ours beside it with verdicts, and figures.
 
 Takes the paper's tables (bertlab.ablations.paper) and tidy result rows (bertlab.ablations.results); returns rows (lists
-of dicts for st.dataframe), plotly figures and the page's notes. Nothing here runs a job or reads a file.
+of dicts for st.dataframe or st.table), plotly figures and the page's notes. Nothing here runs a job or reads a file.
 
 Imports plotly, bertlab.ablations' paper, results and tables, and bertlab.figures (colours); never streamlit.
 """
@@ -90,6 +90,35 @@ def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | 
             row[name] += " (next-token)"
     names = [k for k in columns if any(k in row for row in by_variant.values())]
     return [{k: row.get(k, "—") for k in names} for row in by_variant.values()]  # a cell we have no run for
+
+
+def comparison_by_task(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
+    """`comparison_rows` one task column at a time: a row per (task, variant) with our mean ± std over
+    seeds, the paper's number (a column only when the paper has one for some task) and the short verdict.
+
+    Five columns, so that the page can show every cell whole: the wide form has three per task (19 for
+    Table 5) and cannot fit a page."""
+    vs = verdicts(table, list(rows))
+    cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
+    what = what or {}
+    with_paper = any(v.paper is not None for v in vs)
+    task_order = {t: n for n, t in enumerate(dict.fromkeys(v.task for v in vs))}
+    out = []
+    for v in sorted(vs, key=lambda v: task_order[v.task]):  # grouped by task, each in table order (a stable sort)
+        c = cells.get((v.variant, v.task, v.metric))
+        ours = _fmt(v.ours, v.ours_std, c.n if c else None) or "—"
+        if v.task == "pretraining" and v.variant in NEXT_TOKEN_VARIANTS and v.ours is not None:
+            ours += " (next-token)"
+        row = {
+            "task": f"{v.task} ({v.metric})",  # as the wide form's columns; the caption says which way is better
+            "variant": our_label(table, v.variant, what.get(v.variant, "")),
+            "ours": ours,
+        }
+        if with_paper:
+            row["paper"] = "—" if v.paper is None else str(v.paper)  # as printed: 91.0, 5.84
+        row["verdict"] = _short_verdict(v)  # the baseline's: 'baseline row'
+        out.append(row)
+    return out
 
 
 def _short_verdict(v: Verdict) -> str:
@@ -269,15 +298,17 @@ def _panel_title(table: str, task: str) -> str:
 
 
 def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | None = None) -> list[dict]:
+    """Every verdict but the baseline rows', with its whole sentence: one row per variant and task."""
     what = what or {}
     return [
         {
             "variant": our_label(table, v.variant, what.get(v.variant, "")),
             "task": v.task,
             "metric": v.metric,
-            "ours": None if v.ours is None else round(v.ours, 2),
-            "ours vs baseline": None if v.ours_delta is None else round(v.ours_delta, 2),
-            "paper vs baseline": v.paper_delta,
+            # text, with a dash for none: a missing number in a table reads "None"
+            "ours": "—" if v.ours is None else f"{v.ours:.2f}",
+            "ours vs baseline": "—" if v.ours_delta is None else f"{v.ours_delta:+.2f}",
+            "paper vs baseline": "—" if v.paper_delta is None else f"{round(v.paper_delta, 2):+}",
             "reproduced": {True: "yes", False: "no"}.get(v.agrees, ""),
             "verdict": v.text,
         }

@@ -1,7 +1,8 @@
 """What the Train and Jobs pages draw about training jobs: tables, live numbers, curves, predictions.
 
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
-return plotly figures, HTML snippets or rows; nothing here runs a model or touches a process.
+return plotly figures, HTML snippets or rows (the runs table, with its columns' widths); nothing here
+runs a model or touches a process.
 
 Also owns what a run's state means to the person watching it (`state_messages`, what can be done
 with it now), so that the Jobs page draws messages instead of testing state names.
@@ -255,7 +256,8 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
 
 
 def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
-    """One row per run for st.dataframe."""
+    """One row per run for st.dataframe; every cell text but the progress fraction, empty where a run
+    has no value yet (a missing number would read "None")."""
     now = time.time() if now is None else now
     rows = []
     for j in jobs:
@@ -268,13 +270,32 @@ def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
                 "state": j.state,
                 "step": step,
                 "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
-                "loss": round(last["loss"], 3) if _finite(last.get("loss")) else None,
+                "loss": f"{last['loss']:.3f}" if _finite(last.get("loss")) else "",
                 "ETA": format_duration(j.eta_s) if j.state == "running" and _finite(j.eta_s) else "",
                 "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
                 "submitted": f"{format_duration(now - j.submitted)} ago" if j.submitted else "",
             }
         )
     return rows
+
+
+# The longest a refreshing cell grows: an ETA appears when a run starts and a submission ages, so these
+# columns are sized for their longest form, not for what they hold at the first draw.
+_LONGEST_CELLS = {"ETA": format_duration(999 * 3600 + 59 * 60), "submitted": f"{format_duration(999 * 3600)} ago"}
+_PROGRESS_PX = 150  # the bar and "100%" beside it
+
+
+def jobs_table_widths(rows: Sequence[dict]) -> dict[str, int]:
+    """Pixels for each column of `jobs_table`: its name or its longest cell, whichever is longer
+    (ETA and submitted: their longest form), so that no value is cut as the table refreshes itself."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    widths = {}
+    for name in names:
+        cells = [str(r.get(name, "")) for r in rows] + [name, _LONGEST_CELLS.get(name, "")]
+        widths[name] = 24 + round(7.5 * max(len(c) for c in cells))  # ~7.5 px a character, 12 px padding a side
+    if "progress" in widths:
+        widths["progress"] = _PROGRESS_PX
+    return widths
 
 
 def job_label(job: Job) -> str:
