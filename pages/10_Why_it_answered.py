@@ -14,7 +14,13 @@ from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
 from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
 from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
-from bertlab.interpret.views import attribution_figure, flow_figure, raw_and_rollout_figures, shaded_tokens_html
+from bertlab.interpret.views import (
+    attribution_figure,
+    baseline_reading,
+    flow_figure,
+    raw_and_rollout_figures,
+    shaded_tokens_html,
+)
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
@@ -136,6 +142,8 @@ else:
         f"by {abs(result.delta):.3g}. Read them as rough.",
         icon=":material/warning:",
     )
+if reading := baseline_reading(result):
+    st.info(reading, icon=":material/balance:")
 st.markdown("**Integrated gradients**")
 st.markdown(shaded_tokens_html(result.tokens, result.integrated_gradients), unsafe_allow_html=True)
 st.markdown("**Gradient × input**")

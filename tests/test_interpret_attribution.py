@@ -123,3 +123,18 @@ def test_plain_messages_for_what_cannot_be_explained(tokenizer):
 def test_shading_scales_to_one():
     np.testing.assert_allclose(shading(np.array([0.5, -2.0, 1.0])), [0.25, -1.0, 0.5])
     assert not shading(np.zeros(3)).any()
+
+
+def test_a_baseline_that_scores_higher_is_said_how_to_read(tokenizer):
+    """An all-[PAD] pair can score higher on IsNext than the real pair; then red words pull the answer
+    down from the baseline's, and the page says so instead of leaving 'lowered IsNext' to be misread."""
+    import dataclasses
+
+    from bertlab.interpret.views import attribution_figure, baseline_reading
+
+    a = attribute(pretrained(tokenizer), "the cat sat .", "it was big .", target=IsNext())
+    above = dataclasses.replace(a, prediction=0.768, baseline_prediction=0.996)
+    text = baseline_reading(above)
+    assert "0.996" in text and "0.768" in text and f"*lower* {a.target} from it by 0.228" in text
+    assert baseline_reading(dataclasses.replace(a, prediction=0.9, baseline_prediction=0.5)) == ""
+    assert "from the baseline" in attribution_figure(a).layout.yaxis.title.text  # a change, not a share

@@ -49,8 +49,24 @@ def attribution_figure(attr: Attribution, title: str = "") -> go.Figure:
     fig.add_bar(x=x, y=attr.integrated_gradients, name="integrated gradients", marker_color="#1f77b4")
     fig.add_bar(x=x, y=attr.gradient_x_input, name="gradient × input", marker_color="#ff7f0e")
     fig.update_xaxes(tickmode="array", tickvals=x, ticktext=attr.tokens, tickangle=-45)
-    fig.update_yaxes(title=f"share of {attr.target}", zeroline=True, zerolinecolor="#999")
+    fig.update_yaxes(title=f"change in {attr.target}<br>from the baseline", zeroline=True, zerolinecolor="#999")
     return style_figure(fig, title, height=360, barmode="group", legend=dict(orientation="h", y=-0.35))
+
+
+def baseline_reading(attr: Attribution) -> str:
+    """How to read the scores when the baseline scores as high as the input or higher (""
+    otherwise): they explain the difference from the baseline, so a red word then means "further
+    from the baseline's answer", not "evidence against the answer" (an all-[PAD] pair scores
+    higher on IsNext than most real pairs)."""
+    if attr.baseline_prediction < attr.prediction:
+        return ""
+    return (
+        f"Read the colours against the baseline: it scores {attr.baseline_prediction:.3f}, as high as the input "
+        f"({attr.prediction:.3f}) or higher, so the words together *lower* {attr.target} from it by "
+        f"{attr.baseline_prediction - attr.prediction:.3f}. Red marks a word that pulls the answer down from the "
+        "baseline's, not evidence against the answer: the model already gives the [PAD]-only input that high a "
+        "score, so these scores do not show what makes it sure."
+    )
 
 
 def raw_and_rollout_figures(maps: AttentionMaps, layer: int) -> tuple[go.Figure, go.Figure]:
