@@ -166,10 +166,44 @@ def load_config_file(path: str | Path | None, overrides: list[str] | None = None
     return PretrainConfig.from_dict(data)
 
 
+def override_keys() -> str:
+    """Every key an override can set, with its default (YAML-style): the help of `bertlab pretrain`."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, tuple | list):
+            return "[" + ", ".join(shown(v) for v in value) + "]"
+        if isinstance(value, bool):
+            return str(value).lower()
+        return "" if value is None else str(value)
+
+    def listed(obj: Any, prefix: str = "") -> str:
+        parts = [
+            f"{prefix}{f.name}={shown(getattr(obj, f.name))}"
+            for f in dataclasses.fields(obj)
+            if f.name not in ("data", "train")
+        ]
+        return "  " + "\n  ".join(parts)
+
+    defaults = PretrainConfig()
+    return (
+        "keys (key=default), set as key=value after the config; lists as [a, b], mappings as {a: 1}:\n"
+        f"{listed(defaults)}\n{listed(defaults.data, 'data.')}\n{listed(defaults.train, 'train.')}\n"
+        "one budget is needed: train.max_steps, train.max_tokens or train.max_time_s (0 = none); "
+        "model_overrides takes BertConfig fields (num_layers, hidden_size, num_heads, intermediate_size, ...)"
+    )
+
+
 def add_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of `bertlab pretrain`."""
+    """The arguments of `bertlab pretrain` (its help lists every key an override can set)."""
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = override_keys()
     p.add_argument("--config", help="YAML config (see configs/)")
-    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.max_steps=200 data.masking=dynamic")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="key=value or section.key=value, e.g. corpus=[default, my.txt] train.max_steps=200 "
+        "data.masking=dynamic (every key below)",
+    )
     p.add_argument("--run-dir", help="run folder (default: runs/<name>-<time> in $BERTLAB_RUNS or the repository)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     p.add_argument("--dry-run", action="store_true", help="run the whole pipeline for one step")
