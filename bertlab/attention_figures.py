@@ -129,7 +129,9 @@ def _token_ticks(tokens: Sequence[str], first: int = 0) -> dict:
 def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool) -> dict:
     """A colour bar for attention weights; with `mark_uniform`, a tick at 1/n (n tokens), the
     weight every token gets from a head that looks everywhere alike."""
-    bar: dict = dict(title="weight", thickness=12)
+    bar: dict = dict(
+        title=dict(text="weight", side="right"), thickness=12
+    )  # beside the bar: on top it met the top tick
     if mark_uniform and tokens > 0 and 1 / tokens < zmax:
         ticks = [0.0, 1 / tokens] + [v for v in (0.25, 0.5, 0.75, 1.0) if v <= zmax and v - 1 / tokens > 0.08]
         bar |= dict(
@@ -391,14 +393,17 @@ def head_grid(
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
     if not labelled:  # square tiles; labelled ones fill the width instead of leaving an empty band
         fig.update_yaxes(scaleanchor="x", constrain="domain")
-    if labelled:  # tokens beside every tile row (each layer's) and under the last one; layers and heads as notes
+    if labelled:  # tokens beside every row of tiles and under every column; layers and heads as notes
         fig.update_yaxes(
             tickvals=[layer * step + i for layer in range(L) for i in range(T)],
             ticktext=list(tokens) * L,
             tickfont_size=9,
         )
         fig.update_xaxes(
-            tickvals=[(A - 1) * step + j for j in range(T)], ticktext=list(tokens), tickfont_size=9, tickangle=-60
+            tickvals=[head * step + j for head in range(A) for j in range(T)],
+            ticktext=list(tokens) * A,
+            tickfont_size=9,
+            tickangle=-60,
         )
         for layer in range(L):
             fig.add_annotation(

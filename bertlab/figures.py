@@ -137,7 +137,7 @@ def layer_predictions_figure(guesses: Sequence[LayerGuess], whole_words: bool = 
             colorscale="Blues",
             zmin=0,
             zmax=max(0.05, float(np.nanmax(z))) if np.isfinite(z).any() else 1,
-            colorbar=dict(title="p", tickformat=".0%", thickness=12),
+            colorbar=dict(title=dict(text="p", side="right"), tickformat=".0%", thickness=12),
             hovertemplate="%{customdata}, rank %{x}: %{text}<extra></extra>",
             customdata=[[ylabels[r]] * k for r in range(len(guesses))],
             xgap=2,

@@ -60,7 +60,9 @@ with contextual_tab:
             "Each dot is the word in one sentence, projected on the two main directions of that layer's vectors "
             "(PCA, fitted per layer; "
             + ", ".join(f"layer {i}: {result.explained[i].sum():.0%}" for i in shown)
-            + " of the variance)."
+            + " of the variance). Layer 0 is the input embeddings: the word's token + segment + position vectors "
+            "and nothing of its context, so sentences where it stands at the same position give one dot, drawn "
+            "on top of each other."
         )
         show_figure(similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim")
         st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")

@@ -93,7 +93,7 @@ def test_head_grid_tiles_every_head():
     assert np.isnan(z[step : step + 5, 2 * step : 2 * step + 5]).all()  # the head switched off
     assert len(fig.layout.shapes) == 2  # its cross
     assert [a.text for a in fig.layout.annotations if a.text.startswith("head")] == ["head 1", "head 2", "head 3"]
-    assert list(fig.layout.xaxis.ticktext) == TOKENS  # tiles this big name their tokens (the last row's)
+    assert list(fig.layout.xaxis.ticktext) == TOKENS * 3  # tiles this big name their tokens, under every head
     # and every layer's rows (only layer 1's were named: Watch it learn's grid had unlabelled rows)
     assert list(fig.layout.yaxis.tickvals) == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]
     assert list(fig.layout.yaxis.ticktext) == TOKENS * 2

@@ -16,6 +16,7 @@ Imports numpy, torch, bertlab.errors, bertlab.attention (the built-in sample) an
 from __future__ import annotations
 
 import random
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -227,7 +228,8 @@ def contextual_word(
         found = find_word(lm, word, s)
         if not found:
             raise InputError(
-                f"sentence {i + 1} ({s[:50]!r}) does not contain the word {word!r}; use it as a whole word"
+                f"sentence {i + 1} ({textwrap.shorten(s, 60, placeholder=' …')!r}) does not contain the word "
+                f"{word!r}; use it as a whole word"
             )
         for surface, positions in found:
             occurrences.append(Occurrence(i, s, surface, positions, senses[i] if senses else ""))

@@ -200,7 +200,7 @@ def importance_figure(scores: np.ndarray, title: str = "") -> go.Figure:
             y=[f"layer {i + 1}" for i in range(L)],
             colorscale="Oranges",
             zmin=0,
-            colorbar=dict(title="importance", thickness=12),
+            colorbar=dict(title=dict(text="importance", side="right"), thickness=12),
             hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
             text=np.round(s, 2),
             texttemplate="%{text}" if L * A <= 64 else None,
