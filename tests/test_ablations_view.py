@@ -5,7 +5,7 @@ import pytest
 from bertlab.ablations.paper import PAPER
 from bertlab.ablations.view import (
     agreement,
-    comparison_rows,
+    comparison_by_task,
     curves_figure,
     paper_rows,
     pretraining_note,
@@ -28,9 +28,9 @@ def test_paper_rows_are_the_printed_table():
 
 def test_our_rows_beside_the_paper_with_verdicts():
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
-    table = comparison_rows("table5", rows, {"mlm_nsp": "tiny, 4.0M tokens"})
+    table = comparison_by_task("table5", rows, {"mlm_nsp": "tiny, 4.0M tokens"})
     assert [r["variant"] for r in table][:2] == ["MLM + NSP (tiny, 4.0M tokens)", "No NSP"]  # not BERT-base
-    assert any("verdict" in k for k in table[1])
+    assert table[0]["verdict"] == "baseline row" and table[1]["verdict"].startswith("✓")
     counts = agreement("table5", rows)
     assert counts["compared"] == counts["reproduced"] + counts["not_reproduced"] == 1
     assert results_figure("table5", rows).data
@@ -41,7 +41,7 @@ def test_verdict_cells_are_short_and_the_whole_sentence_is_kept():
     from bertlab.ablations.view import verdict_rows
 
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
-    cell = comparison_rows("table5", rows)[1]["qnli (accuracy): verdict"]
+    cell = comparison_by_task("table5", rows)[1]["verdict"]
     assert cell == "✓ ours -10.0, paper -3.5"
     assert "direction reproduced" in verdict_rows(verdicts("table5", rows), "table5")[0]["verdict"]
 
@@ -128,7 +128,7 @@ def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreeme
         for s, x in enumerate(xs)
     ]
     what = {"L2-H256-A4": "16.0M tokens"}
-    assert comparison_rows("table6", rows, what)[1]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
+    assert comparison_by_task("table6", rows, what)[1]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
     assert verdict_rows(verdicts("table6", rows), "table6", what)[0]["variant"] == "#L=2 #H=256 #A=4 (16.0M tokens)"
     assert "#L=2 #H=256 #A=4 on sst2" in agreement_text("table6", rows)
 

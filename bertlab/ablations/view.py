@@ -68,36 +68,11 @@ def _fmt(mean: float | None, std: float | None, n: int | None = None) -> str:
     return text + (f" (n={n})" if n and n > 1 else "")
 
 
-def comparison_rows(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
-    """One row per variant, labelled as ours (`our_label`): for each of our task columns, our mean ±
-    std over seeds, the paper's number for the matching column (if any) and the verdict."""
-    vs = verdicts(table, list(rows))
-    cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
-    what = what or {}
-    by_variant: dict[str, dict] = {}
-    columns: dict[str, None] = {"variant": None}
-    for v in vs:
-        row = by_variant.setdefault(v.variant, {"variant": our_label(table, v.variant, what.get(v.variant, ""))})
-        c = cells.get((v.variant, v.task, v.metric))
-        name = f"{v.task} ({v.metric})"
-        columns.update(dict.fromkeys((name, f"{name}: paper", f"{name}: verdict")))  # each task's three side by side
-        row[name] = _fmt(v.ours, v.ours_std, c.n if c else None)
-        if v.paper is not None:
-            row[f"{name}: paper"] = v.paper
-        if v.text and v.text != "baseline row":
-            row[f"{name}: verdict"] = _short_verdict(v)
-        if v.task == "pretraining" and v.variant in NEXT_TOKEN_VARIANTS and row[name]:
-            row[name] += " (next-token)"
-    names = [k for k in columns if any(k in row for row in by_variant.values())]
-    return [{k: row.get(k, "—") for k in names} for row in by_variant.values()]  # a cell we have no run for
-
-
 def comparison_by_task(table: str, rows: Sequence[dict], what: Mapping[str, str] | None = None) -> list[dict]:
-    """`comparison_rows` one task column at a time: a row per (task, variant) with our mean ± std over
-    seeds, the paper's number (a column only when the paper has one for some task) and the short verdict.
-
-    Five columns, so that the page can show every cell whole: the wide form has three per task (19 for
-    Table 5) and cannot fit a page."""
+    """Our results beside the paper's, a row per (task, variant) labelled as ours (`our_label`): our
+    mean ± std over seeds, the paper's number (a column only when the paper has one for some task) and
+    the short verdict. Five columns, so that the page can show every cell whole: a row per variant
+    needs three columns a task (19 for Table 5) and cannot fit a page."""
     vs = verdicts(table, list(rows))
     cells = {(c.variant, c.task, c.metric): c for c in summarize(list(rows))}
     what = what or {}
