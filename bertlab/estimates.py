@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # annotations only: the head's module imports torch
 
     import torch
 
+    from bertlab.data_config import DataConfig
     from bertlab.finetune.models import HeadConfig
+    from bertlab.pretrain_config import PretrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -676,43 +678,85 @@ def estimate_spec(
     spec = validate(spec, cwd, gpus)
     ns = parse_recipe_args(spec.kind, spec.args)
     if spec.kind == "pretrain":
-        cfg = pretrain_config(ns, cwd)
-        t = cfg.train
-        model_cfg = cfg.model_config(cfg.vocab_size)
-        micro = max(1, t.batch_size // max(1, t.grad_accum))
-        unread = ""
+        return _pretraining_estimate(spec, pretrain_config(ns, cwd), runs_dir, measure)
+    return _finetune_estimate(spec, ns, cwd, runs_dir, measure, model_config)
+
+
+def _pretraining_estimate(spec: JobSpec, cfg: PretrainConfig, runs_dir, measure: bool) -> Estimate:
+    """A pretraining job's estimate, phase by phase (`phase2` switches to longer sequences at a share of
+    the budget: its steps cost more and hold more tokens), summed into one."""
+    t = cfg.train
+    model_cfg = cfg.model_config(cfg.vocab_size)
+    micro = max(1, t.batch_size // max(1, t.grad_accum))
+    phases = cfg.phase_data()
+    shares = [cfg.phase2_at, 1 - cfg.phase2_at] if len(phases) > 1 else [1.0]
+    parts, unread = [], ""
+    for data, share in zip(phases, shares, strict=True):
         try:
-            tokens = pretraining_tokens(cfg, micro)
+            tokens = pretraining_tokens(dataclasses.replace(cfg, data=data), micro)
         except (BertLabError, OSError) as exc:  # the job will say so too; the estimate goes on with full rows
             tokens, unread = None, f"the corpus cannot be read to count its tokens: {exc}"
-        real_row = tokens.real_per_row if tokens else cfg.data.max_seq_length
-        steps = t.max_steps
+        real_row = tokens.real_per_row if tokens else data.max_seq_length
+        # the phase lasts `share` of whichever budget ends first, as the trainer's fraction of the budget
+        steps = round(share * t.max_steps) if t.max_steps else 0
         if t.max_tokens:  # the trainer counts real tokens (not padding) against the budget
-            token_steps = math.ceil(t.max_tokens / (t.batch_size * real_row * max(1, spec.num_gpus)))
+            token_steps = math.ceil(share * t.max_tokens / (t.batch_size * real_row * max(1, spec.num_gpus)))
             steps = min(steps, token_steps) if steps else token_steps
         est = estimate(
             model_cfg,
             batch_size=t.batch_size,
-            seq_length=cfg.data.max_seq_length,
-            max_steps=steps,
-            max_time_s=t.max_time_s,
+            seq_length=data.max_seq_length,
+            max_steps=max(1, steps) if steps or not t.max_time_s else 0,
+            max_time_s=share * t.max_time_s,
             device=spec.device,
             num_gpus=spec.num_gpus,
             grad_accum=t.grad_accum,
             precision=t.precision,
             pretraining=True,
-            max_predictions=cfg.data.max_predictions_per_seq,
+            max_predictions=data.max_predictions_per_seq,
             runs_dir=runs_dir,
             threads=t.num_threads,
             measure=measure,
             tokens=tokens,
         )
-        if unread:
-            est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
-        if _compiles(t.compile, est, static_shapes=True):
-            est = with_compile(est, model_cfg)
-        return est
-    return _finetune_estimate(spec, ns, cwd, runs_dir, measure, model_config)
+        parts.append((data, est))
+    est = parts[0][1] if len(parts) == 1 else _phases_together(parts)
+    if unread:
+        est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
+    if _compiles(t.compile, est, static_shapes=True):
+        est = with_compile(est, model_cfg)
+    return est
+
+
+def _phases_together(parts: list[tuple[DataConfig, Estimate]]) -> Estimate:
+    """One estimate of a run in phases: steps and seconds summed, tokens a step averaged over the steps,
+    memory that of the hungriest phase."""
+    (first_data, first), (last_data, last) = parts[0], parts[-1]
+    ests = [e for _, e in parts]
+    if any(e.steps is None or e.seconds is None for e in ests):
+        return last
+    steps = sum(e.steps for e in ests)
+    seconds = sum(e.seconds for e in ests)
+    tokens = sum(e.tokens_per_step * e.steps for e in ests)
+    padded = sum(e.padded_tokens_per_step * e.steps for e in ests)
+    hungriest = max(ests, key=lambda e: e.total_gb)
+    phase_note = (
+        f"two phases: {first.steps:,} steps of {first_data.max_seq_length}-token sequences "
+        f"({format_duration(first.seconds)}), then {last.steps:,} of {last_data.max_seq_length} "
+        f"({format_duration(last.seconds)})"
+    )
+    notes = tuple(dict.fromkeys((phase_note, *first.notes, *last.notes)))
+    return dataclasses.replace(
+        hungriest,
+        steps=steps,
+        seconds=seconds,
+        tokens_per_step=round(tokens / max(1, steps)),
+        padded_tokens_per_step=round(padded / max(1, steps)),
+        tokens_per_s=tokens / seconds if seconds else hungriest.tokens_per_s,
+        notes=notes,
+        throughput_source=last.throughput_source,
+        lengths_source=f"{first.lengths_source}; each phase's own sequence length",
+    )
 
 
 def _compiles(setting: object, est: Estimate, static_shapes: bool) -> bool:

@@ -114,11 +114,16 @@ def test_table6_at_equal_tokens_gives_every_shape_the_same_token_budget(tmp_path
     est = estimate.estimate_suite(spec, gpus=0, measure=False)
     pre_est = [r for r in est.runs if r.column == "pretraining"]
     cfg = pretrain_config(parse_recipe_args("pretrain", pre[0]), REPO)
-    # the trainer counts each row's real tokens against the budget (a document's last rows are short)
-    real = pretraining_tokens(cfg, cfg.train.batch_size).real_per_row
-    assert real < cfg.data.max_seq_length
-    per_step = cfg.train.batch_size * real
-    assert {r.steps for r in pre_est} == {math.ceil(40_000_000 / per_step)}  # the same steps for every shape
+    # the trainer counts each row's real tokens against the budget (a document's last rows are short),
+    # each phase its share of them at its own sequence length
+    phases = cfg.phase_data()
+    shares = [cfg.phase2_at, 1 - cfg.phase2_at] if len(phases) > 1 else [1.0]
+    steps = 0
+    for data, share in zip(phases, shares, strict=True):
+        real = pretraining_tokens(replace(cfg, data=data), cfg.train.batch_size).real_per_row
+        assert real < data.max_seq_length
+        steps += math.ceil(share * 40_000_000 / (cfg.train.batch_size * real))
+    assert {r.steps for r in pre_est} == {steps}  # the same steps for every shape
     assert "40M tokens each" in est.text
     assert "--budget-tokens 40M" in planning.command(spec)
 

@@ -437,3 +437,27 @@ def test_a_corpus_that_cannot_make_instances_is_the_estimates_problem(runs, tmp_
     spec = JobSpec("pretrain", ("--config", "configs/tiny.yaml", f"corpus={empty}", "train.max_steps=5"), device="cpu")
     est = estimate_spec(spec, cwd=REPO, runs_dir=runs, measure=False)  # the page shows it and refuses to launch
     assert "fewer than two documents" in est.problem and est.notes[0] == est.problem
+
+
+def test_a_two_phase_pretraining_is_estimated_phase_by_phase(runs, job_data):
+    """phase2 switches to longer sequences for the last share of the budget: those steps cost more and
+    hold more tokens (the estimate timed every step at the first phase's length)."""
+    corpus, cache = job_data
+    base = ("--config", "configs/tiny.yaml", f"corpus={corpus}", f"cache_dir={cache}", "data.max_seq_length=32")
+    one = estimate_spec(JobSpec("pretrain", (*base, "train.max_steps=400"), device="cpu"), cwd=REPO, measure=False)
+    two = estimate_spec(
+        JobSpec("pretrain", (*base, "train.max_steps=400", "phase2={at: 0.75, max_seq_length: 64}"), device="cpu"),
+        cwd=REPO,
+        measure=False,
+    )
+    assert two.steps == 400 and two.notes[0].startswith("two phases: 300 steps of 32-token sequences")
+    assert "then 100 of 64" in two.notes[0]
+    assert two.seconds > one.seconds and two.tokens_per_step > one.tokens_per_step
+    assert two.total_gb >= one.total_gb  # memory for the longer sequences
+    # a token budget: each phase holds its share of the tokens at its own tokens a step
+    tokens = estimate_spec(
+        JobSpec("pretrain", (*base, "train.max_tokens=200000", "phase2={at: 0.5, max_seq_length: 64}"), device="cpu"),
+        cwd=REPO,
+        measure=False,
+    )
+    assert abs(tokens.steps * tokens.tokens_per_step - 200_000) < 0.02 * 200_000
