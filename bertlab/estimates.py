@@ -35,7 +35,7 @@ from bertlab import train_types
 from bertlab.config import BertConfig, preset
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
-from bertlab.hardware import gpu_stats
+from bertlab.hardware import default_threads, gpu_stats
 from bertlab.jobs.runs import run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.modelfolder import CONFIG_FILE
@@ -187,8 +187,8 @@ def measured_step_seconds(
     `head`: a fine-tuning job's real output layer and what feeds it (a BiLSTM, the layers it reads,
     a tagging or span head); None times a sentence classifier.
 
-    `threads` > 0 times with that many CPU threads, as a job with --threads runs; torch's thread
-    count is put back afterwards."""
+    `threads` > 0 times with that many CPU threads, as a job with --threads runs; 0 with those a job
+    gets by default (`default_threads`); torch's thread count is put back afterwards."""
     import torch
 
     from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
@@ -225,8 +225,8 @@ def measured_step_seconds(
     batch = {k: v.to(torch_device) for k, v in batch.items()}
     amp = autocast_context(torch_device, _autocast_dtype(precision, torch_device))
     old_threads = torch.get_num_threads()
-    if threads and device == "cpu":
-        torch.set_num_threads(threads)
+    if device == "cpu":  # the job's threads, not this process's (the app answers on fewer)
+        torch.set_num_threads(threads or default_threads())
     try:
         times = []
         for _ in range(3):
@@ -720,12 +720,27 @@ def _pretraining_estimate(spec: JobSpec, cfg: PretrainConfig, runs_dir, measure:
             tokens=tokens,
         )
         parts.append((data, est))
-    est = parts[0][1] if len(parts) == 1 else _phases_together(parts)
+    est = _with_few_steps_note(parts[0][1] if len(parts) == 1 else _phases_together(parts))
     if unread:
         est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
     if _compiles(t.compile, est, static_shapes=True):
         est = with_compile(est, model_cfg)
     return est
+
+
+FEW_STEPS = 10  # fewer steps than this: the run is a check of the pipeline, not training
+
+
+def _with_few_steps_note(est: Estimate) -> Estimate:
+    """Say that a run of a few steps learns next to nothing: the learning rate warms up from 0, so the
+    first step changes no weight (one step trained a classifier to chance, and the page said nothing)."""
+    if est.steps is None or est.steps >= FEW_STEPS:
+        return est
+    note = (
+        f"a run of {est.steps} step{'s' if est.steps != 1 else ''} checks that the job works but teaches the model "
+        "next to nothing: the learning rate warms up from 0, so the first step changes no weight"
+    )
+    return dataclasses.replace(est, notes=(note, *est.notes))
 
 
 def _phases_together(parts: list[tuple[DataConfig, Estimate]]) -> Estimate:
@@ -823,6 +838,8 @@ def _finetune_estimate(
     )
     if unread:
         est = dataclasses.replace(est, notes=(unread, *est.notes), problem=unread)
+    if not (cfg.epochs and not tokens.features):  # an epoch budget over data not read: its steps are not known
+        est = _with_few_steps_note(est)
     # a fine-tuning batch is padded to its longest row: shapes change, so 'auto' stays eager
     return with_compile(est, model_cfg) if _compiles(t.compile, est, static_shapes=False) else est
 

@@ -181,6 +181,22 @@ def pick_device(device: str | None = None) -> torch.device:
         raise InputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda'") from exc
 
 
+def default_threads() -> int:
+    """The CPU threads torch trains on in a fresh process (a job that does not set --threads): its
+    OMP_NUM_THREADS, else one a physical core. The app runs its own calls on fewer, so it cannot ask
+    torch.get_num_threads()."""
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    try:
+        import psutil
+
+        cores = psutil.cpu_count(logical=False)
+    except ImportError:  # not a dependency: logical CPUs instead
+        cores = None
+    return cores or os.cpu_count() or 1
+
+
 def hardware_description(num_threads: int = 0) -> str:
     """What a run trained on, for model cards: GPU name and count, or CPU and threads."""
     import torch

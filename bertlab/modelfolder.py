@@ -11,6 +11,7 @@ Imports only the standard library: the CLI and the pages ask these questions bef
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
@@ -41,3 +42,13 @@ def folder_stamp(path: str | Path) -> float:
     p = Path(path).expanduser()
     times = [(p / n).stat().st_mtime for n in (CONFIG_FILE, *WEIGHTS_FILES) if (p / n).is_file()]
     return max(times) if times else 0.0
+
+
+def hidden_width(path: str | Path) -> int | None:
+    """The model's hidden size from its config.json (ours or transformers'), None when there is no
+    readable one (a Hub id, a folder still to be written)."""
+    try:
+        width = json.loads((Path(path) / CONFIG_FILE).read_text(encoding="utf-8")).get("hidden_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return width if isinstance(width, int) and width > 0 else None

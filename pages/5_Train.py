@@ -13,7 +13,7 @@ from bertlab.config import PRESETS
 from bertlab.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError
 from bertlab.estimates import estimate_spec
-from bertlab.finetune.tasks import get_task
+from bertlab.finetune.tasks import get_task, suggested_learning_rate
 from bertlab.formatting import format_duration
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import (
@@ -26,6 +26,7 @@ from bertlab.jobs.spec import (
 )
 from bertlab.jobs.view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
 from bertlab.model_card import pretrained_length, read_card
+from bertlab.modelfolder import hidden_width
 from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field
@@ -154,8 +155,12 @@ with form:
         task_seq = get_task(task).max_seq_length  # SQuAD 384, as run_squad.py; 128 for the rest
         trained = pretrained_length(read_card(model)) if model != RANDOM else 0
         seq = min(task_seq, trained) if trained else task_seq  # positions past the pretraining were never trained
-        d = {"lr": 5e-5, "batch": 32, "seq": seq, "steps": 300, "minutes": 10, "budget": "Steps"}
-        k = f"ft_{task}"  # per-task widget keys, as per-config ones above: each task opens on its own defaults
+        width = PRESETS["tiny"].hidden_size if model == RANDOM else hidden_width(model)
+        start_lr = suggested_learning_rate(width, mode)  # a mini model barely moves at the paper's 5e-5
+        d = {"lr": start_lr, "batch": 32, "seq": seq, "steps": 300, "minutes": 10, "budget": "Steps"}
+        # per-task widget keys, as per-config ones above: each task opens on its own defaults (and the
+        # learning rate on the one suggested for this model and mode)
+        k = f"ft_{task}"
         seq_key = f"train_seq_{k}" + (f"_{seq}" if seq < task_seq else "")  # and a shorter model on its length
 
     c1, c2 = st.columns(2)
@@ -189,7 +194,11 @@ with form:
         value=float(d["lr"]),
         format="%.1e",
         step=1e-5,
-        key=f"train_lr_{k}",
+        key=f"train_lr_{k}" + (f"_{d['lr']:g}" if kind != PRETRAIN else ""),
+        help=None
+        if kind == PRETRAIN
+        else f"Suggested for this model: {d['lr']:g} (small models fine-tune best near 3e-4, BERT-base at the "
+        "paper's 5e-5 to 2e-5; a frozen encoder's task model at 1e-3).",
     )
     batch = c2.number_input(
         "Batch size", min_value=1, max_value=8192, value=int(d["batch"]), step=8, key=f"train_batch_{k}"
@@ -306,7 +315,9 @@ with form:
         st.caption(estimate_caption(est))
         for note in est.notes:  # clauses of the estimate's summary: each shown here as a sentence
             if note != est.problem:
-                (st.warning if "needs" in note else st.caption)(note[:1].upper() + note[1:])
+                (st.warning if "needs" in note or "next to nothing" in note else st.caption)(
+                    note[:1].upper() + note[1:]
+                )
     if problem is not None:
         st.error(problem, icon=":material/front_hand:")
 

@@ -461,3 +461,35 @@ def test_a_two_phase_pretraining_is_estimated_phase_by_phase(runs, job_data):
         measure=False,
     )
     assert abs(tokens.steps * tokens.tokens_per_step - 200_000) < 0.02 * 200_000
+
+
+def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):
+    """The app answers on one thread of two; a job without --threads trains on torch's default, and its
+    step was timed on the app's one (the Train page's estimate came out ~2x long on a quiet machine)."""
+    import torch
+
+    import bertlab.estimates as estimates
+    from bertlab.hardware import default_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert default_threads() >= 1
+    seen = []
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
+    monkeypatch.setattr(estimates, "default_threads", lambda: 2)
+    before = torch.get_num_threads()
+    estimates.measured_step_seconds.cache_clear()
+    estimate(preset("tiny", vocab_size=300), batch_size=4, seq_length=16, max_steps=3, device="cpu", threads=0)
+    assert seen and seen[0] == 2 and torch.get_num_threads() == before  # the job's threads, then put back
+
+
+def test_a_run_of_a_few_steps_is_said_to_teach_next_to_nothing(runs, job_data):
+    corpus, cache = job_data
+    few = estimate_spec(tiny_spec(corpus, cache, steps=1), cwd=REPO, runs_dir=runs, measure=False)
+    assert few.notes[0].startswith("a run of 1 step checks that the job works but teaches the model next to nothing")
+    assert not any(
+        "next to nothing" in n
+        for n in estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs, measure=False).notes
+    )

@@ -151,6 +151,13 @@ def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
     at = open_page(TRAIN)
     at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
     assert not at.exception
+    # a small model opens on a learning rate it learns at (the paper's 5e-5 left a mini model near chance)
+    (lr,) = [n for n in at.number_input if n.label == "Learning rate"]
+    assert lr.value == 3e-4
+    at.radio(key="train_mode").set_value("feature").run()
+    (lr,) = [n for n in at.number_input if n.label == "Learning rate"]
+    assert lr.value == 1e-3  # a frozen encoder's task model
+    at.radio(key="train_mode").set_value("finetune").run()
     at.text_input(key="train_data_sst2").set_value(str(tmp_path / "missing")).run()
     assert "not found" in " ".join(e.value for e in at.error)
     data = tmp_path / "sst2"
