@@ -28,6 +28,7 @@ from bertlab.history import (
     save_history,
 )
 from bertlab.model_card import model_card_markdown
+from bertlab.modelfolder import is_model_folder
 from bertlab.runfolder import EARLIER_HISTORY_FILE, model_dir, read_metrics, read_run_config
 
 
@@ -49,6 +50,23 @@ def learning_curve(run_dir: str | Path) -> list[dict]:
     return curve
 
 
+def check_export_target(run_dir: str | Path, out_dir: str | Path) -> None:
+    """Refuse an export that would destroy something: `out_dir` is replaced whole, so it must be a new
+    folder or an earlier export (a model folder), and neither the run nor inside it."""
+    if not str(out_dir).strip():
+        raise InputError("give the folder to write the model to, e.g. checkpoints/my-model")
+    run, out = Path(run_dir).resolve(), Path(out_dir).expanduser().resolve()
+    if out == run or run in out.parents or out in run.parents:
+        raise InputError(f"{out_dir} is the run {run_dir} or holds it or lies inside it; export to a folder of its own")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out_dir} is a file; give a folder to write the model to")
+    if out.is_dir() and any(out.iterdir()) and not is_model_folder(out):
+        raise InputError(
+            f"{out_dir} already holds files and is not a model folder; the export replaces the folder whole, "
+            "so give a new folder (or an earlier export, to replace that model)"
+        )
+
+
 def export_run(
     run_dir: str | Path,
     out_dir: str | Path,
@@ -62,6 +80,7 @@ def export_run(
     run_dir = Path(run_dir)
     if not model_dir(run_dir).is_dir():
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
+    check_export_target(run_dir, out_dir)
     model, tokenizer, info = load_pretraining_model(model_dir(run_dir))
     card = dict(info["card"])
     if metrics_note:
@@ -112,8 +131,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`bertlab export`: write the checkpoint and say where and how big."""
+    """`bertlab export`: write the checkpoint and say where and how big (and what an earlier export
+    there lost: it is replaced whole)."""
+    check_export_target(args.run_dir, args.out_dir)
+    target = Path(args.out_dir)
+    replaced = is_model_folder(target)
+    studies = replaced and (target / "interpret").is_dir()
     out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note, history=args.history)
-    size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
-    print(f"wrote {out} ({size:.1f} MB)")
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 2**20
+    print(f"wrote {out} ({size:.1f} MB)" + (", replacing the model that was there" if replaced else ""))
+    if studies:
+        print("its interpret studies were made on the model it replaced and went with it: run them again")
     return 0

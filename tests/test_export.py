@@ -33,3 +33,25 @@ def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, 
     (tmp_path / "unfinished").mkdir()
     assert main(["export", str(tmp_path / "unfinished"), str(tmp_path / "x")]) == 2
     assert "no finished model in it" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    # the export replaces its folder whole: it refuses anything it would destroy (it deleted a folder of
+    # notes, replaced the run itself, and turned a file into a model folder)
+    notes = tmp_path / "important"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("precious")
+    a_file = tmp_path / "corpus.txt"
+    a_file.write_text("text")
+    for target, message in (
+        (notes, "already holds files and is not a model folder"),
+        (run_dir, "is the run"),
+        (run_dir / "inside", "is the run"),
+        (a_file, "is a file"),
+        ("", "give the folder"),
+    ):
+        assert main(["export", str(run_dir), str(target)]) == 2
+        assert message in capsys.readouterr().err
+    assert (notes / "notes.txt").read_text() == "precious" and a_file.read_text() == "text"
+    assert (run_dir / "model").is_dir()
+    (out_dir / "interpret").mkdir()  # an earlier export is replaced, and the user is told what went with it
+    assert main(["export", str(run_dir), str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "replacing the model that was there" in out and "interpret studies" in out
