@@ -460,7 +460,7 @@ def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: 
         if saved is None:
             raise InputError(f"{run_dir}: no {RUN_CONFIG_FILE} to resume")
         cfg = PretrainConfig.from_dict(saved["config"])
-    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
+    elif (run_dir / CHECKPOINT_DIR).exists():  # a dry run too: it would write its one step over the run
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if dry_run:
         cfg = dataclasses.replace(

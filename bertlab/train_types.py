@@ -9,6 +9,7 @@ torch. Imports only the standard library and bertlab.errors (torch for type hint
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     import torch
 
 SCHEDULES = ("linear", "cosine", "constant", "wsd")  # the decays bertlab.optimization.lr_factor knows
+# The largest budgets a run may ask for: far past any real run (BERT-large: 1M steps, 131B tokens)
+BUDGET_LIMITS = {"max_steps": 10**10, "max_tokens": 10**15, "max_time_s": 10**9}
 
 # torch.compile's cost and gain, read by the trainer's compile="auto" (bertlab.optimization) and by
 # the estimates (bertlab.estimates). Cost: one-off seconds before the first step, most of it per
@@ -78,6 +81,11 @@ class TrainConfig:
         for name in ("max_steps", "max_tokens", "max_time_s", "eval_every", "save_every", "save_every_s"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be 0 (none) or more, not {getattr(self, name)}")
+        for name, most in BUDGET_LIMITS.items():  # a typo such as 1e30: not a run anyone means
+            if getattr(self, name) > most:
+                raise InputError(f"{name} {getattr(self, name):g} is beyond any run (at most {most:g})")
+        if not math.isfinite(self.warmup) or self.warmup < 0:
+            raise InputError(f"warmup must be a fraction of the budget (<1) or a number of steps, not {self.warmup}")
         if not (self.max_steps or self.max_tokens or self.max_time_s):
             raise InputError("give a training budget: max_steps, max_tokens or max_time_s")
         for name in ("batch_size", "grad_accum", "log_every"):
@@ -91,8 +99,8 @@ class TrainConfig:
             raise InputError(f"compile must be true, false or auto, not {self.compile!r}")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
-        if self.learning_rate <= 0:
-            raise InputError("learning_rate must be positive")
+        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
+            raise InputError(f"learning_rate must be a positive number, not {self.learning_rate}")
         if self.grad_clip < 0:
             raise InputError(f"grad_clip must be 0 (no clipping) or more, not {self.grad_clip}")
         if self.schedule not in SCHEDULES:

@@ -613,6 +613,13 @@ def test_dry_run_through_cli(tmp_path, vocab_file):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["step"] == 1
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
+    # a second dry run into the folder, which now holds a run, is refused as a real run is (it wrote its
+    # one step over a finished run)
+    from bertlab.pretrain import settings_for_run
+    from bertlab.pretrain_config import load_config_file
+
+    with pytest.raises(InputError, match="already holds a run"):
+        settings_for_run(load_config_file(None, ["train.max_steps=5"]), tmp_path / "run", resume=False, dry_run=True)
     log = (tmp_path / "run" / "log.txt").read_text().splitlines()  # (#13) a CLI run keeps a log, as a job does
     assert "pretrain --config" in log[0] and any("checkpoint saved at step 1" in line for line in log)
 

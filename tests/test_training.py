@@ -34,6 +34,13 @@ def test_budgets():
         TrainConfig(max_steps=10, batch_size=0)
     with pytest.raises(InputError, match="grad_accum must be 1 or more"):
         TrainConfig(max_steps=10, grad_accum=0)
+    for bad in (float("nan"), float("inf"), 0.0):  # nan passed 'lr <= 0' and reached torch's optimizer
+        with pytest.raises(InputError, match="learning_rate must be a positive number"):
+            TrainConfig(max_steps=10, learning_rate=bad)
+    with pytest.raises(InputError, match="warmup must be"):
+        TrainConfig(max_steps=10, warmup=-1)
+    with pytest.raises(InputError, match="beyond any run"):
+        TrainConfig(max_steps=10**30)
     cfg = TrainConfig(max_steps=100, max_tokens=1000)
     p = Progress(step=10, tokens=500)
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)

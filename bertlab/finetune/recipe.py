@@ -421,7 +421,7 @@ def settings_for_run(cfg: FinetuneConfig, run_dir: Path, resume: bool, dry_run: 
                 doc_stride=int(setup.get("doc_stride", cfg.doc_stride)),
                 untrained_positions=True,
             )
-    elif (run_dir / CHECKPOINT_DIR).exists() and not dry_run:
+    elif (run_dir / CHECKPOINT_DIR).exists():  # a dry run too: it would write its one step over the run
         raise InputError(f"{run_dir} already holds a run; use --resume to continue it or choose another --run-dir")
     if not dry_run:
         return cfg
