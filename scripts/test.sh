@@ -2,9 +2,10 @@
 # Set up and run the test suite (what CI runs through .ci/run). Slow tests stay out: -m 'not slow'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -r requirements-dev.txt
+source scripts/python.sh
+"$PY" -m pip install -q -r requirements-dev.txt
 # the package itself (editable), so `bertlab ...` commands work as the README writes them
-python3 -m pip install -q --no-deps -e .
+"$PY" -m pip install -q --no-deps -e .
 # The real-browser tests drive Debian's Chromium; without it they skip with a reason.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
@@ -12,10 +13,10 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Style first (seconds): lint and the formatter's check; `ruff format .` fixes the second.
-python3 -m ruff check .
-python3 -m ruff format --check .
+"$PY" -m ruff check .
+"$PY" -m ruff format --check .
 status=0
-python3 -m pytest -q "$@" || status=$?
+"$PY" -m pytest -q "$@" || status=$?
 if [ "$status" -eq 5 ] && [ "$#" -gt 0 ]; then
   # e.g. `-m slow` when no test is marked slow: say so instead of failing
   echo "no test matched: $*"
