@@ -59,7 +59,8 @@ with left:
     concept(
         "BERT is a stack of **L** identical Transformer **encoder** layers of width **H**, each with "
         "**A** self-attention heads. Every token looks at every other token in both directions at once. "
-        "It is pretrained on two tasks: the **masked LM** (15% of the tokens are hidden and predicted) and "
+        "It is pretrained on two tasks: the **masked LM** (15% of the tokens are chosen and predicted: 80% of "
+        "them shown as `[MASK]`, 10% as a random word, 10% unchanged) and "
         "**next sentence prediction** (does sentence B follow sentence A?). The input is "
         "`[CLS] A [SEP] B [SEP]`; the vector of `[CLS]` (called *C*) feeds the NSP head, and each token's "
         "output *T*ᵢ feeds the masked-LM head."

@@ -17,7 +17,7 @@ from pathlib import Path
 from bertlab.checkpoint import HUB_ID, default_model_path, is_checkpoint_dir, load_config
 from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import CheckpointError
-from bertlab.model_card import metric_rows, plain_value, training_rows
+from bertlab.model_card import metric_rows, plain_value, pretrained_length, training_rows
 from bertlab.model_card import read_card as read_card  # public here too (bertlab.catalog.read_card)
 from bertlab.modelfolder import CONFIG_FILE, has_config
 from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
@@ -269,7 +269,7 @@ def model_card(
         ("Hidden size (H)", str(c.hidden_size)),
         ("Attention heads (A)", f"{c.num_heads} (each {c.head_size} wide)"),
         ("Feed-forward size", str(c.intermediate_size)),
-        ("Longest input", f"{c.max_position_embeddings} tokens"),
+        ("Longest input", _longest_input(c.max_position_embeddings, pretrained_length(card))),
         ("Parameters", f"{params:,} ({human_count(params)})"),
         ("Attention", "bidirectional" if c.attention_direction == "bidirectional" else "left-to-right (causal)"),
         ("Heads", "masked LM + next sentence" if has_nsp else "masked LM only (no NSP head)"),
@@ -292,3 +292,10 @@ def model_card(
     if path:
         training.append(("Folder", path))
     return ModelCard(title, description, sizes, vocab, training, metrics)
+
+
+def _longest_input(positions: int, pretrained: int) -> str:
+    """The model's position vectors, and how many of them pretraining trained (its card says)."""
+    if pretrained and pretrained < positions:
+        return f"{positions} tokens (pretrained on up to {pretrained}: later positions never trained)"
+    return f"{positions} tokens"

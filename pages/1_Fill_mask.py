@@ -41,7 +41,8 @@ def _typed() -> None:
 controls, explain = st.columns([3, 2], gap="large")
 with explain:
     concept(
-        "**Masked language model** (paper §3.1, task #1). BERT hides 15% of the input tokens behind `[MASK]` "
+        "**Masked language model** (paper §3.1, task #1). BERT chooses 15% of the input tokens (80% of them "
+        "shown as `[MASK]`, 10% as a random word, 10% unchanged, so that it cannot rely on seeing `[MASK]`) "
         "and learns to predict each one from the words on **both** sides, which a left-to-right language "
         "model cannot do. The MLM head turns the last layer's vector at the mask into a probability for "
         "every WordPiece in the vocabulary. With several masks, each is answered **independently** (the "

@@ -44,7 +44,7 @@ with explain:
         "really follows A in the text (**IsNext**) and half of the time B is a random sentence from another "
         "document (**NotNext**). The final vector of `[CLS]`, called *C*, goes through the pooler and a "
         "two-way classifier. The input is one sequence `[CLS] A [SEP] B [SEP]`; each token's vector is the "
-        "sum of a **token**, a **segment** (A or B) and a **position** embedding (§3.2, Figure 2)."
+        "sum of a **token**, a **segment** (A or B) and a **position** embedding (§3, Input/Output Representations, Figure 2)."
     )
 with controls:
     st.selectbox(
