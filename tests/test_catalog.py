@@ -152,6 +152,15 @@ def test_model_card_without_card_file():
     assert "not recorded" in dict(card.training)["Training data"]
     assert card.metrics == []
     assert dict(card.sizes)["Heads"].startswith("masked LM only")
+    assert dict(card.sizes)["Longest input"] == f"{tiny_config(97).max_position_embeddings} tokens"  # not known
+
+
+def test_longest_input_says_how_many_positions_pretraining_trained():
+    config = tiny_config(97)
+    card = C.model_card(config, {"data_config": {"max_seq_length": 16}}, path="/x/short")
+    assert dict(card.sizes)["Longest input"] == (
+        f"{config.max_position_embeddings} tokens (pretrained on up to 16: later positions never trained)"
+    )
 
 
 def test_model_card_from_the_pretrain_recipe():
