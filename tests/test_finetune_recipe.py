@@ -507,3 +507,12 @@ def test_a_finetuning_run_that_fails_while_preparing_is_marked_failed(tmp_path):
         run_finetuning(cfg, tmp_path / "run", progress_bar=False)
     status = json.loads((tmp_path / "run" / "status.json").read_text())
     assert status["state"] == "failed" and "no-such-folder" in status["error"]
+
+
+def test_the_majority_share_is_what_always_answering_the_commonest_label_scores():
+    from bertlab.finetune.data import SequenceExample
+    from bertlab.finetune.recipe import majority_share
+
+    examples = [SequenceExample("a", None, "1")] * 444 + [SequenceExample("b", None, "0")] * 428
+    assert majority_share(examples) == pytest.approx(444 / 872)
+    assert majority_share([]) is None

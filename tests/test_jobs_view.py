@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 from bertlab.jobs.runs import Job
 from bertlab.jobs.view import (
     answer_html,
@@ -98,6 +100,13 @@ def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_
     assert len(chance_lines) == 1 and any("chance" in a.text for a in fig.layout.annotations)
     early = curves_figure([{"split": "train", "step": 1, "loss": 3.0}])
     assert early.layout.xaxis.range == (0, 2.1)
+    # a run that recorded its dev set's most frequent label: always answering it is the level to beat
+    (run_dir / "run_config.json").write_text(
+        json.dumps(
+            {"kind": "finetune", "task_setup": {"shape": "single", "labels": ["0", "1"]}, "dev_majority": 444 / 872}
+        )
+    )
+    assert chance_levels(read_job(run_dir))["accuracy"] == pytest.approx(0.509, abs=1e-3)
 
 
 def _job(tmp_path, state: str, **kw) -> Job:

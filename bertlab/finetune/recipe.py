@@ -20,7 +20,8 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -387,6 +388,7 @@ def _run_finetuning(
             "task_setup": setup.to_dict(),
             "model_config": asdict(model.config),
             "command": command,
+            "dev_majority": majority_share(dev_examples) if spec.shape in ("single", "pair") else None,
         },
     )
     card = card_of_run(cfg, setup, data, len(train_examples), len(dev_examples), model_source, train_cfg, command)
@@ -460,6 +462,13 @@ def input_length(cfg: FinetuneConfig, max_positions: int, pretrained: int = 0) -
     """The tokens per input a run uses: `cfg.max_seq_length`, cut to the model's `max_positions` and to the
     `pretrained` length when known (see `trained_length`)."""
     return min(cfg.max_seq_length, max_positions, pretrained or max_positions)
+
+
+def majority_share(examples: Sequence) -> float | None:
+    """The share of the most frequent label among classification examples: what always answering it
+    scores (SST-2 dev: 444 of 872 positive, 50.9%); None without labels."""
+    labels = Counter(e.label for e in examples if getattr(e, "label", None) is not None)
+    return max(labels.values()) / sum(labels.values()) if labels else None
 
 
 def task_setup(

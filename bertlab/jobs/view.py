@@ -99,13 +99,15 @@ def score_keys(train: Sequence[dict], evals: Sequence[dict]) -> tuple[list[str],
 
 def chance_levels(job: Job) -> dict[str, float]:
     """What guessing scores, per accuracy key of a run: 50% for next-sentence prediction; for a
-    fine-tuned classifier (sentence or pair: accuracy), one over its number of labels."""
+    fine-tuned classifier (sentence or pair: accuracy), always answering the dev set's most frequent
+    label (recorded by the run), else one over its number of labels."""
     levels = {"nsp_acc": 0.5}
     config = read_run_config(job.run_dir) or {}
     setup = config.get("task_setup") or {}
     labels = setup.get("labels") or []
     if setup.get("shape") in ("single", "pair") and len(labels) > 1:
-        levels["accuracy"] = 1 / len(labels)
+        majority = config.get("dev_majority")
+        levels["accuracy"] = majority if isinstance(majority, int | float) and majority > 0 else 1 / len(labels)
     return levels
 
 
