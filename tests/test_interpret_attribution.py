@@ -138,3 +138,43 @@ def test_a_baseline_that_scores_higher_is_said_how_to_read(tokenizer):
     assert "0.996" in text and "0.768" in text and f"*lower* {a.target} from it by 0.228" in text
     assert baseline_reading(dataclasses.replace(a, prediction=0.9, baseline_prediction=0.5)) == ""
     assert "from the baseline" in attribution_figure(a).layout.yaxis.title.text  # a change, not a share
+
+
+def test_second_texts_pair_up_with_texts_or_are_refused(tokenizer):
+    lm = pretrained(tokenizer)
+    texts = ["the cat sat on the mat", "a dog ran"]
+    # a string with a list of texts used to be split into its characters, one per text
+    with pytest.raises(InputError, match="text_b must be a list of 2"):
+        attribute(lm, texts, text_b="ab", target=IsNext(), steps=2)
+    with pytest.raises(InputError, match="2 texts but 1 second texts"):
+        attribute(lm, texts, text_b=["the bird sang"], target=IsNext(), steps=2)
+    with pytest.raises(InputError, match="text_b must be one string"):
+        attribute(lm, texts[0], text_b=["the bird sang"], target=IsNext(), steps=2)
+    pairs = attribute(lm, texts, text_b=["the bird sang", "in the park"], target=IsNext(), steps=2, max_steps=2)
+    assert [a.text_b for a in pairs] == ["the bird sang", "in the park"]
+
+
+def test_bad_arguments_are_input_errors(tokenizer):
+    lm = pretrained(tokenizer)
+    for text in (None, 5):
+        with pytest.raises(InputError, match="string or a list of strings"):
+            attribute(lm, text)
+    for steps in (2.5, "4", True, 0):
+        with pytest.raises(InputError, match="steps must be a whole number between 1 and"):
+            attribute(lm, "the [MASK] sat", steps=steps)
+    with pytest.raises(InputError, match="MaskedWord.*IsNext"):
+        attribute(lm, "the [MASK] sat", target="mask", steps=2)
+    with pytest.raises(InputError, match="tolerance"):
+        attribute(lm, "the [MASK] sat", tolerance="small")
+
+
+def test_targets_refuse_negative_or_fractional_indices():
+    with pytest.raises(InputError, match="mask.*at least 0, got -1"):
+        MaskedWord(mask=-1)  # used to pick the last mask and call it "#0"
+    with pytest.raises(InputError, match="mask"):
+        MaskedWord(mask=0.5)
+    with pytest.raises(InputError, match="token"):
+        MaskedWord(token=3)
+    with pytest.raises(InputError, match="position"):
+        TaskLabel(position=1.5)  # a tensor would silently round it down
+    assert MaskedWord(mask=1).mask == 1 and TaskLabel(position=2).position == 2

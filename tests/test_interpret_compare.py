@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from interpret_models import pretrained
+from interpret_models import finetuned, pretrained
 
 from bertlab.errors import InputError
 from bertlab.interpret.compare import compare_models
@@ -26,3 +26,8 @@ def test_needs_a_mask(tokenizer):
     lm = pretrained(tokenizer)
     with pytest.raises(InputError, match=r"\[MASK\]"):
         compare_models(lm, lm, "no mask")
+
+
+def test_a_finetuned_model_is_refused_by_name(tokenizer):
+    with pytest.raises(InputError, match="model B is a FinetunedModel.*load_model"):
+        compare_models(pretrained(tokenizer), finetuned(tokenizer), "the cat [MASK] on the mat", steps=2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from interpret_models import pretrained
+from interpret_models import finetuned, pretrained
 
 from bertlab.errors import InputError
 from bertlab.interpret.contextual import MAX_SENTENCES, contextual_word, find_word, mean_cosine, pca_2d
@@ -83,3 +83,38 @@ def test_pca_legend_names_cut_sentences_at_a_word_boundary(tokenizer):
     fig = pca_figure(contextual_word(lm, "river", [long, "a big river"], senses=["x", "y"]))
     names = [t.name for t in fig.data if t.showlegend]
     assert names == ["1 (x): the bird sang by the river in the park…", "2 (y): a big river"]
+
+
+def test_a_finetuned_model_reads_as_its_encoder(tokenizer):
+    fm = finetuned(tokenizer, seed=5)
+    lm = pretrained(tokenizer)
+    lm.model.bert.load_state_dict(fm.model.bert.state_dict())
+    sentences = ["the bird sang by the river", "the river ran to the city"]
+    got, expected = contextual_word(fm, "river", sentences), contextual_word(lm, "river", sentences)
+    np.testing.assert_allclose(got.vectors, expected.vectors, atol=1e-6)
+    np.testing.assert_allclose(got.self_similarity, expected.self_similarity, atol=1e-6)
+    np.testing.assert_allclose(got.anisotropy, expected.anisotropy, atol=1e-6)
+    assert [s for s, _ in find_word(fm, "river", sentences[0])] == ["river"]
+
+
+def test_sentences_must_be_a_list_of_sentences(tokenizer):
+    lm = pretrained(tokenizer)
+    with pytest.raises(InputError, match="list of sentences.*NoneType"):
+        contextual_word(lm, "cat", None)
+    with pytest.raises(InputError, match="got one string"):
+        contextual_word(lm, "cat", "the cat sat on the mat")  # not 22 one-character sentences
+    with pytest.raises(InputError, match="item 1 is int"):
+        contextual_word(lm, "cat", [1, 2])
+    with pytest.raises(InputError, match="word must be a string"):
+        contextual_word(lm, 5, ["the cat", "a cat"])
+    with pytest.raises(InputError, match="senses must be a list"):
+        contextual_word(lm, "cat", ["the cat", "a cat"], senses="ab")
+
+
+def test_a_blank_sentence_is_named_not_dropped(tokenizer):
+    lm = pretrained(tokenizer)
+    # dropping it would leave 2 sentences for 3 senses, and shift every sentence_index after it
+    with pytest.raises(InputError, match="sentence 2 of 3 is blank"):
+        contextual_word(lm, "cat", ["the cat", "", "a cat"], senses=["x", "y", "x"])
+    with pytest.raises(InputError, match="sentence 3 of 3 is blank"):
+        contextual_word(lm, "cat", ["the cat", "a cat", "  "])

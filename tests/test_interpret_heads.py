@@ -26,6 +26,7 @@ from bertlab.interpret.heads import (
 )
 from bertlab.interpret.saved import read_results
 from bertlab.interpret.targets import as_subject
+from bertlab.jobs.spec import JobError, parse_recipe_args
 
 TEXTS = ["the cat sat on the mat", "a dog ran to the park", "the bird sang in the tree", "paris is a big city"] * 3
 
@@ -121,3 +122,48 @@ def test_the_heads_command(tmp_path, tokenizer, tiny_checkpoint):
     assert cli.main([*args, "--random-orders", "1"]) == 0
     saved = HeadStudy.from_dict(read_results(pre, "heads")["mlm"])
     assert saved.data == {"file": "s.txt", "examples": len(TEXTS)} and saved.pruning.pruned == [0, 4, 8]
+
+
+def test_pruning_curves_need_two_points_and_a_random_order(tokenizer):
+    fm = one_live_head(tokenizer)
+    data = LabelledSentences(own_labels(fm, TEXTS[:4]))
+    imp = head_importance(fm, data)
+    with pytest.raises(InputError, match="random_orders.*at least 1, got 0"):
+        pruning_curve(fm, data, imp, points=3, random_orders=0)  # used to fail in numpy's min()
+    for points in (-3, 1, 2.5):
+        with pytest.raises(InputError, match="points"):
+            pruning_curve(fm, data, imp, points=points)
+    with pytest.raises(InputError, match="random_orders"):
+        study_heads(fm, data, "sst2", random_orders=0)  # refused before the importance pass
+    assert pruning_curve(fm, data, imp, points=2, random_orders=1).pruned == [0, 8]
+
+
+def test_bad_head_data_and_batch_sizes_are_input_errors(tokenizer):
+    lm = pretrained(tokenizer)
+    for batch_size in (0, -1, 2.5):
+        with pytest.raises(InputError, match="batch_size"):
+            head_importance(lm, MaskedSentences(TEXTS), batch_size=batch_size)
+    for mask_prob in (5.0, -1, 0, "0.15"):
+        with pytest.raises(InputError, match="mask_prob"):
+            MaskedSentences(TEXTS, mask_prob=mask_prob)
+    with pytest.raises(InputError, match="MaskedSentences\\(sentences\\)"):
+        head_importance(lm, list(TEXTS))
+    with pytest.raises(InputError, match="one string"):
+        MaskedSentences("the cat sat on the mat")
+    with pytest.raises(InputError, match="sentence 2"):
+        MaskedSentences(["the cat", ""])
+    with pytest.raises(InputError, match="SequenceExample"):
+        LabelledSentences([("the cat", None, "pos")])
+    assert head_importance(lm, MaskedSentences(TEXTS[:2], mask_prob=1.0)).examples == 2
+
+
+def test_the_heads_command_refuses_bad_counts_before_it_starts(tmp_path):
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the cat sat\n", encoding="utf-8")
+    base = ["heads", "--model", "m", "--task", "mlm", "--sentences", str(sentences)]
+    for bad in (["--random-orders", "0"], ["--points", "-3"], ["--points", "1"], ["--max-examples", "-3"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([*base, *bad])
+        assert exit_.value.code == 2
+        with pytest.raises(JobError, match=">= "):
+            parse_recipe_args("interpret", (*base, *bad))  # a job is refused when submitted

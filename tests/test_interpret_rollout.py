@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from interpret_models import identity_attention, pretrained
+import torch
+from conftest import tiny_config
+from interpret_models import finetuned, identity_attention, pretrained
 
 from bertlab.errors import InputError
+from bertlab.finetune.models import HeadConfig, build_task_model
+from bertlab.finetune.predict import FinetunedModel, TaskSetup
 from bertlab.interpret.rollout import attention_flow, attention_maps, attention_rollout, with_residual
 
 
@@ -60,3 +64,56 @@ def test_attention_maps_skips_flow_when_too_big(tokenizer):
     assert maps.rollout.shape == (2, len(maps.tokens), len(maps.tokens))
     small = attention_maps(lm, "the cat sat on the mat", position=2)
     assert small.flow.shape == (len(small.tokens),) and small.flow_position == 2
+
+
+def _same_encoder(tokenizer):
+    """A fine-tuned classifier and a pretrained model that share its encoder's weights."""
+    fm = finetuned(tokenizer, seed=5)
+    lm = pretrained(tokenizer)
+    lm.model.bert.load_state_dict(fm.model.bert.state_dict())
+    return fm, lm
+
+
+def test_attention_maps_of_a_finetuned_model_are_its_encoders(tokenizer):
+    fm, lm = _same_encoder(tokenizer)
+    got, expected = attention_maps(fm, "the cat sat", position=2), attention_maps(lm, "the cat sat", position=2)
+    assert got.tokens == expected.tokens
+    np.testing.assert_allclose(got.raw, expected.raw, atol=1e-6)
+    np.testing.assert_allclose(got.rollout, expected.rollout, atol=1e-6)
+    np.testing.assert_allclose(got.flow, expected.flow, atol=1e-6)
+    mask = torch.ones(2, 4)
+    mask[1, 0] = 0
+    np.testing.assert_allclose(
+        attention_maps(fm, "the cat sat", head_mask=mask).raw,
+        attention_maps(lm, "the cat sat", head_mask=mask).raw,
+        atol=1e-6,
+    )
+    with pytest.raises(InputError, match=r"\(2, 4\)"):
+        attention_maps(fm, "the cat sat", head_mask=torch.ones(3, 3))
+    with pytest.raises(InputError, match="empty"):
+        attention_maps(fm, "  ")
+    # a feature-based model (frozen encoder) takes no gradients, but its attention is there to see
+    head = HeadConfig("single", 2, mode="feature")
+    frozen = build_task_model(tiny_config(len(tokenizer)), head).eval()
+    setup = TaskSetup("custom", "single", ("neg", "pos"), head, max_seq_length=64)
+    feature = FinetunedModel(frozen, tokenizer, setup, {}, "tiny-feature", torch.device("cpu"))
+    assert attention_maps(feature, "the cat sat", flow=False).raw.shape == (2, 5, 5)
+
+
+def test_bad_positions_and_residuals_are_refused():
+    att = np.broadcast_to(np.eye(4), (2, 2, 4, 4))
+    for position in (1.5, "1", True, -1, 4):
+        with pytest.raises(InputError, match="position"):
+            attention_flow(att, position)
+    for residual in (2.0, -0.1, float("nan"), "0.5"):
+        with pytest.raises(InputError, match="between 0 and 1"):
+            attention_rollout(att, residual=residual)
+    assert attention_rollout(np.full((1, 1, 2, 2), 0.5), residual=1.0).min() >= 0
+
+
+def test_attention_maps_refuse_a_position_outside_the_input(tokenizer):
+    lm = pretrained(tokenizer)
+    with pytest.raises(InputError, match="whole number"):
+        attention_maps(lm, "the cat sat", position=1.5)
+    with pytest.raises(InputError, match="outside the 5 tokens"):
+        attention_maps(lm, "the cat sat", position=9, flow=False)  # the flow figure reads that row too

@@ -2,7 +2,11 @@
 
 Every function takes any loaded model: a `LoadedModel` (`bertlab.inference.load_model`: the
 shipped model, a finished run, a Hub BERT) or a `FinetunedModel` (`bertlab.finetune.predict.load_finetuned`),
-and runs offline on the CPU. Modules, lowest first:
+and runs offline on the CPU. Three limits, each refused with an InputError that says so: attribution
+and head importance take gradients through the encoder, so not a feature-based (frozen) fine-tuned
+model; a target fits its model (a [MASK] or NSP needs a pretrained one, a label a fine-tuned one);
+and `compare_models` compares the [MASK] answers of two pretrained models. Bad arguments (a count
+that is not a whole number, a str where a list is wanted) raise InputError too. Modules, lowest first:
 
 - targets: the model and the prediction being explained (a [MASK] answer, P(IsNext), a label, a span);
 - attribution: gradient x input and integrated gradients (Captum), with a convergence check;

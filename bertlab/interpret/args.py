@@ -22,6 +22,22 @@ DATA_ARGS = {
 }
 
 
+def _at_least(low: int):
+    """An argparse type: a whole number >= `low`, so a bad count is refused before a job is queued."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is too small; give a whole number >= {low}")
+        return value
+
+    parse.__name__ = f"whole number >= {low}"  # argparse names the type in its message
+    return parse
+
+
 def add_args(p: argparse.ArgumentParser) -> None:
     """`bertlab interpret`'s two studies, each with its model, task, data and run-folder arguments."""
     sub = p.add_subparsers(dest="study", required=True)  # not `command`: bertlab's own parser uses that
@@ -47,9 +63,18 @@ def add_args(p: argparse.ArgumentParser) -> None:
     source = heads.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", type=Path, help="labelled GLUE file (e.g. SST-2/dev.tsv) for a classifier")
     source.add_argument("--sentences", type=Path, help="one sentence a line, masked LM on a pretrained model")
-    heads.add_argument("--max-examples", type=int, default=1000, help="examples read from the data (default 1000)")
-    heads.add_argument("--points", type=int, default=9, help="points on the pruning curve (0 .. all heads)")
-    heads.add_argument("--random-orders", type=int, default=3, help="random pruning orders to compare with (default 3)")
+    heads.add_argument(
+        "--max-examples", type=_at_least(1), default=1000, help="examples read from the data (default 1000)"
+    )
+    heads.add_argument(
+        "--points", type=_at_least(2), default=9, help="points on the pruning curve, at least 2 (0 .. all heads)"
+    )
+    heads.add_argument(
+        "--random-orders",
+        type=_at_least(1),
+        default=3,
+        help="random pruning orders to compare with, at least 1 (default 3)",
+    )
     heads.add_argument("--seed", type=int, default=0, help="seed of the masking and the random orders (default 0)")
     for s in (probe, heads):
         s.add_argument("--copy-to", type=Path, help="also write the result JSON into this folder")

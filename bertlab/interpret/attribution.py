@@ -24,7 +24,16 @@ import torch
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
 from bertlab.errors import InputError
-from bertlab.interpret.targets import Prepared, Subject, Target, as_subject, default_target, prepare, target_probability
+from bertlab.interpret.targets import (
+    Prepared,
+    Subject,
+    Target,
+    as_subject,
+    default_target,
+    prepare,
+    target_probability,
+    whole_number,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +120,18 @@ def attribute(
         max_texts: refuse more texts than this (the app passes `MAX_TEXTS`).
 
     Raises:
-        InputError: bad text or target, too many texts, or steps outside 1..max_steps.
+        InputError: bad text or target (a string `text` takes a string `text_b`; a list takes a list
+            of the same length), too many texts, or steps not a whole number in 1..max_steps.
     """
     subject = as_subject(model)
     single = isinstance(text, str)
-    texts = [text] if single else list(text)
-    texts_b = [text_b] if single else (list(text_b) if text_b is not None else None)
-    if max_texts is not None and len(texts) > max_texts:
+    texts, texts_b = _paired_texts(text, text_b)
+    max_steps = whole_number(max_steps, "max_steps", 1)
+    steps = whole_number(steps, "steps", 1, max_steps)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not tolerance >= 0:
+        raise InputError(f"tolerance must be a number >= 0 (a share of prediction - baseline), got {tolerance!r}")
+    if max_texts is not None and len(texts) > whole_number(max_texts, "max_texts", 1):
         raise InputError(f"{len(texts)} texts; at most {max_texts} are explained at once (each needs {steps}+ passes)")
-    if not 1 <= steps <= max_steps:
-        raise InputError(f"steps must be between 1 and {max_steps}, got {steps}")
     if target is None:
         target = default_target(subject, texts_b[0] if texts_b else None)
     prep = prepare(subject, texts, texts_b, target)
@@ -161,6 +172,33 @@ def attribute(
             )
         )
     return results[0] if single else results
+
+
+def _paired_texts(
+    text: str | Sequence[str], text_b: str | Sequence[str | None] | None
+) -> tuple[list[str], list[str | None] | None]:
+    """The texts and their second texts as lists: one string with one string (or None), or a list
+    with a list of the same length (or None). A string is never split into characters."""
+    if isinstance(text, str):
+        if text_b is not None and not isinstance(text_b, str):
+            raise InputError(
+                f"text is one string, so text_b must be one string (or None), got {type(text_b).__name__}; "
+                "to explain several pairs, give text as a list too"
+            )
+        return [text], [text_b]
+    if not isinstance(text, Sequence):
+        raise InputError(f"text must be a string or a list of strings, got {type(text).__name__}")
+    texts = list(text)
+    if text_b is None:
+        return texts, None
+    if isinstance(text_b, str) or not isinstance(text_b, Sequence):
+        raise InputError(
+            f"text is a list of {len(texts)}, so text_b must be a list of {len(texts)} second texts (None where a "
+            f"text has none), got {type(text_b).__name__}; repeat a shared second text once per text"
+        )
+    if len(text_b) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(text_b)} second texts; give one second text per text")
+    return texts, list(text_b)
 
 
 def _integrated_gradients(

@@ -57,6 +57,12 @@ def compare_models(
 ) -> Comparison:
     """Both models' fill-mask answers, integrated-gradients attribution of their top answer at the
     first [MASK], and attention rollout, for one sentence with at least one [MASK]."""
+    for side, model in zip(names, (left, right), strict=True):
+        if not isinstance(model, LoadedModel):
+            raise InputError(
+                f"{side} is a {type(model).__name__}; compare_models compares the [MASK] answers of two pretrained "
+                "models: load each with bertlab.inference.load_model"
+            )
     if not isinstance(text, str) or "[mask]" not in text.lower():
         raise InputError("write a sentence with a [MASK] so both models have something to answer")
     return Comparison(text, _view(left, names[0], text, top_k, steps), _view(right, names[1], text, top_k, steps))

@@ -10,7 +10,11 @@ Owns `contextual_word` and its result `ContextualWord`, plus the measures it rep
   direction;
 - with a sense given per sentence ("river", "money"), the mean cosine within a sense and across senses.
 
-Imports numpy, torch, bertlab.errors, bertlab.attention (the built-in sample) and bertlab.inference.
+Every function takes any loaded model (a `LoadedModel`, a `FinetunedModel`, a `Subject`): it reads
+the encoder's hidden states only, so a fine-tuned encoder (frozen or not) is as welcome as a pretrained one.
+
+Imports numpy, torch, bertlab.batching, bertlab.errors, bertlab.attention (the built-in sample)
+and bertlab.interpret.targets (the model as a `Subject`).
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import numpy as np
 import torch
 
 from bertlab.attention import SAMPLE_PAIRS
+from bertlab.batching import pad_batch
 from bertlab.errors import InputError
-from bertlab.inference import LoadedModel
+from bertlab.interpret.targets import Subject, as_subject
 
 MAX_SENTENCES = 16  # the user's sentences per call: one forward pass each, and N^2 cosines per layer
 SAMPLE_SENTENCES: tuple[str, ...] = tuple(s for pair in SAMPLE_PAIRS for s in pair)  # for anisotropy
@@ -151,10 +156,11 @@ def parse_sense_lines(lines: Sequence[str]) -> tuple[list[str], list[str] | None
     return sentences, (senses if any(s != "?" for s in senses) else None)
 
 
-def find_word(lm: LoadedModel, word: str, sentence: str) -> list[tuple[str, list[int]]]:
+def find_word(model, word: str, sentence: str) -> list[tuple[str, list[int]]]:
     """Every occurrence of `word` (a whole word, case-insensitive) in `sentence`: its surface text
-    and token positions in `lm.tokenizer.encode(sentence)`."""
-    e = lm.tokenizer.encode(sentence, max_length=lm.max_length)
+    and token positions in the model's encoding of the sentence."""
+    subject = as_subject(model, gradients=False)
+    e = subject.tokenizer.encode(sentence, max_length=subject.max_length)
     spans: dict[int, list[int]] = {}
     for p, wid in enumerate(e.word_ids):
         if wid is not None:
@@ -168,18 +174,20 @@ def find_word(lm: LoadedModel, word: str, sentence: str) -> list[tuple[str, list
 
 
 @torch.inference_mode()
-def _hidden_states(lm: LoadedModel, sentences: Sequence[str]) -> list[np.ndarray]:
+def _hidden_states(subject: Subject, sentences: Sequence[str]) -> list[np.ndarray]:
     """Per sentence, (L+1, T, H) float32 hidden states (one batch)."""
-    encs = lm.tokenizer.encode_batch(list(sentences), max_length=lm.max_length)
-    batch = lm._batch(encs)
-    enc = lm.model.bert(**batch, output_hidden_states=True)
+    tok = subject.tokenizer
+    encs = tok.encode_batch(list(sentences), max_length=subject.max_length)
+    batch = pad_batch([e.ids for e in encs], tok.pad_id, [e.type_ids for e in encs])
+    enc = subject.module.bert(**{k: v.to(subject.device) for k, v in batch.items()}, output_hidden_states=True)
     states = torch.stack(enc.hidden_states, 1).float().cpu().numpy()  # (B, L+1, T, H)
     return [states[i, :, : len(e)] for i, e in enumerate(encs)]
 
 
-def anisotropy(lm: LoadedModel, sentences: Sequence[str], pairs: int = ANISOTROPY_PAIRS, seed: int = 0) -> np.ndarray:
+def anisotropy(model, sentences: Sequence[str], pairs: int = ANISOTROPY_PAIRS, seed: int = 0) -> np.ndarray:
     """(L+1,) mean cosine between `pairs` random words (tokens other than [CLS]/[SEP]) of different sentences."""
-    states = _hidden_states(lm, sentences)
+    sentences = _sentence_list(sentences, "sample sentences")
+    states = _hidden_states(as_subject(model, gradients=False), sentences)
     pool = [(s, t) for s, h in enumerate(states) for t in range(1, h.shape[1] - 1)]
     if len({s for s, _ in pool}) < 2:
         raise InputError("anisotropy needs words from at least two sentences")
@@ -195,8 +203,22 @@ def anisotropy(lm: LoadedModel, sentences: Sequence[str], pairs: int = ANISOTROP
     return cos.mean(1)
 
 
+def _sentence_list(sentences, what: str = "sentences") -> list[str]:
+    """`sentences` as a list, once it is a list (or tuple) of non-blank strings; an error names the bad one."""
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        got = "one string" if isinstance(sentences, str) else type(sentences).__name__
+        raise InputError(f"{what} must be a list of sentences (strings), got {got}; give one string per sentence")
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise InputError(f"{what}: item {i + 1} is {type(s).__name__} ({s!r}), not a sentence; give strings")
+        if not s.strip():
+            raise InputError(f"{what}: sentence {i + 1} of {len(sentences)} is blank; remove it or write a sentence")
+    return sentences
+
+
 def contextual_word(
-    lm: LoadedModel,
+    model,
     word: str,
     sentences: Sequence[str],
     senses: Sequence[str] | None = None,
@@ -207,25 +229,36 @@ def contextual_word(
     """`word` in each of `sentences`: its vector per layer, a PCA, self-similarity and anisotropy.
 
     Args:
+        model: a `LoadedModel`, a `FinetunedModel` or a `Subject` (only its encoder is read).
+        sentences: a list of non-blank sentences (`parse_sense_lines` reads them from text lines).
         senses: one label per sentence (e.g. "river", "money") to compare within and across senses.
         sample: sentences whose random word pairs measure anisotropy (with `sentences` added).
 
     Raises:
-        InputError: fewer than two or more than `max_sentences` sentences, or one without the word.
+        InputError: `sentences` not a list of strings, a blank sentence (named), fewer than two or
+            more than `max_sentences` sentences, not one sense per sentence, or a sentence without the word.
     """
+    subject = as_subject(model, gradients=False)
+    if word is not None and not isinstance(word, str):
+        raise InputError(f"word must be a string, got {type(word).__name__}; type one word (e.g. bank)")
     word = (word or "").strip()
     if not word or len(word.split()) != 1:
         raise InputError("type one word (e.g. bank) to follow through the sentences")
-    sentences = [s for s in sentences if s and s.strip()]
+    sentences = _sentence_list(sentences)
     if len(sentences) < 2:
         raise InputError("give at least two sentences that use the word, so there is something to compare")
     if len(sentences) > max_sentences:
         raise InputError(f"{len(sentences)} sentences; at most {max_sentences} are compared at once")
-    if senses is not None and len(senses) != len(sentences):
-        raise InputError(f"{len(sentences)} sentences but {len(senses)} senses; give one sense per sentence")
+    if senses is not None:
+        if isinstance(senses, str) or not isinstance(senses, Sequence):
+            raise InputError(f"senses must be a list with one label per sentence, got {type(senses).__name__}")
+        if len(senses) != len(sentences):
+            raise InputError(f"{len(sentences)} sentences but {len(senses)} senses; give one sense per sentence")
+        senses = [str(s) for s in senses]
+    sample = _sentence_list(sample, "sample sentences")
     occurrences: list[Occurrence] = []
     for i, s in enumerate(sentences):
-        found = find_word(lm, word, s)
+        found = find_word(subject, word, s)
         if not found:
             raise InputError(
                 f"sentence {i + 1} ({textwrap.shorten(s, 60, placeholder=' …')!r}) does not contain the word "
@@ -233,7 +266,7 @@ def contextual_word(
             )
         for surface, positions in found:
             occurrences.append(Occurrence(i, s, surface, positions, senses[i] if senses else ""))
-    states = _hidden_states(lm, sentences)
+    states = _hidden_states(subject, sentences)
     vectors = np.stack([states[o.sentence_index][:, o.token_positions].mean(1) for o in occurrences], 1)  # (L+1, N, H)
     groups = np.array([o.sentence_index for o in occurrences])
     layers = vectors.shape[0]
@@ -259,7 +292,7 @@ def contextual_word(
         projection=np.stack([p for p, _ in pcs]),
         explained=np.stack([e for _, e in pcs]),
         self_similarity=self_sim,
-        anisotropy=anisotropy(lm, [*sample, *sentences], seed=seed),
+        anisotropy=anisotropy(subject, [*sample, *sentences], seed=seed),
         within_sense=within,
         across_sense=across,
     )

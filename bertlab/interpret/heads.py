@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from bertlab.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
-from bertlab.interpret.targets import Subject, as_subject
+from bertlab.interpret.targets import Subject, as_subject, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,19 @@ class LabelledSentences:
     examples: list[SequenceExample]
     name: str = "labelled"
 
+    def __post_init__(self) -> None:
+        if isinstance(self.examples, str) or not isinstance(self.examples, Sequence):
+            raise InputError(
+                "LabelledSentences takes a list of SequenceExample(text_a, text_b, label), "
+                f"got {type(self.examples).__name__}"
+            )
+        bad = next((e for e in self.examples if not isinstance(e, SequenceExample)), None)
+        if bad is not None:
+            raise InputError(
+                f"LabelledSentences takes SequenceExample(text_a, text_b, label) items (bertlab.finetune.data), "
+                f"got {type(bad).__name__} ({bad!r:.60})"
+            )
+
 
 @dataclass
 class MaskedSentences:
@@ -86,6 +99,22 @@ class MaskedSentences:
     mask_prob: float = 0.15
     seed: int = 0
     name: str = "mlm"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sentences, str) or not isinstance(self.sentences, Sequence):
+            got = "one string" if isinstance(self.sentences, str) else type(self.sentences).__name__
+            raise InputError(f"MaskedSentences takes a list of sentences (strings), got {got}")
+        for i, sentence in enumerate(self.sentences):
+            if not isinstance(sentence, str) or not sentence.strip():
+                raise InputError(
+                    f"MaskedSentences: sentence {i + 1} is {sentence!r:.60}; every sentence must be a non-blank string"
+                )
+        p = self.mask_prob
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+            raise InputError(
+                "mask_prob must be a share of each sentence's tokens, above 0 and at most 1 (BERT masks 0.15), "
+                f"got {p!r}"
+            )
 
 
 HeadData = LabelledSentences | MaskedSentences
@@ -98,6 +127,12 @@ class _Batch:
 
 
 def _batches(subject: Subject, data: HeadData, batch_size: int) -> list[_Batch]:
+    if not isinstance(data, LabelledSentences | MaskedSentences):
+        raise InputError(
+            f"data must be LabelledSentences(examples) for a fine-tuned classifier or MaskedSentences(sentences) "
+            f"for a pretrained model, got {type(data).__name__}; wrap the list in one of them"
+        )
+    batch_size = whole_number(batch_size, "batch_size", 1)
     tok = subject.tokenizer
     out = []
     if isinstance(data, LabelledSentences):
@@ -248,6 +283,13 @@ def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int],
     return accs, losses
 
 
+def _curve_args(points: int, random_orders: int) -> tuple[int, int]:
+    return (
+        whole_number(points, "points (pruning-curve points, none to all heads pruned)", 2),
+        whole_number(random_orders, "random_orders (random pruning orders to compare with)", 1),
+    )
+
+
 def pruning_curve(
     model,
     data: HeadData,
@@ -261,10 +303,17 @@ def pruning_curve(
     """Prune 0, ..., all heads in `points` steps, least important first and in random orders.
 
     `on_step` is called with (evaluations done, evaluations in all) after each point of each order
-    (a job's progress)."""
+    (a job's progress).
+
+    Raises:
+        InputError: `points` not a whole number >= 2 (none and all heads pruned are always points),
+            or `random_orders` not >= 1 (the random orders are the baseline the importance order is
+            read against; the saved study and its figure always show them).
+    """
+    points, random_orders = _curve_args(points, random_orders)
     shape = importance.scores.shape
     total = shape[0] * shape[1]
-    counts = sorted({round(i * total / (points - 1)) for i in range(points)}) if points > 1 else [0]
+    counts = sorted({round(i * total / (points - 1)) for i in range(points)})
     done, evaluations = [0], len(counts) * (1 + random_orders)
 
     def step() -> None:
@@ -335,6 +384,7 @@ def study_heads(
 ) -> HeadStudy:
     """`head_importance` then `pruning_curve`, in the form saved beside the model; `on_step`: the
     pruning curve's progress (see `pruning_curve`)."""
+    _curve_args(points, random_orders)  # before the importance pass, not after it
     started = time.perf_counter()
     subject = as_subject(model)
     imp = head_importance(subject, data, batch_size)

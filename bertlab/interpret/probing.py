@@ -110,7 +110,7 @@ def word_features(
     Returns:
         features: (L+1, N, H) float32 for the N words; labels: (N,) int64.
     """
-    subject: Subject = as_subject(model)
+    subject: Subject = as_subject(model, gradients=False)
     unknown = sorted({t for ex in examples for t in ex.tags if t not in label_to_id})
     if unknown:
         raise InputError(f"tags {unknown[:5]} are not in the label set; add them or drop those sentences")
@@ -206,7 +206,7 @@ def probe_layers(
         on_layer: called with (layers probed, layers in all) after each layer (a job's progress).
     """
     started = time.perf_counter()
-    subject = as_subject(model)
+    subject = as_subject(model, gradients=False)
     train_s = sample_sentences(train, config.max_train_sentences, config.seed)
     eval_s = sample_sentences(evaluate, config.max_eval_sentences, config.seed + 1)
     names = list(labels) if labels else sorted({t for ex in [*train_s, *eval_s] for t in ex.tags})

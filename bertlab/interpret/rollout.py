@@ -1,7 +1,8 @@
 """Attention rollout and attention flow (Abnar & Zuidema 2020), beside the raw attention.
 
 Owns `attention_rollout`, `attention_flow` (plain functions of an (L, A, T, T) attention array)
-and `attention_maps`, which runs a model once and returns all three for one input.
+and `attention_maps`, which runs a model (pretrained or fine-tuned) once and returns all three
+for one input.
 
 Both methods average the heads of a layer and add the residual connection as half of the
 attention, A' = 0.5 A + 0.5 I (rows renormalised):
@@ -11,7 +12,9 @@ attention, A' = 0.5 A + 0.5 I (rows renormalised):
   token to one output token. Flow runs one max-flow per input token; `MAX_FLOW_EDGES` keeps it
   to interactive time (about a second at 4 layers x 31 tokens on one core).
 
-Imports numpy, networkx (a dependency of torch), bertlab.errors and bertlab.inference (types).
+Imports numpy, networkx (a dependency of torch), torch, bertlab.batching, bertlab.errors,
+bertlab.inference (a pretrained model reads through its own `inspect`) and
+bertlab.interpret.targets (any other model, as a `Subject`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import networkx as nx
 import numpy as np
 import torch
 
+from bertlab.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.inference import LoadedModel
+from bertlab.interpret.targets import as_subject
 
 RESIDUAL = 0.5  # Abnar & Zuidema's weight of the identity (the residual connection)
 MAX_FLOW_EDGES = 4_000  # L x T x T edges (about 1 s on one core); over this attention_maps skips flow and says why
@@ -37,10 +42,24 @@ def _check(attentions: np.ndarray) -> np.ndarray:
     return att
 
 
+def _check_residual(residual: float) -> float:
+    if isinstance(residual, bool) or not isinstance(residual, int | float | np.floating) or not 0 <= residual <= 1:
+        raise InputError(
+            f"residual must be a number between 0 and 1 (the identity's share of each layer's attention; "
+            f"{RESIDUAL} as Abnar & Zuidema), got {residual!r}"
+        )
+    return float(residual)
+
+
 def with_residual(attentions: np.ndarray, residual: float = RESIDUAL) -> np.ndarray:
     """(L, T, T): each layer's heads averaged, then `residual` x I added and rows renormalised.
 
-    Heads switched off (rows of zeros) are left out of the average."""
+    Heads switched off (rows of zeros) are left out of the average.
+
+    Raises:
+        InputError: attentions not (L, A, T, T), or `residual` outside 0..1.
+    """
+    residual = _check_residual(residual)
     att = _check(attentions)
     live = att.sum(-1, keepdims=True) > 0.5  # (L, A, T, 1)
     count = live.sum(1)  # (L, T, 1)
@@ -48,6 +67,15 @@ def with_residual(attentions: np.ndarray, residual: float = RESIDUAL) -> np.ndar
     T = att.shape[-1]
     mixed = (1 - residual) * mean + residual * np.eye(T)[None]
     return mixed / mixed.sum(-1, keepdims=True)
+
+
+def _check_position(position: int, T: int) -> int:
+    """The output token `position` as an int, once it is one of the T tokens."""
+    if isinstance(position, bool) or not isinstance(position, int | np.integer):
+        raise InputError(f"position must be a whole number, a token's index (0 = [CLS]), got {position!r}")
+    if not 0 <= position < T:
+        raise InputError(f"position {position} is outside the {T} tokens; pick one of 0..{T - 1} (0 = [CLS])")
+    return int(position)
 
 
 def attention_rollout(attentions: np.ndarray, residual: float = RESIDUAL) -> np.ndarray:
@@ -74,8 +102,7 @@ def attention_flow(attentions: np.ndarray, position: int = 0, residual: float = 
     """
     mixed = with_residual(attentions, residual)
     L, T, _ = mixed.shape
-    if not 0 <= position < T:
-        raise InputError(f"position {position} is outside the {T} tokens")
+    position = _check_position(position, T)
     graph = nx.DiGraph()
     for layer in range(L):
         for i in range(T):
@@ -106,8 +133,40 @@ class AttentionMaps:
     flow_note: str = ""
 
 
+def _attentions(model, text: str, text_b: str | None, head_mask: torch.Tensor | None) -> tuple[list[str], np.ndarray]:
+    """The tokens and (L, A, T, T) attention of one input, for a `LoadedModel` (its `inspect`) or a
+    fine-tuned model (its encoder, read without gradients: a frozen encoder is fine here)."""
+    if isinstance(model, LoadedModel):
+        ins = model.inspect(text, text_b, head_mask=head_mask)
+        return ins.tokens, ins.attentions
+    subject = as_subject(model, gradients=False)
+    for value, what in ((text, "text"), (text_b, "text_b")):
+        if value is None and what == "text_b":
+            continue
+        if not isinstance(value, str):
+            raise InputError(f"{what} must be a string, got {type(value).__name__}")
+        if not value.strip():
+            raise InputError(f"{what} is empty; type a sentence")
+    hm = None
+    if head_mask is not None:
+        hm = torch.as_tensor(head_mask)
+        expected = (subject.num_layers, subject.num_heads)
+        if tuple(hm.shape) != expected:
+            raise InputError(
+                f"head_mask has shape {tuple(hm.shape)}; this model needs {expected} (layers, heads), 1 = keep, 0 = off"
+            )
+        hm = hm.to(device=subject.device, dtype=next(subject.module.parameters()).dtype)
+    tok = subject.tokenizer
+    e = tok.encode(text, text_b, max_length=subject.max_length)
+    batch = {k: v.to(subject.device) for k, v in pad_batch([e.ids], tok.pad_id, [e.type_ids]).items()}
+    # as LoadedModel.inspect: no gradients and the model's own precision, whatever the caller has on
+    with torch.inference_mode(), torch.autocast(subject.device.type, enabled=False):
+        enc = subject.module.bert(**batch, head_mask=hm, output_attentions=True)
+    return e.tokens, torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
+
+
 def attention_maps(
-    lm: LoadedModel,
+    model,
     text: str,
     text_b: str | None = None,
     flow: bool = True,
@@ -115,10 +174,18 @@ def attention_maps(
     head_mask: torch.Tensor | None = None,
     max_flow_edges: int = MAX_FLOW_EDGES,
 ) -> AttentionMaps:
-    """Run `lm` on one input and return its raw attention, rollout and (if small enough) flow."""
-    ins = lm.inspect(text, text_b, head_mask=head_mask)
-    att = ins.attentions  # (L, A, T, T)
+    """Run a model on one input and return its raw attention, rollout and (if small enough) flow.
+
+    Args:
+        model: a `LoadedModel`, a `FinetunedModel` (its encoder's attention) or a `Subject`.
+        position: the token (0 = [CLS]) the flow goes into, and whose row the flow figure shows.
+
+    Raises:
+        InputError: empty text, a head mask of the wrong shape, or `position` not a token of the input.
+    """
+    tokens, att = _attentions(model, text, text_b, head_mask)  # (L, A, T, T)
     L, A, T, _ = att.shape
+    position = _check_position(position, T)
     live = att.sum(-1, keepdims=True) > 0.5
     raw = (att.sum(1) / np.maximum(live.sum(1), 1)).astype(np.float64)  # (L, T, T)
     flows, seconds, note = None, 0.0, ""
@@ -133,4 +200,4 @@ def attention_maps(
             started = time.perf_counter()
             flows = attention_flow(att, position)
             seconds = time.perf_counter() - started
-    return AttentionMaps(ins.tokens, raw, attention_rollout(att), flows, position, seconds, note)
+    return AttentionMaps(tokens, raw, attention_rollout(att), flows, position, seconds, note)

@@ -5,8 +5,10 @@ prediction targets (`MaskedWord`, `IsNext`, `TaskLabel`, `AnswerSpan`), `prepare
 target -> a padded batch with the position and class each row's number is read at) and
 `target_probability` (that number as a differentiable (B,) tensor). Attribution, head importance
 and comparison all read predictions through here, so a new kind of prediction is one new target.
+Also `whole_number`, the check of a count argument (steps, batch size, points) the interpret
+modules share, so each refuses 2.5 or "4" with the same InputError.
 
-Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
+Imports torch, numpy, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
 bertlab.errors.
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,9 +62,28 @@ class Subject:
         return self.module.config.num_heads
 
 
-def as_subject(model: LoadedModel | FinetunedModel | Subject) -> Subject:
+def whole_number(value, name: str, low: int, high: int | None = None) -> int:
+    """`value` as an int when it is a whole number in low..high (high None: no upper bound).
+
+    Raises:
+        InputError: a float, a string, a bool or a number out of range, naming `name` and the range.
+    """
+    bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InputError(f"{name} must be a whole number {bounds}, got {value!r} ({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        raise InputError(f"{name} must be a whole number {bounds}, got {value}")
+    return int(value)
+
+
+def as_subject(model: LoadedModel | FinetunedModel | Subject, gradients: bool = True) -> Subject:
     """A `LoadedModel` (`bertlab.inference.load_model`) or a `FinetunedModel`
-    (`bertlab.finetune.predict.load_finetuned`) as a `Subject`."""
+    (`bertlab.finetune.predict.load_finetuned`) as a `Subject`.
+
+    Args:
+        gradients: the caller needs gradients through the encoder (attribution, head importance),
+            so a feature-based model (frozen encoder) is refused; False for attention and hidden states.
+    """
     if isinstance(model, Subject):
         return model
     if isinstance(model, LoadedModel):
@@ -69,7 +91,7 @@ def as_subject(model: LoadedModel | FinetunedModel | Subject) -> Subject:
             model.model, model.tokenizer, model.max_length, "pretraining", (), model.device, model.path, model.has_nsp
         )
     if isinstance(model, FinetunedModel):
-        if model.model.frozen:
+        if gradients and model.model.frozen:
             raise InputError(
                 f"{model.path} is a feature-based model (frozen encoder, run without gradients); attribution and "
                 "head importance need gradients through the encoder: use a fine-tuned (mode finetune) model"
@@ -94,6 +116,11 @@ class MaskedWord:
     token: str | None = None
     mask: int = 0
 
+    def __post_init__(self) -> None:
+        if self.token is not None and not isinstance(self.token, str):
+            raise InputError(f"MaskedWord token must be a vocabulary token (a string) or None, got {self.token!r}")
+        whole_number(self.mask, "MaskedWord mask (0 = the first [MASK], 1 = the second, ...)", 0)
+
 
 @dataclass(frozen=True)
 class IsNext:
@@ -108,6 +135,14 @@ class TaskLabel:
 
     label: str | None = None
     position: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.label is not None and not isinstance(self.label, str):
+            raise InputError(
+                f"TaskLabel label must be one of the model's label names (a string) or None, got {self.label!r}"
+            )
+        if self.position is not None:
+            whole_number(self.position, "TaskLabel position (1 = the first token after [CLS])", 1)
 
 
 @dataclass(frozen=True)
@@ -156,7 +191,15 @@ class Prepared:
         return self.token_type_ids, self.attention_mask, self.positions, self.classes
 
 
+TARGETS = (MaskedWord, IsNext, TaskLabel, AnswerSpan)
+
+
 def _check_kind(subject: Subject, target: Target) -> None:
+    if not isinstance(target, TARGETS):
+        raise InputError(
+            f"target must be a MaskedWord(), IsNext(), TaskLabel() or AnswerSpan() from bertlab.interpret "
+            f"(or None for the model's main prediction), got {target!r} ({type(target).__name__})"
+        )
     if isinstance(target, MaskedWord | IsNext) and subject.kind != "pretraining":
         raise InputError(f"{type(target).__name__} needs a pretrained model; this one is fine-tuned for {subject.kind}")
     if isinstance(target, IsNext) and not subject.has_nsp:
