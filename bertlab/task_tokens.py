@@ -172,8 +172,8 @@ def _corpus_sample(corpus, fmt, stamps) -> tuple[list, list[float], int]:
 @functools.lru_cache(maxsize=32)
 def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps) -> TaskTokens:
     from bertlab.checkpoint import default_model_path  # deferred: torch
-    from bertlab.pretraining_data import create_instances, tokenize_documents
-    from bertlab.tokenizer import BertTokenizer
+    from bertlab.pretraining_data import create_instances, tokenize_documents  # deferred: torch
+    from bertlab.tokenizer import BertTokenizer  # deferred: tokenizers, only when a corpus is read
 
     sample, weights, n_documents = _corpus_sample(corpus, fmt, stamps)
     if vocab and Path(vocab).is_file():
