@@ -61,9 +61,10 @@ def _load(args):
 # --- fill-mask ---------------------------------------------------------------------------
 FILL_MASK_JSON_HELP = (
     "print JSON: a list with one object per text, whether one text or several are given: "
-    '{"text", "masks": [{"candidates": [{"word", "token", "score"}, ...]}, ...], "joint_text", "truncated"}; '
-    "masks in text order, candidates best first; word is the whole word a WordPiece token makes, "
-    "joint_text the text with every [MASK] filled jointly"
+    '{"text", "masks": [{"candidates": [{"word", "token", "score"}, ...]}, ...], "joint_text", "truncated", '
+    '"num_masks_dropped"}; masks in text order, candidates best first; word is the whole word a WordPiece '
+    "token makes, joint_text the text with every [MASK] filled jointly, num_masks_dropped the [MASK]s in "
+    "the part of a long text that was cut off (not answered)"
 )
 
 
@@ -84,9 +85,19 @@ def fill_mask_json(results: Sequence[FillMaskResult]) -> list[dict]:
             ],
             "joint_text": r.joint_text,
             "truncated": r.truncated,
+            "num_masks_dropped": r.num_masks_dropped,
         }
         for r in results
     ]
+
+
+def truncation_note(num_dropped: int, num_masks_dropped: int = 0) -> str:
+    """The line that says a text was cut to fit the model, and what was lost with it."""
+    masks = ""
+    if num_masks_dropped:
+        s = "" if num_masks_dropped == 1 else "s"
+        masks = f"; {num_masks_dropped} [MASK]{s} in the cut-off part not answered: shorten the text"
+    return f"(input truncated: {num_dropped} tokens cut{masks})"
 
 
 def _fill_mask(args) -> int:
@@ -101,7 +112,7 @@ def _fill_mask(args) -> int:
         if len(results) > 1:
             print(printable(r.text))
         if r.truncated:
-            print(f"(input truncated: {r.num_dropped} tokens cut)")
+            print(truncation_note(r.num_dropped, r.num_masks_dropped))
         for n, m in enumerate(r.masks, 1):
             print(f"[MASK] #{n}:")
             for c in m.candidates:
@@ -129,6 +140,8 @@ def _nsp(args) -> int:
     if args.json:
         print(json.dumps({"is_next_prob": r.is_next_prob, "is_next": r.is_next, "truncated": r.truncated}))
     else:
+        if r.truncated:
+            print(truncation_note(r.num_dropped))
         print(f"P(IsNext) = {r.is_next_prob:.2%}  ->  {'IsNext' if r.is_next else 'NotNext'}")
     return 0
 
@@ -139,45 +152,58 @@ def _info_args(p):
 
 
 def _info(args) -> int:
-    lm = _load(args)
+    from bertlab.checkpoint import default_model_path, load_config, resolve  # deferred: torch, as in _load
+    from bertlab.finetune.predict import is_finetuned_config, load_finetuned  # deferred: torch
+    from bertlab.inference import load_model  # deferred: torch
+
+    directory = resolve(default_model_path() if args.model is None else args.model)
+    _, raw = load_config(directory)
+    if is_finetuned_config(raw):
+        fm = load_finetuned(directory, device=args.device)
+        model, tokenizer, card, has_nsp, setup = fm.model, fm.tokenizer, fm.card, False, fm.setup
+        path = fm.path
+    else:
+        lm = load_model(directory, device=args.device)
+        model, tokenizer, card, has_nsp, setup = lm.model, lm.tokenizer, lm.card, lm.has_nsp, None
+        path = lm.path
     runs = runs_root()
+    config = model.config
     data = {
-        "path": lm.path,
-        "config": asdict(lm.config),
-        "parameters": lm.num_parameters(),
-        "vocab_size": len(lm.tokenizer),
-        "lowercase": lm.tokenizer.lowercase,
-        "has_nsp_head": lm.has_nsp,
-        "card": lm.card,
-        "runs_dir": str(
-            runs
-        ),  # where runs go and the app's Jobs page looks ($BERTLAB_RUNS, else runs/ in the repository)
+        "path": path,
+        "config": asdict(config),
+        "parameters": model.num_parameters(),
+        "vocab_size": len(tokenizer),
+        "lowercase": tokenizer.lowercase,
+        "has_nsp_head": has_nsp,
+        # the task head of a fine-tuned model (config.json's bertlab.finetune); None for a pretrained one
+        "finetune": setup.to_dict() if setup else None,
+        "card": card,
+        "runs_dir": str(runs),  # where runs go and the app's Jobs page looks ($BERTLAB_RUNS, else runs/)
     }
     if args.json:
         print(json.dumps(data, indent=2))
+        return 0
+    c = config
+    if setup is None:
+        head = f"masked LM, pretrained (bertlab fill-mask{', bertlab nsp' if has_nsp else ''})"
     else:
-        c = lm.config
-        rows = [
-            ("model", str(lm.path)),
-            ("size", f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} (intermediate {c.intermediate_size})"),
-            ("parameters", f"{data['parameters']:,}"),
-            (
-                "vocabulary",
-                f"{data['vocab_size']:,} WordPiece tokens ({'uncased' if lm.tokenizer.lowercase else 'cased'})",
-            ),
-            ("attention", f"{c.attention_direction};  NSP head: {'yes' if lm.has_nsp else 'no'}"),
-        ]
-        metrics = lm.card.get("metrics")
-        rows += [(str(k), str(v)) for k, v in (metrics.items() if isinstance(metrics, dict) else ())]
-        rows.append(
-            (
-                "runs",
-                f"{runs}  ({'from $BERTLAB_RUNS' if os.environ.get('BERTLAB_RUNS') else 'set $BERTLAB_RUNS to move it'})",
-            )
-        )
-        width = max(len(label) for label, _ in rows)
-        for label, value in rows:
-            print(printable(f"{label:<{width}}  {value}"))
+        labels = ", ".join(setup.labels[:10]) + (", ..." if len(setup.labels) > 10 else "")
+        head = f"fine-tuned for {setup.task} ({setup.shape}){'; labels ' + labels if labels else ''}; no masked-LM head"
+    rows = [
+        ("model", str(path)),
+        ("size", f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} (intermediate {c.intermediate_size})"),
+        ("parameters", f"{data['parameters']:,}"),
+        ("vocabulary", f"{data['vocab_size']:,} WordPiece tokens ({'uncased' if tokenizer.lowercase else 'cased'})"),
+        ("attention", f"{c.attention_direction};  NSP head: {'yes' if has_nsp else 'no'}"),
+        ("head", head),
+    ]
+    metrics = card.get("metrics")
+    rows += [(str(k), str(v)) for k, v in (metrics.items() if isinstance(metrics, dict) else ())]
+    moved = "from $BERTLAB_RUNS" if os.environ.get("BERTLAB_RUNS") else "set $BERTLAB_RUNS to move it"
+    rows.append(("runs", f"{runs}  ({moved})"))
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(printable(f"{label:<{width}}  {value}"))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 `load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `inspect` and
 `layer_predictions`; each returns dataclasses and accepts batches. Imports torch and the lower
-bertlab layers (config, model, tokenizer, checkpoint, batching, hardware); never streamlit.
+bertlab layers (config, model, tokenizer, checkpoint, batching); never streamlit.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import numpy as np
 import torch
 
 from bertlab.batching import pad_batch
-from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model
+from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model, model_device
 from bertlab.errors import InputError
-from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
@@ -63,6 +62,7 @@ class FillMaskResult:
         joint_order: the order (indices into `masks`) in which the joint fill chose them.
         joint_text: the sentence with every [MASK] replaced by its joint choice.
         truncated: True when the text was cut to fit the model; `num_dropped` tokens were cut.
+        num_masks_dropped: [MASK]s in the part that was cut off; they have no answer in `masks`.
     """
 
     text: str
@@ -73,11 +73,16 @@ class FillMaskResult:
     joint_text: str
     truncated: bool = False
     num_dropped: int = 0
+    num_masks_dropped: int = 0
 
 
 @dataclass
 class NSPResult:
-    """Next sentence prediction: P(IsNext) that B follows A (paper, section 3.1, task #2)."""
+    """Next sentence prediction: P(IsNext) that B follows A (paper, section 3.1, task #2).
+
+    `truncated`: the pair was cut to fit the model; `num_dropped` tokens were cut (from the longer
+    sentence first, as BERT's data pipeline does).
+    """
 
     text_a: str
     text_b: str
@@ -85,6 +90,7 @@ class NSPResult:
     tokens: list[str]
     segment_ids: list[int]
     truncated: bool = False
+    num_dropped: int = 0
 
     @property
     def is_next(self) -> bool:
@@ -135,10 +141,11 @@ MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
 MAX_TEXT_CHARS = 10_000
 
 
-def _check_top_k(top_k: object) -> None:
-    """top_k must be a whole number of answers, 1 or more (an InputError, not torch's TypeError)."""
-    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
-        raise InputError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
+def _check_top_k(top_k: object, minimum: int = 1) -> None:
+    """top_k must be a whole number of answers, `minimum` or more (an InputError, not torch's TypeError)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < minimum:
+        none = " (0 = none)" if minimum == 0 else ""
+        raise InputError(f"top_k must be a whole number, {minimum} or more{none}, got {top_k!r}")
 
 
 def _as_list(texts: object, what: str) -> list:
@@ -305,15 +312,26 @@ class LoadedModel:
         return text
 
     def _head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """Check a (L, A) head mask and move it to the model's device and dtype."""
+        """Check a (L, A) head mask of numbers from 0 to 1 and move it to the model's device and dtype."""
         if head_mask is None:
             return None
-        hm = torch.as_tensor(head_mask)
         expected = (self.config.num_layers, self.config.num_heads)
+        how = f"give a {expected} (layers, heads) tensor or nested list of numbers, 1 = keep, 0 = off"
+        if isinstance(head_mask, str | bytes):
+            raise InputError(f"head_mask is a {type(head_mask).__name__}; {how}")
+        try:
+            hm = torch.as_tensor(head_mask)
+        except (TypeError, ValueError, RuntimeError):
+            raise InputError(f"head_mask cannot be read as numbers ({type(head_mask).__name__}); {how}") from None
         if tuple(hm.shape) != expected:
             raise InputError(
                 f"head_mask has shape {tuple(hm.shape)}; this model needs {expected} (layers, heads), 1 = keep, 0 = off"
             )
+        if hm.is_complex():
+            raise InputError(f"head_mask has dtype {hm.dtype}; {how}")
+        values = hm.detach().to(device="cpu", dtype=torch.float32)
+        if not bool(torch.isfinite(values).all()) or bool(((values < 0) | (values > 1)).any()):
+            raise InputError(f"head_mask holds values outside 0..1 (NaN, infinite or out of range); {how}")
         return hm.to(device=self.device, dtype=next(self.model.parameters()).dtype)
 
     # --- fill-mask -----------------------------------------------------------------------
@@ -387,6 +405,8 @@ class LoadedModel:
                     joint_text=fill_text(t, e, positions, [c.token for c in chosen]),
                     truncated=e.truncated,
                     num_dropped=e.num_dropped,
+                    # the tokenizer reads every "[MASK]" in the text as one mask token
+                    num_masks_dropped=max(0, t.count("[MASK]") - len(positions)),
                 )
             )
         return results[0] if single else results
@@ -436,6 +456,8 @@ class LoadedModel:
         b_list = [text_b] if single else _as_list(text_b, "sentence B")
         if len(a_list) != len(b_list):
             raise InputError(f"{len(a_list)} sentences A but {len(b_list)} sentences B")
+        if not a_list:
+            raise InputError("no sentence pairs given; give sentence A and sentence B, or two lists of them")
         for a, b in zip(a_list, b_list, strict=True):
             self._check_text(a, "sentence A")
             self._check_text(b, "sentence B")
@@ -445,7 +467,7 @@ class LoadedModel:
         out = self.model(**batch, mlm_positions=torch.zeros_like(batch["input_ids"], dtype=torch.bool), head_mask=hm)
         p_is_next = out.nsp_logits.float().softmax(-1)[:, 0].tolist()  # index 0 = IsNext
         results = [
-            NSPResult(a, b, p, e.tokens, e.type_ids, e.truncated)
+            NSPResult(a, b, p, e.tokens, e.type_ids, e.truncated, e.num_dropped)
             for a, b, p, e in zip(a_list, b_list, p_is_next, encs, strict=True)
         ]
         return results[0] if single else results
@@ -463,8 +485,9 @@ class LoadedModel:
 
         Args:
             head_mask: (L, A), 0 switches a head off.
-            top_k: when > 0, also the MLM head's top-k at every position (`mlm_top`).
+            top_k: when > 0, also the MLM head's top-k at every position (`mlm_top`); 0 = none.
         """
+        _check_top_k(top_k, minimum=0)
         self._check_text(text)
         if text_b is not None:
             self._check_text(text_b, "sentence B")
@@ -513,6 +536,11 @@ class LoadedModel:
         """
         self._check_text(text)
         _check_top_k(top_k)
+        if position is not None and (isinstance(position, bool) or not isinstance(position, numbers.Integral)):
+            raise InputError(
+                f"position must be a whole number (a token index, 0 = [CLS]) or None for the first [MASK], "
+                f"got {position!r}"
+            )
         hm = self._head_mask(head_mask)
         e = self.tokenizer.encode(text, max_length=self.max_length)
         if position is None:
@@ -521,24 +549,44 @@ class LoadedModel:
                 raise InputError(f"no [MASK] in the text{where}; give a position or write [MASK]")
             position = e.ids.index(self.tokenizer.mask_id)
         if not 0 <= position < len(e):
-            raise InputError(f"position {position} is outside the {len(e)} tokens of the input")
+            raise InputError(
+                f"position {position} is outside the {len(e)} tokens of the input; give 0 to {len(e) - 1} (0 = [CLS])"
+            )
+        position = int(position)  # a numpy integer indexes a tensor as a Python int does
         enc = self.model.bert(**self._batch([e]), head_mask=hm, output_hidden_states=True)
         states = torch.stack([h[0, position] for h in enc.hidden_states])  # (L+1, H)
         probs = self.model.layer_logits(states).float().softmax(-1)  # (L+1, V)
         return [LayerGuess(i, self._candidates(probs[i], e, position, top_k)) for i in range(len(states))]
 
 
+def _floating_dtype(dtype: object) -> torch.dtype:
+    """A floating torch dtype, from itself or its name ('float16', 'torch.bfloat16'); InputError otherwise."""
+    found = getattr(torch, dtype.removeprefix("torch."), None) if isinstance(dtype, str) else dtype
+    if not isinstance(found, torch.dtype) or not found.is_floating_point:
+        raise InputError(
+            f"dtype must be a floating-point torch dtype (torch.float32, torch.float16 or torch.bfloat16), got {dtype!r}"
+        )
+    return found
+
+
 def load_model(
     path_or_id: str | os.PathLike | None = None,
     device: str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str = torch.float32,
 ) -> LoadedModel:
     """Load a checkpoint folder (ours or one saved by `transformers`) or a Hub id.
 
     Args:
-        path_or_id: folder or Hub id; None loads the shipped default model.
+        path_or_id: folder (str or PathLike) or Hub id; None loads the shipped default model.
         device: 'auto' (default), 'cpu' or 'cuda'.
+        dtype: a floating torch dtype or its name ('float16').
+
+    Raises:
+        InputError: a path, device or dtype of the wrong kind, or a device this machine lacks.
+        CheckpointError: the folder is missing, incomplete or not a BERT with a masked-LM head.
     """
+    dtype = _floating_dtype(dtype)
+    dev = model_device(device)
     path = default_model_path() if path_or_id is None else path_or_id
-    model, tokenizer, info = load_pretraining_model(path, pick_device(device), dtype)
+    model, tokenizer, info = load_pretraining_model(path, dev, dtype)
     return LoadedModel(model, tokenizer, info)

@@ -37,8 +37,8 @@ def _assert_one_line_error(code: int, out: str, err: str, *needles: str) -> None
 # --- fill-mask ---------------------------------------------------------------------------------
 def _assert_fill_mask_json(item: dict, text: str, masks: int, top_k: int) -> None:
     """The documented --json shape of one text: the Python API's names."""
-    assert set(item) == {"text", "masks", "joint_text", "truncated"}
-    assert item["text"] == text and item["truncated"] is False
+    assert set(item) == {"text", "masks", "joint_text", "truncated", "num_masks_dropped"}
+    assert item["text"] == text and item["truncated"] is False and item["num_masks_dropped"] == 0
     assert "[MASK]" not in item["joint_text"]
     assert len(item["masks"]) == masks
     for mask in item["masks"]:
@@ -90,7 +90,17 @@ def test_fill_mask_text_output_escapes_the_users_control_characters(capsys, tiny
 def test_fill_mask_reports_truncation(capsys, tiny_checkpoint):
     text = "the [MASK] sat. " + "the dog ran to the park. " * 20
     code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), text)
-    assert code == 0 and "input truncated" in out
+    assert code == 0 and "input truncated" in out and "cut-off part" not in out
+
+
+def test_fill_mask_says_how_many_masks_were_cut_off(capsys, tiny_checkpoint):
+    text = "a [MASK] " + "the dog ran to the park. " * 20 + "the [MASK] sat."
+    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), text)
+    assert code == 0 and "1 [MASK] in the cut-off part not answered" in out
+    assert "[MASK] #1:" in out and "[MASK] #2:" not in out
+    code, out, _ = _run(capsys, "fill-mask", "--model", str(tiny_checkpoint), "--json", text, text + " [MASK]")
+    data = json.loads(out)
+    assert [(d["truncated"], d["num_masks_dropped"], len(d["masks"])) for d in data] == [(True, 1, 1), (True, 2, 1)]
 
 
 # --- nsp and info ---------------------------------------------------------------------------------
@@ -104,6 +114,40 @@ def test_nsp_json_and_text(capsys, tiny_checkpoint):
     assert code == 0 and "P(IsNext)" in out
 
 
+def test_nsp_text_output_says_the_input_was_cut(capsys, tiny_checkpoint):
+    long_a = "the dog ran to the park. " * 20
+    code, out, _ = _run(capsys, "nsp", "--model", str(tiny_checkpoint), long_a, "it was big.")
+    assert code == 0
+    note, answer = out.splitlines()
+    assert note.startswith("(input truncated: ") and note.endswith(" tokens cut)") and answer.startswith("P(IsNext)")
+    code, out, _ = _run(capsys, "nsp", "--model", str(tiny_checkpoint), "the cat sat.", "it was big.")
+    assert code == 0 and "truncated" not in out
+
+
+def test_info_of_a_fine_tuned_model_says_what_head_it_has(capsys, tmp_path, tokenizer):
+    import torch
+    from conftest import tiny_config
+
+    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.finetune.predict import TaskSetup, save_finetuned
+
+    torch.manual_seed(0)
+    head = HeadConfig("single", 2)
+    model = build_task_model(tiny_config(len(tokenizer)), head)
+    setup = TaskSetup("sst2", "single", ("0", "1"), head, max_seq_length=32)
+    save_finetuned(tmp_path / "ft", model, tokenizer, setup, {"task": "sst2", "metrics": {"accuracy": 0.5}})
+    code, out, err = _run(capsys, "info", "--model", str(tmp_path / "ft"), "--device", "cpu")
+    assert code == 0, err
+    rows = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert rows["size"].startswith("L=2 H=32 A=4") and rows["parameters"] == f"{model.num_parameters():,}"
+    assert rows["head"] == "fine-tuned for sst2 (single); labels 0, 1; no masked-LM head"
+    assert rows["accuracy"] == "0.5" and "uncased" in rows["vocabulary"]
+    code, out, _ = _run(capsys, "info", "--model", str(tmp_path / "ft"), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["finetune"]["task"] == "sst2" and data["finetune"]["labels"] == ["0", "1"]
+    assert data["has_nsp_head"] is False and data["vocab_size"] == len(tokenizer)
+
+
 def test_info_json_and_text(capsys, tiny_checkpoint, tokenizer):
     code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint), "--json")
     assert code == 0
@@ -111,9 +155,10 @@ def test_info_json_and_text(capsys, tiny_checkpoint, tokenizer):
     assert data["config"]["num_layers"] == 2 and data["config"]["hidden_size"] == 32
     assert data["vocab_size"] == len(tokenizer) and data["lowercase"] is True
     assert data["has_nsp_head"] is True and data["parameters"] > 0
-    assert data["path"] == str(tiny_checkpoint)
+    assert data["path"] == str(tiny_checkpoint) and data["finetune"] is None
     code, out, _ = _run(capsys, "info", "--model", str(tiny_checkpoint))
     assert code == 0 and "L=2 H=32 A=4" in out and "uncased" in out
+    assert "masked LM, pretrained (bertlab fill-mask, bertlab nsp)" in out
 
 
 def test_info_shows_where_runs_go(capsys, tiny_checkpoint, tmp_path, monkeypatch):

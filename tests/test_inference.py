@@ -442,3 +442,112 @@ def test_a_pasted_book_is_refused_with_its_length(lm):
     with pytest.raises(InputError, match="sentence B has"):
         lm.next_sentence("A short one.", book)
     assert lm.fill_mask(book[: MAX_TEXT_CHARS - 10]).masks  # under the cap it is read (and truncated) as before
+
+
+# --- bad arguments are InputErrors that say what to give (a reviewer's list) -------------------
+def test_no_sentence_pairs_is_an_input_error(lm):
+    with pytest.raises(InputError, match="no sentence pairs"):
+        lm.next_sentence([], [])
+
+
+@pytest.mark.parametrize("top_k", ["3", 2.5, -1, True])
+def test_inspect_top_k_must_be_a_whole_number(lm, top_k):
+    with pytest.raises(InputError, match="top_k must be a whole number, 0 or more"):
+        lm.inspect("the cat sat.", top_k=top_k)
+
+
+def test_inspect_top_k_zero_means_none_and_numpy_ints_count(lm):
+    assert lm.inspect("the cat sat.", top_k=0).mlm_top == []
+    assert len(lm.inspect("the cat sat.", top_k=np.int64(2)).mlm_top[1]) == 2
+
+
+@pytest.mark.parametrize("position", [1.5, "1", True, [1]])
+def test_layer_predictions_position_must_be_a_token_index(lm, position):
+    with pytest.raises(InputError, match="position must be a whole number"):
+        lm.layer_predictions("a [MASK] b", position=position)
+
+
+def test_layer_predictions_takes_a_numpy_position(lm):
+    ours = lm.layer_predictions("the [MASK] sat.", position=np.int64(2), top_k=2)
+    assert ours == lm.layer_predictions("the [MASK] sat.", position=2, top_k=2)
+    with pytest.raises(InputError, match="give 0 to"):
+        lm.layer_predictions("the [MASK] sat.", position=-1)
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda L, A: "abc", "head_mask is a str"),
+        (lambda L, A: [["a"] * A] * L, "cannot be read as numbers"),
+        (lambda L, A: object(), "cannot be read as numbers"),
+        (lambda L, A: torch.full((L, A), float("nan")), "outside 0..1"),
+        (lambda L, A: torch.full((L, A), float("inf")), "outside 0..1"),
+        (lambda L, A: -torch.ones(L, A), "outside 0..1"),
+        (lambda L, A: torch.full((L, A), 2.0), "outside 0..1"),
+        (lambda L, A: torch.ones(L, A, dtype=torch.complex64), "dtype"),
+    ],
+)
+def test_a_bad_head_mask_is_an_input_error(lm, make, needle):
+    L, A = lm.config.num_layers, lm.config.num_heads
+    for call in (
+        lambda hm: lm.fill_mask(TEXTS[0], head_mask=hm),
+        lambda hm: lm.next_sentence("the cat", "the dog", head_mask=hm),
+        lambda hm: lm.inspect("the cat", head_mask=hm),
+        lambda hm: lm.layer_predictions(TEXTS[0], head_mask=hm),
+    ):
+        with pytest.raises(InputError, match=needle):
+            call(make(L, A))
+
+
+def test_a_head_mask_of_lists_bools_or_fractions_is_read(lm):
+    L, A = lm.config.num_layers, lm.config.num_heads
+    ones = lm.fill_mask(TEXTS[0], head_mask=torch.ones(L, A)).masks
+    assert lm.fill_mask(TEXTS[0], head_mask=[[1] * A] * L).masks == ones
+    assert lm.fill_mask(TEXTS[0], head_mask=torch.ones(L, A, dtype=torch.bool)).masks == ones
+    assert lm.fill_mask(TEXTS[0], head_mask=torch.full((L, A), 0.5)).masks != ones
+
+
+def test_masks_in_the_cut_off_part_are_counted(lm):
+    text = "the [MASK] sat. " + "the dog ran to the park. " * 20 + "the [MASK] and [mask] ran."
+    res = lm.fill_mask(text)
+    assert res.truncated and len(res.masks) == 1 and res.num_masks_dropped == 2
+    kept = lm.fill_mask(["the [MASK] sat on the [MASK].", text])
+    assert [r.num_masks_dropped for r in kept] == [0, 2]
+
+
+def test_next_sentence_says_how_many_tokens_were_cut(lm):
+    long_a = "the cat sat on the mat . " * 20
+    res = lm.next_sentence(long_a, "it was big.")
+    full = len(lm.tokenizer.encode(long_a, "it was big.", max_length=10_000))
+    assert res.truncated and res.num_dropped == full - lm.max_length
+    assert lm.next_sentence("the cat", "the dog").num_dropped == 0
+
+
+@pytest.mark.parametrize("path", [5, 1.5, b"checkpoints", ["x"]])
+def test_load_model_refuses_a_path_of_the_wrong_type(path):
+    with pytest.raises(InputError, match="checkpoint folder"):
+        load_model(path, device="cpu")
+
+
+def test_load_model_takes_a_path_object_and_a_dtype_name(lm):
+    from pathlib import Path
+
+    half = load_model(Path(lm.path), device="cpu", dtype="bfloat16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    assert next(load_model(lm.path, device="cpu", dtype=torch.float64).model.parameters()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, "int8", "float17", 16, None])
+def test_load_model_refuses_a_dtype_that_is_not_floating(lm, dtype):
+    with pytest.raises(InputError, match="dtype must be a floating-point torch dtype"):
+        load_model(lm.path, device="cpu", dtype=dtype)
+
+
+@pytest.mark.parametrize("device", ["xpu", "meta", "cuda:99"])
+def test_load_model_refuses_a_device_this_machine_lacks(lm, device):
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip("pick_device refuses cuda on a machine without one (test_other_argument_errors)")
+    if device == "xpu" and getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
+        pytest.skip("this machine has an XPU")
+    with pytest.raises(InputError, match="device"):
+        load_model(lm.path, device=device)

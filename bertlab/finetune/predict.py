@@ -10,7 +10,7 @@ config.json carries id2label / label2id / num_labels (and problem_type) at the t
 `transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
 Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
 
-Imports torch, bertlab.checkpoint, bertlab.tokenizer, bertlab.hardware (pick_device), bertlab.finetune.
+Imports torch, bertlab.checkpoint (loading, model_device), bertlab.tokenizer, bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 from bertlab.checkpoint import (
     load_config,
     load_state,
+    model_device,
     normalize_keys,
     read_weights,
     resolve,
@@ -38,7 +39,6 @@ from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model
 from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
-from bertlab.hardware import pick_device
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,15 @@ def save_finetuned(
         extra_config={"finetune": setup.to_dict()},
         extra_files=extra_files,
     )
+
+
+def is_finetuned_config(raw: dict) -> bool:
+    """Whether a checkpoint's config.json (read as a dict) is a fine-tuned model's: ours (a
+    bertlab.finetune section) or one of the task classes transformers fine-tunes."""
+    ours = raw.get("bertlab")
+    architectures = raw.get("architectures")
+    arch = architectures[0] if isinstance(architectures, list) and architectures else ""
+    return bool(isinstance(ours, dict) and ours.get("finetune")) or arch in SHAPE_OF_ARCHITECTURE
 
 
 def _setup_from_raw(raw: dict, path: Path) -> TaskSetup:
@@ -293,8 +302,13 @@ class FinetunedModel:
 
 
 def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
-    """Load a fine-tuned checkpoint folder (ours, or one fine-tuned with transformers) for prediction."""
-    dev = pick_device(device)
+    """Load a fine-tuned checkpoint folder (ours, or one fine-tuned with transformers) for prediction.
+
+    Raises:
+        InputError: a path or device of the wrong kind, or a device this machine lacks.
+        CheckpointError: the folder is missing, incomplete or not a fine-tuned model.
+    """
+    dev = model_device(device)
     model, tokenizer, setup, card = load_task_model(path)
     model.to(dev)
     return FinetunedModel(model, tokenizer, setup, card, str(path), dev)

@@ -13,11 +13,12 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from bertlab.estimates import estimate_spec
+from bertlab.estimates import Estimate, estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, waiting_for
 from bertlab.jobs.spec import DEVICES, KINDS, TRAINING_KINDS, JobError, JobSpec, spec_device
+from bertlab.train_types import BUDGET_LIMITS
 
 
 def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:
@@ -114,7 +115,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
             )
         s.add_argument("--json", action="store_true", help=json_help)
         if name == "show":
-            s.add_argument("--log", type=int, default=20, help="log lines to show")
+            s.add_argument("--log", type=int, default=20, help="log lines to show, from the end (0 = none)")
         if name == "cancel":
             s.add_argument("--wait", action="store_true", help="wait until it has stopped (SIGKILL after --timeout)")
             s.add_argument(
@@ -128,6 +129,29 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "start queued jobs whose device is free",
         "Start the queued jobs whose device is free (every `jobs list` and every finished job does this too).",
     )
+
+
+def _take_json_flag(args: argparse.Namespace) -> None:
+    """Read a `--json` given after the recipe's name (`jobs estimate finetune ... --json`) as
+    `jobs`' own: no recipe takes --json, and the recipe would refuse it as an unknown argument."""
+    rest = list(args.args)
+    end = rest.index("--") if "--" in rest else len(rest)  # after a `--`, every word is the recipe's
+    if "--json" in rest[:end]:
+        args.json = True
+        args.args = [a for a in rest[:end] if a != "--json"] + rest[end:]
+
+
+def _check_budget(est: Estimate) -> None:
+    """Refuse an estimate of a budget no run would finish (`--epochs 1e12`): its steps or time beyond
+    the limits TrainConfig puts on a budget given in steps or seconds."""
+    most_steps, most_s = BUDGET_LIMITS["max_steps"], BUDGET_LIMITS["max_time_s"]
+    if (est.steps or 0) > most_steps or (est.total_s or 0) > most_s:
+        years = (est.total_s or 0) / (365.25 * 24 * 3600)
+        raise JobError(
+            f"this budget is {est.steps or 0:.3g} steps, ~{years:.3g} years of training on {est.device_name}: "
+            f"beyond any run (at most {most_steps:.0e} steps or {most_s:.0e} s); give a smaller budget "
+            "(train.max_steps / max_tokens / max_time_s for pretrain; --max-steps, --max-time-s or --epochs for finetune)"
+        )
 
 
 def _spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -178,8 +202,11 @@ def run(args: argparse.Namespace) -> int:
         started = reg.tick()
         print("started: " + (", ".join(started) if started else "nothing"))
         return 0
+    if cmd in ("estimate", "submit"):
+        _take_json_flag(args)
     if cmd == "estimate":
         est = estimate_spec(_spec_from_args(args), runs_dir=reg.root)
+        _check_budget(est)
         if args.json:
             print(json.dumps(asdict(est) | {"fits": est.fits}, indent=2))
         else:
@@ -198,9 +225,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(job.to_dict(), default=str) if args.json else f"{job.id} {job.state}  ({job.run_dir})")
         return 0
     if cmd == "show":
+        if args.log < 0:
+            raise JobError(f"--log {args.log}: give the number of log lines to show, 0 (none) or more")
         job = reg.get(args.job_id)
+        tail = reg.log_tail(job.id, args.log) if args.log else ""  # log_tail reads 0 lines as the whole log
         if args.json:
-            print(json.dumps(job.to_dict() | {"log_tail": reg.log_tail(job.id, args.log)}, indent=2, default=str))
+            print(json.dumps(job.to_dict() | {"log_tail": tail}, indent=2, default=str))
             return 0
         print(_job_line(job))
         print(f"folder   {job.run_dir}")
@@ -222,13 +252,23 @@ def run(args: argparse.Namespace) -> int:
             )
         if job.error:
             print(f"error    {job.error}")
-        tail = reg.log_tail(job.id, args.log)
         if tail:
             print("--- log ---\n" + tail)
         return 0
     if cmd == "cancel":
         job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
-    elif cmd == "resume" and args.interrupted and not args.job_id:
+        # without --wait a running job is still stopping (it saves a checkpoint first): say a cancel was asked for
+        if args.json:
+            print(json.dumps(job.to_dict() | {"cancel_requested": True}, default=str))
+        elif job.is_final:
+            print(_job_line(job))
+        else:
+            print(
+                f"{_job_line(job)}\ncancel requested: {job.id} stops (a running job saves a checkpoint first); "
+                f"`bertlab jobs show {job.id}` follows it (--wait waits for it)"
+            )
+        return 0
+    if cmd == "resume" and args.interrupted and not args.job_id:
         resumed = reg.resume_interrupted()
         if args.json:
             print(json.dumps([j.to_dict() for j in resumed], default=str))
