@@ -92,6 +92,7 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     for bad, message in (
         (["--epochs", "0"], "--epochs must be more than 0"),
         (["--epochs", "-1"], "--epochs must be more than 0"),
+        (["--epochs", "1e12"], "at most 10000"),  # estimated at 10^11 hours
         (["--max-steps", "-2"], "max_steps must be 0"),
         (["--batch-size", "0"], "batch_size must be 1 or more"),
         (["--max-train-examples", "-5"], "--max-train-examples must be 0"),

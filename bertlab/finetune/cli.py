@@ -73,12 +73,15 @@ def _cli_grid(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_EPOCHS = 10_000  # passes over a train set: far past any fine-tuning run (the paper: 2-4)
+
+
 def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     """The run's config from `bertlab finetune` arguments (defaults as the paper's, 384 tokens for SQuAD)."""
     if not args.data:
         raise InputError("--data is required: a folder with the task's files, a file, or hf:")
-    if args.epochs is not None and args.epochs <= 0:
-        raise InputError(f"--epochs must be more than 0, not {args.epochs:g}")
+    if args.epochs is not None and not 0 < args.epochs <= MAX_EPOCHS:
+        raise InputError(f"--epochs must be more than 0 and at most {MAX_EPOCHS:g}, not {args.epochs:g}")
     for flag in ("max_train_examples", "max_eval_examples", "max_seq_length"):
         if (getattr(args, flag) or 0) < 0:
             raise InputError(f"--{flag.replace('_', '-')} must be 0 (all) or more, not {getattr(args, flag)}")
