@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from bertlab import train_types
 from bertlab.config import BertConfig, preset
+from bertlab.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
 from bertlab.hardware import default_threads, gpu_stats
@@ -678,8 +679,23 @@ def estimate_spec(
     spec = validate(spec, cwd, gpus)
     ns = parse_recipe_args(spec.kind, spec.args)
     if spec.kind == "pretrain":
-        return _pretraining_estimate(spec, pretrain_config(ns, cwd), runs_dir, measure)
+        return _pretraining_estimate(spec, _paths_from(pretrain_config(ns, cwd), cwd), runs_dir, measure)
     return _finetune_estimate(spec, ns, cwd, runs_dir, measure, model_config)
+
+
+def _paths_from(cfg: PretrainConfig, cwd: Path) -> PretrainConfig:
+    """`cfg` with its corpus, vocab and init_from paths read from `cwd`, the folder the job runs in
+    (named corpora, hf: sources and Hub ids as they are)."""
+
+    def here(path: str | None) -> str | None:
+        if not path or str(path) in NAMED_SOURCES or str(path).startswith("hf:"):
+            return path
+        p = Path(path).expanduser()
+        return str(p if p.is_absolute() or not (cwd / p).exists() else cwd / p)
+
+    return dataclasses.replace(
+        cfg, corpus=tuple(here(c) for c in cfg.corpus), vocab=here(cfg.vocab), init_from=here(cfg.init_from)
+    )
 
 
 def _pretraining_estimate(spec: JobSpec, cfg: PretrainConfig, runs_dir, measure: bool) -> Estimate:
@@ -697,16 +713,20 @@ def _pretraining_estimate(spec: JobSpec, cfg: PretrainConfig, runs_dir, measure:
         except (BertLabError, OSError) as exc:  # the job will say so too; the estimate goes on with full rows
             tokens, unread = None, f"the corpus cannot be read to count its tokens: {exc}"
         real_row = tokens.real_per_row if tokens else data.max_seq_length
-        # the phase lasts `share` of whichever budget ends first, as the trainer's fraction of the budget
-        steps = round(share * t.max_steps) if t.max_steps else 0
+        # the phase lasts `share` of whichever budget ends first, as the trainer's fraction of the budget;
+        # in steps it switches at the first step at or past phase2.at: ceil(at x steps) in phase 1
+        first = math.ceil(cfg.phase2_at * t.max_steps) if len(phases) > 1 else t.max_steps
+        steps = (first if data is phases[0] else t.max_steps - first) if t.max_steps else 0
         if t.max_tokens:  # the trainer counts real tokens (not padding) against the budget
             token_steps = math.ceil(share * t.max_tokens / (t.batch_size * real_row * max(1, spec.num_gpus)))
             steps = min(steps, token_steps) if steps else token_steps
+        if t.max_steps and not steps and not t.max_time_s:  # a budget too short to reach this phase
+            continue
         est = estimate(
             model_cfg,
             batch_size=t.batch_size,
             seq_length=data.max_seq_length,
-            max_steps=max(1, steps) if steps or not t.max_time_s else 0,
+            max_steps=steps,
             max_time_s=share * t.max_time_s,
             device=spec.device,
             num_gpus=spec.num_gpus,
@@ -748,8 +768,8 @@ def _phases_together(parts: list[tuple[DataConfig, Estimate]]) -> Estimate:
     memory that of the hungriest phase."""
     (first_data, first), (last_data, last) = parts[0], parts[-1]
     ests = [e for _, e in parts]
-    if any(e.steps is None or e.seconds is None for e in ests):
-        return last
+    if any(e.steps is None or e.seconds is None for e in ests):  # no budget to split: not a run (validated)
+        raise JobError("a pretraining estimate needs a budget in steps, tokens or seconds")
     steps = sum(e.steps for e in ests)
     seconds = sum(e.seconds for e in ests)
     tokens = sum(e.tokens_per_step * e.steps for e in ests)
@@ -767,7 +787,7 @@ def _phases_together(parts: list[tuple[DataConfig, Estimate]]) -> Estimate:
         seconds=seconds,
         tokens_per_step=round(tokens / max(1, steps)),
         padded_tokens_per_step=round(padded / max(1, steps)),
-        tokens_per_s=tokens / seconds if seconds else hungriest.tokens_per_s,
+        tokens_per_s=tokens / seconds if seconds and tokens else hungriest.tokens_per_s,
         notes=notes,
         throughput_source=last.throughput_source,
         lengths_source=f"{first.lengths_source}; each phase's own sequence length",

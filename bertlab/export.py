@@ -29,7 +29,7 @@ from bertlab.history import (
 )
 from bertlab.model_card import model_card_markdown
 from bertlab.modelfolder import is_model_folder
-from bertlab.runfolder import EARLIER_HISTORY_FILE, model_dir, read_metrics, read_run_config
+from bertlab.runfolder import EARLIER_HISTORY_FILE, is_run_dir, model_dir, read_metrics, read_run_config
 
 
 def learning_curve(run_dir: str | Path) -> list[dict]:
@@ -58,6 +58,8 @@ def check_export_target(run_dir: str | Path, out_dir: str | Path) -> None:
     run, out = Path(run_dir).resolve(), Path(out_dir).expanduser().resolve()
     if out == run or run in out.parents or out in run.parents:
         raise InputError(f"{out_dir} is the run {run_dir} or holds it or lies inside it; export to a folder of its own")
+    if is_run_dir(out.parent):  # e.g. another run's model/: it would lose its final model
+        raise InputError(f"{out_dir} lies inside the run folder {out.parent}; export to a folder of its own")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out_dir} is a file; give a folder to write the model to")
     if out.is_dir() and any(out.iterdir()) and not is_model_folder(out):

@@ -455,6 +455,8 @@ def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: 
     """(the config the run uses, its saved run_config or {}): the saved config on resume (a folder
     that holds a run needs --resume), or one step for a dry run."""
     saved: dict = {}
+    if resume and dry_run:  # a dry run's one-step budget would mark the resumed run finished
+        raise InputError("--dry-run makes a new one-step run; leave out --resume (or --dry-run)")
     if resume:
         saved = read_run_config(run_dir)
         if saved is None:

@@ -141,9 +141,10 @@ def pretraining_tokens(cfg, micro_batch: int) -> TaskTokens:
     weighted by how much of it was read (a long book is mostly full rows). `features` is the
     instances of one pass over the corpus. Raises BertLabError/OSError when the corpus cannot be read."""
     stamps = []
-    for source in cfg.corpus:
+    for source in cfg.corpus:  # a folder by its newest file, so an edited file is read again
         path = Path(str(source)).expanduser()
-        stamps.append(path.stat().st_mtime if path.exists() else 0.0)  # 'default', 'sotu', hf:: fixed
+        files = [path] + (list(path.rglob("*")) if path.is_dir() else [])
+        stamps.append(max((f.stat().st_mtime for f in files if f.exists()), default=0.0))  # 'default', hf:: 0
     vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
     return _pretraining_tokens(
         tuple(str(s) for s in cfg.corpus), cfg.corpus_format, cfg.data, vocab, cfg.lowercase, micro_batch, tuple(stamps)
@@ -178,9 +179,10 @@ def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps
     sample, weights, n_documents = _corpus_sample(corpus, fmt, stamps)
     if vocab and Path(vocab).is_file():
         tokenizer, whose = BertTokenizer.from_vocab(vocab, lowercase=lowercase), Path(vocab).parent.name + "'s"
-    else:
+    else:  # a vocabulary still to be trained, or one not here (a Hub model's): about the same lengths
         shipped = default_model_path()
-        tokenizer, whose = BertTokenizer.from_dir(shipped), f"{shipped.name}'s (the job trains its own vocabulary)"
+        why = "the job's own is not here" if vocab else "the job trains its own vocabulary"
+        tokenizer, whose = BertTokenizer.from_dir(shipped), f"{shipped.name}'s ({why})"
     token_docs, kept = [], []  # documents with text, and the weight of each
     for doc, weight in zip(sample, weights, strict=True):
         for ids in tokenize_documents([doc], tokenizer):
@@ -194,11 +196,9 @@ def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps
     lengths = [len(x.input_ids) for x in instances]
     weight = [kept[x.doc_a] for x in instances]
     total = sum(weight)
-    # padding: batches of rows drawn as the weights say (a long book's full rows come up most)
-    drawn = random.Random(0).choices(lengths, weights=weight, k=max(len(lengths), 4 * micro_batch))
     return TaskTokens(
         real_per_row=sum(n * w for n, w in zip(lengths, weight, strict=True)) / total,
-        padded_per_row=padded_length(drawn, micro_batch),
+        padded_per_row=float(data.max_seq_length),  # every batch is padded to the phase's length (one shape)
         longest=max(lengths),
         features=round(total),
         source=f"pretraining instances made from {len(token_docs):,} of the corpus's {n_documents:,} documents "

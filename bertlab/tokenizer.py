@@ -27,8 +27,10 @@ _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
 
 
 def mask_any_case(text: str) -> str:
-    """`text` with "[mask]" written in any case as "[MASK]", the one way the tokenizer reads the mask
-    token (users of an uncased model type it in lower case). Same length: character offsets hold."""
+    """`text` with "[mask]" written in any case as "[MASK]": how `encode`/`encode_batch` read a text
+    (users of an uncased model type it in lower case). Same length: character offsets hold.
+    `tokenize`/`tokenize_batch` (pretraining corpora, tagged words) read text as BERT's own tokenizer
+    does, where only "[MASK]" is the mask."""
     return _MASK_ANY_CASE.sub("[MASK]", text) if "[" in text else text
 
 
@@ -377,11 +379,11 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece strings of `text`, without [CLS]/[SEP]."""
-        return self._tok.encode(mask_any_case(text), add_special_tokens=False).tokens
+        return self._tok.encode(text, add_special_tokens=False).tokens
 
     def tokenize_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids (no specials) of many texts at once; the fast path for pretraining data."""
-        return [e.ids for e in self._tok.encode_batch([mask_any_case(t) for t in texts], add_special_tokens=False)]
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token.get(int(i), "[UNK]") for i in ids]

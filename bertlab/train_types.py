@@ -79,8 +79,11 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("max_steps", "max_tokens", "max_time_s", "eval_every", "save_every", "save_every_s"):
-            if getattr(self, name) < 0:
+            if not _finite(getattr(self, name)) or getattr(self, name) < 0:
                 raise InputError(f"{name} must be 0 (none) or more, not {getattr(self, name)}")
+        for name in ("weight_decay", "adam_eps", "grad_clip"):  # nan passes every comparison
+            if not _finite(getattr(self, name)):
+                raise InputError(f"{name} must be a number, not {getattr(self, name)}")
         for name, most in BUDGET_LIMITS.items():  # a typo such as 1e30: not a run anyone means
             if getattr(self, name) > most:
                 raise InputError(f"{name} {getattr(self, name):g} is beyond any run (at most {most:g})")
@@ -105,6 +108,10 @@ class TrainConfig:
             raise InputError(f"grad_clip must be 0 (no clipping) or more, not {self.grad_clip}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule must be one of {SCHEDULES}, not {self.schedule!r}")
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 class TrainTask(Protocol):

@@ -335,7 +335,10 @@ with form:
             "(the same settings, data and seed); watch it on the Jobs page.",
             icon=":material/content_copy:",
         )
-        again = st.checkbox("Launch a second copy anyway", key="train_again")
+        # a fresh box after each launch: one confirmation queues one copy
+        again = st.checkbox(
+            "Launch a second copy anyway", key=f"train_again_{st.session_state.get('train_launched', 0)}"
+        )
     if (
         st.button(
             "Launch",
@@ -352,6 +355,7 @@ with form:
             st.error(str(exc), icon=":material/front_hand:")
         else:
             st.session_state["jobs_focus"] = job.id
+            st.session_state["train_launched"] = st.session_state.get("train_launched", 0) + 1
             st.success(f"Job **{job.id}** is {job.state}. Its folder: `{job.run_dir}`")
             st.page_link(JOBS.file, label="Watch it on the Jobs page", icon=JOBS.icon)
     if spec is not None:

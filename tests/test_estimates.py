@@ -493,3 +493,27 @@ def test_a_run_of_a_few_steps_is_said_to_teach_next_to_nothing(runs, job_data):
         "next to nothing" in n
         for n in estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs, measure=False).notes
     )
+
+
+def test_phase_steps_split_as_the_trainer_switches_and_paths_are_read_from_the_jobs_folder(
+    runs, job_data, tmp_path, monkeypatch
+):
+    """The trainer switches at the first step at or past phase2.at (ceil(at x N) steps, then the rest):
+    5 steps at 0.7 are 4 + 1 (not round(3.5) + round(1.5) = 6), 1 step is all phase 1. A relative corpus
+    path is the job's folder's, not the app's working folder's (a valid job could not be launched)."""
+    corpus, cache = job_data
+    jobs_folder = tmp_path / "project"
+    (jobs_folder / "data").mkdir(parents=True)
+    (jobs_folder / "data" / "c.txt").write_text(corpus.read_text())
+    monkeypatch.chdir(tmp_path)  # the app started elsewhere
+    base = ("--config", str(REPO / "configs" / "tiny.yaml"), "corpus=[data/c.txt]", f"cache_dir={cache}")
+    phased = (*base, "data.max_seq_length=32", "phase2={at: 0.7, max_seq_length: 64}")
+    five = estimate_spec(
+        JobSpec("pretrain", (*phased, "train.max_steps=5"), device="cpu"), cwd=jobs_folder, measure=False
+    )
+    assert not five.problem and five.steps == 5 and "4 steps of 32-token sequences" in five.notes[1]
+    one = estimate_spec(
+        JobSpec("pretrain", (*phased, "train.max_steps=1"), device="cpu"), cwd=jobs_folder, measure=False
+    )
+    assert one.steps == 1 and not any("two phases" in n for n in one.notes)
+    assert one.padded_tokens_per_step == 32 * 32  # batch 32, every row padded to the full 32 tokens

@@ -35,6 +35,8 @@ def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, 
     assert "no finished model in it" in capsys.readouterr().err and not (tmp_path / "x").exists()
     # the export replaces its folder whole: it refuses anything it would destroy (it deleted a folder of
     # notes, replaced the run itself, and turned a file into a model folder)
+    (tmp_path / "other-run" / "model").mkdir(parents=True)
+    (tmp_path / "other-run" / "status.json").write_text('{"state": "finished"}')
     notes = tmp_path / "important"
     notes.mkdir()
     (notes / "notes.txt").write_text("precious")
@@ -44,6 +46,7 @@ def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, 
         (notes, "already holds files and is not a model folder"),
         (run_dir, "is the run"),
         (run_dir / "inside", "is the run"),
+        (tmp_path / "other-run" / "model", "lies inside the run folder"),  # another run's final model
         (a_file, "is a file"),
         ("", "give the folder"),
     ):

@@ -283,6 +283,8 @@ def test_windows_overlap_and_a_resumed_run_keeps_the_inputs_it_began_with(tmp_pa
     (run_dir / "checkpoint").mkdir()  # the folder holds a run: a dry run must not write over it either
     with pytest.raises(InputError, match="already holds a run"):
         settings_for_run(cfg, run_dir, resume=False, dry_run=True)
+    with pytest.raises(InputError, match="leave out --resume"):  # its one step would mark the run finished
+        settings_for_run(cfg, run_dir, resume=True, dry_run=True)
 
 
 def test_random_init_trains_its_own_vocabulary(tmp_path):

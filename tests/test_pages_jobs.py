@@ -197,9 +197,11 @@ def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
     at.run()
     assert any(job.id in w.value and "already queued" in w.value for w in at.warning)
     assert at.button(key="train_launch").disabled
-    at.checkbox(key="train_again").check().run()
+    at.checkbox(key="train_again_1").check().run()
     at.button(key="train_launch").click().run()
     assert len(JobRegistry(app_env).list()) == 2
+    at.run()  # one confirmation queued one copy: a third asks again
+    assert at.button(key="train_launch").disabled and not at.checkbox(key="train_again_2").value
 
 
 def test_train_page_squad_follows_the_models_pretrained_length(app_env, tmp_path, monkeypatch):

@@ -620,6 +620,8 @@ def test_dry_run_through_cli(tmp_path, vocab_file):
 
     with pytest.raises(InputError, match="already holds a run"):
         settings_for_run(load_config_file(None, ["train.max_steps=5"]), tmp_path / "run", resume=False, dry_run=True)
+    with pytest.raises(InputError, match="leave out --resume"):
+        settings_for_run(load_config_file(None, ["train.max_steps=5"]), tmp_path / "run", resume=True, dry_run=True)
     log = (tmp_path / "run" / "log.txt").read_text().splitlines()  # (#13) a CLI run keeps a log, as a job does
     assert "pretrain --config" in log[0] and any("checkpoint saved at step 1" in line for line in log)
 

@@ -41,6 +41,10 @@ def test_budgets():
         TrainConfig(max_steps=10, warmup=-1)
     with pytest.raises(InputError, match="beyond any run"):
         TrainConfig(max_steps=10**30)
+    with pytest.raises(InputError, match="max_time_s must be 0"):  # a nan budget never ended
+        TrainConfig(max_time_s=float("nan"))
+    with pytest.raises(InputError, match="grad_clip must be a number"):
+        TrainConfig(max_steps=10, grad_clip=float("nan"))
     cfg = TrainConfig(max_steps=100, max_tokens=1000)
     p = Progress(step=10, tokens=500)
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)

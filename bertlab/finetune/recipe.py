@@ -411,6 +411,8 @@ def _run_finetuning(
 def settings_for_run(cfg: FinetuneConfig, run_dir: Path, resume: bool, dry_run: bool) -> FinetuneConfig:
     """The config the run uses: the saved one on resume (a folder that holds a run needs --resume), with
     the input length and stride it began with, or a one-step trial on a few examples for a dry run."""
+    if resume and dry_run:  # a dry run's one-step budget would mark the resumed run finished
+        raise InputError("--dry-run makes a new one-step run; leave out --resume (or --dry-run)")
     if resume:
         saved = read_run_config(run_dir)
         if saved is None or saved.get("kind") != "finetune":

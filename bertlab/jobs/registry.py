@@ -162,15 +162,20 @@ class JobRegistry:
             spec = validate(spec, Path(cwd or os.getcwd()).resolve(), gpus=self.gpus)  # device 'auto' -> cpu
         except JobError:
             return []
-        return [
-            job
-            for job in self.list(start_queued=False)
-            if not job.is_final
-            and job.kind == spec.kind
-            and list(job.job.get("args", ())) == list(spec.args)
-            and job.job.get("device") == spec.device
-            and job.job.get("num_gpus", 1) == spec.num_gpus
-        ]
+        if not self.root.is_dir():
+            return []
+        same = []
+        for run_dir in self.root.iterdir():  # job.json first (one small file), the whole record only on a match
+            job = read_job_file(run_dir) if (run_dir / JOB_FILE).is_file() else None
+            if (
+                isinstance(job, dict)
+                and job.get("kind") == spec.kind
+                and list(job.get("args", ())) == list(spec.args)
+                and job.get("device") == spec.device
+                and job.get("num_gpus", 1) == spec.num_gpus
+            ):
+                same.append(read_job(run_dir))
+        return sorted((j for j in same if not j.is_final), key=lambda j: (j.submitted, j.id), reverse=True)
 
     # --- submitting -----------------------------------------------------------------------
     def submit(self, spec: JobSpec, cwd: str | Path | None = None, start: bool = True) -> Job:
