@@ -449,6 +449,9 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     without dropout keeps the config's dropout for later fine-tuning; a misfit is a clear error."""
     first = run_pretraining(_config(tmp_path, vocab_file, max_steps=6), tmp_path / "one", progress_bar=False)
     assert first.state == "finished"
+    from bertlab.export import export_run
+
+    base = export_run(tmp_path / "one", tmp_path / "base", fp16=False)  # a checkpoint of its own, as shipped
     import dataclasses
 
     import torch
@@ -456,10 +459,8 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     from bertlab.checkpoint import load_pretraining_model
     from bertlab.pretrain import initialize_from
 
-    cfg = dataclasses.replace(
-        _config(tmp_path, vocab_file, max_steps=4), vocab=None, init_from=str(tmp_path / "one" / "model"), dropout=0.0
-    )
-    parent, tok, _ = load_pretraining_model(tmp_path / "one" / "model")
+    cfg = dataclasses.replace(_config(tmp_path, vocab_file, max_steps=4), vocab=None, init_from=str(base), dropout=0.0)
+    parent, tok, _ = load_pretraining_model(base)
 
     fresh = BertForPreTraining(cfg.model_config(len(tok)))
     info = initialize_from(fresh, cfg.init_from)
@@ -470,20 +471,18 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
         cfg, tmp_path / "two", progress_bar=False, stop_after_steps=1, command="bertlab pretrain A"
     )
     assert stopped.state == "cancelled"
-    assert (tmp_path / "two" / "vocab.txt").read_text() == (tmp_path / "one" / "model" / "vocab.txt").read_text()
+    assert (tmp_path / "two" / "vocab.txt").read_text() == (base / "vocab.txt").read_text()
     resumed = run_pretraining(
         cfg, tmp_path / "two", resume=True, progress_bar=False, command="bertlab pretrain --resume"
     )
     assert resumed.state == "finished" and resumed.progress.step == 4
     card = json.loads((tmp_path / "two" / "model" / "model_card.json").read_text())
     assert card["command"] == "bertlab pretrain A"  # the command that started the run, not the resume
-    assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_card"]["steps"] == 6
+    assert card["init_from"] == str(base) and card["init_card"]["steps"] == 6
     assert card["total_steps"] == 10 and card["steps"] == 4
     assert card["total_tokens"] > card["tokens"] > 0
     config = json.loads((tmp_path / "two" / "model" / "config.json").read_text())
     assert config["hidden_dropout_prob"] == 0.1  # dropout 0 was for pretraining only
-
-    from bertlab.export import export_run
 
     out = export_run(tmp_path / "two", tmp_path / "shipped", history=["step 1: stopped and resumed"])
     readme = (out / "README.md").read_text()
@@ -507,13 +506,11 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
             dataclasses.replace(cfg, init_from=str(tmp_path / "nowhere")), tmp_path / "four", progress_bar=False
         )
     # exported over the model it started from: the card must not read as if it started from itself
-    over = export_run(tmp_path / "two", tmp_path / "one" / "model")
+    over = export_run(tmp_path / "two", base)
     card = json.loads((over / "model_card.json").read_text())
-    assert card["init_from"] == str(tmp_path / "one" / "model") and card["init_from_replaced"] is True
+    assert card["init_from"] == str(base) and card["init_from_replaced"] is True
     readme = (over / "README.md").read_text()
-    assert (
-        f"from the earlier model in `{tmp_path / 'one' / 'model'}` (this model has since replaced it there)" in readme
-    )
+    assert f"from the earlier model in `{base}` (this model has since replaced it there)" in readme
 
 
 def _prepare_in_lockstep(cfg, run_dir, env, start, written, results) -> None:
