@@ -35,7 +35,6 @@ from bertlab import hub
 from bertlab.atomic import atomic_dir
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError, InputError
-from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.modelfolder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, has_config, is_model_folder, weights_path
 from bertlab.modelfolder import folder_stamp as folder_stamp  # re-exported: checkpoint owns the folder
@@ -320,26 +319,6 @@ def _raise_on_shape_mismatch(state: dict, own: dict[str, tuple[int, ...]], sourc
     ]
     if mismatched:
         raise CheckpointError(f"{source}: weights do not match config.json: " + "; ".join(mismatched[:5]))
-
-
-def model_device(device: str | torch.device | None = None) -> torch.device:
-    """The device to load a model on: `pick_device`'s choice ('auto'/None: CUDA when available, else
-    CPU), refused with an InputError when this machine has no such device (torch names 'xpu' or
-    'cuda:3' without one; moving a model there fails deep inside torch with an AssertionError)."""
-    dev = pick_device(device)
-    if dev.type == "cpu":
-        return dev
-    backend = getattr(torch, dev.type, None)
-    is_available = getattr(backend, "is_available", None)
-    if not callable(is_available) or not is_available():
-        raise InputError(f"device {str(device)!r} is not available on this machine; use 'auto', 'cpu' or 'cuda'")
-    count = getattr(backend, "device_count", lambda: 1)()
-    if dev.index is not None and dev.index >= count:
-        raise InputError(
-            f"device {str(device)!r}: this machine has {count} {dev.type} device(s), numbered from 0; "
-            f"use '{dev.type}' or '{dev.type}:0'"
-        )
-    return dev
 
 
 def load_pretraining_model(

@@ -167,8 +167,9 @@ def cpu_bf16_instructions() -> str | None:
 
 
 # --- torch devices (import torch when called) ------------------------------------------
-def pick_device(device: str | None = None) -> torch.device:
-    """'auto'/None -> CUDA when available, else CPU."""
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """'auto'/None -> CUDA when available, else CPU; a named device only when this machine has it
+    (torch names 'xpu' or 'cuda:3' without one, and moving a model there fails deep inside torch)."""
     import torch
 
     if device in (None, "auto"):
@@ -176,9 +177,22 @@ def pick_device(device: str | None = None) -> torch.device:
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise InputError("device 'cuda' was asked for, but no CUDA GPU is available; use 'cpu' or 'auto'")
     try:
-        return torch.device(device)
-    except RuntimeError as exc:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
         raise InputError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda'") from exc
+    if dev.type == "cpu":
+        return dev
+    backend = getattr(torch, dev.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if not callable(is_available) or not is_available():
+        raise InputError(f"device {str(device)!r} is not available on this machine; use 'auto', 'cpu' or 'cuda'")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if dev.index is not None and dev.index >= count:
+        raise InputError(
+            f"device {str(device)!r}: this machine has {count} {dev.type} device(s), numbered from 0; "
+            f"use '{dev.type}' or '{dev.type}:0'"
+        )
+    return dev
 
 
 def default_threads() -> int:

@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 from bertlab.batching import pad_batch
-from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model, model_device
+from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model
 from bertlab.errors import InputError
+from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
@@ -586,7 +587,7 @@ def load_model(
         CheckpointError: the folder is missing, incomplete or not a BERT with a masked-LM head.
     """
     dtype = _floating_dtype(dtype)
-    dev = model_device(device)
+    dev = pick_device(device)
     path = default_model_path() if path_or_id is None else path_or_id
     model, tokenizer, info = load_pretraining_model(path, dev, dtype)
     return LoadedModel(model, tokenizer, info)

@@ -51,3 +51,7 @@ def test_pick_device():
     assert pick_device("auto").type in ("cpu", "cuda")
     with pytest.raises(InputError):
         pick_device("gpu")
+    with pytest.raises(InputError, match="not available on this machine"):  # torch knows it; this machine not
+        pick_device("xpu")
+    with pytest.raises(InputError, match="unknown device"):
+        pick_device(5)

@@ -10,7 +10,7 @@ config.json carries id2label / label2id / num_labels (and problem_type) at the t
 `transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
 Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
 
-Imports torch, bertlab.checkpoint (loading, model_device), bertlab.tokenizer, bertlab.finetune.
+Imports torch, bertlab.checkpoint (loading), bertlab.hardware (pick_device), bertlab.tokenizer, bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import torch
 from bertlab.checkpoint import (
     load_config,
     load_state,
-    model_device,
     normalize_keys,
     read_weights,
     resolve,
@@ -39,6 +38,7 @@ from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model
 from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
+from bertlab.hardware import pick_device
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
         InputError: a path or device of the wrong kind, or a device this machine lacks.
         CheckpointError: the folder is missing, incomplete or not a fine-tuned model.
     """
-    dev = model_device(device)
+    dev = pick_device(device)
     model, tokenizer, setup, card = load_task_model(path)
     model.to(dev)
     return FinetunedModel(model, tokenizer, setup, card, str(path), dev)
