@@ -167,3 +167,7 @@ def test_the_heads_command_refuses_bad_counts_before_it_starts(tmp_path):
         assert exit_.value.code == 2
         with pytest.raises(JobError, match=">= "):
             parse_recipe_args("interpret", (*base, *bad))  # a job is refused when submitted
+    probe = ["probe", "--model", "m", "--task", "upos", "--train", "t.conllu", "--eval", "e.conllu"]
+    for bad in (["--max-train-sentences", "0"], ["--max-eval-sentences", "-1"], ["--threads", "0"]):
+        with pytest.raises(JobError, match=">= "):  # the probe's counts too
+            parse_recipe_args("interpret", (*probe, *bad))

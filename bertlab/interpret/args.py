@@ -49,10 +49,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     probe.add_argument("--train", required=True, type=Path, help="training sentences for the probes")
     probe.add_argument("--eval", required=True, type=Path, help="evaluation sentences")
     probe.add_argument(
-        "--max-train-sentences", type=int, default=2000, help="sentences sampled to train the probes (default 2000)"
+        "--max-train-sentences",
+        type=_at_least(1),
+        default=2000,
+        help="sentences sampled to train the probes (default 2000)",
     )
     probe.add_argument(
-        "--max-eval-sentences", type=int, default=500, help="sentences sampled to score them (default 500)"
+        "--max-eval-sentences", type=_at_least(1), default=500, help="sentences sampled to score them (default 500)"
     )
     probe.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
     heads = sub.add_parser("heads", help="head importance (Michel et al. 2019) and the pruning curve")
@@ -78,7 +81,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     heads.add_argument("--seed", type=int, default=0, help="seed of the masking and the random orders (default 0)")
     for s in (probe, heads):
         s.add_argument("--copy-to", type=Path, help="also write the result JSON into this folder")
-        s.add_argument("--threads", type=int, default=1, help="torch threads (the default suits a shared machine)")
+        s.add_argument(
+            "--threads", type=_at_least(1), default=1, help="torch threads (the default suits a shared machine)"
+        )
         s.add_argument("--device", default="cpu", help="auto, cpu or cuda (default cpu)")
         s.add_argument(
             "--run-dir",
