@@ -178,11 +178,12 @@ def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps
 
     sample, weights, n_documents = _corpus_sample(corpus, fmt, stamps)
     if vocab and Path(vocab).is_file():
-        tokenizer, whose = BertTokenizer.from_vocab(vocab, lowercase=lowercase), Path(vocab).parent.name + "'s"
+        tokenizer = BertTokenizer.from_vocab(vocab, lowercase=lowercase)
+        whose = f"{Path(vocab).parent.name}'s vocabulary"
     else:  # a vocabulary still to be trained, or one not here (a Hub model's): about the same lengths
         shipped = default_model_path()
         why = "the job's own is not here" if vocab else "the job trains its own vocabulary"
-        tokenizer, whose = BertTokenizer.from_dir(shipped), f"{shipped.name}'s ({why})"
+        tokenizer, whose = BertTokenizer.from_dir(shipped), f"{shipped.name}'s vocabulary ({why})"
     token_docs, kept = [], []  # documents with text, and the weight of each
     for doc, weight in zip(sample, weights, strict=True):
         for ids in tokenize_documents([doc], tokenizer):
@@ -201,7 +202,11 @@ def _pretraining_tokens(corpus, fmt, data, vocab, lowercase, micro_batch, stamps
         padded_per_row=float(data.max_seq_length),  # every batch is padded to the phase's length (one shape)
         longest=max(lengths),
         features=round(total),
-        source=f"pretraining instances made from {len(token_docs):,} of the corpus's {n_documents:,} documents "
-        f"(its {PRETRAIN_LONGEST} longest and a random sample of the rest, up to {PRETRAIN_DOC_SENTENCES} "
-        f"sentences each), tokenized with {whose} vocabulary",
+        source=(
+            f"pretraining instances made from {len(token_docs):,} of the corpus's {n_documents:,} documents (its "
+            f"{PRETRAIN_LONGEST} longest and a random sample of the rest, "
+            if len(token_docs) < n_documents
+            else f"pretraining instances made from all {n_documents:,} of the corpus's documents ("
+        )
+        + f"up to {PRETRAIN_DOC_SENTENCES} sentences each), tokenized with {whose}",
     )
