@@ -137,6 +137,8 @@ def test_a_baseline_that_scores_higher_is_said_how_to_read(tokenizer):
     text = baseline_reading(above)
     assert "0.996" in text and "0.768" in text and f"*lower* {a.target} from it by 0.228" in text
     assert baseline_reading(dataclasses.replace(a, prediction=0.9, baseline_prediction=0.5)) == ""
+    level = baseline_reading(dataclasses.replace(a, prediction=0.0112, baseline_prediction=0.0110))
+    assert "almost alike" in level  # a 0.011 answer against a 0.011 baseline: every score near zero
     assert "from the baseline" in attribution_figure(a).layout.yaxis.title.text  # a change, not a share
 
 

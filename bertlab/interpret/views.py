@@ -57,7 +57,14 @@ def baseline_reading(attr: Attribution) -> str:
     """How to read the scores when the baseline scores as high as the input or higher (""
     otherwise): they explain the difference from the baseline, so a red word then means "further
     from the baseline's answer", not "evidence against the answer" (an all-[PAD] pair scores
-    higher on IsNext than most real pairs)."""
+    higher on IsNext than most real pairs). Also when the two score almost alike: then every score is
+    near zero and says little."""
+    if abs(attr.difference) < max(1e-3, 0.05 * abs(attr.prediction)):
+        return (
+            f"The input scores {attr.prediction:.3f} and the baseline {attr.baseline_prediction:.3f}, almost alike: "
+            f"the words together move {attr.target} hardly at all away from the [PAD]-only input's, so every score "
+            "is near zero and their colours say little."
+        )
     if attr.baseline_prediction < attr.prediction:
         return ""
     return (
