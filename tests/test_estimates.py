@@ -99,7 +99,9 @@ def test_estimate_of_a_spec(runs, job_data):
     est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
     # the rows' real tokens, not 8 full rows of 32: a document's last instance (and 10% of all) is short
     assert est.steps == 40 and 0.6 * 8 * 32 < est.tokens_per_step < 8 * 32 and est.device == "cpu"
-    assert est.padded_tokens_per_step <= 8 * 32 and est.lengths_source.startswith("pretraining instances made from all 30 of")
+    assert est.padded_tokens_per_step <= 8 * 32 and est.lengths_source.startswith(
+        "pretraining instances made from all 30 of"
+    )
     assert est.parameters == count_parameters(
         preset(
             "tiny",
