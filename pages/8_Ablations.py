@@ -127,6 +127,9 @@ if not sources:
     rows: list[dict] = []
     record = None
 else:
+    launched = st.session_state.pop(f"abl_launched_{table}", None)  # a suite launched below, last run
+    if launched in sources:  # shown now: set before the box is drawn (a drawn widget's key cannot be set)
+        st.session_state[f"abl_source_{table}"] = launched
     pick = st.selectbox("Results", list(sources), format_func=sources.get, key=f"abl_source_{table}")
     record, runs_now, committed = None, [], shipped.get(pick)
     try:
@@ -384,6 +387,7 @@ if launch or estimate_only:
             task_recipes=planning.parse_task_recipes(recipes),
             task_feature_lrs=planning.parse_task_feature_lrs(feature_lrs),
             overrides=planning.parse_overrides(settings),
+            threads=suggested.threads,  # as the command the page prints: one thread a job, two jobs at a time
         )
         if not tasks:
             raise InputError("pick at least one task")
@@ -404,8 +408,8 @@ if launch or estimate_only:
             st.stop()
         suite_dir = ab.launch(spec, registry)
         reused = "".join(f" {v} reuses job {j}." for v, j in spec.reuse)
-        st.success(f"Suite {suite_dir.name} queued: {est.text}.{reused} Pick it under *Results* above to watch it.")
-        st.session_state[f"abl_source_{table}"] = suite_dir.name
+        st.success(f"Suite {suite_dir.name} queued: {est.text}.{reused}")
+        st.session_state[f"abl_launched_{table}"] = suite_dir.name  # picked under Results on the rerun
         st.rerun()
     except BertLabError as exc:
         show_error(exc)

@@ -589,6 +589,23 @@ def test_ablations_page_estimates_and_launches_a_suite(page_env, monkeypatch):
     assert list(matrix["variant"])[-1] == "Feature-based: Weighted Sum All Layers"  # not "All 12": ours have fewer
 
 
+def test_a_suite_launched_beside_a_committed_set_is_shown_and_runs_as_the_printed_command(page_env):
+    """With a committed set the Results box is drawn before Launch; setting its key after it was drawn was a
+    StreamlitWidgetAlreadyInstantiatedError on every launch. The page's jobs take one thread, as the
+    command it prints (they took all cores)."""
+    data = page_env / "data"
+    write_upos(data / "ud_en_ewt")
+    at = _open("table7")
+    at.text_input[-1].set_value(str(data))
+    at.multiselect[0].set_value(["upos"])
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (suite,) = list((page_env / "runs" / "ablations").iterdir())
+    assert at.selectbox(key="abl_source_table7").value == suite.name  # the new suite, shown at once
+    jobs = JobRegistry(page_env / "runs").list(start_queued=False)
+    assert jobs and all("--threads" in j.job["args"] for j in jobs)
+
+
 def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):
     monkeypatch.setenv("BERTLAB_ABLATION_RESULTS", str(page_env / "none"))
     at = _open("table8")
@@ -779,6 +796,23 @@ def test_waiting_for_a_suite_ends_when_no_run_can_move(tmp_path, monkeypatch):
     args = Namespace(json=False, wait_max_s=0.0, collect=str(tmp_path / "out"))
     assert _wait_and_collect(args, record, registry) == 1  # `run --wait --collect`: not every run finished
     assert (tmp_path / "out" / "table5.csv").is_file() and (tmp_path / "out" / "table5.json").is_file()
+    # `collect` writes beside the suite by default, and not over a set already in --out unless told to
+    # (run from the repository, its default was results/ablations: it replaced the committed set)
+    from bertlab.ablations.cli import _collect
+
+    suite_dir = tmp_path / "suite"
+    suite_dir.mkdir()
+    monkeypatch.setattr("bertlab.ablations.cli._find", lambda registry, suite: {**record, "dir": str(suite_dir)})
+    assert _collect(Namespace(suite="s", out="", into="", replace=False, json=False), registry) == 0
+    assert (suite_dir / "table5.csv").is_file()
+    with pytest.raises(InputError, match="already holds a result set; add --replace"):
+        _collect(Namespace(suite="s", out=str(tmp_path / "out"), into="", replace=False, json=False), registry)
+    assert _collect(Namespace(suite="s", out=str(tmp_path / "out"), into="", replace=True, json=False), registry) == 0
+    from bertlab.cli import main  # `run --collect` into a folder holding a set: refused before anything is queued
+
+    argv = ["ablate", "run", "table5", "--tasks", "sst2", "--budget-s", "60", "--collect", str(tmp_path / "out")]
+    assert main(argv) == 2
+    assert not (registry.root / "ablations").exists() or not any((registry.root / "ablations").iterdir())
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         fake_launched_job(runs, "live", sleeper.pid, state="running")

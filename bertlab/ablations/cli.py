@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from bertlab.ablations import estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
@@ -150,7 +151,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("suite", help="suite id, as `bertlab ablate list` shows it")
     c = sub.add_parser("collect", help="write a suite's tidy results table (CSV) and its record (JSON)")
     c.add_argument("suite", help="suite id")
-    c.add_argument("--out", default="results/ablations", help="folder for <table>.csv and <table>.json")
+    c.add_argument(
+        "--out",
+        default="",
+        help="folder for <table>.csv and <table>.json (default: the suite's own folder in the runs folder)",
+    )
+    c.add_argument(
+        "--replace",
+        action="store_true",
+        help="write over a <table>.csv already in --out (e.g. a committed set in results/ablations)",
+    )
     c.add_argument(
         "--into",
         default="",
@@ -256,6 +266,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
     spec = spec_from_args(args)
+    existing = Path(args.collect) / f"{spec.table}.csv" if getattr(args, "collect", "") else None
+    if existing is not None and existing.is_file():  # said before anything is queued, not hours later
+        raise InputError(
+            f"--collect {args.collect}: {existing} already holds a result set (a committed one is the page's); "
+            "give another folder, then `bertlab ablate collect SUITE --into` merges columns deliberately"
+        )
     if args.reuse_matching:
         spec = reuse.with_matching_reuse(spec, registry)
     for variant, job in spec.reuse:
@@ -337,7 +353,14 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
 def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
     record = _find(registry, args.suite)
     if not args.into:
-        _write_results(record, args.out, registry, as_json=args.json)
+        out = args.out or record["dir"]
+        existing = Path(out) / f"{record['table']}.csv"
+        if args.out and existing.is_file() and not args.replace:  # it wrote over the committed set unasked
+            raise InputError(
+                f"{existing} already holds a result set; add --replace to write over it, --into {existing} to "
+                "merge this suite's columns into it, or give another --out"
+            )
+        _write_results(record, out, registry, as_json=args.json)
         return 0
     csv_path, json_path, columns = merge.merge_columns(args.into, record, registry)
     print(
