@@ -228,3 +228,12 @@ def test_size_breaks_name_the_shapes_clearly_worse_than_a_smaller_one():
     shipped = results.read_results(REPO / "results" / "ablations" / "table6.csv")
     top = {b.variant for b in results.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
     assert top == {"L4-H512-A8", "L8-H512-A8"}  # the 512-wide shapes end behind the 6M one at 40M tokens
+
+
+def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
+    from bertlab.ablations.results import what_rows_are
+
+    meta = {"spec": {"table": "table5"}, "models": {"mlm_nsp": {"size": "tiny", "tokens": 20_480}}}
+    assert what_rows_are(meta)["mlm_nsp"] == "tiny, 20k tokens"
+    meta["models"]["mlm_nsp"]["tokens"] = 72_000_000
+    assert what_rows_are(meta)["mlm_nsp"] == "tiny, 72.0M tokens"

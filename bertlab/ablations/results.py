@@ -146,7 +146,9 @@ def what_rows_are(meta: dict) -> dict[str, str]:
     for key, card in models.items():
         tokens = card.get("total_tokens") or card.get("tokens")
         size = "" if table is not None and table.shape_grid else str(card.get("size", "?"))  # the shape names it
-        out[key] = ", ".join(x for x in (size, f"{tokens / 1e6:.1f}M tokens" if tokens else "") if x)
+        # a test suite's 20k tokens are not '0.0M'
+        amount = "" if not tokens else f"{tokens / 1e6:.1f}M" if tokens >= 100_000 else f"{tokens / 1e3:.0f}k"
+        out[key] = ", ".join(x for x in (size, f"{amount} tokens" if amount else "") if x)
     if table is not None and table.pretrains:
         fallback = f"{spec.get('size', '?')}, {pretraining_budget(spec).removeprefix('for ').removeprefix('on ')}"
         for v in table.variants(tuple(tuple(g) for g in spec.get("grid") or ())):
@@ -411,7 +413,7 @@ def _finetuning_text(spec: dict, tasks: list[str], features: bool) -> str:
     return (
         f"fine-tuned on {n} train examples{general}"
         + "".join(f"; for {task} {epochs:g} epochs at {rate:g}" for task, epochs, rate in own)
-        + f", {spec.get('seeds', '?')} seeds each, scored on {scored} dev examples"
+        + f", {spec.get('seeds', '?')} seed{'' if spec.get('seeds') == 1 else 's'} each, scored on {scored} dev examples"
     )
 
 
