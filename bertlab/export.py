@@ -135,8 +135,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """`bertlab export`: write the checkpoint and say where and how big (and what an earlier export
     there lost: it is replaced whole)."""
-    check_export_target(args.run_dir, args.out_dir)
-    target = Path(args.out_dir)
+    target = Path(args.out_dir)  # export_run checks the target before anything is written
     replaced = is_model_folder(target)
     studies = replaced and (target / "interpret").is_dir()
     out = export_run(args.run_dir, args.out_dir, fp16=not args.fp32, metrics_note=args.note, history=args.history)
