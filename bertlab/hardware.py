@@ -174,8 +174,10 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
 
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("device 'cuda' was asked for, but no CUDA GPU is available; use 'cpu' or 'auto'")
+    # a bare number is torch's accelerator index (5 -> cuda:5)
+    index_only = isinstance(device, int) and not isinstance(device, bool)
+    if (str(device).startswith("cuda") or index_only) and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} names a CUDA GPU, but no CUDA GPU is available; use 'cpu' or 'auto'")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:

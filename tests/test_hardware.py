@@ -53,5 +53,9 @@ def test_pick_device():
         pick_device("gpu")
     with pytest.raises(InputError, match="not available on this machine"):  # torch knows it; this machine not
         pick_device("xpu")
+    # a bare number is torch's GPU index: refused with what this machine has, on a CPU and on a GPU machine
+    expected = "numbered from 0" if torch.cuda.is_available() else "no CUDA GPU is available"
+    with pytest.raises(InputError, match=expected):
+        pick_device(5 + torch.cuda.device_count())
     with pytest.raises(InputError, match="unknown device"):
-        pick_device(5)
+        pick_device("five")
