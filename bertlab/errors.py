@@ -1,7 +1,15 @@
-"""Exceptions raised by bertlab. Every message says what was wrong and how to fix it.
+"""Exceptions raised by bertlab. Every message says what was wrong and how to fix it. Also
+`is_whole_number`, the test every count or index argument shares before its own message.
 
 Imports nothing from bertlab.
 """
+
+import numbers
+
+
+def is_whole_number(value: object) -> bool:
+    """An int or a numpy integer, never a bool (True is an int to Python) and never a float such as 2.0."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class BertLabError(Exception):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import numbers
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import torch
 
 from bertlab.batching import pad_batch
 from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model
-from bertlab.errors import InputError
+from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
@@ -144,7 +143,7 @@ MAX_TEXT_CHARS = 10_000
 
 def _check_top_k(top_k: object, minimum: int = 1) -> None:
     """top_k must be a whole number of answers, `minimum` or more (an InputError, not torch's TypeError)."""
-    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < minimum:
+    if not is_whole_number(top_k) or top_k < minimum:
         none = " (0 = none)" if minimum == 0 else ""
         raise InputError(f"top_k must be a whole number, {minimum} or more{none}, got {top_k!r}")
 
@@ -537,7 +536,7 @@ class LoadedModel:
         """
         self._check_text(text)
         _check_top_k(top_k)
-        if position is not None and (isinstance(position, bool) or not isinstance(position, numbers.Integral)):
+        if position is not None and not is_whole_number(position):
             raise InputError(
                 f"position must be a whole number (a token index, 0 = [CLS]) or None for the first [MASK], "
                 f"got {position!r}"

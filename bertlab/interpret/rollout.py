@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from bertlab.batching import pad_batch
-from bertlab.errors import InputError
+from bertlab.errors import InputError, is_whole_number
 from bertlab.inference import LoadedModel
 from bertlab.interpret.targets import as_subject
 
@@ -71,7 +71,7 @@ def with_residual(attentions: np.ndarray, residual: float = RESIDUAL) -> np.ndar
 
 def _check_position(position: int, T: int) -> int:
     """The output token `position` as an int, once it is one of the T tokens."""
-    if isinstance(position, bool) or not isinstance(position, int | np.integer):
+    if not is_whole_number(position):
         raise InputError(f"position must be a whole number, a token's index (0 = [CLS]), got {position!r}")
     if not 0 <= position < T:
         raise InputError(f"position {position} is outside the {T} tokens; pick one of 0..{T - 1} (0 = [CLS])")

@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
 from bertlab.batching import pad_batch
 from bertlab.checkpoint import load_config, resolve
-from bertlab.errors import InputError
+from bertlab.errors import InputError, is_whole_number
 from bertlab.finetune.predict import SHAPE_OF_ARCHITECTURE, FinetunedModel, load_finetuned
 from bertlab.inference import LoadedModel, load_model
 from bertlab.tokenizer import BertTokenizer
@@ -69,7 +68,7 @@ def whole_number(value, name: str, low: int, high: int | None = None) -> int:
         InputError: a float, a string, a bool or a number out of range, naming `name` and the range.
     """
     bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if not is_whole_number(value):
         raise InputError(f"{name} must be a whole number {bounds}, got {value!r} ({type(value).__name__})")
     if value < low or (high is not None and value > high):
         raise InputError(f"{name} must be a whole number {bounds}, got {value}")
