@@ -38,6 +38,10 @@ WINDOW_TOKENS = 64  # most tokens the lines view and the head grid draw; more ar
 HOVER_CELLS = 20_000  # above this many cells a heatmap hovers with numbers, not a string per cell
 MAX_TICK_LABELS = 40  # token names that fit along an axis without running into each other
 SPECIAL_TOKENS = ("[CLS]", "[SEP]")
+# On "Blues" a weight under a quarter of the scale's top is all but white: the grid's per-head scale
+# and the heatmap's cap both start where what matters would be drawn that pale.
+PALE = 0.25
+CAP_PERCENTILE = 99  # the heatmap's cap on long inputs: all but the strongest 1% of cells keep their shade
 
 GridScale = Literal["shared", "per_head"]
 
@@ -126,9 +130,46 @@ def _token_ticks(tokens: Sequence[str], first: int = 0) -> dict:
     )
 
 
-def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool) -> dict:
+def _washed_out(typical: float, strongest: float) -> bool:
+    """Whether `typical` is drawn all but white on a colour scale from 0 to `strongest`."""
+    return typical < PALE * strongest
+
+
+def heatmap_cap(matrix: np.ndarray) -> float | None:
+    """Where one head's colour scale should stop, or None to run it to the head's strongest weight.
+
+    Each row of attention sums to 1, so on a 300-token input most weights are near 1/300 while one
+    cell (often [CLS] or [SEP]) may hold 0.9: scaled to that cell, the map is white. Then the scale
+    is capped at the head's CAP_PERCENTILE-th percentile weight, and the strongest cells share its
+    darkest blue. Only when that weight would be pale (under PALE of the strongest, as
+    `suggested_grid_scale` asks of heads) and above uniform (1/T): below it, the head's attention
+    sits on so few cells that the uncapped scale shows them. Short inputs keep the uncapped scale
+    (bertlab-mini's 21-token default: every head's 99th percentile is 0.45-1 of its strongest).
+
+    Args:
+        matrix: (T, T) float attention weights, rows summing to 1 (NaN read as 0).
+    """
+    m = np.nan_to_num(np.asarray(matrix, dtype=float))
+    if not m.size:
+        return None
+    cap = float(np.percentile(m, CAP_PERCENTILE))
+    return cap if 1 / m.shape[-1] < cap and _washed_out(cap, float(m.max())) else None
+
+
+def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool, capped: bool = False) -> dict:
     """A colour bar for attention weights; with `mark_uniform`, a tick at 1/n (n tokens), the
-    weight every token gets from a head that looks everywhere alike."""
+    weight every token gets from a head that looks everywhere alike. `capped`: the scale stops at
+    `zmax` (see `heatmap_cap`): the title says so and the top tick names it ('≥ 0.019')."""
+    if capped:
+        title = f"weight, capped at the {CAP_PERCENTILE}th percentile"
+        ticks = [0.0, zmax / 2, zmax]
+        return dict(
+            title=dict(text=title, side="right"),
+            thickness=12,
+            tickmode="array",
+            tickvals=ticks,
+            ticktext=["0", f"{zmax / 2:.2g}", f"≥ {zmax:.2g}"],
+        )
     bar: dict = dict(
         title=dict(text="weight", side="right"), thickness=12
     )  # beside the bar: on top it met the top tick
@@ -153,8 +194,10 @@ def attention_heatmap(
 ) -> go.Figure:
     """One head's (T, T) attention: row = the token attending, column = the token attended to.
 
-    `zmax` None scales the colours to this head's strongest weight (detail within one head); give
-    1.0 where heads or training steps are compared, so the same colour means the same weight.
+    `zmax` None scales the colours to this head's strongest weight (detail within one head), or on
+    long inputs, where that leaves the map white, to the cap `heatmap_cap` picks (the colour bar
+    says so; the hover always shows the true weight); give 1.0 where heads or training steps are
+    compared, so the same colour means the same weight.
     `mark_uniform` labels 1/T on the colour bar: the weight of a head that has learned nothing.
     A `window` that is not the whole input is outlined: the tokens the figures beside this one show.
 
@@ -171,6 +214,8 @@ def attention_heatmap(
         )
     else:
         hover = dict(hovertemplate="token %{y} → token %{x}: %{z:.3f}<extra></extra>")
+    cap = None if zmax else heatmap_cap(m)
+    top = zmax or cap or (max(0.05, float(np.nanmax(m))) if m.size else 1.0)
     fig = go.Figure(
         go.Heatmap(
             z=m.astype(np.float32),  # float32: half the bytes of float64, and more digits than the hover shows
@@ -178,8 +223,8 @@ def attention_heatmap(
             y=np.arange(T),
             colorscale="Blues",
             zmin=0,
-            zmax=zmax or (max(0.05, float(np.nanmax(m))) if m.size else 1),
-            colorbar=weight_colorbar(zmax or 1.0, T, mark_uniform),
+            zmax=top,
+            colorbar=weight_colorbar(top, T, mark_uniform, capped=cap is not None),
             **hover,
         )
     )
@@ -281,8 +326,8 @@ def suggested_grid_scale(attentions: np.ndarray) -> GridScale:
 
     On long inputs most heads spread their attention over hundreds of tokens (weights near 1/T)
     while a few still put almost all of it on one token; on one 0-to-strongest scale, the first
-    kind all but vanish. The test: half the heads never reach a quarter of the strongest weight.
-    Heads switched off (all zeros) do not count.
+    kind all but vanish. The test: half the heads never reach PALE (a quarter) of the strongest
+    weight. Heads switched off (all zeros) do not count. One head's heatmap: `heatmap_cap`.
     """
     att = np.asarray(attentions, dtype=float)
     if att.ndim != 4:
@@ -291,7 +336,7 @@ def suggested_grid_scale(attentions: np.ndarray) -> GridScale:
     peaks = peaks[peaks > 0]
     if not peaks.size:
         return "shared"
-    return "per_head" if float(np.median(peaks)) < 0.25 * float(peaks.max()) else "shared"
+    return "per_head" if _washed_out(float(np.median(peaks)), float(peaks.max())) else "shared"
 
 
 def _tiles(

@@ -16,12 +16,14 @@ from bertlab.attention import (
     make_head_mask,
 )
 from bertlab.attention_figures import (
+    CAP_PERCENTILE,
     WINDOW_TOKENS,
     TokenWindow,
     attention_heatmap,
     attention_lines,
     bertviz_html,
     head_grid,
+    heatmap_cap,
     probability_change,
     stat_heatmap,
     stats_overview,
@@ -139,24 +141,29 @@ with tab_one:
                 f"shows all {len(tokens)}, with these outlined in orange. Move the slider to see other tokens; "
                 "lines to tokens outside the window are not drawn."
             )
+        weights = ins.attentions[layer, head]
         h1, h2 = st.columns([3, 2], gap="large")
         with h1:
             show_figure(
                 attention_heatmap(
-                    tokens,
-                    ins.attentions[layer, head],
-                    title=f"{name}: each row attends to the columns",
-                    off=is_off,
-                    window=window,
+                    tokens, weights, title=f"{name}: each row attends to the columns", off=is_off, window=window
                 ),
                 f"attention-{name}",
                 key="att_heat",
             )
+            cap = heatmap_cap(weights)
+            if cap is not None:
+                st.caption(
+                    f"Colours stop at **{cap:.2g}**, the {CAP_PERCENTILE}th percentile of this head's weights: each "
+                    f"row shares 1 among {len(tokens)} tokens, so most weights are near 1/{len(tokens)}, and on a "
+                    f"scale up to its strongest ({weights.max():.2f}) the map would be all but white. The cells "
+                    "above the cap all get the darkest blue; hover a cell for its weight."
+                )
         with h2:
             show_figure(
                 attention_lines(
                     tokens,
-                    ins.attentions[layer, head],
+                    weights,
                     title=f"{name} as lines (left attends to right)",
                     window=window,
                 ),

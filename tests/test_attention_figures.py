@@ -105,6 +105,49 @@ def test_a_512_token_heatmap_is_compact_with_thinned_ticks():
     assert (outline.x0, outline.x1) == (63.5, 127.5)
 
 
+def test_a_long_heads_heatmap_is_capped_at_a_percentile_and_hovers_true_weights():
+    """A 300-token head spreads its attention (weights near 1/300) with one cell at 0.9: scaled to
+    that cell the map was all but white. Its colours now stop at the 99th percentile weight."""
+    T = 300
+    att, tokens = long_input(1, 4, T)
+    spread = att[0, 2].copy()
+    spread[5] *= 0.1 / spread[5].sum()
+    spread[5, 0] = 0.9  # one token puts 0.9 on [CLS]; the row still sums to 1
+    cap = AF.heatmap_cap(spread)
+    assert cap == pytest.approx(np.percentile(spread, AF.CAP_PERCENTILE))
+    assert 1 / T < cap < 0.05  # a few times uniform, far under the 0.9
+    fig = AF.attention_heatmap(tokens, spread, title="L1-H3")
+    hm = fig.data[0]
+    assert hm.zmax == pytest.approx(cap)  # was 0.9: every other cell under 4% of the scale
+    np.testing.assert_allclose(np.asarray(hm.z), spread, rtol=1e-6)  # the true weights, which the hover shows
+    assert "%{z:.3f}" in hm.hovertemplate
+    assert "99th percentile" in hm.colorbar.title.text
+    assert hm.colorbar.ticktext[-1] == f"≥ {cap:.2g}" and hm.colorbar.tickvals[-1] == pytest.approx(cap)
+    # where the head's attention sits on a few cells, the uncapped scale shows them: no cap
+    assert AF.heatmap_cap(att[0, 0]) is None  # every token -> [CLS]: 99% of the cells are 0
+    assert AF.attention_heatmap(tokens, att[0, 0]).data[0].zmax == pytest.approx(1.0)
+    # a head that looks everywhere alike stays pale on the 0.05 floor; a given zmax is kept as given
+    assert AF.attention_heatmap(tokens, np.full((T, T), 1 / T)).data[0].zmax == 0.05
+    compared = AF.attention_heatmap(tokens, spread, zmax=1.0, mark_uniform=True).data[0]
+    assert compared.zmax == 1.0 and "uniform 1/300" in compared.colorbar.ticktext
+    assert AF.heatmap_cap(np.zeros((T, T))) is None  # a head switched off
+
+
+def test_a_short_inputs_heatmap_keeps_its_scale_to_the_strongest_weight():
+    """On bertlab-mini's 21-token default input every head's 99th percentile is 0.45-1 of its
+    strongest weight: short inputs look exactly as before."""
+    rng = np.random.default_rng(2)
+    tokens = ["[CLS]"] + ["the", "cat", "sat", "on", "the", "mat", "."] * 2 + ["[SEP]"] * 5
+    T = len(tokens)
+    logits = rng.normal(size=(T, T)) * 2
+    logits[:, -1] += 3  # a head that leans on [SEP]
+    m = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    assert AF.heatmap_cap(m) is None
+    hm = AF.attention_heatmap(tokens, m).data[0]
+    assert hm.zmax == pytest.approx(m.max()) and hm.colorbar.title.text == "weight"
+    assert hm.colorbar.tickvals is None  # plotly's own ticks, as before
+
+
 def test_lines_view_draws_a_window_at_real_positions():
     att, tokens = long_input(1, 1)
     m = np.zeros((T_LONG, T_LONG))
