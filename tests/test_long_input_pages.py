@@ -1,13 +1,17 @@
 """The Attention and Next sentence pages on inputs longer than their figures draw, under AppTest.
 
 A 512-token input made the Attention page freeze the browser (a 128 MB head grid) and Figure 2
-on the Next sentence page 8,000 px tall. Here a tiny random model with 160 positions stands in.
+on the Next sentence page 8,000 px tall. Here a tiny random model with 160 positions stands in,
+and the shipped model where what it learned matters (the one-head heatmap's colour scale).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
@@ -37,11 +41,10 @@ def long_checkpoint(tmp_path_factory, tokenizer) -> Path:
     return folder
 
 
-@pytest.fixture
-def app(monkeypatch, long_checkpoint, tmp_path) -> AppTest:
+def start_app(monkeypatch, tmp_path, model: Path) -> AppTest:
     monkeypatch.syspath_prepend(str(REPO))
     monkeypatch.chdir(REPO)
-    monkeypatch.setenv("BERTLAB_MODEL", str(long_checkpoint))
+    monkeypatch.setenv("BERTLAB_MODEL", str(model))
     monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("BERTLAB_THREADS", "1")
@@ -49,6 +52,11 @@ def app(monkeypatch, long_checkpoint, tmp_path) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+@pytest.fixture
+def app(monkeypatch, long_checkpoint, tmp_path) -> AppTest:
+    return start_app(monkeypatch, tmp_path, long_checkpoint)
 
 
 def chart_sizes(at: AppTest) -> list[int]:
@@ -105,3 +113,39 @@ def test_figure_2_of_a_long_pair_leaves_the_middle_out(app):
     assert not at.exception, [e.value for e in at.exception]
     assert "tokens are left out of the drawing" in captions(at)
     assert "of 160 tokens" in captions(at)
+
+
+TOWN = (
+    "The history of the city goes back many centuries, when a small village grew up beside the river and "
+    "traders came from far away to sell wool, salt and grain. Over time the village became a market town, "
+    "and a stone bridge was built so that carts could cross in every season. "
+)
+LONG_TEXT = (TOWN * 5).strip()  # 320 tokens with the default sentence B
+
+
+def heatmap(at: AppTest) -> dict:
+    """The one-head heatmap's trace, as plotly JSON, with its weights `z` as a (T, T) array."""
+    (trace,) = (t for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"] if t["type"] == "heatmap")
+    z = trace["z"]  # plotly sends numpy arrays as {'dtype': 'f4', 'bdata': base64, 'shape': 'T, T'}
+    shape = tuple(int(n) for n in z["shape"].split(","))
+    trace["z"] = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).astype(float)
+    return trace
+
+
+def test_one_head_heatmap_caps_a_long_input_and_keeps_a_short_one(monkeypatch, tmp_path):
+    """On the shipped model (a random one attends near-uniformly): 320 tokens, most weights near
+    1/320 and one cell at 0.54, were all but white on a scale up to the strongest weight."""
+    at = start_app(monkeypatch, tmp_path, REPO / "checkpoints" / "bertlab-mini")
+    at.switch_page(ATTENTION).run()
+    short = heatmap(at)
+    assert short["zmax"] == pytest.approx(np.max(short["z"]), rel=1e-3)  # to L1-H1's strongest weight
+    assert short["colorbar"]["title"]["text"] == "weight" and "Colours stop at" not in captions(at)
+    at.text_area(key="att_a").set_value(LONG_TEXT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    long = heatmap(at)
+    z = long["z"]
+    assert z.shape == (320, 320) and long["zmax"] < 0.1 * z.max()  # was z.max(): the map all but white
+    assert long["zmax"] == pytest.approx(np.percentile(z, 99), rel=1e-3)
+    assert "99th percentile" in long["colorbar"]["title"]["text"]
+    assert f"Colours stop at **{long['zmax']:.2g}**" in captions(at)
+    assert "%{z:.3f}" in long["hovertemplate"]  # the hover reads z: the true weight, not the capped colour
