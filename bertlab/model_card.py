@@ -195,11 +195,35 @@ def _duration(seconds: object) -> str:
     return format_duration(float(seconds)) if isinstance(seconds, (int, float)) else str(seconds)
 
 
+# What one stage of a continued model's pretraining sets or counts on its own: beside the "all stages"
+# totals, these rows say "(last stage)" (the shipped model's 32.5M tokens are stage 3's of 85.4M).
+STAGE_LABELS = frozenset(
+    {
+        "Text it learned from",
+        "Documents",
+        "Sentences",
+        "Training sequences",
+        "Input tokens seen",
+        "Steps",
+        "Batch size",
+        "Peak learning rate",
+        "Sequence length",
+        "Training time",
+        "Learning-rate warm-up",
+        "Tokens masked",
+        "Masking",
+        "Copies of the data",
+    }
+)
+
+
 def training_rows(card: dict) -> list[tuple[str, str]]:
     """(label, value) of what the card records about how the model was trained, in plain words,
-    one row per label (the first key that has a value wins)."""
+    one row per label (the first key that has a value wins). A model continued from another
+    (`init_from`) labels its own stage's rows "(last stage)", beside the "all stages" totals."""
     rows: list[tuple[str, str]] = []
     shown: set[str] = set()
+    continued = bool(card.get("init_from"))
     for key, label, words in TRAINING_WORDS:
         if isinstance(key, tuple):
             section = card.get(key[0])
@@ -210,7 +234,7 @@ def training_rows(card: dict) -> list[tuple[str, str]]:
             continue
         text = words(value, card)
         if text is not None:
-            rows.append((label, text))
+            rows.append((f"{label} (last stage)" if continued and label in STAGE_LABELS else label, text))
             shown.add(label)
     return rows
 

@@ -199,7 +199,9 @@ def test_model_card_of_continued_pretraining_shows_both_stages():
         },
     )
     training = dict(card.training)
-    assert training["Continued from"] == "ckpt/a" and training["Steps"] == "100"
+    # the stage's own numbers say so beside the totals (the Home page read "Steps: 9,194" of 26,590)
+    assert training["Continued from"] == "ckpt/a" and training["Steps (last stage)"] == "100"
+    assert training["Input tokens seen (last stage)"] == "1,000" and "Steps" not in training
     assert training["Steps, all stages"] == "300" and training["Input tokens, all stages"] == "5,000"
     assert training["Training time, all stages"] == "1 h 30 min" and training["Dropout while pretraining"] == "0"
 
