@@ -402,7 +402,8 @@ if launch or estimate_only:
             st.dataframe(pd.DataFrame(each), hide_index=True, column_config=fitted(each))
             st.caption(
                 "Each run's time is the Train page's estimate of the same job (its real model and token counts, "
-                f"throughput from an earlier run or timed here now), plus {estimate.STARTUP_S:.0f} s to start. "
+                "throughput from an earlier run or timed here now), plus its start-up and end ('start + end': "
+                "from earlier jobs of the same kind and data, else a measured default). "
                 f"The same suite from a terminal: `{planning.command(spec)}`"
             )
             st.stop()

@@ -247,7 +247,9 @@ def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
     train_page = estimate_spec(replace(run.spec, device="cpu"), planning.REPO_ROOT, measure=False, gpus=0)
     mine = next(r for r in est.runs if r.variant == "last")
     assert mine.steps == train_page.steps == 1
-    assert mine.seconds == pytest.approx(train_page.total_s + estimate.STARTUP_S)
+    overhead = estimate.DEFAULT_OVERHEAD["finetune"]  # no runs folder to read earlier jobs from
+    assert (mine.start_s, mine.end_s) == (overhead.start_s, overhead.end_s)
+    assert mine.seconds == pytest.approx(train_page.total_s + overhead.start_s + overhead.end_s)
 
 
 def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them(tmp_path):
@@ -258,7 +260,8 @@ def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them(tmp_path):
     gpu = estimate.estimate_suite(spec, gpus=2, measure=False)  # device auto: the queue puts every job on a GPU
     assert gpu.finetuning_s < cpu.finetuning_s and "2 GPUs side by side" in gpu.text
     pre = [r.seconds for r in gpu.runs if r.column == "pretraining"]  # 600 s, compiling and start-up
-    assert len(set(pre)) == 1 and pre[0] >= 600 + estimate.STARTUP_S
+    overhead = estimate.DEFAULT_OVERHEAD["pretrain"]
+    assert len(set(pre)) == 1 and pre[0] >= 600 + overhead.start_s + overhead.end_s
     assert gpu.side_by_side_s == pytest.approx(2 * pre[0] + gpu.finetuning_s / 2)  # three runs on two GPUs
     assert estimate.estimate_suite(replace(spec, device="cpu"), gpus=2, measure=False).to_dict()["gpus"] == 0
 

@@ -276,7 +276,7 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
         spec = reuse.with_matching_reuse(spec, registry)
     for variant, job in spec.reuse:
         print(f"{variant}: reuses pretraining job {job}", file=sys.stderr)
-    est = estimate.estimate_suite(spec, registry=registry)
+    est = estimate.estimate_suite(spec, registry=registry, progress=_say_estimating)
     if args.ablate_command == "estimate":
         if args.json:
             print(json.dumps(est.to_dict()))
@@ -294,6 +294,17 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
     if args.wait or args.collect:
         return _wait_and_collect(args, record, registry)
     return 0
+
+
+def _say_estimating(job: str) -> None:
+    """On stderr (stdout stays clean for --json): which job the estimate is busy with, since counting its
+    tokens and timing its training step take seconds to a minute each on a CPU."""
+    print(
+        f"estimating {job}: counting its tokens and timing a training step on this machine "
+        "(unless an earlier run measured one)...",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _wait_and_collect(args: argparse.Namespace, record: dict, registry: JobRegistry) -> int:

@@ -1,14 +1,19 @@
-"""How long an ablation suite takes: each run's estimate (the Train page's estimate of the same job)
-and the totals, one after another or side by side on several GPUs.
+"""How long an ablation suite takes: each run's estimate (the Train page's estimate of the same job, plus
+what the job spends before its first step and after its last) and the totals, one after another or side
+by side on several GPUs.
 
-Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text` and STARTUP_S (a job's start-up,
-added to each estimate). Torch-free at import; `estimate_suite` asks bertlab.estimates for each job,
-which may time a training step of the model here.
+Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, and `JobOverhead` with
+`job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind, device and
+data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite` asks
+bertlab.estimates for each job, which may time a training step of the model here.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from bertlab.ablations.planning import SuiteSpec, plan
 from bertlab.errors import InputError
@@ -16,11 +21,32 @@ from bertlab.estimates import estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.hardware import gpu_count
 from bertlab.jobs.registry import JobRegistry
-from bertlab.jobs.runs import read_job
+from bertlab.jobs.runs import read_job, run_dirs
 from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
-from bertlab.runfolder import REPO_ROOT
+from bertlab.runfolder import REPO_ROOT, read_job_file, read_metrics, read_run_config, read_status
 
-STARTUP_S = 15.0  # a job's start-up before its first step (imports, data, model), on top of its estimate
+
+@dataclass(frozen=True)
+class JobOverhead:
+    """What a job spends besides its training steps, which the Train page's estimate leaves out."""
+
+    start_s: float  # launch to the first step: Python and torch, reading (and tokenizing) its data, its model
+    end_s: float  # the last step to the process's end: the final evaluation, saving the model, exiting
+    source: str  # "measured default" or the earlier jobs it was read from
+
+
+# Measured on this project's 2-core CPU, one job at a time (a tiny Table 5 suite: 3 pretraining and 4 MRPC
+# runs; 7 tiny NER runs), launch to first step and last step to the job's end. Pretraining: 5.4 s to start
+# (~2 s importing torch and the package, ~3 s reading the corpus and loading its cached instances) and
+# 1.1-2.2 s to end (held-out evaluation, saving, exiting); making the instances afresh adds seconds for a
+# small corpus, minutes for a large one. Fine-tuning: 2.4-3.4 s and 0.9-2.4 s. Earlier jobs of the same
+# kind, device and data replace these (`job_overhead`).
+DEFAULT_OVERHEAD = {
+    "pretrain": JobOverhead(5.5, 1.5, "measured default"),
+    "finetune": JobOverhead(2.7, 1.0, "measured default"),
+}
+EARLIER_JOBS = 5  # the newest finished jobs of the same kind and data that a job's overhead is the median of
+SCANNED_RUNS = 50  # run folders looked at for them, newest first
 
 
 @dataclass(frozen=True)
@@ -32,8 +58,11 @@ class RunEstimate:
     seed: int
     name: str  # the job's name, as the Jobs page will list it
     steps: int | None
-    seconds: float  # estimated training (and compiling) time plus STARTUP_S
+    seconds: float  # the run's whole wall time: training (and compiling), start_s and end_s
     source: str  # where the seconds a step come from (an earlier run, timed here now, tabulated)
+    start_s: float  # of `seconds`, before the first step (JobOverhead)
+    end_s: float  # of `seconds`, after the last step: final evaluation, saving, exiting
+    overhead_source: str  # where start_s and end_s come from (JobOverhead.source)
 
 
 @dataclass(frozen=True)
@@ -96,6 +125,7 @@ class SuiteEstimate:
                 "seed": "" if r.column == "pretraining" else r.seed,
                 "steps": r.steps,
                 "time": format_duration(r.seconds),
+                "start + end": format_duration(r.start_s + r.end_s),
                 "from": r.source,
             }
             for r in self.runs
@@ -125,61 +155,145 @@ def budget_text(spec: SuiteSpec) -> str:
 
 
 def estimate_suite(
-    spec: SuiteSpec, gpus: int | None = None, measure: bool = True, registry: JobRegistry | None = None
+    spec: SuiteSpec,
+    gpus: int | None = None,
+    measure: bool = True,
+    registry: JobRegistry | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> SuiteEstimate:
     """Every run of the suite with the estimate the Train page gives the same job
     (bertlab.estimates.estimate_spec: the real model, the task's real token counts, throughput
-    measured in an earlier run or timed here), plus STARTUP_S each. A fine-tuning run of a variant
+    measured in an earlier run or timed here), plus the job's start-up and end (`job_overhead`,
+    from earlier jobs in `registry`'s folder, else measured defaults). A fine-tuning run of a variant
     that is still to be pretrained is estimated on that variant's model shape. A reused pretraining
     job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = this
     machine's; with several, the queue runs one job per GPU side by side. Jobs sharing a GPU
     ($BERTLAB_JOBS_PER_GPU) are not modelled: each is timed as if it had its GPU to itself, so with
-    sharing the side-by-side total is an upper bound only when the GPU has room to spare."""
+    sharing the side-by-side total is an upper bound only when the GPU has room to spare.
+
+    `progress` is called with a job's name before its estimate is made (its tokens counted and,
+    unless an earlier run measured it, a training step timed here: up to tens of seconds each on a
+    CPU), so that a terminal can say what it waits for."""
     gpus = gpu_count() if gpus is None else gpus
     device = spec.device_kind(gpus)
     on_gpu = device == "cuda"
+    runs_dir = registry.root if registry is not None else None
     shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
     shapes: dict[str, object] = {}  # variant -> the config of the model its pretraining job writes
     seen: dict[tuple, tuple[int | None, float, str]] = {}  # a job's arguments but its seed -> its estimate
+    overheads: dict[tuple, JobOverhead] = {}  # a job's kind and data -> its start-up and end
     out = []
     for r in plan(spec, "estimate"):
         job = replace(r.spec, device=device)
         model_config = None
+        ns = parse_recipe_args(job.kind, job.args)
         if r.column == "pretraining":
-            cfg = pretrain_config(parse_recipe_args("pretrain", job.args), REPO_ROOT)
+            cfg = pretrain_config(ns, REPO_ROOT)
             shapes[r.variant] = cfg.model_config(cfg.vocab_size)
-        elif r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
-            job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
-            model_config = shapes[r.needs]
-        left, reused = 1.0, spec.reused(r.variant) if r.column == "pretraining" else None
+            data = _data_key("pretrain", {"corpus": cfg.corpus})
+        else:
+            data = _data_key("finetune", vars(ns))
+            if r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
+                job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
+                model_config = shapes[r.needs]
+        if (job.kind, data) not in overheads:
+            overheads[job.kind, data] = job_overhead(job.kind, device, data, runs_dir)
+        overhead = overheads[job.kind, data]
+        left, running, reused = 1.0, False, spec.reused(r.variant) if r.column == "pretraining" else None
         if reused:
-            left = _left_of(reused, registry)
+            left, running = _left_of(reused, registry)
             if not left:
-                out.append(RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {reused}"))
+                out.append(
+                    RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {reused}", 0.0, 0.0, "")
+                )
                 continue
         key = (job.kind, tuple(a for i, a in enumerate(job.args) if i == 0 or job.args[i - 1] != "--seed"), r.needs)
         if key not in seen:
+            if progress is not None:
+                progress(job.name)
             try:
-                est = estimate_spec(job, REPO_ROOT, measure=measure, model_config=model_config, gpus=gpus)
+                est = estimate_spec(
+                    job, REPO_ROOT, runs_dir=runs_dir, measure=measure, model_config=model_config, gpus=gpus
+                )
             except JobError as exc:
                 raise InputError(f"cannot estimate {job.name}: {exc}") from exc
-            seen[key] = (est.steps, (est.total_s or 0.0) + STARTUP_S, est.throughput_source)
-        steps, seconds, source = seen[key]
+            seen[key] = (est.steps, est.total_s or 0.0, est.throughput_source)
+        steps, training_s, source = seen[key]
+        start_s = 0.0 if running else overhead.start_s  # a reused job still running has started already
         if reused:
-            steps, seconds = None if steps is None else round(steps * left), seconds * left
+            steps, training_s = None if steps is None else round(steps * left), training_s * left
             source = f"reuses job {reused}, {1 - left:.0%} done ({source})"
-        out.append(RunEstimate(r.variant, r.column, r.seed, job.name, steps, seconds, source))
+        seconds = start_s + training_s + overhead.end_s
+        out.append(
+            RunEstimate(
+                r.variant, r.column, r.seed, job.name, steps, seconds, source, start_s, overhead.end_s, overhead.source
+            )
+        )
     return SuiteEstimate(tuple(out), on_gpu, max(1, gpus) if on_gpu else 1, budget_text(spec))
 
 
-def _left_of(job_id: str, registry: JobRegistry | None) -> float:
-    """The share of a reused pretraining job still to run (0 when finished, or when no registry says)."""
+def job_overhead(kind: str, device: str, data: tuple, runs_dir: str | Path | None) -> JobOverhead:
+    """The start-up and end of a `kind` job ("pretrain" or "finetune") on `device` ("cpu" or "cuda"):
+    the medians over the newest EARLIER_JOBS finished jobs of the same kind, device and data
+    (`_data_key`) in `runs_dir`, else DEFAULT_OVERHEAD[kind] (also when `runs_dir` is None). The data
+    must match because it decides the start-up: a pretraining job reads and tokenizes its corpus
+    (seconds to minutes), a fine-tuning job its task; its evaluation set, the final evaluation."""
+    timings = []
+    for run in run_dirs(runs_dir)[:SCANNED_RUNS] if runs_dir is not None else []:
+        timing = _overhead_of(run, kind, device, data)
+        if timing is not None:
+            timings.append(timing)
+            if len(timings) == EARLIER_JOBS:
+                break
+    if not timings:
+        return DEFAULT_OVERHEAD[kind]
+    return JobOverhead(
+        statistics.median(t[0] for t in timings),
+        statistics.median(t[1] for t in timings),
+        f"median of {len(timings)} earlier {kind} job(s) here",
+    )
+
+
+def _data_key(kind: str, config: dict) -> tuple:
+    """What a job's start-up and end depend on, from its config (a run_config.json's, or its parsed arguments):
+    a pretraining job's corpus; a fine-tuning job's task and its train and dev examples."""
+    if kind == "pretrain":
+        return tuple(str(c) for c in config.get("corpus") or ())
+    return (config.get("task"), config.get("max_train_examples"), config.get("max_eval_examples"))
+
+
+def _overhead_of(run: Path, kind: str, device: str, data: tuple) -> tuple[float, float] | None:
+    """(start-up, end) of a finished job launched once by the registry: its launch to its first step
+    (status.json's `started`, written just before it), and its last train metric line to the job's end;
+    None for a run of another kind, device or data, or one these times cannot be read from."""
+    job, status = read_job_file(run), read_status(run)
+    if job.get("kind") != kind or job.get("attempts") != 1 or status.get("state") != "finished":
+        return None
+    if not str(status.get("device", "")).startswith(device):
+        return None
+    if _data_key(kind, (read_run_config(run) or {}).get("config") or {}) != data:
+        return None
+    last = next((m for m in reversed(read_metrics(run)) if m.get("split") == "train"), {})
+    try:
+        launched, started, last_step, ended = (
+            float(x) for x in (job["launched"], status["started"], last["time"], job["ended"])
+        )
+    except (KeyError, TypeError, ValueError):  # a run folder from another version
+        return None
+    if not launched <= started <= last_step <= ended:
+        return None
+    return started - launched, ended - last_step
+
+
+def _left_of(job_id: str, registry: JobRegistry | None) -> tuple[float, bool]:
+    """(the share of a reused pretraining job still to run, whether it is running now): 0 when finished,
+    or when no registry says."""
     if registry is None:
-        return 0.0
+        return 0.0, False
     try:
         job = read_job(registry.root / job_id)
     except OSError:
-        return 0.0
+        return 0.0, False
     if job.state == "finished":
-        return 0.0
-    return min(1.0, max(0.0, 1.0 - float(job.progress or 0.0)))
+        return 0.0, False
+    return min(1.0, max(0.0, 1.0 - float(job.progress or 0.0))), job.state == "running"
