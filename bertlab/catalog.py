@@ -20,7 +20,7 @@ from bertlab.errors import CheckpointError
 from bertlab.model_card import metric_rows, plain_value, pretrained_length, training_rows
 from bertlab.model_card import read_card as read_card  # public here too (bertlab.catalog.read_card)
 from bertlab.modelfolder import CONFIG_FILE, has_config
-from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root
+from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root, snapshot_root
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,22 @@ def find_run_checkpoints(root: str | Path | None = None, include_finetuned: bool
             found.append(model_dir(run_dir))
     found.sort(key=lambda p: (p / CONFIG_FILE).stat().st_mtime, reverse=True)
     return [CheckpointEntry(f"{p.parent.name} (run)", str(p), RUN, True, summarize(p)) for p in found]
+
+
+def snapshot_entries(entry: CheckpointEntry) -> list[CheckpointEntry]:
+    """A run's snapshots (its model at earlier steps, kept with `train.snapshots: true`) as entries to
+    pick, in step order, labelled "<run> · step N"; none for a model that is not a run's."""
+    if entry.kind != RUN:
+        return []
+    root = snapshot_root(Path(entry.path).parent)
+    if not root.is_dir():
+        return []
+    found = sorted(p for p in root.iterdir() if p.name.startswith("step-") and has_config(p))
+    run = Path(entry.path).parent.name
+    return [
+        CheckpointEntry(f"{run} · step {int(p.name.removeprefix('step-')):,}", str(p), RUN, True, summarize(p))
+        for p in found
+    ]
 
 
 def find_local_checkpoints(root: str | Path | None = None) -> list[CheckpointEntry]:

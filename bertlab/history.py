@@ -333,6 +333,12 @@ def has_history(path: str | Path) -> bool:
     return (path / HISTORY_FILE).is_file() or bool(list_snapshots(path))
 
 
+def answer_share(p: float) -> str:
+    """A probability as the fill-mask table shows it: whole percent from 10%, one decimal below it,
+    so an early model's spread-out guesses (0.3%, 0.2%, ...) do not all read '0%'."""
+    return f"{p:.0%}" if p >= 0.095 else f"{p:.1%}"
+
+
 def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
     """Rows for a table: each probe sentence, its top answers at `step` and at the last snapshot
     (one column when `step` is the last)."""
@@ -341,7 +347,7 @@ def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
     for i, sentence in enumerate(history.probes.fill_mask):
 
         def fmt(c: Sequence[tuple[str, float]]) -> str:
-            return ", ".join(f"{w} ({p:.0%})" for w, p in c[:5])
+            return ", ".join(f"{w} ({answer_share(p)})" for w, p in c[:5])
 
         row = {"sentence": sentence, f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else ""}
         if now.step != last.step:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from bertlab.catalog import find_checkpoints
+from bertlab.catalog import find_checkpoints, snapshot_entries
 from bertlab.errors import BertLabError
 from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
+from bertlab.tokenizer import mask_any_case
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
 
 PAGE = setup_page(__file__)
@@ -24,6 +25,7 @@ def _second(path: str):
 
 current = chosen_model()
 entries = [e for e in find_checkpoints(include_finetuned=False) if e.exists]
+entries += [s for e in entries for s in snapshot_entries(e)]  # a run's model at earlier steps
 others = [e.path for e in entries if e.path != current]
 labels = {e.path: e.label for e in entries}
 
@@ -62,6 +64,8 @@ except BertLabError as exc:
     show_error(exc)
     st.stop()
 
+if mask_any_case(text).count("[MASK]") > 1:
+    st.caption("Only the first [MASK] is compared; the others stay masked while both models read the sentence.")
 a_top = result.left.fill_mask.masks[0].candidates[0].word
 b_top = result.right.fill_mask.masks[0].candidates[0].word
 if result.agree:

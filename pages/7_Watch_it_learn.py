@@ -70,9 +70,10 @@ with left:
 with right:
     concept(
         "While a model pretrains, it keeps small copies of itself at steps 10, 20, 30, 50, 70, 100, 200 … "
-        "Slide through them: in the first few dozen steps its answers are still random word pieces; by a few "
-        "hundred steps it answers the most common tokens (*the*, *,*, *.*) whatever the sentence; later the "
-        "answers fit the context. Attention starts nearly uniform (every token gets about 1/n of it, marked "
+        "Slide through them: in its first steps the answers are random word pieces; within a few dozen steps "
+        "it answers the most common tokens (*,*, *.*, *the*) whatever the sentence, and stays there for a long "
+        "time (the shipped model until about step 5,000 of its first stage); only then do the answers start to "
+        "fit the context. Attention starts nearly uniform (every token gets about 1/n of it, marked "
         "on the colour bar, and the same colours mean the same weight at every step); heads "
         "that look at the previous or next token, at [SEP] or at [CLS] form as the loss falls "
         "(Clark et al. 2019 call them positional and 'no-op' heads)."
@@ -123,6 +124,11 @@ if history.curve:
 
 st.subheader("What it fills in")
 st.table(pd.DataFrame(fill_mask_table(history, step)).set_index("sentence"))  # wraps long answers
+st.caption(
+    "Each answer is the model's probability for one word piece at the [MASK]. *stormy + ##ch*: the model "
+    "proposed a piece (##ch) that would continue the word before the mask, shown beside that word rather "
+    "than glued to it."
+)
 if snap.nsp:
     pairs = history.probes.pairs
     st.markdown("**Does B follow A?** P(IsNext) at this step")
@@ -184,8 +190,9 @@ if first.step != snap.step and "prev" in first.head_stats:
         for name in ("prev", "next", "sep", "cls")
     }
     name, delta = max(grew.items(), key=lambda kv: kv[1])
-    st.caption(
-        f"Since step {first.step:,}, the strongest '{HEAD_STATS[name][0]}' head went from "
-        f"{np.nanmax(first.stats_array(name)):.0%} to {np.nanmax(snap.stats_array(name)):.0%} "
-        f"of its attention ({delta:+.0%}), the largest change among the positional and [SEP]/[CLS] statistics."
-    )
+    if abs(delta) >= 0.005:  # a change that rounds to +0% says nothing
+        st.caption(
+            f"Since step {first.step:,}, the strongest '{HEAD_STATS[name][0]}' head went from "
+            f"{np.nanmax(first.stats_array(name)):.0%} to {np.nanmax(snap.stats_array(name)):.0%} "
+            f"of its attention ({delta:+.0%}), the largest change among the positional and [SEP]/[CLS] statistics."
+        )

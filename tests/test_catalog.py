@@ -40,6 +40,21 @@ def test_runs_are_found_newest_first(tmp_path, tiny_checkpoint):
     assert C.find_run_checkpoints(tmp_path / "no-runs-here") == []
 
 
+def test_a_runs_snapshots_are_models_to_pick_in_step_order(tmp_path, tiny_checkpoint):
+    """Compare models offered 'a snapshot of a run' but listed only runs' final models."""
+    run = tmp_path / "runs" / "tiny"
+    shutil.copytree(tiny_checkpoint, run / "model")
+    for step in (30, 10, 200):
+        shutil.copytree(tiny_checkpoint, run / "snapshots" / f"step-{step:07d}")
+    (run / "snapshots" / "step-0000300").mkdir()  # being written: no config.json yet
+    (entry,) = C.find_run_checkpoints(tmp_path / "runs")
+    snaps = C.snapshot_entries(entry)
+    assert [e.label for e in snaps] == ["tiny · step 10", "tiny · step 30", "tiny · step 200"]
+    assert snaps[0].path == str(run / "snapshots" / "step-0000010") and "L=2 H=32 A=4" in snaps[0].summary
+    shipped = C.CheckpointEntry("x", str(tiny_checkpoint), C.LOCAL, True, "")
+    assert C.snapshot_entries(shipped) == []  # only runs keep snapshots
+
+
 def test_runs_root_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path))
     assert C.runs_root() == tmp_path

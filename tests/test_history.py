@@ -226,3 +226,10 @@ def test_the_fill_mask_table_has_one_column_at_the_last_step(tmp_path, tokenizer
     last = history.steps[-1]
     assert list(fill_mask_table(history, last)[0]) == ["sentence", f"step {last:,}"]
     assert len(fill_mask_table(history, history.steps[0])[0]) == 3
+
+
+def test_answer_shares_under_ten_percent_keep_a_decimal():
+    """Early snapshots' answers all read '(0%)' on Watch it learn; a tiny run's too."""
+    from bertlab.history import answer_share
+
+    assert [answer_share(p) for p in (0.0031, 0.0449, 0.094, 0.095, 0.5)] == ["0.3%", "4.5%", "9.4%", "10%", "50%"]
