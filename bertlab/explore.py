@@ -288,8 +288,9 @@ def model_limits(card: dict | None, num_parameters: int, fact_answers: Sequence[
     tokens = card.get("total_tokens") or card.get("tokens")
     if isinstance(tokens, (int, float)) and tokens > 0:
         made += f" trained on {_millions(tokens)} tokens"
-    if rows.get("Text it learned from"):
-        made += f" of {rows['Text it learned from']}"
+    corpus = rows.get("Text it learned from") or rows.get("Text it learned from (last stage)")
+    if corpus:
+        made += f" of {corpus}"
     parts = [made + "."]
     held = (card.get("metrics") or {}).get("mlm_acc")
     unseen = ((card.get("unseen_english") or {}).get("overall") or {}).get("mlm_acc")

@@ -93,6 +93,8 @@ def test_model_limits_reads_the_card():
     assert "**24.5%** on English it has not seen" in text
     assert "more than facts about the world: “The capital of France is [MASK].” → mr, true, ., mrs." in text
     assert "It knows some facts" in model_limits(card, 5_500_000, [FACT_PROBE[1], "lyon"])
+    continued = model_limits({**card, "init_from": "checkpoints/x"}, 5_500_000, [])  # rows say "(last stage)"
+    assert continued.startswith("A 5.5M-parameter model trained on 53M tokens of Wikipedia sample (default).")
     bare = model_limits({}, 110_000_000, [])  # a Hub model: no card numbers, nothing made up
     assert bare == "A 110M-parameter model."
 
