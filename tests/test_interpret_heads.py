@@ -1,5 +1,5 @@
-"""bertlab.interpret.heads: gates equal the model's own head_mask, importance on a model whose
-heads are known by construction, pruning curves, the saved study and the `heads` command."""
+"""bertlab.interpret.heads: gates (on a private copy) equal the model's own head_mask, importance
+on a model whose heads are known by construction, pruning curves, the saved study and the `heads` command."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from bertlab.finetune.data import SequenceExample
 from bertlab.finetune.predict import save_finetuned
 from bertlab.interpret import cli
 from bertlab.interpret.heads import (
-    HeadGates,
     HeadStudy,
     LabelledSentences,
     MaskedSentences,
     evaluate_gates,
+    gated,
     head_importance,
     pruning_curve,
     study_heads,
@@ -41,16 +41,27 @@ def test_gates_equal_the_models_head_mask(tokenizer):
     batch = lm._batch(lm.tokenizer.encode_batch(["the cat sat on the mat"]))
     mask = torch.ones(2, 4)
     mask[0, 1] = mask[1, 3] = 0
+    view = gated(as_subject(lm), mask)
     with torch.no_grad():
         expected = lm.model(**batch, head_mask=mask).mlm_logits
-        with HeadGates(as_subject(lm), mask):
-            got = lm.model(**batch).mlm_logits
+        plain = lm.model(**batch).mlm_logits
+        got = view.module(**batch).mlm_logits
         after = lm.model(**batch).mlm_logits
+        mask.fill_(1.0)  # the copy reads the gates it was given: now every head is on
+        reopened = view.module(**batch).mlm_logits
     torch.testing.assert_close(got, expected)
-    assert not torch.allclose(after, expected)  # the hooks are gone after the block
+    assert not torch.allclose(plain, expected)
+    assert torch.equal(after, plain)  # the gates are on a private copy, never on the model itself
+    torch.testing.assert_close(reopened, plain)
+    assert view.module is not lm.model
+    shared, private = (
+        lm.model.bert.embeddings.word_embeddings.weight,
+        view.module.bert.embeddings.word_embeddings.weight,
+    )
+    assert private.data_ptr() == shared.data_ptr() and not private.requires_grad  # same storage, read-only
+    assert view.module.cls.predictions.decoder.weight is private  # tied weights stay tied
     with pytest.raises(InputError, match=r"\(2, 4\)"):
-        with HeadGates(as_subject(lm), torch.ones(3, 4)):
-            pass
+        gated(as_subject(lm), torch.ones(3, 4))
 
 
 def test_pruning_the_most_important_head_hurts_more_than_the_least(tokenizer):

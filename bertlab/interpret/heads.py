@@ -1,6 +1,6 @@
 """Which heads matter: gradient-based head importance and pruning curves (Michel et al. 2019).
 
-Owns `HeadGates` (a gate xi_h on every head's output, as in the paper: 1 keeps the head, 0
+Owns `gated` (a gate xi_h on every head's output, as in the paper: 1 keeps the head, 0
 prunes it), the two kinds of labelled data a head can matter for (`LabelledSentences` for a
 fine-tuned classifier, `MaskedSentences` for a pretrained model's masked LM), `head_importance`,
 `pruning_curve` and their saved form `HeadStudy`.
@@ -8,24 +8,27 @@ fine-tuned classifier, `MaskedSentences` for a pretrained model's masked LM), `h
 Importance is I_h = E_x |d loss(x) / d xi_h| (the paper's eq. 5), the gradient taken per batch
 of `batch_size` examples (batch_size=1 is exactly per example; Hugging Face's bertology example
 uses batches too), then normalised per layer by its L2 norm as the paper does. The gates are
-forward hooks on each layer's `attention.self`, so they work on any model built from
-`bertlab.model` (both attention paths) without changing it.
+forward hooks on each layer's `attention.self` of a private copy of the model's modules that
+shares its weights, so they work on any model built from `bertlab.model` (both attention paths,
+pretrained and fine-tuned; a task model's forward takes no head_mask) and never change the model
+itself, which the app shares between sessions and threads.
 
 Imports torch, numpy, bertlab.finetune (data and encoding), bertlab.interpret.targets.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from bertlab.batching import pad_batch
 from bertlab.errors import InputError
@@ -40,30 +43,50 @@ MAX_PAGE_EXAMPLES = 64  # what the app computes while the user waits; the CLI ta
 # --------------------------------------------------------------------------------------
 # Gates
 # --------------------------------------------------------------------------------------
-@contextmanager
-def HeadGates(subject: Subject, gates: torch.Tensor) -> Iterator[torch.Tensor]:  # noqa: N802 (a context manager named as the thing it installs)
-    """Multiply every head's output by `gates` (L, A) while the block runs.
+def _private_copy(shared: nn.Module) -> nn.Module:
+    """A copy of `shared`'s module tree, in eval mode, whose weights are read-only views of the same
+    storage (tied weights stay tied) and whose buffers are the same tensors. It starts without
+    hooks: a hook someone else has on the shared model while we copy it (Captum puts one on the
+    embeddings during attribution) is theirs, not part of the model."""
+    memo: dict[int, object] = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in shared.parameters()}
+    memo.update({id(b): b for b in shared.buffers()})
+    for module in shared.modules():
+        for name, value in vars(module).items():
+            if "hooks" in name and isinstance(value, dict):
+                memo[id(value)] = type(value)()
+    return copy.deepcopy(shared, memo).eval()
 
-    The hook scales the context vectors (B, T, A x hs) head by head, which equals scaling the
-    head's attention probabilities (context = probs @ v is linear in them)."""
+
+def gated(subject: Subject, gates: torch.Tensor) -> Subject:
+    """`subject` with every head's output multiplied by `gates` (L, A), on a private copy of its modules.
+
+    The caller's model is never touched: app sessions share one cached model object, and hooks on
+    it pruned every other user's answers while a study ran. The copy (`_private_copy`) is the
+    module tree only, about 40 ms for BERT-base; its weights are read-only views of the same storage
+    (no extra memory), so gradients reach `gates` and never the weights (no `.grad`, no
+    `requires_grad` change). It is in eval mode, as the paper measures. The hooks read `gates`
+    itself, so writing into it (`gates.fill_(1)`) re-gates the copy.
+
+    A hook scales the context vectors (B, T, A x hs) head by head, which equals scaling the head's
+    attention probabilities (context = probs @ v is linear in them), as the model's head_mask does.
+
+    Raises:
+        InputError: `gates` is not (L, A).
+    """
     L, A = subject.num_layers, subject.num_heads
     if tuple(gates.shape) != (L, A):
         raise InputError(f"gates have shape {tuple(gates.shape)}; this model needs ({L}, {A}) (layers, heads)")
-    handles = []
-    for i, layer in enumerate(subject.module.bert.encoder.layer):
+    private = _private_copy(subject.module)
+    for i, layer in enumerate(private.bert.encoder.layer):
 
         def hook(module, args, output, i=i):
             context, probs = output
             B, T, H = context.shape
-            gated = context.view(B, T, A, H // A) * gates[i].view(1, 1, A, 1).to(context.dtype)  # (B, T, A, hs)
-            return gated.view(B, T, H), probs
+            scaled = context.view(B, T, A, H // A) * gates[i].view(1, 1, A, 1).to(context.dtype)  # (B, T, A, hs)
+            return scaled.view(B, T, H), probs
 
-        handles.append(layer.attention.self.register_forward_hook(hook))
-    try:
-        yield gates
-    finally:
-        for h in handles:
-            h.remove()
+        layer.attention.self.register_forward_hook(hook)
+    return replace(subject, module=private)
 
 
 # --------------------------------------------------------------------------------------
@@ -218,11 +241,12 @@ def head_importance(model, data: HeadData, batch_size: int = 8) -> HeadImportanc
     batches = _batches(subject, data, batch_size)
     L, A = subject.num_layers, subject.num_heads
     gates = torch.ones(L, A, device=subject.device, requires_grad=True)
+    view = gated(subject, gates)
     raw = torch.zeros(L, A, dtype=torch.float64)
     loss_sum, right, total, n = 0.0, 0, 0, 0
-    with torch.enable_grad(), HeadGates(subject, gates):
+    with torch.enable_grad():
         for batch in batches:
-            loss, r, t = _loss_and_correct(subject, batch)
+            loss, r, t = _loss_and_correct(view, batch)
             (grad,) = torch.autograd.grad(loss, gates)
             raw += grad.abs().double().cpu()
             loss_sum += float(loss.detach()) * t
@@ -233,15 +257,18 @@ def head_importance(model, data: HeadData, batch_size: int = 8) -> HeadImportanc
 
 
 @torch.no_grad()
+def _evaluate(view: Subject, batches: list[_Batch]) -> tuple[float, float]:
+    loss_sum, right, total = 0.0, 0, 0
+    for batch in batches:
+        loss, r, t = _loss_and_correct(view, batch)
+        loss_sum, right, total = loss_sum + float(loss) * t, right + r, total + t
+    return right / max(total, 1), loss_sum / max(total, 1)
+
+
 def evaluate_gates(model, data: HeadData, gates: torch.Tensor, batch_size: int = 32) -> tuple[float, float]:
     """(accuracy, mean loss) of the model with `gates` (L, A) applied."""
     subject = as_subject(model)
-    loss_sum, right, total = 0.0, 0, 0
-    with HeadGates(subject, gates.to(subject.device)):
-        for batch in _batches(subject, data, batch_size):
-            loss, r, t = _loss_and_correct(subject, batch)
-            loss_sum, right, total = loss_sum + float(loss) * t, right + r, total + t
-    return right / max(total, 1), loss_sum / max(total, 1)
+    return _evaluate(gated(subject, gates.to(subject.device)), _batches(subject, data, batch_size))
 
 
 @dataclass
@@ -270,13 +297,15 @@ class PruningCurve:
         return [k / self.num_heads for k in self.pruned]
 
 
-def _curve(model, data, order: Sequence[tuple[int, int]], counts: Sequence[int], shape, batch_size, step):
+def _curve(view: Subject, gates: torch.Tensor, batches, order: Sequence[tuple[int, int]], counts: Sequence[int], step):
+    """Accuracies and losses with the first k heads of `order` pruned, for each k in `counts`;
+    `gates` is the one `view` reads."""
     accs, losses = [], []
     for k in counts:
-        gates = torch.ones(shape)
+        gates.fill_(1.0)
         for layer, head in order[:k]:
             gates[layer, head] = 0.0
-        acc, loss = evaluate_gates(model, data, gates, batch_size)
+        acc, loss = _evaluate(view, batches)
         accs.append(acc)
         losses.append(loss)
         step()
@@ -321,14 +350,17 @@ def pruning_curve(
         if on_step is not None:
             on_step(done[0], evaluations)
 
-    by_imp, by_imp_loss = _curve(model, data, importance.order(), counts, shape, batch_size, step)
+    subject = as_subject(model)
+    gates = torch.ones(shape, device=subject.device)
+    view, batches = gated(subject, gates), _batches(subject, data, batch_size)
+    by_imp, by_imp_loss = _curve(view, gates, batches, importance.order(), counts, step)
     rng = random.Random(seed)
     heads = [(layer, head) for layer in range(shape[0]) for head in range(shape[1])]
     rand_acc, rand_loss = [], []
     for _ in range(random_orders):
         order = heads[:]
         rng.shuffle(order)
-        a, lo = _curve(model, data, order, counts, shape, batch_size, step)
+        a, lo = _curve(view, gates, batches, order, counts, step)
         rand_acc.append(a)
         rand_loss.append(lo)
     ra, rl = np.array(rand_acc), np.array(rand_loss)
