@@ -14,7 +14,16 @@ from bertlab.interpret.args import probe_args
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
-from bertlab.interpret.views import pca_figure, probe_figure, similarity_figure
+from bertlab.interpret.views import (
+    layer0_note,
+    pca_caption,
+    pca_figure,
+    pieces_note,
+    probe_figure,
+    probe_summary,
+    sense_note,
+    similarity_figure,
+)
 from bertlab.jobs.spec import JobSpec, default_task_data
 from pages.common import concept, require_model, setup_page, show_error, show_figure
 from pages.common.jobs import jobs_allowed, run_as_job_button
@@ -34,7 +43,8 @@ with contextual_tab:
             "sentences: 1 means the layer ignores the context. Every layer's vectors also share a common "
             "direction, so even random words look alike; that is the **anisotropy**, measured on random word "
             "pairs of a sample, and the **adjusted** value subtracts it. Give each sentence a sense "
-            "(`river: …`) to compare the same sense with the other one."
+            "(`river: …`) to compare the same sense with the other one; a sentence without one stays out of "
+            "that comparison."
         )
     with controls:
         word = st.text_input("Word", "bank", key="ctx_word", max_chars=MAX_TEXT_CHARS)
@@ -55,16 +65,14 @@ with contextual_tab:
         L = result.projection.shape[0] - 1
         shown = sorted({0, max(1, L // 4), L // 2, (3 * L) // 4, L}) if L > 4 else list(range(L + 1))
         st.subheader(f"“{result.word}” in {len(sentences)} sentences, layer by layer")
+        if pieces := pieces_note(result):
+            st.caption(pieces)
         show_figure(pca_figure(result, shown), "contextual-pca", key="ctx_pca")
-        st.caption(
-            "Each dot is the word in one sentence, projected on the two main directions of that layer's vectors "
-            "(PCA, fitted per layer; "
-            + ", ".join(f"layer {i}: {result.explained[i].sum():.0%}" for i in shown)
-            + " of the variance). Layer 0 is the input embeddings: the word's token + segment + position vectors "
-            "and nothing of its context, so sentences where it stands at the same position give one dot, drawn "
-            "on top of each other."
-        )
+        st.caption(pca_caption(result, shown))
         show_figure(similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim")
+        if unlabelled := sense_note(result):
+            st.info(unlabelled, icon=":material/info:")
+        st.markdown(layer0_note(result))
         st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")
 
 
@@ -86,9 +94,11 @@ with probe_tab:
         concept(
             "A **probe** is a linear classifier trained on one layer's frozen vectors to predict a label of each "
             "word: its part of speech (UPOS, from Universal Dependencies English-EWT) or its named-entity tag "
-            "(WNUT-17). If a linear probe reads it well, the layer holds it in plain sight. Tenney et al. (2019) "
+            "(WNUT-17). If a linear probe reads it well, the layer holds it in plain sight. Accuracy alone can "
+            "flatter: most WNUT-17 words are tagged O, so always answering O scores about 92%; the chart shows what "
+            "each layer adds over that, and the macro-F1, where every tag counts alike. Tenney et al. (2019) "
             "summarise where a skill is learned by its **centre of gravity**: the layer at which, on average, "
-            "the accuracy is gained."
+            "the accuracy is gained; given here only where the gain is larger than the noise."
         )
     saved = [ProbeResult.from_dict(d) for d in read_results(lm.path, "probe").values()] if lm.path else []
     with controls:
@@ -107,19 +117,15 @@ with probe_tab:
             if lm.path:
                 _run_as_job(str(lm.path))
         for r in saved:
-            cog = (
-                f"{r.centre_of_gravity:.2f}"
-                if r.centre_of_gravity is not None
-                else "none (no layer beats the embeddings)"
-            )
-            best = max(range(len(r.accuracy)), key=r.accuracy.__getitem__)
-            st.markdown(
-                f"**{r.task}**: best at layer {r.layers[best]} ({r.accuracy[best]:.1%}); {r.train_words:,} training and "
-                f"{r.eval_words:,} evaluation words ({r.data.get('train', '?')} → {r.data.get('eval', '?')}); always "
-                f"answering the commonest tag scores {r.majority:.1%}; centre of gravity {cog}."
-            )
+            st.markdown(probe_summary(r))
     if saved:
-        show_figure(probe_figure(saved, "Probe accuracy per layer"), "probing", key="probe_fig")
+        show_figure(probe_figure(saved, "What a linear probe reads from each layer"), "probing", key="probe_fig")
+        st.caption(
+            "Left: each layer's probe accuracy minus that of always answering the commonest tag, in points; 0 means "
+            "the probe is no better than that baseline. The bars are ± two standard errors of the accuracy on the "
+            "evaluation words, a rough noise floor. Right: macro-F1, the mean of each tag's F1, which stays "
+            "low for a probe that mostly answers the commonest tag. A diamond marks a centre of gravity."
+        )
         for r in saved:
             st.caption(f"{r.task}: saved in `{result_path(lm.path, 'probe', r.task)}`")
             st.dataframe(pd.DataFrame(r.rows()).round(4), hide_index=True, width="stretch")

@@ -1,5 +1,6 @@
 """Which heads matter: head importance (Michel et al. 2019) and the accuracy as heads are pruned,
-least important first or at random. Logic in bertlab.interpret.heads."""
+least important first or at random; with no fine-tuned run, the study committed in results/interpret/.
+Logic in bertlab.interpret.heads."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from bertlab.interpret.args import heads_args
 from bertlab.interpret.contextual import SAMPLE_SENTENCES
 from bertlab.interpret.heads import MAX_PAGE_EXAMPLES, HeadStudy, MaskedSentences, study_heads
 from bertlab.interpret.saved import read_results
-from bertlab.interpret.views import importance_figure, pruning_figure
+from bertlab.interpret.views import importance_figure, pruning_figure, recipe_for
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
+from bertlab.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
@@ -23,6 +25,7 @@ st.title(PAGE.heading)
 lm = require_model()
 
 SIDEBAR, TUNED = "The model in the sidebar (masked LM)", "A fine-tuned classifier (saved results)"
+COMMITTED = REPO_ROOT / "results"  # results/interpret/heads-<task>.json, committed with the repository
 
 
 @st.cache_data(show_spinner="Measuring every head on the built-in sentences…", max_entries=8)
@@ -55,6 +58,22 @@ def show_study(study: HeadStudy, key: str) -> None:
     )
 
 
+def show_committed(task: str, study: HeadStudy) -> None:
+    """A head study committed with the repository, labelled as such, with the commands that made it."""
+    name = f"heads-{task}.json"
+    readme = COMMITTED / "interpret" / "README.md"
+    recipe = recipe_for(readme.read_text(encoding="utf-8"), name) if readme.is_file() else ""
+    st.markdown(
+        f"**Committed with the repository** (`results/interpret/{name}`), not one of your runs: head importance and "
+        f"pruning of `{study.model}`, measured on {study.examples} examples of {study.data.get('file', 'its data')}. "
+        "How it was made"
+        + (" (from `results/interpret/README.md`):" if recipe else ": see `results/interpret/README.md`.")
+    )
+    if recipe:
+        st.code(recipe, language="bash")
+    show_study(study, f"committed-{task}")
+
+
 controls, explain = st.columns([3, 2], gap="large")
 with explain:
     concept(
@@ -85,13 +104,19 @@ if source == SIDEBAR:
     show_study(study, "sample")
 else:
     tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
+    committed = {task: HeadStudy.from_dict(data) for task, data in read_results(COMMITTED, "heads").items()}
     if not tuned:
         st.info(
-            "No fine-tuned model was found among the runs. Fine-tune a classifier (e.g. SST-2) on the **Train** page, "
-            "then measure its heads with the command below.",
+            "No fine-tuned model was found among your runs"
+            + (", so here is the head study committed with the repository. " if committed else ". ")
+            + "To measure your own: fine-tune a classifier (e.g. SST-2) on the **Train** page, then measure its "
+            "heads with the command at the end of this page.",
             icon=":material/info:",
         )
         path = None
+        for task, study in committed.items():
+            st.subheader(f"Committed result: {task}")
+            show_committed(task, study)
     else:
         path = st.selectbox("Fine-tuned model", [e.path for e in tuned], key="heads_tuned")
         studies = read_results(path, "heads")
@@ -100,6 +125,9 @@ else:
             show_study(HeadStudy.from_dict(data), task)
         if not studies:
             st.info("No head study is saved beside this model yet.", icon=":material/info:")
+        for task, study in committed.items():
+            with st.expander(f"The head study committed with the repository ({task})"):
+                show_committed(task, study)
     st.markdown(
         "Head importance on a labelled set takes minutes, so it runs as a job and is saved beside the model; "
         "this page shows it when it has finished."

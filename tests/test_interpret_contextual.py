@@ -70,7 +70,7 @@ def test_sense_lines():
     from bertlab.interpret.contextual import BANK_EXAMPLE, parse_sense_lines
 
     sentences, senses = parse_sense_lines(["river: the bank of the river", "", "the bank: a money place"])
-    assert sentences == ["the bank of the river", "the bank: a money place"] and senses == ["river", "?"]
+    assert sentences == ["the bank of the river", "the bank: a money place"] and senses == ["river", ""]
     assert parse_sense_lines(["a bank", "the bank"]) == (["a bank", "the bank"], None)
     assert parse_sense_lines(BANK_EXAMPLE)[1] == ["river"] * 3 + ["money"] * 3
 
@@ -118,3 +118,63 @@ def test_a_blank_sentence_is_named_not_dropped(tokenizer):
         contextual_word(lm, "cat", ["the cat", "", "a cat"], senses=["x", "y", "x"])
     with pytest.raises(InputError, match="sentence 3 of 3 is blank"):
         contextual_word(lm, "cat", ["the cat", "a cat", "  "])
+
+
+def test_sentences_without_a_sense_stay_out_of_the_sense_comparison(tokenizer):
+    from bertlab.interpret.contextual import parse_sense_lines
+    from bertlab.interpret.views import sense_note
+
+    lm = pretrained(tokenizer)
+    lines = ["x: the river ran to the city", "x: a big river", "the bird sang by the river", "the river sang"]
+    sentences, senses = parse_sense_lines(lines)
+    r = contextual_word(lm, "river", sentences, senses)
+    n = r.vectors / np.linalg.norm(r.vectors, axis=-1, keepdims=True)
+    # 'same sense' is the one labelled pair; the two unlabelled sentences are not a sense called '?'
+    np.testing.assert_allclose(r.within_sense, (n[:, 0] * n[:, 1]).sum(-1), atol=1e-6)
+    assert r.unlabelled_sentences == [2, 3]
+    assert "other sense" not in r.rows()[0] and "same sense" in r.rows()[0]
+    note = sense_note(r)
+    assert "Sentences 3 and 4 have no sense" in note and "no 'other sense' to show" in note
+    assert np.isnan(r.across_sense).all()  # one named sense: nothing to compare it with
+    assert len(r.occurrences) == 4 and r.projection.shape[1] == 4  # still drawn, still in self-similarity
+    labelled = contextual_word(lm, "river", sentences[:2], senses[:2])
+    assert labelled.unlabelled_sentences == []
+    assert sense_note(labelled) == "Only one sense is named, so there is no 'other sense' to show."
+    one_each = contextual_word(lm, "river", sentences, ["x", "y", "", ""])
+    assert "same sense" not in one_each.rows()[0] and "other sense" in one_each.rows()[0]
+
+
+def test_the_same_position_gives_the_same_layer_0_vector(tokenizer):
+    from bertlab.interpret.views import layer0_note, pca_caption
+
+    lm = pretrained(tokenizer)
+    r = contextual_word(lm, "river", ["the river ran", "a river sang", "the big river"], senses=["x", "x", "y"])
+    assert [o.token_positions for o in r.occurrences] == [[2], [2], [3]]
+    assert r.identical_at_layer_0() == [[0, 1]]
+    note = layer0_note(r)
+    assert "position" in note and "sentences 1 and 2 (position 2" in note
+    two = contextual_word(lm, "river", ["the river ran", "a river sang"])
+    assert two.explained[0].tolist() == [0.0, 0.0]  # one point: no variance, not the rounding error's
+    caption = pca_caption(two, [0, 1])
+    assert "layer 0: 0%" not in caption and "layer 0: none, every vector the same" in caption
+
+
+def test_pca_of_rows_equal_up_to_rounding_keeps_no_variance():
+    row = np.array([0.1, 0.7, -0.3])
+    rows = np.stack([row, row * (1 + 1e-9), row])
+    proj, share = pca_2d(rows)
+    assert share.tolist() == [0.0, 0.0] and np.all(proj == 0)
+
+
+def test_a_word_the_tokenizer_splits_is_found_as_adjacent_words(tokenizer):
+    from bertlab.interpret.views import pieces_note
+
+    lm = pretrained(tokenizer)
+    assert tokenizer.encode("cat !!!").tokens[2:5] == ["!", "!", "!"]  # punctuation: a word each
+    (found,) = find_word(lm, "!!!", "the cat !!! sat")
+    assert found == ("!!!", [3, 4, 5])
+    assert find_word(lm, "!!", "the cat ! ! sat") == []  # never across a space
+    r = contextual_word(lm, "!!!", ["the cat !!! sat", "a dog !!!"])
+    assert [o.pieces for o in r.occurrences] == [["!", "!", "!"]] * 2
+    assert "3 pieces, ! · ! · !" in pieces_note(r)
+    assert pieces_note(contextual_word(lm, "cat", ["the cat", "a cat"])) == ""

@@ -83,7 +83,31 @@ def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)
     assert len(at.get("plotly_chart")) == 3
-    assert "centre of gravity 1.00" in text(at)
+    assert "Centre of gravity 1.00" in text(at)
+
+
+def test_probing_says_when_a_probe_is_no_better_than_the_commonest_tag(model):
+    # the committed NER probe: 91.98% at best, always answering O 91.81%, layer 1 +0.05 points over layer 0
+    (model / "interpret").mkdir(exist_ok=True)
+    for task in ("ner", "upos"):
+        shutil.copy(REPO / "results" / "interpret" / f"probe-{task}.json", model / "interpret" / f"probe-{task}.json")
+    at = open_page(LAYERS)
+    assert_clean(at)
+    said = text(at)
+    assert "**ner: no better than always answering the commonest tag (O)**" in said
+    assert "ner: best at layer" not in said and said.count("Centre of gravity") == 1  # upos only
+    assert "Centre of gravity 1.00" in said and "macro-F1 is only 0.09–0.12" in said
+
+
+def test_the_contextual_tab_leaves_unlabelled_sentences_out_and_explains_layer_0(model):
+    at = open_page(LAYERS)
+    assert_clean(at)
+    said = text(at)
+    assert "Layer 0 is not context" in said  # the bank example: same position, same layer-0 vector
+    at.text_input(key="ctx_word").set_value("the").run()
+    at.text_area(key="ctx_lines").set_value("x: the cat sat\nx: the dog sat\nthe bird sang\nthe tree").run()
+    assert_clean(at)
+    assert "Sentences 3 and 4 have no sense" in " ".join(i.value for i in at.info)
 
 
 def test_which_heads_matter(model):
@@ -93,7 +117,13 @@ def test_which_heads_matter(model):
     assert "least important first" in text(at)
     at.radio(key="heads_source").set_value("A fine-tuned classifier (saved results)").run()
     assert_clean(at)
-    assert "No fine-tuned model" in text(at)
+    # no fine-tuned run: the head study committed with the repository (SST-2, 872 dev examples), labelled so
+    said = text(at)
+    assert "No fine-tuned model was found among your runs, so here is the head study committed" in said
+    assert "Committed with the repository** (`results/interpret/heads-sst2.json`)" in said
+    assert "On 872 examples (dev.tsv); the whole model scores 76.8%" in said
+    assert "bertlab finetune --task sst2" in " ".join(c.value for c in at.code)
+    assert len(at.get("plotly_chart")) == 2
 
 
 def test_compare_models(model):
@@ -141,6 +171,8 @@ def test_which_heads_matter_runs_a_head_study_as_a_job(model, tmp_path, monkeypa
     assert job.kind == "interpret" and job.state == "queued"
     assert job.job["args"] == list(heads_args(str(tuned), "sst2", data=str(dev)))
     assert "is queued" in " ".join(s.value for s in at.success)
+    # the runs come first; the committed study stays one click away
+    assert "The head study committed with the repository (sst2)" in [e.label for e in at.expander]
 
 
 def test_which_heads_matter_says_why_a_tagger_has_no_head_study(model, tmp_path):

@@ -21,6 +21,7 @@ from bertlab.interpret.probing import (
     word_features,
 )
 from bertlab.interpret.saved import read_results, result_path, write_result
+from bertlab.runfolder import REPO_ROOT
 
 TAG_OF = {"cat": "NOUN", "dog": "NOUN", "park": "NOUN", "the": "DET", "a": "DET", "sat": "VERB", "ran": "VERB"}
 
@@ -55,7 +56,13 @@ def test_probe_layers_on_a_model_whose_embeddings_tell_the_tag(tokenizer):
     assert result.labels == ["DET", "NOUN", "VERB"]
     assert result.train_words == 300 and result.eval_words == 100
     assert 0 < result.majority < 1
-    assert result.rows()[0] == {"layer": 0, "accuracy": 1.0, "macro F1": 1.0}
+    assert result.rows()[0] == {
+        "layer": 0,
+        "accuracy": 1.0,
+        "over commonest tag": 1.0 - result.majority,
+        "macro F1": 1.0,
+    }
+    assert result.majority_label == "NOUN"  # the commonest training tag, kept with the result
 
 
 def test_word_features_take_each_words_first_piece(tokenizer):
@@ -106,3 +113,54 @@ def test_the_probe_command(tmp_path, tiny_checkpoint, capsys):
     args[6] = str(tmp_path / "missing.conllu")
     assert cli.main(args) == 2
     assert "missing.conllu" in capsys.readouterr().err
+
+
+def committed(task: str) -> ProbeResult:
+    """The probe result committed with the repository (the shipped model; see results/interpret/README.md)."""
+    return ProbeResult.from_dict(read_results(REPO_ROOT / "results", "probe")[task])
+
+
+def test_a_probe_no_better_than_the_commonest_tag_gets_no_centre_of_gravity():
+    ner, upos = committed("ner"), committed("upos")
+    # NER: 91.98% at best where always answering O scores 91.81%; layer 1 gains 0.05 points over layer 0
+    assert ner.commonest_tag == "O" and ner.centre_of_gravity == 1.0
+    assert ner.noise_floor == pytest.approx(2 * np.sqrt(0.91976 * 0.08024 / 7864), rel=1e-3)
+    assert not ner.beats_majority and ner.reported_centre_of_gravity is None
+    assert ner.gain_over_majority[1] == pytest.approx(0.9197609 - 0.9181078, abs=1e-6)
+    # UPOS: 85% against 16%, and layer 1 gains 3.4 points over the embeddings: a centre of gravity
+    assert upos.beats_majority and upos.reported_centre_of_gravity == 1.0 and upos.commonest_tag == ""
+    flat = ProbeResult("t", "m", ["A", "B"], [0, 1, 2], [0.5, 0.8, 0.8005], [0.4, 0.7, 0.7], 0.3, 1.0, 10, 10_000, 1.0)
+    assert flat.beats_majority and flat.reported_centre_of_gravity == 1.0
+    same = ProbeResult("t", "m", ["A", "B"], [0, 1, 2], [0.8, 0.8005, 0.8], [0.7] * 3, 0.3, 1.0, 10, 10_000, 1.0)
+    assert same.beats_majority and same.reported_centre_of_gravity is None  # the embeddings already hold it
+
+
+def test_the_probing_figure_shows_the_gain_over_the_commonest_tag_without_colliding_labels():
+    from bertlab.interpret.views import probe_figure
+
+    ner, upos = committed("ner"), committed("upos")
+    fig = probe_figure([upos, ner], "title")
+    # no text inside the plot: only the two panel titles (the centre of gravity is a marker named in the legend)
+    assert [a.text for a in fig.layout.annotations] == [
+        "Accuracy above always answering the commonest tag",
+        "Macro-F1 (every tag counts alike)",
+    ]
+    assert not fig.layout.shapes
+    by_name = {t.name: t for t in fig.data}
+    assert "ner: no better than the commonest tag" in by_name and "upos" in by_name
+    np.testing.assert_allclose(
+        by_name["ner: no better than the commonest tag"].y, np.array(ner.gain_over_majority) * 100
+    )
+    assert max(abs(y) for y in by_name["ner: no better than the commonest tag"].y) < 0.2  # flat at zero
+    assert by_name["ner macro-F1"].y == tuple(ner.macro_f1) and by_name["ner macro-F1"].xaxis == "x2"
+    cogs = [t.name for t in fig.data if "centre of gravity" in (t.name or "")]
+    assert cogs == ["upos centre of gravity 1.00"]
+
+
+def test_the_probing_summary_says_when_a_probe_reads_nothing():
+    from bertlab.interpret.views import probe_summary
+
+    ner, upos = probe_summary(committed("ner")), probe_summary(committed("upos"))
+    assert "no better than always answering the commonest tag (O)" in ner and "91.8%" in ner
+    assert "0.09–0.12" in ner and "centre of gravity 1.00" not in ner.casefold()
+    assert "Centre of gravity 1.00" in upos and "above always answering the commonest tag" in upos

@@ -8,7 +8,13 @@ Owns `contextual_word` and its result `ContextualWord`, plus the measures it rep
 - anisotropy: the mean cosine between random words of a sample in different sentences, the
   baseline Ethayarajh subtracts ("adjusted" self-similarity) because every layer's vectors share a
   direction;
-- with a sense given per sentence ("river", "money"), the mean cosine within a sense and across senses.
+- with a sense given per sentence ("river", "money"), the mean cosine within a sense and across senses;
+  a sentence without a sense ("") is left out of both (it still counts in self-similarity and the PCA).
+
+The word is matched as whole words of the tokenizer: "bank" is one word, "!!!" three ("!" "!" "!":
+punctuation is always a word of its own), "don't" three; its vector is the mean of all its WordPieces.
+At layer 0 that vector is the word's token embedding plus its position's (and segment's), so the
+word at the same position in two sentences has the same layer-0 vector (`identical_at_layer_0`).
 
 Every function takes any loaded model (a `LoadedModel`, a `FinetunedModel`, a `Subject`): it reads
 the encoder's hidden states only, so a fine-tuned encoder (frozen or not) is as welcome as a pretrained one.
@@ -22,7 +28,7 @@ from __future__ import annotations
 import random
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -39,13 +45,15 @@ ANISOTROPY_PAIRS = 1000  # random word pairs per layer
 
 @dataclass
 class Occurrence:
-    """One occurrence of the word: sentence `sentence_index`, its token positions, as typed (`surface`)."""
+    """One occurrence of the word: sentence `sentence_index`, its token positions and WordPieces (`pieces`),
+    as typed (`surface`); `sense` is "" when the sentence has none."""
 
     sentence_index: int
     sentence: str
     surface: str
     token_positions: list[int]
     sense: str = ""
+    pieces: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -55,11 +63,13 @@ class ContextualWord:
     Attributes:
         vectors: (L+1, N, H) float32, the word's vector per layer and occurrence.
         projection: (L+1, N, 2) float64, a PCA of each layer's N vectors (fitted per layer).
-        explained: (L+1, 2) the share of variance the two components keep.
+        explained: (L+1, 2) the share of variance the two components keep (0, 0 where every vector
+            of the layer is the same: there is no variance to keep).
         self_similarity: (L+1,) mean cosine between occurrences in different sentences.
         anisotropy: (L+1,) mean cosine between random words of the sample in different sentences.
         within_sense / across_sense: (L+1,) mean cosine between occurrences of the same sense /
-            of different senses (NaN when no senses were given or a group is empty).
+            of different senses, sentences without a sense left out (NaN when no senses were given
+            or a group is empty).
     """
 
     word: str
@@ -77,6 +87,28 @@ class ContextualWord:
         """(L+1,) self-similarity minus anisotropy (Ethayarajh's anisotropy-adjusted measure)."""
         return self.self_similarity - self.anisotropy
 
+    @property
+    def unlabelled_sentences(self) -> list[int]:
+        """Indices of the sentences without a sense when some others have one (left out of the sense comparison)."""
+        if not any(o.sense for o in self.occurrences):
+            return []
+        return sorted({o.sentence_index for o in self.occurrences if not o.sense})
+
+    def identical_at_layer_0(self) -> list[list[int]]:
+        """Groups (two or more) of occurrences in different sentences whose layer-0 vectors are the same
+        (cosine above 1 - 1e-6): the same word at the same position. Occurrence indices, in order."""
+        n = _normalise(self.vectors[0].astype(np.float64))
+        same = (n @ n.T) > 1 - 1e-6
+        groups, seen = [], set()
+        for k in range(len(self.occurrences)):
+            if k in seen:
+                continue
+            members = [j for j in range(k, len(self.occurrences)) if same[k, j] and j not in seen]
+            seen.update(members)
+            if len({self.occurrences[j].sentence_index for j in members}) > 1:
+                groups.append(members)
+        return groups
+
     def rows(self) -> list[dict]:
         """One dict per layer, for a table."""
         out = []
@@ -87,8 +119,9 @@ class ContextualWord:
                 "anisotropy": float(self.anisotropy[layer]),
                 "adjusted": float(self.adjusted_self_similarity[layer]),
             }
-            if not np.isnan(self.within_sense[layer]):
+            if not np.isnan(self.within_sense).all():
                 row["same sense"] = float(self.within_sense[layer])
+            if not np.isnan(self.across_sense).all():
                 row["other sense"] = float(self.across_sense[layer])
             out.append(row)
         return out
@@ -114,12 +147,18 @@ def mean_cosine(a: np.ndarray, b: np.ndarray | None = None, groups: np.ndarray |
 
 
 def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(N, 2) projection of the rows of `x` on their two main directions, and (2,) variance shares."""
-    centred = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0, keepdims=True)
+    """(N, 2) projection of the rows of `x` on their two main directions, and (2,) variance shares.
+
+    Rows that are all the same (up to rounding) have no variance: every row projects to (0, 0) and the
+    shares are (0, 0), not the shares of the rounding error."""
+    x = np.asarray(x, dtype=np.float64)
+    centred = x - np.mean(x, axis=0, keepdims=True)
+    if np.square(centred).sum() <= 1e-10 * max(np.square(x).sum(), 1e-300):
+        return np.zeros((x.shape[0], 2)), np.zeros(2)
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
     proj = centred @ vt[:2].T
     var = s**2
-    share = var[:2] / var.sum() if var.sum() > 0 else np.zeros(2)
+    share = var[:2] / var.sum()
     if proj.shape[1] < 2:  # one or two points: pad the missing direction with zeros
         proj = np.pad(proj, ((0, 0), (0, 2 - proj.shape[1])))
         share = np.pad(share, (0, 2 - share.shape[0]))
@@ -140,7 +179,7 @@ def parse_sense_lines(lines: Sequence[str]) -> tuple[list[str], list[str] | None
     """Sentences, one a line, each optionally prefixed with its sense ("river: We sat on the bank").
 
     Returns the sentences and their senses, or None for senses when no line names one (a line
-    without a prefix then gets the sense "?")."""
+    without a prefix then gets the sense "": unlabelled, left out of the sense comparison)."""
     sentences, senses = [], []
     for line in lines:
         line = line.strip()
@@ -151,25 +190,37 @@ def parse_sense_lines(lines: Sequence[str]) -> tuple[list[str], list[str] | None
             senses.append(head.strip())
             sentences.append(rest.strip())
         else:
-            senses.append("?")
+            senses.append("")
             sentences.append(line)
-    return sentences, (senses if any(s != "?" for s in senses) else None)
+    return sentences, (senses if any(senses) else None)
 
 
 def find_word(model, word: str, sentence: str) -> list[tuple[str, list[int]]]:
-    """Every occurrence of `word` (a whole word, case-insensitive) in `sentence`: its surface text
-    and token positions in the model's encoding of the sentence."""
+    """Every occurrence of `word` (case-insensitive) in `sentence` as whole words of the tokenizer:
+    its surface text and token positions in the model's encoding of the sentence.
+
+    The tokenizer makes each punctuation mark a word of its own, so "!!!" is matched as three
+    adjacent words "!" "!" "!" (and "don't" as "don" "'" "t"), never across a space; matches do not overlap."""
     subject = as_subject(model, gradients=False)
     e = subject.tokenizer.encode(sentence, max_length=subject.max_length)
     spans: dict[int, list[int]] = {}
     for p, wid in enumerate(e.word_ids):
         if wid is not None:
             spans.setdefault(wid, []).append(p)
-    found = []
-    for positions in spans.values():
-        start, end = e.offsets[positions[0]][0], e.offsets[positions[-1]][1]
-        if sentence[start:end].casefold() == word.casefold():
-            found.append((sentence[start:end], positions))
+    words = list(spans.values())  # token positions of each word, in order
+    target = word.casefold()
+    found, i = [], 0
+    while i < len(words):
+        start = e.offsets[words[i][0]][0]
+        for j in range(i, len(words)):
+            text = sentence[start : e.offsets[words[j][-1]][1]]
+            if text.casefold() == target:
+                found.append((text, [p for w in words[i : j + 1] for p in w]))
+                i = j
+                break
+            if len(text) >= len(word) or any(c.isspace() for c in text):
+                break
+        i += 1
     return found
 
 
@@ -231,7 +282,8 @@ def contextual_word(
     Args:
         model: a `LoadedModel`, a `FinetunedModel` or a `Subject` (only its encoder is read).
         sentences: a list of non-blank sentences (`parse_sense_lines` reads them from text lines).
-        senses: one label per sentence (e.g. "river", "money") to compare within and across senses.
+        senses: one label per sentence (e.g. "river", "money") to compare within and across senses;
+            "" for a sentence without one (left out of that comparison).
         sample: sentences whose random word pairs measure anisotropy (with `sentences` added).
 
     Raises:
@@ -264,8 +316,10 @@ def contextual_word(
                 f"sentence {i + 1} ({textwrap.shorten(s, 60, placeholder=' …')!r}) does not contain the word "
                 f"{word!r}; use it as a whole word"
             )
+        tokens = subject.tokenizer.encode(s, max_length=subject.max_length).tokens
         for surface, positions in found:
-            occurrences.append(Occurrence(i, s, surface, positions, senses[i] if senses else ""))
+            sense = senses[i].strip() if senses else ""
+            occurrences.append(Occurrence(i, s, surface, positions, sense, [tokens[p] for p in positions]))
     states = _hidden_states(subject, sentences)
     vectors = np.stack([states[o.sentence_index][:, o.token_positions].mean(1) for o in occurrences], 1)  # (L+1, N, H)
     groups = np.array([o.sentence_index for o in occurrences])
@@ -276,15 +330,16 @@ def contextual_word(
     across = np.full(layers, np.nan)
     if senses:
         labels = np.array([o.sense for o in occurrences])
-        same = labels[:, None] == labels[None, :]
-        different_sentence = groups[:, None] != groups[None, :]
+        labelled = (labels != "")[:, None] & (labels != "")[None, :]  # a sentence without a sense compares with none
+        same = labelled & (labels[:, None] == labels[None, :]) & (groups[:, None] != groups[None, :])
+        other = labelled & (labels[:, None] != labels[None, :])
         for layer in range(layers):
             n = _normalise(vectors[layer].astype(np.float64))
             sims = n @ n.T
-            if (same & different_sentence).any():
-                within[layer] = sims[same & different_sentence].mean()
-            if (~same).any():
-                across[layer] = sims[~same].mean()
+            if same.any():
+                within[layer] = sims[same].mean()
+            if other.any():
+                across[layer] = sims[other].mean()
     return ContextualWord(
         word=word,
         occurrences=occurrences,

@@ -1,8 +1,10 @@
 """Figures and shaded text for the interpretation results; the pages only place them.
 
 Owns the plotly figures of attributions, attention rollout/flow, contextual similarity and PCA,
-probing curves, head importance and pruning curves, and `shaded_tokens_html` (the sentence with
-each token shaded by its score). Imports numpy, plotly, bertlab.figures (the shared look), bertlab.attention_figures and the
+probing curves, head importance and pruning curves, `shaded_tokens_html` (the sentence with
+each token shaded by its score), and the sentences that say how to read them (`baseline_reading`,
+`probe_summary`, `pca_caption`, `layer0_note`, `sense_note`, `pieces_note`, `recipe_for`).
+Imports numpy, plotly, bertlab.figures (the shared look), bertlab.attention_figures and the
 interpret result types; never streamlit.
 """
 
@@ -109,13 +111,12 @@ def similarity_figure(result: ContextualWord, title: str = "") -> go.Figure:
         ("self-similarity", result.self_similarity, "#1f77b4", "solid"),
         ("anisotropy (random words)", result.anisotropy, "#7f7f7f", "dot"),
         ("adjusted = self-similarity − anisotropy", result.adjusted_self_similarity, "#2ca02c", "solid"),
+        ("same sense", result.within_sense, "#9467bd", "dash"),
+        ("other sense", result.across_sense, "#d62728", "dash"),
     ]
-    if not np.isnan(result.within_sense).all():
-        series += [
-            ("same sense", result.within_sense, "#9467bd", "dash"),
-            ("other sense", result.across_sense, "#d62728", "dash"),
-        ]
     for name, values, colour, dash in series:
+        if np.isnan(values).all():  # no senses given, or no pair of that kind
+            continue
         fig.add_scatter(x=layers, y=values, name=name, mode="lines+markers", line=dict(color=colour, dash=dash))
     fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
     fig.update_yaxes(title="mean cosine similarity")
@@ -128,6 +129,87 @@ def _shortened(text: str, limit: int) -> str:
         return text
     cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
     return cut.rstrip(" ,;:") + "…"
+
+
+def _sentence_numbers(numbers: Sequence[int]) -> str:
+    """[1, 3] -> 'sentences 1 and 3'; [2] -> 'sentence 2'; [1, 2, 5] -> 'sentences 1, 2 and 5' (1-based in)."""
+    n = [str(k) for k in numbers]
+    if len(n) == 1:
+        return f"sentence {n[0]}"
+    return f"sentences {', '.join(n[:-1])} and {n[-1]}"
+
+
+def pca_caption(result: ContextualWord, layers: Sequence[int]) -> str:
+    """How to read the PCA panels: the variance each shown layer keeps, or that its dots are one point."""
+    parts = []
+    for i in layers:
+        kept = float(result.explained[i].sum())
+        parts.append(f"layer {i}: {kept:.0%}" if kept > 0 else f"layer {i}: none, every vector the same, one dot")
+    return (
+        "Each dot is the word in one sentence, projected on the two main directions of that layer's vectors "
+        f"(PCA, fitted per layer; share of the variance kept: {'; '.join(parts)}). Layer 0 is the input "
+        "embeddings: the word's token + segment + position vectors and nothing of its context, so sentences "
+        "where it stands at the same position give one dot, drawn on top of each other."
+    )
+
+
+def layer0_note(result: ContextualWord) -> str:
+    """Why layer 0 can look sense-aware: the same word at the same position has the same layer-0 vector."""
+    text = (
+        "**Layer 0 is not context.** There the word's vector is its token embedding plus the embedding of its "
+        "position (and segment): nothing of the sentence around it. So wherever the word stands at the same "
+        "position in two sentences, its layer-0 vectors are identical (cosine 1), and any comparison holding "
+        "such a pair reads high at layer 0 for that reason alone."
+    )
+    groups = result.identical_at_layer_0()
+    if not groups:
+        return text + " Here no two sentences have it at the same position."
+    occ = result.occurrences
+    named = [
+        f"{_sentence_numbers(sorted({occ[k].sentence_index + 1 for k in g}))} (position {occ[g[0]].token_positions[0]})"
+        for g in groups
+    ]
+    text += f" Here that is {'; '.join(named)}, counting [CLS] as position 0."
+    pairs = [(a, b) for g in groups for i, a in enumerate(g) for b in g[i + 1 :]]
+    senses = [(occ[a].sense, occ[b].sense) for a, b in pairs if occ[a].sense and occ[b].sense]
+    if senses and all(x == y for x, y in senses) and result.within_sense[0] > result.across_sense[0]:
+        text += (
+            " Those are same-sense pairs, which is why 'same sense' reads above 'other sense' at layer 0: "
+            "position, not meaning. From layer 1 on, the context is mixed in."
+        )
+    return text
+
+
+def sense_note(result: ContextualWord) -> str:
+    """Which sentences have no sense and so stay out of 'same sense' / 'other sense', and which of the
+    two has no pair to compare ("" when no sense is given, or every sentence has one and both curves exist)."""
+    if not any(o.sense for o in result.occurrences):
+        return ""
+    parts = []
+    if missing := result.unlabelled_sentences:
+        one = len(missing) == 1
+        parts.append(
+            f"{_sentence_numbers([k + 1 for k in missing]).capitalize()} {'has' if one else 'have'} no sense "
+            f"('sense: sentence' gives one), so {'it is' if one else 'they are'} left out of 'same sense' and "
+            f"'other sense'; the dots and the self-similarity still include {'it' if one else 'them'}."
+        )
+    if np.isnan(result.within_sense).all():
+        parts.append("No sense has two sentences, so there is no 'same sense' to show.")
+    if np.isnan(result.across_sense).all():
+        parts.append("Only one sense is named, so there is no 'other sense' to show.")
+    return " ".join(parts)
+
+
+def pieces_note(result: ContextualWord) -> str:
+    """How the tokenizer cut the word, when it is more than one WordPiece ("" otherwise)."""
+    pieces = result.occurrences[0].pieces
+    if len(pieces) < 2:
+        return ""
+    return (
+        f"The tokenizer reads “{result.word}” as {len(pieces)} pieces, {' · '.join(pieces)} (punctuation is always "
+        "a word of its own, and a long word is cut into WordPieces): its vector in a sentence is the mean of "
+        "its pieces' vectors."
+    )
 
 
 def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> go.Figure:
@@ -169,31 +251,134 @@ def pca_figure(result: ContextualWord, layers: Sequence[int] | None = None) -> g
 
 
 def probe_figure(results: Sequence[ProbeResult], title: str = "") -> go.Figure:
-    """Probe accuracy per layer for each task, with its majority baseline and centre of gravity."""
-    fig = go.Figure()
+    """Two panels per layer and task: accuracy above always answering the commonest tag (in points,
+    ± the noise floor; 0 = no better than the baseline) and macro-F1 (every tag counts alike).
+
+    A task whose tags are mostly one tag (NER: O) has a high accuracy that says nothing; the left
+    panel puts it at zero. The centre of gravity, where reported, is a marker on the task's curve
+    named in the legend: no text inside the plot, so no labels to collide or be struck through."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.1,
+        subplot_titles=("Accuracy above always answering the commonest tag", "Macro-F1 (every tag counts alike)"),
+    )
+    layers = sorted({layer for r in results for layer in r.layers})
+    if layers:
+        fig.add_scatter(
+            x=[layers[0], layers[-1]],
+            y=[0, 0],
+            name="0 = always the commonest tag",
+            mode="lines",
+            line=dict(color="#7f7f7f", dash="dot", width=1),
+            hoverinfo="skip",
+            row=1,
+            col=1,
+        )
     for k, r in enumerate(results):
         colour = COLOURS[k % len(COLOURS)]
+        tag = f" ({r.commonest_tag})" if r.commonest_tag else ""
+        verdict = "" if r.beats_majority else ": no better than the commonest tag"
+        points = [100 * g for g in r.gain_over_majority]
         fig.add_scatter(
-            x=r.layers, y=r.accuracy, name=f"{r.task} accuracy", mode="lines+markers", line=dict(color=colour)
+            x=r.layers,
+            y=points,
+            error_y=dict(type="constant", value=100 * r.noise_floor, color=colour, thickness=1, width=4),
+            name=f"{r.task}{verdict}",
+            legendgroup=r.task,
+            mode="lines+markers",
+            line=dict(color=colour),
+            customdata=np.column_stack([r.accuracy, [r.majority] * len(r.layers)]),
+            hovertemplate=f"{r.task}, layer %{{x}}: %{{customdata[0]:.1%}}, commonest tag{tag} "
+            "%{customdata[1]:.1%}: %{y:+.2f} points<extra></extra>",
+            row=1,
+            col=1,
         )
         fig.add_scatter(
-            x=[r.layers[0], r.layers[-1]],
-            y=[r.majority] * 2,
-            name=f"{r.task}: always the commonest tag",
-            mode="lines",
-            line=dict(color=colour, dash="dot", width=1),
+            x=r.layers,
+            y=r.macro_f1,
+            name=f"{r.task} macro-F1",
+            legendgroup=r.task,
+            showlegend=False,
+            mode="lines+markers",
+            line=dict(color=colour),
+            hovertemplate=f"{r.task}, layer %{{x}}: macro-F1 %{{y:.3f}}<extra></extra>",
+            row=1,
+            col=2,
         )
-        if r.centre_of_gravity is not None:
-            fig.add_vline(
-                x=r.centre_of_gravity,
-                line=dict(color=colour, dash="dash"),
-                annotation_text=f"{r.task} centre of gravity {r.centre_of_gravity:.2f}",
-                annotation_position="top left" if k % 2 else "top right",
+        cog = r.reported_centre_of_gravity
+        if cog is not None:
+            fig.add_scatter(
+                x=[cog],
+                y=[float(np.interp(cog, r.layers, points))],
+                name=f"{r.task} centre of gravity {cog:.2f}",
+                legendgroup=r.task,
+                mode="markers",
+                marker=dict(symbol="diamond", size=13, color="white", line=dict(color=colour, width=2)),
+                hovertemplate=f"{r.task}: centre of gravity {cog:.2f}<extra></extra>",
+                row=1,
+                col=1,
             )
-    layers = sorted({layer for r in results for layer in r.layers})
     fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
-    fig.update_yaxes(title="probe accuracy", tickformat=".0%")
-    return style_figure(fig, title, height=400, legend=dict(orientation="h", y=-0.25))
+    fig.update_yaxes(title="points above the commonest tag", zeroline=False, row=1, col=1)
+    fig.update_yaxes(title="macro-F1", range=[0, 1.02], row=1, col=2)
+    style_figure(fig, title, height=420, legend=dict(orientation="h", y=-0.25))
+    fig.update_annotations(font=dict(size=13))  # the panel titles
+    return fig
+
+
+def probe_summary(r: ProbeResult) -> str:
+    """One task's probing result in words: what the best layer adds over always answering the commonest
+    tag (or that it adds nothing), its macro-F1, and the centre of gravity only where there is a gain."""
+    best = r.best_layer
+    tag = f" ({r.commonest_tag})" if r.commonest_tag else ""
+    noise = f"±{100 * r.noise_floor:.1f} points on {r.eval_words:,} words"
+    f1_lo, f1_hi = min(r.macro_f1), max(r.macro_f1)
+    f1 = f"{f1_lo:.2f}" if f"{f1_lo:.2f}" == f"{f1_hi:.2f}" else f"{f1_lo:.2f}–{f1_hi:.2f}"
+    data = (
+        f"{r.train_words:,} training and {r.eval_words:,} evaluation words "
+        f"({r.data.get('train', '?')} → {r.data.get('eval', '?')})"
+    )
+    if not r.beats_majority:
+        return (
+            f"**{r.task}: no better than always answering the commonest tag{tag}**, which scores {r.majority:.1%}. "
+            f"The best layer ({r.layers[best]}) scores {r.accuracy[best]:.1%}, "
+            f"{100 * (r.accuracy[best] - r.majority):+.2f} points, within the noise ({noise}); its macro-F1 is only "
+            f"{f1}: the other tags are mostly missed. So on this data a linear probe reads no {r.task} from any layer, "
+            f"and there is no centre of gravity to give. {data}."
+        )
+    text = (
+        f"**{r.task}**: best at layer {r.layers[best]} ({r.accuracy[best]:.1%}), "
+        f"{100 * (r.accuracy[best] - r.majority):.1f} points above always answering the commonest tag{tag} "
+        f"({r.majority:.1%}); macro-F1 {f1}. "
+    )
+    gain, cog = r.gain_over_embeddings, r.reported_centre_of_gravity
+    if cog is not None:
+        text += (
+            f"Centre of gravity {cog:.2f}: the later layers add {100 * gain:.1f} points over the embeddings "
+            f"(layer 0: {r.accuracy[0]:.1%}; noise {noise}). "
+        )
+    elif gain is not None:
+        text += (
+            f"No centre of gravity: the later layers add {100 * gain:+.2f} points over the embeddings, within the "
+            f"noise ({noise}), so the embeddings already hold what the probe reads. "
+        )
+    return text + f"{data}."
+
+
+def recipe_for(readme: str, file_name: str) -> str:
+    """The commands that made `file_name`, from a results README: the block of lines that starts with
+    the comment naming it (`# heads-sst2.json: ...`) and ends at the next blank line or fence ("" if none)."""
+    lines = readme.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("#") and not line.startswith("##") and file_name in line:
+            block = []
+            for later in lines[i:]:
+                if not later.strip() or later.startswith("```"):
+                    break
+                block.append(later)
+            return "\n".join(block)
+    return ""
 
 
 def importance_figure(scores: np.ndarray, title: str = "") -> go.Figure:
