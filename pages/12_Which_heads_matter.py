@@ -79,9 +79,11 @@ with explain:
     concept(
         "Michel et al. (2019) put a gate ξ on every head's output and ask how much the loss would change if "
         "the gate closed: the **importance** of a head is the mean |∂ loss / ∂ ξ| over examples, normalised "
-        "per layer. Then they **prune** heads, least important first, and watch the accuracy: many heads can "
-        "go before it falls, far more than in a **random** order. The Attention page switches heads off by "
-        "hand; this makes it a measurement."
+        "per layer. Then they **prune** heads, least important first, and watch the accuracy: in their models "
+        "many heads can go before it falls, far more than in a **random** order. On a small model that may hold "
+        "only for the first few: importance is measured once, with every head present, and heads that look "
+        "unimportant alone can be the ones the rest lean on once others are gone (compare the two curves). "
+        "The Attention page switches heads off by hand; this makes it a measurement."
     )
 with controls:
     source = st.radio("Model", [SIDEBAR, TUNED], horizontal=True, key="heads_source")
