@@ -193,12 +193,26 @@ def _shortened(word: str, limit: int = 30) -> str:
     return word if len(word) <= limit else f"{word[:limit]}… ({len(word):,} characters)"
 
 
-def input_notes(tokenizer: BertTokenizer, max_length: int, text: str, text_b: str | None = None) -> list[InputNote]:
-    """Plain-language warnings about an input: truncation (and where) and [UNK] pieces (a long word
-    shortened to its first characters)."""
+def input_notes(
+    tokenizer: BertTokenizer, max_length: int, text: str, text_b: str | None = None, pretrained: int = 0
+) -> list[InputNote]:
+    """Plain-language warnings about an input: truncation (and where), tokens at positions the model
+    was never pretrained on (`pretrained`: its card's longest pretraining input, 0 = unknown; see
+    bertlab.model_card.pretrained_length) and [UNK] pieces (a long word shortened to its first characters)."""
     notes = [
         InputNote("warning", "Input too long: " + msg) for msg in truncation_point(tokenizer, text, max_length, text_b)
     ]
+    if 0 < pretrained < max_length:
+        read = len(tokenizer.encode(text, text_b, max_length=max_length))
+        if read > pretrained:
+            notes.append(
+                InputNote(
+                    "info",
+                    f"The model reads {read} tokens here, but it was pretrained on inputs of at most {pretrained}: "
+                    f"the last {read - pretrained} sit at positions whose embeddings it never trained, so what it "
+                    "answers or attends to there is less reliable.",
+                )
+            )
     unk = unknown_words(tokenizer, text, text_b)
     if unk:
         shown = ", ".join(f"'{_shortened(u)}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")

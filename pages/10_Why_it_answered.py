@@ -21,6 +21,7 @@ from bertlab.interpret.views import (
     raw_and_rollout_figures,
     shaded_tokens_html,
 )
+from bertlab.model_card import pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
@@ -114,7 +115,7 @@ if kind == MASK:
     )
     target = MaskedWord(token)
 if kind != TASK:
-    show_notes(input_notes(lm.tokenizer, lm.max_length, text, text_b))
+    show_notes(input_notes(lm.tokenizer, lm.max_length, text, text_b, pretrained_length(lm.card)))
 elif model.task_shape == "tagging":
     target = TaskLabel(position=1)
 

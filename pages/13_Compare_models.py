@@ -7,11 +7,13 @@ import streamlit as st
 
 from bertlab.catalog import find_checkpoints, snapshot_entries
 from bertlab.errors import BertLabError
+from bertlab.explore import input_notes
 from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
+from bertlab.model_card import pretrained_length
 from bertlab.tokenizer import mask_any_case
-from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -56,6 +58,7 @@ with controls:
         max_chars=MAX_TEXT_CHARS,
     )
 
+show_notes(input_notes(lm.tokenizer, lm.max_length, text, pretrained=pretrained_length(lm.card)))
 try:
     other = lm if path_b == current else _second(path_b)
     with st.spinner("Reading the sentence with both models…"):

@@ -20,6 +20,7 @@ from bertlab.explore import (
 )
 from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
 from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
+from bertlab.model_card import pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
@@ -128,7 +129,7 @@ if "[mask]" not in masked.lower():
         )
     st.stop()
 
-show_notes(input_notes(lm.tokenizer, lm.max_length, masked))
+show_notes(input_notes(lm.tokenizer, lm.max_length, masked, pretrained=pretrained_length(lm.card)))
 try:
     started = time.perf_counter()
     result = lm.fill_mask(masked, top_k=top_k, joint=True)

@@ -12,7 +12,7 @@ from bertlab.errors import BertLabError
 from bertlab.explore import NSP_EXAMPLES, UNRELATED_SENTENCES, input_notes
 from bertlab.figures import nsp_figure
 from bertlab.inference import MAX_TEXT_CHARS
-from bertlab.model_card import nsp_on_unseen_text
+from bertlab.model_card import nsp_on_unseen_text, pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
@@ -69,7 +69,7 @@ if not text_a.strip() or not text_b.strip():
     )
     st.stop()
 
-show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b))
+show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b, pretrained_length(lm.card)))
 encoding = lm.tokenizer.encode(text_a, text_b, max_length=lm.max_length)
 
 if not lm.has_nsp:

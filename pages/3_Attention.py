@@ -34,6 +34,7 @@ from bertlab.errors import BertLabError
 from bertlab.explore import answer_changes, input_notes
 from bertlab.figures import answer_change_figure
 from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.model_card import pretrained_length
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
@@ -103,7 +104,7 @@ if not text_a.strip():
     st.warning("Sentence A is empty: type a sentence to see its attention.", icon=":material/edit_note:")
     st.stop()
 text_b = text_b if text_b.strip() else None
-show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b))
+show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b, pretrained_length(lm.card)))
 
 off = [lab for lab in st.session_state.get(OFF_KEY, []) if lab in LABELS]
 off_pairs = [divmod(LABELS.index(lab), A) for lab in off]

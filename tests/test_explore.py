@@ -64,6 +64,18 @@ def test_truncation_says_where(tokenizer):
     assert input_notes(tokenizer, 16, text)[0].message.startswith("Input too long")
 
 
+def test_a_note_names_tokens_past_the_pretrained_length(tokenizer):
+    """A 340-token sentence put its [MASK] past the 128 positions the shipped model was pretrained on,
+    and no page said so (Compare then answered ',')."""
+    text = "the cat sat on the mat . " * 10  # 70 tokens, with [CLS] and [SEP] 72
+    assert input_notes(tokenizer, 128, text, pretrained=128) == []
+    assert input_notes(tokenizer, 128, text) == []  # a card that does not say: nothing made up
+    (note,) = input_notes(tokenizer, 128, text, pretrained=64)
+    assert note.level == "info" and "reads 72 tokens" in note.message and "at most 64" in note.message
+    assert "the last 8 sit at positions whose embeddings it never trained" in note.message
+    assert input_notes(tokenizer, 64, text, pretrained=64)[0].message.startswith("Input too long")  # cut, not past
+
+
 def test_independent_text(tiny_checkpoint):
     lm = load_model(tiny_checkpoint, device="cpu")
     result = lm.fill_mask("the [MASK] sat on the [MASK] .", top_k=3)
