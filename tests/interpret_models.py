@@ -3,6 +3,8 @@ attention or heads are known by construction. CPU, offline, no ../shared."""
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from conftest import tiny_config
 
@@ -73,3 +75,68 @@ def one_live_head(tokenizer, layer: int = 0, head: int = 1) -> FinetunedModel:
             if i == layer:
                 value.weight[head * hs : (head + 1) * hs] = keep
     return fm
+
+
+def model_state(module: torch.nn.Module) -> tuple[list, list]:
+    """What a study or an explanation could change on a shared model: modes and hooks of every module,
+    flags, gradients and contents (storage and version) of every weight."""
+    modules = [
+        (name, m.training, {k: len(v) for k, v in vars(m).items() if "hooks" in k and isinstance(v, dict)})
+        for name, m in module.named_modules()
+    ]
+    weights = [
+        (name, p.requires_grad, p.grad is None, p.data_ptr(), p._version) for name, p in module.named_parameters()
+    ]
+    return modules, weights
+
+
+class Pauses:
+    """Runs work on a shared model in a worker thread that stops at fixed points (`pause()`, called from
+    a function the test patches), where the main thread uses the same model and checks that its
+    answers and state are as before: a check that does not depend on timing."""
+
+    def __init__(self) -> None:
+        self.meet = threading.Barrier(2, timeout=60)
+
+    def pause(self) -> None:
+        self.meet.wait()  # the work is mid-way: the main thread uses the model now
+        self.meet.wait()  # ... and is done
+
+    def check(self, work, module: torch.nn.Module, answer) -> tuple[int, list, list]:
+        """(checks made, what `work` returned, what it raised) after running it; `answer()` returns
+        (logits, results) of the main thread's own call, compared with its answer before the work."""
+        logits_before, result_before = answer()
+        state_before = model_state(module)
+        returned, failure = [], []
+
+        def run():
+            try:
+                returned.append(work())
+            except BaseException as e:  # noqa: BLE001 (reported in the main thread)
+                failure.append(e)
+            finally:
+                self.meet.abort()  # the main thread stops waiting
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        checks = 0
+        try:
+            while True:
+                try:
+                    self.meet.wait()
+                except threading.BrokenBarrierError:
+                    break
+                logits, result = answer()
+                assert torch.equal(logits, logits_before), f"a changed answer at check {checks + 1}"
+                assert result == result_before
+                assert model_state(module) == state_before, f"the model was changed at check {checks + 1}"
+                checks += 1
+                self.meet.wait()
+        finally:
+            self.meet.abort()
+            worker.join(60)
+        assert not worker.is_alive()
+        assert model_state(module) == state_before
+        logits_after, result_after = answer()
+        assert torch.equal(logits_after, logits_before) and result_after == result_before
+        return checks, returned, [e for e in failure if not isinstance(e, threading.BrokenBarrierError)]

@@ -9,6 +9,10 @@ as they are and only the words are explained:
   sum to p(input) - p(baseline) ("completeness"); the gap is Captum's convergence delta. When it
   is more than `tolerance` of that difference, the steps are doubled, up to `MAX_IG_STEPS`.
 
+Captum hooks the embedding layer while it runs, so it runs on `targets.private_copy` of the model
+(weights shared, read-only), never on the model itself, which the app shares between sessions and
+threads: another user's fill-mask must not read Captum's interpolated embeddings, nor Captum theirs.
+
 Imports torch, numpy, captum, bertlab.errors and bertlab.interpret.targets.
 """
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -31,6 +35,7 @@ from bertlab.interpret.targets import (
     as_subject,
     default_target,
     prepare,
+    private_copy,
     target_probability,
     whole_number,
 )
@@ -134,6 +139,7 @@ def attribute(
         raise InputError(f"{len(texts)} texts; at most {max_texts} are explained at once (each needs {steps}+ passes)")
     if target is None:
         target = default_target(subject, texts_b[0] if texts_b else None)
+    subject = replace(subject, module=private_copy(subject.module))  # Captum's hooks go on this copy only
     prep = prepare(subject, texts, texts_b, target)
     layer = subject.module.bert.embeddings.word_embeddings
 

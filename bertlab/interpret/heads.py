@@ -18,7 +18,6 @@ Imports torch, numpy, bertlab.finetune (data and encoding), bertlab.interpret.ta
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import time
@@ -28,12 +27,11 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bertlab.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
-from bertlab.interpret.targets import Subject, as_subject, whole_number
+from bertlab.interpret.targets import Subject, as_subject, private_copy, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -43,25 +41,11 @@ MAX_PAGE_EXAMPLES = 64  # what the app computes while the user waits; the CLI ta
 # --------------------------------------------------------------------------------------
 # Gates
 # --------------------------------------------------------------------------------------
-def _private_copy(shared: nn.Module) -> nn.Module:
-    """A copy of `shared`'s module tree, in eval mode, whose weights are read-only views of the same
-    storage (tied weights stay tied) and whose buffers are the same tensors. It starts without
-    hooks: a hook someone else has on the shared model while we copy it (Captum puts one on the
-    embeddings during attribution) is theirs, not part of the model."""
-    memo: dict[int, object] = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in shared.parameters()}
-    memo.update({id(b): b for b in shared.buffers()})
-    for module in shared.modules():
-        for name, value in vars(module).items():
-            if "hooks" in name and isinstance(value, dict):
-                memo[id(value)] = type(value)()
-    return copy.deepcopy(shared, memo).eval()
-
-
 def gated(subject: Subject, gates: torch.Tensor) -> Subject:
     """`subject` with every head's output multiplied by `gates` (L, A), on a private copy of its modules.
 
     The caller's model is never touched: app sessions share one cached model object, and hooks on
-    it pruned every other user's answers while a study ran. The copy (`_private_copy`) is the
+    it pruned every other user's answers while a study ran. The copy (`targets.private_copy`) is the
     module tree only, about 40 ms for BERT-base; its weights are read-only views of the same storage
     (no extra memory), so gradients reach `gates` and never the weights (no `.grad`, no
     `requires_grad` change). It is in eval mode, as the paper measures. The hooks read `gates`
@@ -76,7 +60,7 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
     L, A = subject.num_layers, subject.num_heads
     if tuple(gates.shape) != (L, A):
         raise InputError(f"gates have shape {tuple(gates.shape)}; this model needs ({L}, {A}) (layers, heads)")
-    private = _private_copy(subject.module)
+    private = private_copy(subject.module)
     for i, layer in enumerate(private.bert.encoder.layer):
 
         def hook(module, args, output, i=i):

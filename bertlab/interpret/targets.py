@@ -6,7 +6,8 @@ target -> a padded batch with the position and class each row's number is read a
 `target_probability` (that number as a differentiable (B,) tensor). Attribution, head importance
 and comparison all read predictions through here, so a new kind of prediction is one new target.
 Also `whole_number`, the check of a count argument (steps, batch size, points) the interpret
-modules share, so each refuses 2.5 or "4" with the same InputError.
+modules share, so each refuses 2.5 or "4" with the same InputError, and `private_copy`, the copy
+of a model's modules that attribution and head importance hook instead of the shared model.
 
 Imports torch, numpy, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
 bertlab.errors.
@@ -14,6 +15,7 @@ bertlab.errors.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,26 @@ class Subject:
     @property
     def num_heads(self) -> int:
         return self.module.config.num_heads
+
+
+def private_copy(shared: nn.Module) -> nn.Module:
+    """A copy of `shared`'s module tree, in eval mode, for one computation that hooks its modules.
+
+    The app caches one model object per process and every session and thread calls it, so a hook
+    on it (Captum's on the word embeddings, the head study's gates) changes everyone's answers
+    while it is on. The copy's weights are read-only views of the same storage (no extra memory;
+    tied weights stay tied; about 40 ms for BERT-base) and its buffers are the same tensors.
+    Gradients still reach inputs, activations and hooked tensors, never the weights: no `.grad`,
+    no `requires_grad` change, on the copy or on `shared`. It starts without hooks: a hook someone
+    else has on the shared model while we copy it is theirs, not part of the model.
+    """
+    memo: dict[int, object] = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in shared.parameters()}
+    memo.update({id(b): b for b in shared.buffers()})
+    for module in shared.modules():
+        for name, value in vars(module).items():
+            if "hooks" in name and isinstance(value, dict):
+                memo[id(value)] = type(value)()
+    return copy.deepcopy(shared, memo).eval()
 
 
 def whole_number(value, name: str, low: int, high: int | None = None) -> int:
