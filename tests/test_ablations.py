@@ -410,6 +410,7 @@ def page_env(monkeypatch, tiny_checkpoint, tmp_path):
     monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("BERTLAB_THREADS", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # the page's own queue runs CPU jobs, on a GPU machine too
     monkeypatch.setattr(JobRegistry, "tick", lambda self: [])
     return tmp_path
 
@@ -648,6 +649,8 @@ def test_a_suite_reuses_a_pretraining_job_only_when_it_pretrains_the_same_recipe
     """--reuse mlm_nsp=JOB: the suite lists that job as its MLM + NSP row and its fine-tuning runs wait
     for it and read its model; a job that differs in any setting but its name is refused, naming it."""
     write_sst2(tmp_path / "data" / "glue" / "SST-2")
+    # the queue's GPUs decide, not the machine's: on a GPU machine this CPU queue's jobs matched nothing
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
     monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: None)
     spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_tokens=10**6, data=str(tmp_path / "data"))

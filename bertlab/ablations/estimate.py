@@ -166,15 +166,16 @@ def estimate_suite(
     measured in an earlier run or timed here), plus the job's start-up and end (`job_overhead`,
     from earlier jobs in `registry`'s folder, else measured defaults). A fine-tuning run of a variant
     that is still to be pretrained is estimated on that variant's model shape. A reused pretraining
-    job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = this
-    machine's; with several, the queue runs one job per GPU side by side. Jobs sharing a GPU
+    job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = `registry`'s
+    (the GPUs its queue runs jobs on), else this machine's; with several, the queue runs one job per GPU side by side. Jobs sharing a GPU
     ($BERTLAB_JOBS_PER_GPU) are not modelled: each is timed as if it had its GPU to itself, so with
     sharing the side-by-side total is an upper bound only when the GPU has room to spare.
 
     `progress` is called with a job's name before its estimate is made (its tokens counted and,
     unless an earlier run measured it, a training step timed here: up to tens of seconds each on a
     CPU), so that a terminal can say what it waits for."""
-    gpus = gpu_count() if gpus is None else gpus
+    if gpus is None:  # the queue's GPUs decide where its jobs run (a JobRegistry made with gpus=0 queues CPU jobs)
+        gpus = registry.gpus if registry is not None else gpu_count()
     device = spec.device_kind(gpus)
     on_gpu = device == "cuda"
     runs_dir = registry.root if registry is not None else None

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from bertlab.ablations.planning import RUN_SETTINGS, PlannedRun, SuiteSpec, flatten, plan
 from bertlab.errors import BertLabError, InputError
-from bertlab.hardware import gpu_count
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, read_job
 from bertlab.jobs.spec import parse_recipe_args, pretrain_config
@@ -71,7 +70,7 @@ def matching_jobs(spec: SuiteSpec, registry: JobRegistry) -> tuple[tuple[str, st
         return ()
     recipes = {v: _recipe(r.spec.args) for v, r in wanted.items()}
     found: dict[str, str] = {}
-    device = spec.device_kind(gpu_count())
+    device = spec.device_kind(registry.gpus)
     jobs = [j for j in registry.list(start_queued=False) if j.kind == "pretrain" and j.state in REUSE_ORDER]
     for job in sorted(jobs, key=lambda j: REUSE_ORDER.index(j.state)):  # stable: newest first within a state
         if not _reusable(job) or _job_device(job) != device:
@@ -107,7 +106,7 @@ def reused_job(run: PlannedRun, spec: SuiteSpec, registry: JobRegistry) -> tuple
     if not _reusable(job):
         why = "has no checkpoint to continue from" if not job.has_checkpoint else "failed with an error of its own"
         raise InputError(f"job {job_id} is {job.state} and {why}; there is nothing to reuse")
-    theirs_device, ours_device = _job_device(job), spec.device_kind(gpu_count())
+    theirs_device, ours_device = _job_device(job), spec.device_kind(registry.gpus)
     if theirs_device != ours_device:
         raise InputError(
             f"job {job_id} pretrains on {theirs_device}, the suite's jobs run on {ours_device}: the same recipe "
