@@ -213,11 +213,13 @@ def default_threads() -> int:
     return cores or os.cpu_count() or 1
 
 
-def hardware_description(num_threads: int = 0) -> str:
-    """What a run trained on, for model cards: GPU name and count, or CPU and threads."""
+def hardware_description(num_threads: int = 0, device: str | torch.device | None = None) -> str:
+    """What a run on `device` ('auto'/None, 'cpu', 'cuda', as `pick_device` reads it) trained on, for
+    model cards: GPU name and count, or CPU and threads (a CPU run on a GPU machine is a CPU run)."""
     import torch
 
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    dev = pick_device(device)
+    if dev.type == "cuda":
+        return f"{torch.cuda.get_device_name(dev)} x{torch.cuda.device_count()}"
     threads = num_threads or torch.get_num_threads()
     return f"CPU ({platform.processor() or platform.machine()}, {threads} thread{'' if threads == 1 else 's'})"

@@ -506,7 +506,7 @@ def card_of_run(
         "train_instances": len(train_store),
         "train_instance_tokens": train_store.num_tokens,
         "command": command,
-        "hardware": hardware_description(cfg.train.num_threads),
+        "hardware": hardware_description(cfg.train.num_threads, cfg.train.device),
         "data_config": asdict(cfg.data),
         "phase2": dict(cfg.phase2) or None,
         "eval_data": asdict(cfg.heldout_data()),

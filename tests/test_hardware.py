@@ -25,6 +25,16 @@ def test_hardware_in_the_model_card_counts_threads_in_english(monkeypatch):
     assert hardware_description(2).endswith(", 2 threads)")
 
 
+def test_hardware_in_the_model_card_is_the_run_s_device_not_the_machine_s(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    on_cpu = hardware_description(4, "cpu")
+    assert on_cpu.startswith("CPU (") and on_cpu.endswith(", 4 threads)")
+    assert hardware_description(4, torch.device("cpu")) == on_cpu
+    assert hardware_description(4, "cuda") == hardware_description(4, "auto") == "NVIDIA H200 x1"
+
+
 def test_a_process_is_known_by_pid_and_start_time():
     assert own_start_time() == process_start_time(os.getpid())
     assert pid_alive(os.getpid()) and pid_alive(os.getpid(), own_start_time())

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,7 @@ def _config(tmp_path, vocab_file, **train):
         "data.dupe_factor=2",
         f"cache_dir={tmp_path / 'cache'}",
         "eval_instances=64",
+        "train.device=cpu",  # the CPU path (its precision, exact resume) on GPU machines too
         "train.batch_size=8",
         "train.learning_rate=2e-3",
         "train.warmup=0.1",
@@ -103,9 +105,12 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
     # compile='auto' compiles on an expected gain (forced here: on a CPU it no longer compiles, since compiled
     # steps measured 0.76-0.82x eager at vocabulary 8192); where they then run slower it must time them and
     # go back to eager steps.
-    # No real compiling in a test: torch.compile stands in as a wrapper, and a forward hook makes
-    # whichever kind of step should lose 50 ms slower.
+    # No real compiling in a test: torch.compile stands in as a wrapper. No wall clock either (under load
+    # a real 50 ms sleep was lost in the noise): the trainer's clock moves only when the model runs, 10 ms
+    # a step for the kind that should win and 60 ms for the other.
     monkeypatch.setattr("bertlab.training.compile_pays", lambda *a: (True, "assumed to pay"))
+    clock = [time.time()]
+    monkeypatch.setattr("bertlab.training.time", types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime))
     compiled_call = [False]
 
     def fake_compile(model):
@@ -118,13 +123,13 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
 
         return call
 
-    def slow_down(module, _args):
-        if isinstance(module, BertForPreTraining) and compiled_call[0] != compiled_is_faster:
-            time.sleep(0.05)
+    def advance_clock(module, _args):
+        if isinstance(module, BertForPreTraining):
+            clock[0] += 0.06 if compiled_call[0] != compiled_is_faster else 0.01
 
     monkeypatch.setattr("bertlab.training.torch.compile", fake_compile)
     cfg = _config(tmp_path, vocab_file, max_steps=40)
-    hook = torch.nn.modules.module.register_module_forward_pre_hook(slow_down)
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(advance_clock)
     try:
         result = run_pretraining(cfg, tmp_path / "run", progress_bar=False)
     finally:
@@ -138,6 +143,25 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
         assert status["compile"] == card["compile"] == "no" and card["compile_speedup"] < 1.0
         assert "assumed to pay; compiled step measured" in card["compile_reason"]
         assert "back to eager" in card["compile_reason"]
+
+
+def test_a_cpu_run_on_a_gpu_machine_says_cpu_in_its_card(tmp_path, vocab_file, monkeypatch):
+    # the card's hardware line follows train.device, not the machine: a CPU run on an H200 once said 'NVIDIA H200 x1'
+    from bertlab.corpus import load_corpus
+    from bertlab.pretrain import card_of_run
+
+    cfg = _config(tmp_path, vocab_file, max_steps=1, num_threads=2)
+    corpus = load_corpus(cfg.corpus, cfg.corpus_format)
+    tokenizer = prepare_tokenizer(cfg, tmp_path / "run", corpus.documents)
+    train_stores, _, _ = prepare_data(cfg, corpus, tokenizer)
+    model_config = cfg.model_config(len(tokenizer))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    on_cpu = card_of_run(cfg, model_config, corpus, train_stores[0], "bertlab pretrain")["hardware"]
+    assert on_cpu.startswith("CPU (") and on_cpu.endswith(", 2 threads)")
+    auto = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device="auto"))
+    assert card_of_run(auto, model_config, corpus, train_stores[0], "bertlab pretrain")["hardware"] == "NVIDIA H200 x1"
 
 
 def test_eta_is_never_negative_and_log_lines_go_above_the_progress_bar(tmp_path, vocab_file, capsys):
@@ -600,6 +624,7 @@ def test_dry_run_through_cli(tmp_path, vocab_file):
             f"vocab={vocab_file}",
             f"cache_dir={tmp_path / 'cache'}",
             "data.max_seq_length=32",
+            "train.device=cpu",
         ],
         capture_output=True,
         text=True,
@@ -652,6 +677,7 @@ def test_two_process_gloo_run(tmp_path, vocab_file):
         "train.max_steps=4",
         "train.log_every=2",
         "train.eval_every=0",
+        "train.device=cpu",  # gloo: two processes on one GPU would be NCCL's, which refuses a shared GPU
         "eval_instances=32",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=_cli_env(), cwd=REPO)

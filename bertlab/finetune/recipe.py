@@ -538,7 +538,7 @@ def card_of_run(
         "demo_split": bool(cfg.split_dev),
         "max_seq_length": setup.max_seq_length,
         "command": command,
-        "hardware": hardware_description(train_cfg.num_threads),
+        "hardware": hardware_description(train_cfg.num_threads, train_cfg.device),
         "train_config": asdict(train_cfg),
         "main_metric": spec.main_metric,
     }
