@@ -3,6 +3,7 @@ attention or heads are known by construction. CPU, offline, no ../shared."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
@@ -95,8 +96,12 @@ class Pauses:
     a function the test patches), where the main thread uses the same model and checks that its
     answers and state are as before: a check that does not depend on timing."""
 
+    TIMEOUT_S = 600  # the main thread's waits only: a hang fails the test instead of the whole run
+
     def __init__(self) -> None:
-        self.meet = threading.Barrier(2, timeout=60)
+        # no timeout on the worker's side: on a busy CI machine the main thread's checks once took long
+        # enough for a 60 s barrier timeout to break the barrier mid-check
+        self.meet = threading.Barrier(2)
 
     def pause(self) -> None:
         self.meet.wait()  # the work is mid-way: the main thread uses the model now
@@ -104,7 +109,9 @@ class Pauses:
 
     def check(self, work, module: torch.nn.Module, answer) -> tuple[int, list, list]:
         """(checks made, what `work` returned, what it raised) after running it; `answer()` returns
-        (logits, results) of the main thread's own call, compared with its answer before the work."""
+        (logits, results) of the main thread's own call, compared with its answer before the work.
+        Run it under `one_torch_thread` (answers then compare bit for bit whichever thread computes
+        them, and no thread pools compete for a 2-core machine's cores)."""
         logits_before, result_before = answer()
         state_before = model_state(module)
         returned, failure = [], []
@@ -123,7 +130,7 @@ class Pauses:
         try:
             while True:
                 try:
-                    self.meet.wait()
+                    self.meet.wait(self.TIMEOUT_S)
                 except threading.BrokenBarrierError:
                     break
                 logits, result = answer()
@@ -131,12 +138,23 @@ class Pauses:
                 assert result == result_before
                 assert model_state(module) == state_before, f"the model was changed at check {checks + 1}"
                 checks += 1
-                self.meet.wait()
+                self.meet.wait(self.TIMEOUT_S)
         finally:
             self.meet.abort()
-            worker.join(60)
+            worker.join(self.TIMEOUT_S)
         assert not worker.is_alive()
         assert model_state(module) == state_before
         logits_after, result_after = answer()
         assert torch.equal(logits_after, logits_before) and result_after == result_before
         return checks, returned, [e for e in failure if not isinstance(e, threading.BrokenBarrierError)]
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """Torch on one thread while two Python threads take turns with a model (see `Pauses`)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

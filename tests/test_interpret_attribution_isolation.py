@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from interpret_models import Pauses, finetuned, pretrained
+from interpret_models import Pauses, finetuned, one_torch_thread, pretrained
 
 from bertlab.batching import pad_batch
 from bertlab.interpret import attribution
@@ -60,6 +60,12 @@ def _assert_same(got, expected):
     )
     np.testing.assert_array_equal(got.gradient_x_input, expected.gradient_x_input)
     np.testing.assert_array_equal(got.integrated_gradients, expected.integrated_gradients)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
 
 
 @pytest.mark.parametrize("case", [_pretrained_case, _finetuned_case], ids=["masked-lm", "classifier"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from interpret_models import Pauses, finetuned, pretrained
+from interpret_models import Pauses, finetuned, one_torch_thread, pretrained
 
 from bertlab.batching import pad_batch
 from bertlab.finetune.data import SequenceExample
@@ -44,6 +44,12 @@ def _finetuned_case(tokenizer):
 
     data = LabelledSentences([SequenceExample(t, None, fm.predict(t).label) for t in TEXTS])
     return fm, fm.model, data, answer
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
 
 
 @pytest.mark.parametrize("case", [_pretrained_case, _finetuned_case], ids=["masked-lm", "classifier"])
