@@ -164,3 +164,16 @@ def test_the_probing_summary_says_when_a_probe_reads_nothing():
     assert "no better than always answering the commonest tag (O)" in ner and "91.8%" in ner
     assert "0.09–0.12" in ner and "centre of gravity 1.00" not in ner.casefold()
     assert "Centre of gravity 1.00" in upos and "above always answering the commonest tag" in upos
+    # macro-F1 above the all-O guess's (0.957 / 13 tags): it finds a few entity tags, so no 'reads nothing'
+    assert "would score about 0.07" in ner and "adds nothing to the accuracy" in ner and "reads no" not in ner
+
+
+def test_no_within_the_noise_for_a_gain_that_is_not():
+    """A probe whose later layers gain 40 points over layer 0 but whose centre of gravity is not
+    reported must not be said to gain 'within the noise'."""
+    from bertlab.interpret.views import probe_summary
+
+    r = committed("upos")
+    r.layers, r.accuracy, r.macro_f1 = [0, 4, 8], [0.4, 0.8, 0.7], [0.3, 0.6, 0.5]
+    r.centre_of_gravity = None
+    assert "within the noise" not in probe_summary(r)

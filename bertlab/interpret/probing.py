@@ -132,6 +132,13 @@ class ProbeResult:
         return [a - self.majority for a in self.accuracy]
 
     @property
+    def majority_macro_f1(self) -> float:
+        """Macro-F1 of always answering the commonest tag, as `macro_f1` counts it when every tag occurs
+        among the evaluation words: that tag's F1, 2m / (1 + m) for accuracy m, over len(labels) tags."""
+        m = self.majority
+        return 2 * m / (1 + m) / max(1, len(self.labels))
+
+    @property
     def beats_majority(self) -> bool:
         """Whether the best probe beats always answering the commonest tag by more than the noise floor."""
         return self.accuracy[self.best_layer] - self.majority > self.noise_floor

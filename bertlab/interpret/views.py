@@ -344,8 +344,8 @@ def probe_summary(r: ProbeResult) -> str:
             f"**{r.task}: no better than always answering the commonest tag{tag}**, which scores {r.majority:.1%}. "
             f"The best layer ({r.layers[best]}) scores {r.accuracy[best]:.1%}, "
             f"{100 * (r.accuracy[best] - r.majority):+.2f} points, within the noise ({noise}); its macro-F1 is only "
-            f"{f1}: the other tags are mostly missed. So on this data a linear probe reads no {r.task} from any layer, "
-            f"and there is no centre of gravity to give. {data}."
+            f"{f1} (always answering the commonest tag would score about {r.majority_macro_f1:.2f}): it finds a few of "
+            f"the other tags but adds nothing to the accuracy, so there is no centre of gravity to give. {data}."
         )
     text = (
         f"**{r.task}**: best at layer {r.layers[best]} ({r.accuracy[best]:.1%}), "
@@ -358,7 +358,7 @@ def probe_summary(r: ProbeResult) -> str:
             f"Centre of gravity {cog:.2f}: the later layers add {100 * gain:.1f} points over the embeddings "
             f"(layer 0: {r.accuracy[0]:.1%}; noise {noise}). "
         )
-    elif gain is not None:
+    elif gain is not None and abs(gain) <= r.noise_floor:
         text += (
             f"No centre of gravity: the later layers add {100 * gain:+.2f} points over the embeddings, within the "
             f"noise ({noise}), so the embeddings already hold what the probe reads. "
