@@ -205,8 +205,9 @@ def result_link(run_dir: str | Path) -> Path | None:
 
 # --- run_config.json and job.json ------------------------------------------------------
 def read_run_config(run_dir: str | Path) -> dict | None:
-    """run_config.json, or None when the run has none (yet)."""
-    return read_json(Path(run_dir) / RUN_CONFIG_FILE)
+    """run_config.json, or None when the run has none (yet) or it is not a JSON object."""
+    config = read_json(Path(run_dir) / RUN_CONFIG_FILE)
+    return config if isinstance(config, dict) else None
 
 
 def write_run_config(run_dir: str | Path, data: dict) -> None:
@@ -237,7 +238,7 @@ def append_metrics(run_dir: str | Path, record: dict) -> None:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
-    """All metric lines of a run (skips a half-written last line)."""
+    """All metric lines of a run (skips a half-written last line, and a line that is not a JSON object)."""
     out = []
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
@@ -245,9 +246,11 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(record, dict):
+                out.append(record)
     return out
 
 

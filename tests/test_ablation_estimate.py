@@ -155,3 +155,25 @@ def test_the_cli_says_which_job_it_estimates_on_stderr_and_keeps_json_on_stdout(
     said = [line for line in err.splitlines() if line.startswith("estimating ")]
     assert len(said) == len(estimated) == 3 + 4  # each job once: the second seed's job is the first's estimate
     assert said[0].startswith(f"estimating {estimated[0]}: ") and "timing a training step" in said[0]
+
+
+@pytest.mark.parametrize(
+    "file, text",
+    [
+        ("run_config.json", '["x"]'),
+        ("run_config.json", '{"config": ["default"]}'),
+        ("metrics.jsonl", '{"split": "train", "time": 2}\n7\n'),
+    ],
+)
+def test_a_malformed_run_folder_is_skipped_not_a_crash(tmp_path, file, text):
+    """A run folder from another version or a hand edit took down the Ablations page's estimate
+    (AttributeError on a list or a bare number): it is skipped, and the defaults stand."""
+    run = tmp_path / "runs" / "odd"
+    run.mkdir(parents=True)
+    (run / "job.json").write_text(json.dumps({"kind": "pretrain", "attempts": 1, "launched": 0.0, "ended": 10.0}))
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu", "started": 1.0}))
+    (run / "run_config.json").write_text(json.dumps({"config": {"corpus": ["default"]}}))
+    (run / "metrics.jsonl").write_text('{"split": "train", "time": 2}\n')
+    (run / file).write_text(text)
+    got = estimate.job_overhead("pretrain", "cpu", ("default",), tmp_path / "runs")
+    assert got.source in ("measured default", "median of 1 earlier pretrain job(s) here")

@@ -272,7 +272,8 @@ def _overhead_of(run: Path, kind: str, device: str, data: tuple) -> tuple[float,
         return None
     if not str(status.get("device", "")).startswith(device):
         return None
-    if _data_key(kind, (read_run_config(run) or {}).get("config") or {}) != data:
+    config = (read_run_config(run) or {}).get("config")
+    if _data_key(kind, config if isinstance(config, dict) else {}) != data:
         return None
     last = next((m for m in reversed(read_metrics(run)) if m.get("split") == "train"), {})
     try:
