@@ -1,6 +1,6 @@
 """Find and describe checkpoints: the shipped default, local folders, and finished runs.
 
-Owns: where checkpoints live (`checkpoints/`, and the final models of run folders), a cheap
+Owns: where checkpoints live (`checkpoints/`, the final models of run folders and their snapshots), a cheap
 description of each one read from `config.json` alone (no weights loaded), and the model card
 shown in the app and the CLI. Imports the standard library, bertlab.config, bertlab.checkpoint
 and bertlab.modelfolder (the folder format and the default path), bertlab.errors, bertlab.model_card (the plain words of card
@@ -20,7 +20,7 @@ from bertlab.errors import CheckpointError
 from bertlab.model_card import metric_rows, plain_value, pretrained_length, training_rows
 from bertlab.model_card import read_card as read_card  # public here too (bertlab.catalog.read_card)
 from bertlab.modelfolder import CONFIG_FILE, has_config
-from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, model_dir, runs_root, snapshot_root
+from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, REPO_ROOT, has_model, list_snapshots, model_dir, runs_root
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +135,7 @@ def snapshot_entries(entry: CheckpointEntry) -> list[CheckpointEntry]:
     pick, in step order, labelled "<run> · step N"; none for a model that is not a run's."""
     if entry.kind != RUN:
         return []
-    root = snapshot_root(Path(entry.path).parent)
-    if not root.is_dir():
-        return []
-    found = sorted(p for p in root.iterdir() if p.name.startswith("step-") and has_config(p))
+    found = list_snapshots(Path(entry.path).parent)
     run = Path(entry.path).parent.name
     return [
         CheckpointEntry(f"{run} · step {int(p.name.removeprefix('step-')):,}", str(p), RUN, True, summarize(p))

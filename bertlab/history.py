@@ -10,8 +10,8 @@ A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spa
 of them once and the file is saved in the run folder; `bertlab export` copies it beside a shipped
 checkpoint, so the history of the shipped model needs no snapshots at all.
 
-Imports bertlab.attention, bertlab.atomic, bertlab.inference, bertlab.modelfolder (which snapshot
-holds a model) and bertlab.runfolder (file names and metrics); never streamlit.
+Imports bertlab.attention, bertlab.atomic, bertlab.inference and bertlab.runfolder (file names,
+snapshot folders and metrics); never streamlit.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import numpy as np
 from bertlab.atomic import read_json, write_text_atomic
 from bertlab.attention import HEAD_STATS, head_statistics
 from bertlab.errors import InputError
-from bertlab.modelfolder import has_config
-from bertlab.runfolder import read_metrics, snapshot_root
+from bertlab.runfolder import list_snapshots, read_metrics
 
 if TYPE_CHECKING:
     from bertlab.inference import LoadedModel
@@ -122,14 +121,6 @@ class LearningHistory:
 # --------------------------------------------------------------------------------------
 # Snapshots of a run
 # --------------------------------------------------------------------------------------
-def list_snapshots(run_dir: str | Path) -> list[Path]:
-    """The snapshot folders of a run, in step order."""
-    root = snapshot_root(run_dir)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and has_config(p))
-
-
 def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | None = None) -> SnapshotProbe:
     """Run the probes through one loaded model (a `bertlab.inference.LoadedModel`)."""
     card = card or {}

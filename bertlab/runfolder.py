@@ -98,6 +98,14 @@ def snapshot_dir(run_dir: str | Path, step: int) -> Path:
     return snapshot_root(run_dir) / f"step-{step:07d}"
 
 
+def list_snapshots(run_dir: str | Path) -> list[Path]:
+    """The complete snapshot folders of a run (a config.json written), in step order."""
+    root = snapshot_root(run_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and has_config(p))
+
+
 def has_checkpoint(run_dir: str | Path) -> bool:
     """True once the trainer has saved a training state that `--resume` can continue from."""
     return (checkpoint_dir(run_dir) / TRAINER_STATE_FILE).is_file()

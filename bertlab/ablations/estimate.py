@@ -6,6 +6,9 @@ Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, and `JobO
 `job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind, device and
 data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite` asks
 bertlab.estimates for each job, which may time a training step of the model here.
+
+Imports bertlab.ablations.planning, bertlab.errors, bertlab.estimates, bertlab.formatting,
+bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.runfolder.
 """
 
 from __future__ import annotations

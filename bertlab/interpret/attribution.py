@@ -10,7 +10,7 @@ as they are and only the words are explained:
   is more than `tolerance` of that difference, the steps are doubled, up to `MAX_IG_STEPS`.
 
 Captum hooks the embedding layer while it runs, so it runs on `targets.private_copy` of the model
-(weights shared, read-only), never on the model itself, which the app shares between sessions and
+(weights shared, needing no gradient), never on the model itself, which the app shares between sessions and
 threads: another user's fill-mask must not read Captum's interpolated embeddings, nor Captum theirs.
 
 Imports torch, numpy, captum, bertlab.errors and bertlab.interpret.targets.

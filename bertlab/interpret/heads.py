@@ -46,7 +46,7 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
 
     The caller's model is never touched: app sessions share one cached model object, and hooks on
     it pruned every other user's answers while a study ran. The copy (`targets.private_copy`) is the
-    module tree only, about 40 ms for BERT-base; its weights are read-only views of the same storage
+    module tree only, about 40 ms for BERT-base; its weights share the same storage, needing no gradient
     (no extra memory), so gradients reach `gates` and never the weights (no `.grad`, no
     `requires_grad` change). It is in eval mode, as the paper measures. The hooks read `gates`
     itself, so writing into it (`gates.fill_(1)`) re-gates the copy.

@@ -9,7 +9,7 @@ Also `whole_number`, the check of a count argument (steps, batch size, points) t
 modules share, so each refuses 2.5 or "4" with the same InputError, and `private_copy`, the copy
 of a model's modules that attribution and head importance hook instead of the shared model.
 
-Imports torch, numpy, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
+Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
 bertlab.errors.
 """
 
@@ -68,8 +68,9 @@ def private_copy(shared: nn.Module) -> nn.Module:
 
     The app caches one model object per process and every session and thread calls it, so a hook
     on it (Captum's on the word embeddings, the head study's gates) changes everyone's answers
-    while it is on. The copy's weights are read-only views of the same storage (no extra memory;
-    tied weights stay tied; about 40 ms for BERT-base) and its buffers are the same tensors.
+    while it is on. The copy's weights are the same storage, wrapped as parameters that need no
+    gradient (no extra memory; tied weights stay tied; about 40 ms for BERT-base), and its buffers
+    are the same tensors: writing into them in place would change the shared model too.
     Gradients still reach inputs, activations and hooked tensors, never the weights: no `.grad`,
     no `requires_grad` change, on the copy or on `shared`. It starts without hooks: a hook someone
     else has on the shared model while we copy it is theirs, not part of the model.
