@@ -126,9 +126,12 @@ LONG_TEXT = (TOWN * 5).strip()  # 320 tokens with the default sentence B
 def heatmap(at: AppTest) -> dict:
     """The one-head heatmap's trace, as plotly JSON, with its weights `z` as a (T, T) array."""
     (trace,) = (t for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"] if t["type"] == "heatmap")
-    z = trace["z"]  # plotly sends numpy arrays as {'dtype': 'f4', 'bdata': base64, 'shape': 'T, T'}
-    shape = tuple(int(n) for n in z["shape"].split(","))
-    trace["z"] = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).astype(float)
+    z = trace["z"]  # plotly 6 sends numpy arrays as {'dtype': 'f4', 'bdata': base64, 'shape': 'T, T'}
+    if isinstance(z, dict):
+        shape = tuple(int(n) for n in z["shape"].split(","))
+        trace["z"] = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).astype(float)
+    else:  # plotly 5 (requirements allow >= 5.20): nested lists
+        trace["z"] = np.asarray(z, dtype=float)
     return trace
 
 
