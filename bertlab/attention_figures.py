@@ -162,13 +162,14 @@ def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool, capped: bool =
     `zmax` (see `heatmap_cap`): the title says so and the top tick names it ('≥ 0.019')."""
     if capped:
         title = f"weight, capped at the {CAP_PERCENTILE}th percentile"
-        ticks = [0.0, zmax / 2, zmax]
+        middle = (1 / tokens, f"uniform 1/{tokens}") if mark_uniform and 0 < 1 / tokens < 0.8 * zmax else None
+        middle = middle or (zmax / 2, f"{zmax / 2:.2g}")
         return dict(
             title=dict(text=title, side="right"),
             thickness=12,
             tickmode="array",
-            tickvals=ticks,
-            ticktext=["0", f"{zmax / 2:.2g}", f"≥ {zmax:.2g}"],
+            tickvals=[0.0, middle[0], zmax],
+            ticktext=["0", middle[1], f"≥ {zmax:.2g}"],
         )
     bar: dict = dict(
         title=dict(text="weight", side="right"), thickness=12

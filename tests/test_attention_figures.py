@@ -123,6 +123,8 @@ def test_a_long_heads_heatmap_is_capped_at_a_percentile_and_hovers_true_weights(
     assert "%{z:.3f}" in hm.hovertemplate
     assert "99th percentile" in hm.colorbar.title.text
     assert hm.colorbar.ticktext[-1] == f"≥ {cap:.2g}" and hm.colorbar.tickvals[-1] == pytest.approx(cap)
+    marked = AF.attention_heatmap(tokens, spread, mark_uniform=True).data[0].colorbar  # capped, 1/T still marked
+    assert list(marked.ticktext) == ["0", "uniform 1/300", f"≥ {cap:.2g}"]
     # where the head's attention sits on a few cells, the uncapped scale shows them: no cap
     assert AF.heatmap_cap(att[0, 0]) is None  # every token -> [CLS]: 99% of the cells are 0
     assert AF.attention_heatmap(tokens, att[0, 0]).data[0].zmax == pytest.approx(1.0)
