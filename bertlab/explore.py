@@ -226,6 +226,18 @@ def input_notes(
     return notes
 
 
+def notes_of_two(a: Sequence[InputNote], b: Sequence[InputNote]) -> list[InputNote]:
+    """Two models' notes on one input (Compare models): a note both have once, as it is; the rest
+    named by model ("Model A: ...", "Model B: ..."), since each reads the text with its own
+    vocabulary and length."""
+    shared = [n for n in a if n in b]
+    return (
+        shared
+        + [InputNote(n.level, f"Model A: {n.message}") for n in a if n not in shared]
+        + [InputNote(n.level, f"Model B: {n.message}") for n in b if n not in shared]
+    )
+
+
 def independent_text(tokenizer: BertTokenizer, max_length: int, result: FillMaskResult) -> str:
     """The user's sentence with every [MASK] replaced by its own best answer, each chosen
     independently (compare `FillMaskResult.joint_text`, where later masks see earlier choices)."""

@@ -7,7 +7,7 @@ import streamlit as st
 
 from bertlab.catalog import find_checkpoints, snapshot_entries
 from bertlab.errors import BertLabError
-from bertlab.explore import input_notes
+from bertlab.explore import input_notes, notes_of_two
 from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
@@ -58,9 +58,13 @@ with controls:
         max_chars=MAX_TEXT_CHARS,
     )
 
-show_notes(input_notes(lm.tokenizer, lm.max_length, text, pretrained=pretrained_length(lm.card)))
 try:
     other = lm if path_b == current else _second(path_b)
+    show_notes(
+        notes_of_two(
+            *(input_notes(m.tokenizer, m.max_length, text, pretrained=pretrained_length(m.card)) for m in (lm, other))
+        )
+    )
     with st.spinner("Reading the sentence with both models…"):
         result = compare_models(lm, other, text, names=("A", "B"), steps=32)
 except BertLabError as exc:

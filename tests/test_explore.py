@@ -16,6 +16,7 @@ from bertlab.explore import (
     mask_words,
     maskable_words,
     model_limits,
+    notes_of_two,
     split_words,
     truncation_point,
     unknown_words,
@@ -134,3 +135,14 @@ def test_chosen_count_text_says_what_was_rounded():
     assert ", rounded to 9, capped at **5** per example (max_predictions_per_seq)" in chosen_count_text(57, 5, capped)
     whole = DataConfig(max_seq_length=64, masked_lm_prob=0.15, max_predictions_per_seq=10, whole_word_mask=True)
     assert "whole-word masking chose 8 of these 9" in chosen_count_text(57, 8, whole)
+
+
+def test_notes_of_two_models_say_which_model_each_is_about(tokenizer):
+    """Compare models showed model A's notes only; model B reads the text with its own vocabulary."""
+    text = "the cat sat on the mat . " * 10  # 72 tokens with [CLS] and [SEP]
+    a, b = input_notes(tokenizer, 128, text, pretrained=64), input_notes(tokenizer, 128, text + " ☃", pretrained=64)
+    notes = notes_of_two(a, a)
+    assert notes == a  # the same model, or the same note: said once, as it is
+    both = [n.message for n in notes_of_two(a, b)]
+    assert both[0].startswith("Model A: The model reads 72 tokens") and both[1].startswith("Model B: The model reads")
+    assert any(m.startswith("Model B: The vocabulary has no pieces for '☃'") for m in both)
