@@ -123,12 +123,13 @@ if history.curve:
     )
 
 st.subheader("What it fills in")
-st.table(pd.DataFrame(fill_mask_table(history, step)).set_index("sentence"))  # wraps long answers
-st.caption(
-    "Each answer is the model's probability for one word piece at the [MASK]. *stormy + ##ch*: the model "
-    "proposed a piece (##ch) that would continue the word before the mask, shown beside that word rather "
-    "than glued to it."
-)
+table = fill_mask_table(history, step)
+st.table(pd.DataFrame(table).set_index("sentence"))  # wraps long answers
+if any(" + ##" in str(cell) for row in table for cell in row.values()):
+    st.caption(
+        "*word + ##piece*: the model proposed a piece that would continue the word before the [MASK] "
+        "(*stormy + ##ch*), shown beside that word rather than glued to it."
+    )
 if snap.nsp:
     pairs = history.probes.pairs
     st.markdown("**Does B follow A?** P(IsNext) at this step")

@@ -186,9 +186,13 @@ def test_watch_it_learn_page_on_the_shipped_model(monkeypatch, tmp_path):
     slider = at.select_slider(key="wil_step")
     assert slider.value == history.steps[-1]
     final = at.table[0].value
+    captions = lambda: " ".join(c.value for c in at.caption)  # noqa: E731
+    pieces = final.astype(str).apply(lambda col: col.str.contains(" + ##", regex=False)).to_numpy().any()
+    assert ("*word + ##piece*" in captions()) == pieces  # explained where the table shows a piece
     slider.set_value(history.steps[0]).run()
     early = at.table[0].value
     assert not at.exception
+    assert "*word + ##piece*" in captions()  # step 10 answers 'of + ##enous': explained under the table
     # the answers at step 10 are not the answers at the end
     assert list(early.iloc[:, 0]) != list(final.iloc[:, 0])
     assert (SHIPPED / HISTORY_FILE).stat().st_size < 1_000_000

@@ -98,7 +98,12 @@ class ProbeResult:
 
     def rows(self) -> list[dict]:
         return [
-            {"layer": layer, "accuracy": acc, "over commonest tag": acc - self.majority, "macro F1": f1}
+            {
+                "layer": layer,
+                "accuracy": acc,
+                "over commonest tag (points)": 100 * (acc - self.majority),
+                "macro F1": f1,
+            }
             for layer, acc, f1 in zip(self.layers, self.accuracy, self.macro_f1, strict=True)
         ]
 
