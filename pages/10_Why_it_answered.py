@@ -17,6 +17,7 @@ from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
 from bertlab.interpret.views import (
     attribution_figure,
     baseline_reading,
+    capped_maps_note,
     flow_figure,
     raw_and_rollout_figures,
     shaded_tokens_html,
@@ -172,6 +173,8 @@ with left:
     show_figure(raw_fig, "raw-attention", key="why_raw")
 with right:
     show_figure(roll_fig, "rollout", key="why_rollout")
+if note := capped_maps_note(maps, layer):
+    st.caption(note)
 show_figure(
     flow_figure(maps, f"What reaches {maps.tokens[maps.flow_position]} after the last layer"), "flow", key="why_flow"
 )

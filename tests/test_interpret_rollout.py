@@ -117,3 +117,21 @@ def test_attention_maps_refuse_a_position_outside_the_input(tokenizer):
         attention_maps(lm, "the cat sat", position=1.5)
     with pytest.raises(InputError, match="outside the 5 tokens"):
         attention_maps(lm, "the cat sat", position=9, flow=False)  # the flow figure reads that row too
+
+
+def test_a_note_says_when_the_raw_or_rollout_map_is_capped():
+    """Why it answered's maps are capped on long inputs like the Attention page's one-head map; only
+    their colour-bar titles said so."""
+    from bertlab.interpret.rollout import AttentionMaps
+    from bertlab.interpret.views import capped_maps_note
+
+    T = 300
+    spread = np.zeros((1, T, T))
+    for i in range(T):  # half on [CLS], half on ten neighbours: white but for [CLS] on a 0-0.5 scale
+        spread[0, i, [(i + k) % T for k in range(1, 11)]] = 0.05
+    spread[0, :, 0] += 0.5
+    long = AttentionMaps([f"t{i}" for i in range(T)], spread, np.full((1, T, T), 1 / T), None, 0, 0.0)
+    note = capped_maps_note(long, 0)
+    assert note.startswith("The raw attention map’s colours stop at the 99th-percentile weight")
+    short = AttentionMaps(["a", "b"], np.full((1, 2, 2), 0.5), np.full((1, 2, 2), 0.5), None, 0, 0.0)
+    assert capped_maps_note(short, 0) == ""

@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.attention_figures import attention_heatmap
+from bertlab.attention_figures import CAP_PERCENTILE, attention_heatmap, heatmap_cap
 from bertlab.figures import style_figure
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
@@ -84,6 +84,23 @@ def raw_and_rollout_figures(maps: AttentionMaps, layer: int) -> tuple[go.Figure,
     raw = attention_heatmap(maps.tokens, maps.raw[layer], f"Raw attention, layer {layer + 1} (heads averaged)")
     roll = attention_heatmap(maps.tokens, maps.rollout[layer], f"Rollout, layers 1–{layer + 1} of {L}")
     return raw, roll
+
+
+def capped_maps_note(maps: AttentionMaps, layer: int) -> str:
+    """A caption for `raw_and_rollout_figures` when either map's colours stop at a cap (long inputs,
+    where one strong cell would leave the rest white; see bertlab.attention_figures.heatmap_cap), else ""."""
+    capped = [
+        name
+        for name, m in (("raw attention", maps.raw[layer]), ("rollout", maps.rollout[layer]))
+        if heatmap_cap(m) is not None
+    ]
+    if not capped:
+        return ""
+    return (
+        f"The {' and '.join(capped)} {'maps’' if len(capped) > 1 else 'map’s'} colours stop at the "
+        f"{CAP_PERCENTILE}th-percentile weight: with {len(maps.tokens)} tokens sharing each row, a scale up to "
+        "the strongest cell would leave the rest white. Cells above it share the darkest colour; hover one for its weight."
+    )
 
 
 def flow_figure(maps: AttentionMaps, title: str = "") -> go.Figure:
