@@ -8,12 +8,13 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_config
 from interpret_models import finetuned, one_live_head, pretrained
 
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
 from bertlab.finetune.predict import save_finetuned
-from bertlab.interpret import cli
+from bertlab.interpret import cli, heads
 from bertlab.interpret.heads import (
     HeadStudy,
     LabelledSentences,
@@ -182,3 +183,35 @@ def test_the_heads_command_refuses_bad_counts_before_it_starts(tmp_path):
     for bad in (["--max-train-sentences", "0"], ["--max-eval-sentences", "-1"], ["--threads", "0"]):
         with pytest.raises(JobError, match=">= "):  # the probe's counts too
             parse_recipe_args("interpret", (*probe, *bad))
+
+
+def test_gradients_through_a_gpu_lstm_head_turn_cudnn_off_and_nothing_else(tokenizer, monkeypatch):
+    """cuDNN runs an RNN's backward pass in training mode only, and attribution and head importance
+    take gradients through eval-mode copies: on a GPU a model with Table 5's + BiLSTM head would stop
+    with 'cudnn RNN backward can only be called in training mode'. (No GPU here: where the model sits
+    is faked; that the context is used is checked by running both with it patched.)"""
+    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.interpret import attribution, targets
+
+    bilstm = build_task_model(tiny_config(len(tokenizer)), HeadConfig("single", 2, bilstm=True, lstm_hidden=8))
+    assert not targets._rnn_on_cuda(bilstm)  # on the CPU: cuDNN is not involved
+    cudnn = torch.backends.cudnn
+    before = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic)
+    monkeypatch.setattr(targets, "_rnn_on_cuda", lambda module: True)
+    with targets.gradients_through(bilstm):
+        assert torch.is_grad_enabled() and not cudnn.enabled
+        assert (cudnn.benchmark, cudnn.deterministic) == before[1:]
+    assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == before
+    used = []
+    original = targets.gradients_through
+
+    def recording(module):
+        used.append(module)
+        return original(module)
+
+    monkeypatch.setattr(attribution, "gradients_through", recording)
+    monkeypatch.setattr(heads, "gradients_through", recording)
+    lm = pretrained(tokenizer)
+    attribution.attribute(lm, "the cat sat on the [MASK] .", steps=4, max_steps=4)
+    head_importance(lm, MaskedSentences(["the cat sat on the mat", "a dog ran to the park"], seed=1))
+    assert len(used) == 2 and all(type(m) is type(lm.model) for m in used)  # the model or its private copy

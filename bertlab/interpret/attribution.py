@@ -34,6 +34,7 @@ from bertlab.interpret.targets import (
     Target,
     as_subject,
     default_target,
+    gradients_through,
     prepare,
     private_copy,
     target_probability,
@@ -146,7 +147,7 @@ def attribute(
     def forward(input_ids, token_type_ids, attention_mask, positions, classes):
         return target_probability(subject, target, input_ids, token_type_ids, attention_mask, positions, classes)
 
-    with torch.enable_grad():
+    with gradients_through(subject.module):
         with torch.no_grad():
             p_input = forward(prep.input_ids, *prep.forward_args).double().cpu().numpy()
             base = baseline_ids(subject, prep.input_ids)

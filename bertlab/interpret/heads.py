@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from bertlab.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
-from bertlab.interpret.targets import Subject, as_subject, private_copy, whole_number
+from bertlab.interpret.targets import Subject, as_subject, gradients_through, private_copy, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def head_importance(model, data: HeadData, batch_size: int = 8) -> HeadImportanc
     view = gated(subject, gates)
     raw = torch.zeros(L, A, dtype=torch.float64)
     loss_sum, right, total, n = 0.0, 0, 0, 0
-    with torch.enable_grad():
+    with gradients_through(subject.module):
         for batch in batches:
             loss, r, t = _loss_and_correct(view, batch)
             (grad,) = torch.autograd.grad(loss, gates)

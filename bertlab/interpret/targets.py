@@ -7,7 +7,8 @@ target -> a padded batch with the position and class each row's number is read a
 and comparison all read predictions through here, so a new kind of prediction is one new target.
 Also `whole_number`, the check of a count argument (steps, batch size, points) the interpret
 modules share, so each refuses 2.5 or "4" with the same InputError, and `private_copy`, the copy
-of a model's modules that attribution and head importance hook instead of the shared model.
+of a model's modules that attribution and head importance hook instead of the shared model, and
+`gradients_through`, the autograd context they compute gradients in.
 
 Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
 bertlab.errors.
@@ -15,6 +16,7 @@ bertlab.errors.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +84,29 @@ def private_copy(shared: nn.Module) -> nn.Module:
             if "hooks" in name and isinstance(value, dict):
                 memo[id(value)] = type(value)()
     return copy.deepcopy(shared, memo).eval()
+
+
+def _rnn_on_cuda(module: nn.Module) -> bool:
+    """Whether `module` holds a recurrent layer (an LSTM task head) and sits on a CUDA GPU."""
+    return any(isinstance(m, nn.RNNBase) for m in module.modules()) and any(p.is_cuda for p in module.parameters())
+
+
+@contextlib.contextmanager
+def gradients_through(module: nn.Module):
+    """Autograd on, for gradients through `module` in eval mode (attribution, head importance).
+    cuDNN's RNN kernels run a backward pass in training mode only ("cudnn RNN backward can only be
+    called in training mode"), so where `module` has an LSTM head on a GPU (Table 5's + BiLSTM
+    models) cuDNN is off for the computation; its other settings are kept."""
+    cudnn = torch.backends.cudnn
+    off = (
+        cudnn.flags(
+            enabled=False, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic, allow_tf32=cudnn.allow_tf32
+        )
+        if _rnn_on_cuda(module)
+        else contextlib.nullcontext()
+    )
+    with torch.enable_grad(), off:
+        yield
 
 
 def whole_number(value, name: str, low: int, high: int | None = None) -> int:
