@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from bertlab.data_config import DataConfig, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess, fill_text
-from bertlab.model_card import training_rows
+from bertlab.model_card import corpus_words
 from bertlab.pretraining_data import num_to_predict
 from bertlab.tokenizer import BertTokenizer
 
@@ -309,13 +309,11 @@ def model_limits(card: dict | None, num_parameters: int, fact_answers: Sequence[
     model) leaves them out.
     """
     card = card or {}
-    rows = dict(training_rows(card))
     made = f"A {_millions(num_parameters)}-parameter model"
     tokens = card.get("total_tokens") or card.get("tokens")
     if isinstance(tokens, (int, float)) and tokens > 0:
         made += f" trained on {_millions(tokens)} tokens"
-    corpus = rows.get("Text it learned from") or rows.get("Text it learned from (last stage)")
-    if corpus:
+    if corpus := corpus_words(card):
         made += f" of {corpus}"
     parts = [made + "."]
     held = (card.get("metrics") or {}).get("mlm_acc")

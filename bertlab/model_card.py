@@ -129,6 +129,11 @@ def _corpus(value: object, card: dict) -> str:
     return ", ".join("Wikipedia sample (default)" if n == "default" else Path(str(n)).name or str(n) for n in names)
 
 
+def corpus_words(card: dict) -> str:
+    """The text a model learned from, in the words the card's rows use ("" when the card does not say)."""
+    return _corpus(card["corpus"], card) if card.get("corpus") not in (None, "") else ""
+
+
 def _warmup(value: object, card: dict) -> str:
     if isinstance(value, (int, float)) and value < 1:
         return f"the first {value:.0%} of the steps"
