@@ -5,7 +5,8 @@ change in P(IsNext) the head-ablation view writes beside them.
 Figures take plain data (tokens, numpy arrays, inference results) and return
 `plotly.graph_objects.Figure`; nothing here runs the model. They stay small on 512-token inputs:
 the grid and the line view draw a window of tokens, heatmaps send float32 and drop per-cell hover
-strings when large. The shared look (colours, layout, `style_figure`) and the answers' figures
+strings when large; on long inputs one head's map caps its colour scale (`heatmap_cap`, said in
+`heatmap_cap_note`). The shared look (colours, layout, `style_figure`) and the answers' figures
 are bertlab.figures'.
 
 Imports numpy, plotly, bertlab.figures and bertlab types; bertviz lazily; never streamlit.
@@ -154,6 +155,20 @@ def heatmap_cap(matrix: np.ndarray) -> float | None:
         return None
     cap = float(np.percentile(m, CAP_PERCENTILE))
     return cap if 1 / m.shape[-1] < cap and _washed_out(cap, float(m.max())) else None
+
+
+def heatmap_cap_note(matrix: np.ndarray, tokens: int) -> str:
+    """What a capped one-head heatmap's colours mean, as a caption ("" when `heatmap_cap` leaves the
+    scale to the head's strongest weight)."""
+    cap = heatmap_cap(matrix)
+    if cap is None:
+        return ""
+    return (
+        f"Colours stop at **{cap:.2g}**, the {CAP_PERCENTILE}th percentile of this head's weights: each "
+        f"row shares 1 among {tokens} tokens, so most weights are near 1/{tokens}, and on a "
+        f"scale up to its strongest ({float(np.nanmax(matrix)):.2f}) the map would be all but white. The cells "
+        "above the cap all get the darkest blue; hover a cell for its weight."
+    )
 
 
 def weight_colorbar(zmax: float, tokens: int, mark_uniform: bool, capped: bool = False) -> dict:

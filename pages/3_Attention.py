@@ -16,14 +16,13 @@ from bertlab.attention import (
     make_head_mask,
 )
 from bertlab.attention_figures import (
-    CAP_PERCENTILE,
     WINDOW_TOKENS,
     TokenWindow,
     attention_heatmap,
     attention_lines,
     bertviz_html,
     head_grid,
-    heatmap_cap,
+    heatmap_cap_note,
     probability_change,
     stat_heatmap,
     stats_overview,
@@ -152,14 +151,8 @@ with tab_one:
                 f"attention-{name}",
                 key="att_heat",
             )
-            cap = heatmap_cap(weights)
-            if cap is not None:
-                st.caption(
-                    f"Colours stop at **{cap:.2g}**, the {CAP_PERCENTILE}th percentile of this head's weights: each "
-                    f"row shares 1 among {len(tokens)} tokens, so most weights are near 1/{len(tokens)}, and on a "
-                    f"scale up to its strongest ({weights.max():.2f}) the map would be all but white. The cells "
-                    "above the cap all get the darkest blue; hover a cell for its weight."
-                )
+            if note := heatmap_cap_note(weights, len(tokens)):
+                st.caption(note)
         with h2:
             show_figure(
                 attention_lines(
