@@ -215,3 +215,83 @@ def test_gradients_through_a_gpu_lstm_head_turn_cudnn_off_and_nothing_else(token
     attribution.attribute(lm, "the cat sat on the [MASK] .", steps=4, max_steps=4)
     head_importance(lm, MaskedSentences(["the cat sat on the mat", "a dog ran to the park"], seed=1))
     assert len(used) == 2 and all(type(m) is type(lm.model) for m in used)  # the model or its private copy
+
+
+# --------------------------------------------------------------------------------------
+# The same on a real GPU: cuDNN itself refuses an eval-mode RNN backward (skipped without CUDA)
+# --------------------------------------------------------------------------------------
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's LSTM kernels)")
+CUDNN_REFUSES = "cudnn RNN backward can only be called in training mode"
+
+
+def bilstm_model(tokenizer, shape: str = "single", labels=("neg", "pos"), device: str = "cuda"):
+    """A tiny fine-tuned model with Table 5's + BiLSTM head on `device`; the same weights on every device."""
+    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.finetune.predict import FinetunedModel, TaskSetup
+
+    torch.manual_seed(0)
+    head = HeadConfig(shape, len(labels), bilstm=True, lstm_hidden=8)
+    model = build_task_model(tiny_config(len(tokenizer), initializer_range=0.2), head).to(device).eval()
+    setup = TaskSetup("custom", shape, tuple(labels), head, max_seq_length=64)
+    return FinetunedModel(model, tokenizer, setup, {}, f"tiny-{shape}-bilstm", torch.device(device))
+
+
+def cudnn_settings() -> tuple:
+    cudnn = torch.backends.cudnn
+    return cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32
+
+
+@needs_cuda
+def test_attribution_of_a_bilstm_model_on_a_real_gpu(tokenizer, monkeypatch):
+    """'Why it answered' on + BiLSTM classifier and tagger on CUDA: finite scores, one per token, the
+    same as on the CPU; cuDNN as it was afterwards. Without the fix (cuDNN left on) cuDNN refuses."""
+    from bertlab.interpret import targets
+    from bertlab.interpret.attribution import attribute
+    from bertlab.interpret.targets import TaskLabel
+
+    before = cudnn_settings()
+    cases = [
+        ("single", ("neg", "pos"), TaskLabel("pos"), "the dog ran to the park ."),
+        ("tagging", ("O", "B-X"), TaskLabel(position=1), "paris is big"),
+    ]
+    for shape, labels, target, text in cases:
+        fm = bilstm_model(tokenizer, shape, labels)
+        assert targets._rnn_on_cuda(fm.model)
+        a = attribute(fm, text, target=target, steps=8, max_steps=8)
+        assert cudnn_settings() == before
+        assert len(a.tokens) == len(a.integrated_gradients) == len(a.gradient_x_input) >= 3
+        assert np.isfinite(a.integrated_gradients).all() and np.isfinite(a.gradient_x_input).all()
+        assert 0 < a.prediction < 1 and np.isfinite(a.delta) and a.steps == 8
+        on_cpu = attribute(bilstm_model(tokenizer, shape, labels, "cpu"), text, target=target, steps=8, max_steps=8)
+        assert a.tokens == on_cpu.tokens
+        np.testing.assert_allclose(a.integrated_gradients, on_cpu.integrated_gradients, rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(a.gradient_x_input, on_cpu.gradient_x_input, rtol=1e-3, atol=1e-5)
+    if torch.backends.cudnn.is_available():  # before the fix: cuDNN on for the eval-mode copy
+        monkeypatch.setattr(targets, "_rnn_on_cuda", lambda module: False)
+        monkeypatch.setattr(torch.backends.cudnn, "enabled", True)
+        with pytest.raises(RuntimeError, match=CUDNN_REFUSES):
+            attribute(fm, text, target=target, steps=8, max_steps=8)
+
+
+@needs_cuda
+def test_head_importance_of_a_bilstm_classifier_on_a_real_gpu(tokenizer, monkeypatch):
+    """'Which heads matter' on a + BiLSTM classifier on CUDA: finite (layers, heads) scores, the same as
+    on the CPU; cuDNN as it was afterwards. Without the fix (cuDNN left on) cuDNN refuses."""
+    from bertlab.interpret import targets
+
+    before = cudnn_settings()
+    fm = bilstm_model(tokenizer)
+    data = LabelledSentences(own_labels(fm, TEXTS))
+    imp = head_importance(fm, data, batch_size=4)
+    assert cudnn_settings() == before
+    assert imp.scores.shape == imp.raw.shape == (2, 4) and imp.examples == len(TEXTS)
+    assert np.isfinite(imp.scores).all() and np.isfinite(imp.raw).all() and imp.raw.sum() > 0
+    assert imp.metric == 1.0 and np.isfinite(imp.loss)  # its own answers as labels
+    on_cpu = head_importance(bilstm_model(tokenizer, device="cpu"), data, batch_size=4)
+    np.testing.assert_allclose(imp.raw, on_cpu.raw, rtol=1e-3, atol=1e-7)
+    assert imp.loss == pytest.approx(on_cpu.loss, rel=1e-4)
+    if torch.backends.cudnn.is_available():  # before the fix: cuDNN on for the eval-mode copy
+        monkeypatch.setattr(targets, "_rnn_on_cuda", lambda module: False)
+        monkeypatch.setattr(torch.backends.cudnn, "enabled", True)
+        with pytest.raises(RuntimeError, match=CUDNN_REFUSES):
+            head_importance(fm, data, batch_size=4)
