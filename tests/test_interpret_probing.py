@@ -122,13 +122,13 @@ def committed(task: str) -> ProbeResult:
 
 def test_a_probe_no_better_than_the_commonest_tag_gets_no_centre_of_gravity():
     ner, upos = committed("ner"), committed("upos")
-    # NER: 91.98% at best where always answering O scores 91.81%; layer 1 gains 0.05 points over layer 0
+    # NER: 92.08% at best where always answering O scores 91.81%; layer 1 gains 0.13 points over layer 0
     assert ner.commonest_tag == "O" and ner.centre_of_gravity == 1.0
-    assert ner.noise_floor == pytest.approx(2 * np.sqrt(0.91976 * 0.08024 / 7864), rel=1e-3)
+    assert ner.noise_floor == pytest.approx(2 * np.sqrt(0.92078 * 0.07922 / 7864), rel=1e-3)
     assert not ner.beats_majority and ner.reported_centre_of_gravity is None
-    assert ner.gain_over_majority[1] == pytest.approx(0.9197609 - 0.9181078, abs=1e-6)
+    assert ner.gain_over_majority[1] == pytest.approx(0.9207782 - 0.9181078, abs=1e-6)
     # UPOS: 85% against 16%, and layer 1 gains 3.4 points over the embeddings: a centre of gravity
-    assert upos.beats_majority and upos.reported_centre_of_gravity == 1.0 and upos.commonest_tag == ""
+    assert upos.beats_majority and upos.reported_centre_of_gravity == 1.0 and upos.commonest_tag == "NOUN"
     flat = ProbeResult("t", "m", ["A", "B"], [0, 1, 2], [0.5, 0.8, 0.8005], [0.4, 0.7, 0.7], 0.3, 1.0, 10, 10_000, 1.0)
     assert flat.beats_majority and flat.reported_centre_of_gravity == 1.0
     same = ProbeResult("t", "m", ["A", "B"], [0, 1, 2], [0.8, 0.8005, 0.8], [0.7] * 3, 0.3, 1.0, 10, 10_000, 1.0)
@@ -151,7 +151,8 @@ def test_the_probing_figure_shows_the_gain_over_the_commonest_tag_without_collid
     np.testing.assert_allclose(
         by_name["ner: no better than the commonest tag"].y, np.array(ner.gain_over_majority) * 100
     )
-    assert max(abs(y) for y in by_name["ner: no better than the commonest tag"].y) < 0.2  # flat at zero
+    flat = max(abs(y) for y in by_name["ner: no better than the commonest tag"].y)
+    assert flat < ner.noise_floor * 100  # flat at zero: every layer within the noise (0.27 < 0.61 points)
     assert by_name["ner macro-F1"].y == tuple(ner.macro_f1) and by_name["ner macro-F1"].xaxis == "x2"
     cogs = [t.name for t in fig.data if "centre of gravity" in (t.name or "")]
     assert cogs == ["upos centre of gravity 1.00"]
@@ -162,7 +163,7 @@ def test_the_probing_summary_says_when_a_probe_reads_nothing():
 
     ner, upos = probe_summary(committed("ner")), probe_summary(committed("upos"))
     assert "no better than always answering the commonest tag (O)" in ner and "91.8%" in ner
-    assert "0.09–0.12" in ner and "centre of gravity 1.00" not in ner.casefold()
+    assert "0.10–0.12" in ner and "centre of gravity 1.00" not in ner.casefold()
     assert "Centre of gravity 1.00" in upos and "above always answering the commonest tag" in upos
     # macro-F1 above the all-O guess's (0.957 / 13 tags): it finds a few entity tags, so no 'reads nothing'
     assert "would score about 0.07" in ner and "adds nothing to the accuracy" in ner and "reads no" not in ner
