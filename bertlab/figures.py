@@ -286,6 +286,30 @@ def plotly_config(filename: str = "bertlab-figure", fmt: str = "png") -> dict:
 # --------------------------------------------------------------------------------------
 # Learning curves (Watch it learn, the Home page's model card)
 # --------------------------------------------------------------------------------------
+STAGE_LABEL_SHARE = 0.12  # a "stage N starts" label is about this share of the plot's width
+
+
+def _log_span(pts: list[dict]) -> float:
+    """Decades of tokens the curve spans (at least one)."""
+    tokens = [c["tokens"] for c in pts if c.get("tokens")]
+    return max(1.0, math.log10(max(tokens) / min(tokens))) if tokens else 1.0
+
+
+def _label_rows(xs: list[float], span: float) -> list[int]:
+    """A row per label so that labels closer than STAGE_LABEL_SHARE of the axis do not overlap: row 0 above
+    the plot, rows 1, 2, ... inside its top edge (stages that start close together on a log axis, e.g.
+    the shipped model's stages 3 and 4 at 53M and 85M tokens)."""
+    rows: list[int] = []
+    last_x: dict[int, float] = {}
+    for x in xs:
+        row = 0
+        while row in last_x and x - last_x[row] < STAGE_LABEL_SHARE * span:
+            row += 1
+        last_x[row] = x
+        rows.append(row)
+    return rows
+
+
 def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None, title: str = "") -> go.Figure:
     """Held-out masked-LM and NSP accuracy against input tokens seen (log axis), with a vertical
     line at `marker_step` (the snapshot being looked at) and a dotted one where each later
@@ -322,13 +346,14 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
                 hovertemplate=hover,
             )
         )
-    for prev, c in zip(pts, pts[1:], strict=False):  # where a continued run (a new stage) took over
-        if c.get("stage", 1) != prev.get("stage", 1):
-            fig.add_vline(x=c["tokens"], line=dict(color=GREY, dash="dot"))
-            fig.add_annotation(  # by hand: on a log axis an annotation's x is log10 of the value
-                x=math.log10(c["tokens"]), y=1, yref="paper", text=f"stage {c['stage']} starts", showarrow=False,
-                xanchor="right", yanchor="bottom", font=dict(size=11, color="#5f6368"),
-            )  # fmt: skip
+    starts = [c for prev, c in zip(pts, pts[1:], strict=False) if c.get("stage", 1) != prev.get("stage", 1)]
+    for c, row in zip(starts, _label_rows([math.log10(c["tokens"]) for c in starts], _log_span(pts)), strict=True):
+        fig.add_vline(x=c["tokens"], line=dict(color=GREY, dash="dot"))  # where a continued run took over
+        fig.add_annotation(  # by hand: on a log axis an annotation's x is log10 of the value
+            x=math.log10(c["tokens"]), y=1, yref="paper", text=f"stage {c['stage']} starts", showarrow=False,
+            xanchor="right", yanchor="bottom" if row == 0 else "top", yshift=-14 * (row - 1) if row else 0,
+            font=dict(size=11, color="#5f6368"), bgcolor="rgba(255,255,255,0.85)" if row else None,
+        )  # fmt: skip
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
         fig.add_vline(x=at["tokens"], line=dict(color=GREY, dash="dash"))

@@ -183,6 +183,23 @@ def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
     assert len(learning_curve_figure(curve[:2]).layout.shapes) == 0  # one stage, no marker: no lines
 
 
+def test_stage_labels_that_start_close_together_do_not_overlap():
+    """The shipped model's stages 3 and 4 start at 53M and 85M tokens: on a log axis over 10 decades
+    their labels sat on top of each other. A label too close to the one before goes in a row of its own."""
+    from bertlab.figures import learning_curve_figure
+
+    starts = {1: 10, 2: 20_000_000, 3: 52_900_000, 4: 85_400_000}
+    curve = [{"step": i, "tokens": t, "mlm_acc": 0.1, "stage": s} for i, (s, t) in enumerate(starts.items())]
+    curve.append({"step": 9, "tokens": 172_700_000, "mlm_acc": 0.35, "stage": 4})
+    labels = {a.text: a for a in learning_curve_figure(curve).layout.annotations if a.text.endswith("starts")}
+    assert set(labels) == {"stage 2 starts", "stage 3 starts", "stage 4 starts"}
+    rows = {name: (a.yanchor, a.yshift or 0) for name, a in labels.items()}
+    assert len(set(rows.values())) == 3  # 0.4 and 0.2 decades apart on a 7-decade axis: a row each
+    assert rows["stage 2 starts"] == ("bottom", 0)  # the first above the plot, the others inside its top edge
+    spread = [{"step": i, "tokens": 10**i, "mlm_acc": 0.1, "stage": i} for i in range(1, 6)]
+    assert {(a.yanchor, a.yshift or 0) for a in learning_curve_figure(spread).layout.annotations} == {("bottom", 0)}
+
+
 def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():
     """Issue 25: step 10's near-uniform head must not look as dark as a trained one."""
     import numpy as np
