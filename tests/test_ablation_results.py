@@ -123,8 +123,18 @@ def test_a_result_set_says_the_budget_it_ran_on():
     assert results.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())["spec"]
     assert "on 72M tokens" in results.describe_spec(committed)
-    # Table 7 probes one model: named with how far it had trained, which stays true when the shipped one trains on
+    # Table 7 probes one model: named with how far it had trained, which stays true when the shipped one trains on.
+    # The main set (stage 4, one suite on a GPU, both columns) has no re-run merged in
     t7 = json.loads((REPO / "results" / "ablations" / "table7.json").read_text())
+    assert not t7.get("merged") and not t7.get("replaced")
+    said = results.describe_spec(t7["spec"], t7.get("recipe_changes") or (), (), t7["models"])
+    assert said == (
+        "Model bertlab-mini after 172.7M tokens of pretraining; fine-tuned on up to 4000 train examples "
+        "(frozen features: 6.0 epochs at 0.01); for upos 6 epochs at 0.001; for ner 6 epochs at 0.0003, 3 seeds "
+        "each, scored on all the dev examples."
+    )
+    # the stage-3 set, kept whole: each column re-run and merged in, said with the re-run that makes it
+    t7 = json.loads((REPO / "results" / "ablations" / "table7-stage3.json").read_text())
     said = results.describe_spec(t7["spec"], (), t7["merged"], t7["models"])
     assert said.startswith(
         "Model bertlab-mini after 85.4M tokens of pretraining; upos re-run later (suite t7s3uposf1e2"
@@ -153,6 +163,72 @@ def test_committed_results_say_where_they_agree_and_why(tmp_path):
         note = results.results_note(REPO / "results" / "ablations" / f"{table}.csv")
         assert "Where we agree" in note and "Where we do not" in note and "Why" in note, table
     assert results.results_note(tmp_path / "table5.csv") == ""
+
+
+T7_ROWS = {
+    "fine-tuning": "finetune",
+    "embeddings": "embeddings",
+    "second-to-last hidden": "second_to_last",
+    "last hidden": "last",
+    "weighted sum, last four": "wsum4",
+    "concat last four": "cat4",
+    "weighted sum, all layers": "mix",
+}
+T7_ROWS_METRICS = {("upos", "accuracy"), ("ner", "f1")}
+
+
+def _t7_cells(name: str) -> dict[tuple[str, str], results.Cell]:
+    rows = results.read_results(REPO / "results" / "ablations" / f"{name}.csv")
+    return {(c.variant, c.task): c for c in results.summarize(rows) if (c.task, c.metric) in T7_ROWS_METRICS}
+
+
+@pytest.mark.parametrize("name", ["table7", "table7-stage3", "table7-stage2"])
+def test_table7_readings_quote_their_own_results(name):
+    """Each Table 7 set's reading (the .md the page shows) quotes its own CSV: every cell of its table (mean ±
+    std over seeds, the difference from fine-tuning) and its count of directions reproduced."""
+    from bertlab.ablations.view import agreement
+
+    csv_path = REPO / "results" / "ablations" / f"{name}.csv"
+    note = results.results_note(csv_path)
+    cells = _t7_cells(name)
+    seen = set()
+    for line in note.splitlines():
+        parts = [p.strip().replace("**", "") for p in line.strip("|").split("|")]
+        if parts[0] not in T7_ROWS:
+            continue
+        variant = T7_ROWS[parts[0]]
+        for said, task in zip(parts[1:3], ("upos", "ner"), strict=True):
+            c, base = cells[(variant, task)], cells[("finetune", task)]
+            want = f"{c.mean:.1f} ± {c.std:.1f}"
+            if variant != "finetune":
+                want += f" ({c.mean - base.mean:+.1f})".replace("-", "−")
+            assert said == want, (name, variant, task)
+        seen.add(variant)
+    assert seen == set(T7_ROWS.values()), name
+    agree = agreement("table7", results.read_results(csv_path))
+    assert f"{agree['reproduced']} of the {agree['compared']} comparisons go the paper's way" in " ".join(note.split())
+
+
+def test_table7s_main_set_probes_the_shipped_model_and_says_what_moved_since_stage_3():
+    """The page shows Table 7 'on the shipped model': the main set's record names the model the shipped
+    checkpoint holds now (its card's total tokens), the stage-3 set the one before, and the main reading's
+    comparison with stage 3 quotes both CSVs."""
+    card = json.loads((REPO / "checkpoints" / "bertlab-mini" / "model_card.json").read_text())
+    main = json.loads((REPO / "results" / "ablations" / "table7.json").read_text())
+    stage3 = json.loads((REPO / "results" / "ablations" / "table7-stage3.json").read_text())
+    assert {m["total_tokens"] for m in main["models"].values()} == {card["total_tokens"]}
+    assert {m["total_tokens"] for m in stage3["models"].values()} == {card["init_card"]["total_tokens"]}
+    assert main["spec"]["model"] == "" and main["spec"]["data"] == "../shared/data"
+    assert "after stage 3 (85.4M tokens)" in stage3["label"] and "label" not in main
+    note = " ".join(results.results_note(REPO / "results" / "ablations" / "table7.csv").split())
+    now, before = _t7_cells("table7"), _t7_cells("table7-stage3")
+    for task in ("upos", "ner"):
+        assert f"({before[('finetune', task)].mean:.1f} → {now[('finetune', task)].mean:.1f})" in note, task
+    gap = {
+        k: cells[("embeddings", "ner")].mean - cells[("finetune", "ner")].mean
+        for k, cells in (("now", now), ("before", before))
+    }
+    assert f"the embeddings {gap['before']:+.1f} → {gap['now']:+.1f}".replace("-", "−") in note
 
 
 def test_table6_rows_go_from_the_smallest_shape_up_whatever_order_they_ran_in():

@@ -453,7 +453,7 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     size = {
         "table5": "mini, 72.0M tokens",
         "table6": "40.0M tokens",
-        "table7": "mini, 85.4M tokens",
+        "table7": "mini, 172.7M tokens",
         "table8": "mini, 72.0M tokens",
     }
     size = size[table]
@@ -496,15 +496,27 @@ def test_table6_reading_says_what_its_mrpc_column_holds():
     assert f"seed spread of {spreads[0]:.1f}-{spreads[-1]:.1f}" in said
 
 
-def test_ablations_page_offers_table7_on_the_shipped_models_second_stage(page_env):
-    """Table 7's main set probes the shipped model as it is (stage 3); the same runs on the model as it was
-    after stage 2 ship as a second set: the page offers it, names the model it probed with how far it had
-    trained, and shows its own reading."""
+def test_ablations_page_offers_table7_on_the_shipped_models_earlier_stages(page_env):
+    """Table 7's main set probes the shipped model as it is (stage 4); the same runs on the model as it was
+    after stage 3 and after stage 2 ship as further sets: the page offers them, names the model each probed
+    with how far it had trained, and shows each one's own reading."""
     at = _open("table7")
-    assert "Model bertlab-mini after 85.4M tokens of pretraining" in " ".join(c.value for c in at.caption)
+    assert "Model bertlab-mini after 172.7M tokens of pretraining" in " ".join(c.value for c in at.caption)
+    assert "Direction reproduced in 3 of 12 comparisons" in " ".join(m.value for m in at.markdown)
     box = at.selectbox(key="abl_source_table7")
-    assert any("stage 2" in o and "table7-stage2.csv" in o for o in box.options[1:])
-    box.set_value("committed:table7-stage2.csv").run()
+    assert box.options[0].startswith("The result set shipped") and "table7.csv" in box.options[0]
+    earlier = box.options[1:]
+    assert len(earlier) == 2 and "stage 2" in earlier[0] and "table7-stage2.csv" in earlier[0]
+    assert "stage 3 (85.4M tokens)" in earlier[1] and "table7-stage3.csv" in earlier[1]
+    box.set_value("committed:table7-stage3.csv").run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = " ".join(c.value for c in at.caption)
+    assert "Model bertlab-mini after 85.4M tokens of pretraining; upos re-run later" in captions
+    text = " ".join(m.value for m in at.markdown)
+    assert "Direction reproduced in 4 of 12 comparisons" in text
+    assert "as it was after its third pretraining stage" in text and "Where we agree" in text
+    assert all("mini, 85.4M tokens" in v for v in at.table[0].value["variant"])
+    at.selectbox(key="abl_source_table7").set_value("committed:table7-stage2.csv").run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Model bertlab-mini after 52.9M tokens of pretraining" in " ".join(c.value for c in at.caption)
     assert "32M fewer tokens of pretraining" in " ".join(m.value for m in at.markdown)
