@@ -45,7 +45,7 @@ if lm is not None and _same_path(lm.path, shipped_model_path()):
     acc = ((lm.card or {}).get("metrics") or {}).get("mlm_acc")
     score = f"; {acc:.0%} of held-out masked words right" if isinstance(acc, (int, float)) else ""
     st.info(
-        "You are looking at **bertlab-mini**, the small BERT this project pretrained itself with its own trainer "
+        "You are looking at **bertlab-mini**, a small BERT that this project pretrained with its own trainer "
         f"(L={lm.config.num_layers}, H={lm.config.hidden_size}, A={lm.config.num_heads}{score}). It is "
         "here to be taken apart and to show how BERT learns, not to answer well. For Google's trained "
         "BERTs, open **Google's BERTs** in the sidebar (bert-base-uncased, bert-large and 24 small BERTs, "

@@ -303,7 +303,7 @@ def _label_rows(xs: list[float], span: float) -> list[int]:
     last_x: dict[int, float] = {}
     for x in xs:
         row = 0
-        while row in last_x and x - last_x[row] < STAGE_LABEL_SHARE * span:
+        while row in last_x and abs(x - last_x[row]) < STAGE_LABEL_SHARE * span:
             row += 1
         last_x[row] = x
         rows.append(row)
@@ -363,4 +363,7 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
         )  # fmt: skip
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
-    return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))
+    fig = style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))
+    if starts and not title:  # the labels above the plot need room the untitled figure's margin lacks
+        fig.update_layout(margin=dict(t=28))
+    return fig

@@ -184,7 +184,7 @@ def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
 
 
 def test_stage_labels_that_start_close_together_do_not_overlap():
-    """The shipped model's stages 3 and 4 start at 53M and 85M tokens: on a log axis over 10 decades
+    """The shipped model's stages 3 and 4 start at 53M and 85M tokens: on a log axis over 4 decades
     their labels sat on top of each other. A label too close to the one before goes in a row of its own."""
     from bertlab.figures import learning_curve_figure
 
@@ -196,8 +196,11 @@ def test_stage_labels_that_start_close_together_do_not_overlap():
     rows = {name: (a.yanchor, a.yshift or 0) for name, a in labels.items()}
     assert len(set(rows.values())) == 3  # 0.4 and 0.2 decades apart on a 7-decade axis: a row each
     assert rows["stage 2 starts"] == ("bottom", 0)  # the first above the plot, the others inside its top edge
+    assert learning_curve_figure(curve).layout.margin.t >= 28  # row 0 sits above the plot: not clipped on Home
     spread = [{"step": i, "tokens": 10**i, "mlm_acc": 0.1, "stage": i} for i in range(1, 6)]
     assert {(a.yanchor, a.yshift or 0) for a in learning_curve_figure(spread).layout.annotations} == {("bottom", 0)}
+    backwards = [{"step": i, "tokens": 10 ** (6 - i), "mlm_acc": 0.1, "stage": i} for i in range(1, 6)]
+    assert {(a.yanchor, a.yshift or 0) for a in learning_curve_figure(backwards).layout.annotations} == {("bottom", 0)}
 
 
 def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():

@@ -78,10 +78,14 @@ def test_picker_lists_the_cache_and_says_offline(tmp_path, tiny_checkpoint, monk
     assert "Offline" in captions and "google/bert_uncased_L-2_H-128_A-2" in captions
     # Home says plainly what the shipped model is and how to switch to Google's
     info = " ".join(str(i.value) for i in at.info)
-    assert "pretrained itself" in info and "not to answer well" in info and "**Google's BERTs**" in info
+    assert (
+        "this project pretrained with its own trainer" in info
+        and "not to answer well" in info
+        and "**Google's BERTs**" in info
+    )
     picker.set_value(str(snap)).run()
     assert not at.exception and not at.error
-    assert not any("pretrained itself" in str(i.value) for i in at.info)  # only said of the shipped model
+    assert not any("this project pretrained" in str(i.value) for i in at.info)  # only said of the shipped model
 
 
 # --- resolve / download: one weights file, the cache first ------------------------------------------

@@ -339,7 +339,7 @@ def probe_figure(results: Sequence[ProbeResult], title: str = "") -> go.Figure:
     fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
     fig.update_yaxes(title="points above the commonest tag", zeroline=False, row=1, col=1)
     fig.update_yaxes(title="macro-F1", range=[0, 1.02], row=1, col=2)
-    style_figure(fig, title, height=420, legend=dict(orientation="h", y=-0.25))
+    style_figure(fig, title, height=440, legend=dict(orientation="h", y=-0.3, yanchor="top"))
     fig.update_annotations(font=dict(size=13))  # the panel titles
     return fig
 
