@@ -280,6 +280,14 @@ def _run_seq_length(run_config: dict) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+def _run_threads(run_config: dict) -> int:
+    """The CPU threads a run trained on: its train.num_threads, else (0: torch's default) `default_threads`."""
+    cfg = run_config.get("config")
+    train = run_config.get("effective_train") or (cfg.get("train") if isinstance(cfg, dict) else None)
+    n = train.get("num_threads") if isinstance(train, dict) else None
+    return int(n) if isinstance(n, (int, float)) and n > 0 else default_threads()
+
+
 _HEAD_KEYS = ("mode", "features", "bilstm", "lstm_hidden", "lstm_layers")
 
 
@@ -293,12 +301,14 @@ def _measured_in_run(
     root,
     head: HeadConfig | None = None,
     max_seq_length: int = 0,
+    threads: int = 0,
 ) -> tuple[float, str] | None:
     """(seconds a step, source) from the newest earlier run of the same job shape on the same kind
     of device: a pretraining run of the same model shape and about the same sequence length (its
     sequences/s times its length: the tokens it computed on), or a fine-tuning run of the same task,
     model shape, batch size, max_seq_length and head (mode, features, BiLSTM: its sequences/s,
-    since its batches are padded as this job's will be)."""
+    since its batches are padded as this job's will be). On a CPU the run must have trained on as many
+    threads as this job will (`threads`, 0: `default_threads`): a step on 1 thread took ~1.4x one on 2."""
     root = Path(root) if root else runs_root()
     # the objective shows in the shape too: a left-to-right model predicts every token, not 15% of them
     keys = ("num_layers", "hidden_size", "num_heads", "intermediate_size", "attention_direction", "use_nsp_head")
@@ -311,6 +321,8 @@ def _measured_in_run(
             if tuple(mc.get(k, defaults.get(k)) for k in keys) != shape:
                 continue
             if not str(read_status(run).get("device", "")).startswith(device):
+                continue
+            if device == "cpu" and _run_threads(rc) != (threads or default_threads()):
                 continue
             run_seq = _run_seq_length(rc) or seq_length
             cfg = rc.get("config") or {}
@@ -477,7 +489,7 @@ def _step_seconds(
     """(seconds an optimizer step, where that comes from): see `estimate`."""
     if gpus == 1:
         measured = _measured_in_run(
-            config, seq_length, padded_row, batch_size, device, task, runs_dir, head, max_seq_length
+            config, seq_length, padded_row, batch_size, device, task, runs_dir, head, max_seq_length, threads
         )
         if measured:
             return measured
@@ -601,6 +613,9 @@ def _can_time_here(config: BertConfig, device: str) -> bool:
     return True
 
 
+TIME_BUDGET_NOTE = "the time budget ends training first"  # a run whose time is its budget, whatever its speed
+
+
 def _steps_and_seconds(max_steps: int, max_time_s: float, step_s: float) -> tuple[int | None, float | None, list[str]]:
     """(steps, seconds, notes) of a run at `step_s` a step: its step budget, or fewer steps when its
     time budget ends training first (then said in the notes); None for a budget not given."""
@@ -611,7 +626,7 @@ def _steps_and_seconds(max_steps: int, max_time_s: float, step_s: float) -> tupl
         budget_steps = int(max_time_s / step_s)
         if steps is None or budget_steps < steps:
             steps, seconds = budget_steps, float(max_time_s)
-            notes.append("the time budget ends training first")
+            notes.append(TIME_BUDGET_NOTE)
     return steps, seconds, notes
 
 

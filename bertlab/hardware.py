@@ -197,20 +197,26 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return dev
 
 
-def default_threads() -> int:
+def default_threads(cpu_slots: int | None = None) -> int:
     """The CPU threads torch trains on in a fresh process (a job that does not set --threads): its
-    OMP_NUM_THREADS, else one a physical core. The app runs its own calls on fewer, so it cannot ask
-    torch.get_num_threads()."""
+    OMP_NUM_THREADS, else the physical cores shared among the job queue's CPU slots (`cpu_slots`, else
+    $BERTLAB_CPU_SLOTS, else 1: all of them). The queue gives each CPU job that many
+    (`JobRegistry._job_env`): two jobs of one thread a core each on a 2-core CPU ran at ~1.05x their time
+    alone, two of torch's default (every core each) at 4-80x. The app runs its own calls on fewer, so it
+    cannot ask torch.get_num_threads()."""
     wanted = os.environ.get("OMP_NUM_THREADS", "")
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
+    if cpu_slots is None:
+        env = os.environ.get("BERTLAB_CPU_SLOTS", "")
+        cpu_slots = int(env) if env.isdigit() and int(env) > 0 else 1
     try:
         import psutil
 
         cores = psutil.cpu_count(logical=False)
     except ImportError:  # not a dependency: logical CPUs instead
         cores = None
-    return cores or os.cpu_count() or 1
+    return max(1, (cores or os.cpu_count() or 1) // max(1, cpu_slots))
 
 
 def hardware_description(num_threads: int = 0, device: str | torch.device | None = None) -> str:

@@ -141,7 +141,7 @@ def test_the_cli_says_which_job_it_estimates_on_stderr_and_keeps_json_on_stdout(
 
     def fake_estimate(job, cwd, **kwargs):
         estimated.append(job.name)
-        return SimpleNamespace(steps=10, total_s=1.0, throughput_source="timed here now (a test)")
+        return SimpleNamespace(steps=10, total_s=1.0, throughput_source="timed here now (a test)", notes=())
 
     monkeypatch.setattr(estimate, "estimate_spec", fake_estimate)
     data = tmp_path / "data"
@@ -177,3 +177,48 @@ def test_a_malformed_run_folder_is_skipped_not_a_crash(tmp_path, file, text):
     (run / file).write_text(text)
     got = estimate.job_overhead("pretrain", "cpu", ("default",), tmp_path / "runs")
     assert got.source in ("measured default", "median of 1 earlier pretrain job(s) here")
+
+
+def test_cpu_slots_run_jobs_side_by_side_each_slowed_as_measured(tmp_path, monkeypatch):
+    """With BERTLAB_CPU_SLOTS=2 a tiny Table 8 suite took 73 s on 1-thread jobs (140 s one at a time) and 255 s on
+    torch's default 2 threads a job (150 s one at a time): the estimate said 'one after another' either way."""
+
+    def fake_estimate(job, cwd, **kwargs):
+        pretraining = job.kind == "pretrain"
+        notes = (estimate.TIME_BUDGET_NOTE,) if pretraining else ()
+        return SimpleNamespace(steps=100 if pretraining else 10, total_s=10.0, throughput_source="x", notes=notes)
+
+    monkeypatch.setattr(estimate, "estimate_spec", fake_estimate)
+    spec = planning.SuiteSpec("table8", tasks=("sst2",), seeds=1, budget_s=10, data=_task_folders(tmp_path))
+    one = estimate.estimate_suite(spec, gpus=0, registry=JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0))
+    assert one.slots == 1 and one.sharing == "" and one.side_by_side_s == one.total_s
+    assert one.one_at_a_time_s == pytest.approx(one.total_s)
+    assert "one after another" in one.text
+
+    fit = estimate.estimate_suite(replace(spec, threads=1), gpus=0, registry=JobRegistry(tmp_path / "r", 2, 0))
+    pre = [r for r in fit.runs if r.column == "pretraining"]
+    tune = [r for r in fit.runs if r.column != "pretraining"]
+    assert fit.slots == 2 and len(pre) == 6 and len(tune) == 12  # each task both ways (frozen features too)
+    # a time budget keeps its 10 s beside another job and fits fewer steps; a step budget takes longer
+    assert {(r.steps, r.seconds - r.start_s - r.end_s) for r in pre} == {(round(100 / 1.05), 10.0)}
+    assert [r.seconds - r.start_s - r.end_s for r in tune] == pytest.approx([10.0 * estimate.CPU_SIDE_BY_SIDE] * 12)
+    assert fit.one_at_a_time_s == pytest.approx(one.one_at_a_time_s)
+    assert fit.side_by_side_s == pytest.approx(3 * pre[0].seconds + sum(r.seconds for r in tune) / 2)
+    assert fit.side_by_side_s < 0.6 * fit.one_at_a_time_s and "2 CPU jobs at a time" in fit.text
+
+    monkeypatch.setattr(estimate, "default_threads", lambda *slots: 2)  # e.g. OMP_NUM_THREADS=2 exported
+    monkeypatch.setattr(estimate.os, "cpu_count", lambda: 2)
+    over = estimate.estimate_suite(spec, gpus=0, registry=JobRegistry(tmp_path / "r", 2, 0))
+    assert {r.slowdown for r in over.runs if r.column != "pretraining"} == {estimate.CPU_OVERSUBSCRIBED}
+    assert over.side_by_side_s > over.one_at_a_time_s  # slower in all than one job at a time, as measured
+    assert "oversubscribe this machine's 2 cores" in over.text and "--threads 1" in over.text
+    assert over.to_dict()["cpu_slots"] == 2
+
+
+def test_cpu_slots_come_from_the_registry_else_the_environment(monkeypatch):
+    assert estimate.cpu_slots(None) == 1
+    monkeypatch.setenv("BERTLAB_CPU_SLOTS", "3")
+    assert estimate.cpu_slots(None) == 3 and estimate.cpu_slots(JobRegistry("/nonexistent", 2, 0)) == 2
+    assert estimate.cpu_sharing(1, 8, 2) == (1.0, "")
+    assert estimate.cpu_sharing(2, 1, 2)[0] == estimate.CPU_SIDE_BY_SIDE
+    assert estimate.cpu_sharing(3, 1, 2)[0] == estimate.CPU_OVERSUBSCRIBED

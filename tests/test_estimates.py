@@ -94,6 +94,33 @@ def test_estimate_reads_finetuning_runs_too(runs):
     assert not estimate(preset("tiny"), task="cola", measure=False, **kw).throughput_source.startswith("measured")
 
 
+def test_an_earlier_cpu_run_on_other_threads_is_not_the_same_job(runs, monkeypatch):
+    """A step on 1 thread took ~1.4x one on 2 here: an earlier --threads 1 run's rate is not a 2-thread job's."""
+    monkeypatch.setattr("bertlab.estimates.default_threads", lambda: 2)
+    run = runs / "one-thread"
+    run.mkdir(parents=True)
+    train = {"batch_size": 32, "num_threads": 1}
+    (run / "run_config.json").write_text(
+        json.dumps(
+            {
+                "kind": "finetune",
+                "config": {"data": "/d", "max_seq_length": 64, "task": "sst2", "train": train},
+                "model_config": {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "intermediate_size": 512},
+            }
+        )
+    )
+    (run / "status.json").write_text(json.dumps({"state": "finished", "device": "cpu"}))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"split": "train", "step": s, "seq_per_s": 20.0}) + "\n" for s in range(4))
+    )
+    kw = dict(batch_size=32, seq_length=64, max_steps=10, device="cpu", runs_dir=runs, pretraining=False, task="sst2")
+    assert estimate(preset("tiny"), threads=1, **kw).throughput_source == "measured in run one-thread"
+    for threads in (0, 2):  # 0: torch's default, one a core (2 here)
+        assert not estimate(preset("tiny"), threads=threads, measure=False, **kw).throughput_source.startswith(
+            "measured"
+        )
+
+
 def test_estimate_of_a_spec(runs, job_data):
     corpus, cache = job_data
     est = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs)
@@ -463,6 +490,21 @@ def test_a_two_phase_pretraining_is_estimated_phase_by_phase(runs, job_data):
         measure=False,
     )
     assert abs(tokens.steps * tokens.tokens_per_step - 200_000) < 0.02 * 200_000
+
+
+def test_a_job_beside_others_gets_its_share_of_the_cores(monkeypatch):
+    """Several CPU slots: each job without --threads gets the physical cores shared among the slots, not
+    all of them (two 2-thread jobs on a 2-core CPU ran 4-80x slower each; two 1-thread ones ~1.05x)."""
+    from bertlab.hardware import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = default_threads(cpu_slots=1)  # one a physical core
+    assert default_threads() == cores >= 1
+    assert default_threads(cpu_slots=2) == max(1, cores // 2) and default_threads(cpu_slots=10 * cores) == 1
+    monkeypatch.setenv("BERTLAB_CPU_SLOTS", "2")  # what the queue was started with, read by the app's estimates
+    assert default_threads() == max(1, cores // 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting wins
+    assert default_threads() == default_threads(cpu_slots=2) == 3
 
 
 def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):

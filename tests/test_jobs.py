@@ -297,3 +297,21 @@ def test_a_signal_from_outside_marks_the_job_interrupted(runs, monkeypatch, who)
         sup.kill()
     job = read_job(run_dir)
     assert job.job.get("signalled") is True and job.state in ("cancelled", "failed") and job.interrupted
+
+
+def test_a_cpu_job_beside_others_gets_its_share_of_the_cores(tmp_path, monkeypatch):
+    """With several CPU slots the queue gives each CPU job OMP_NUM_THREADS = its share of the cores (on
+    torch's default, two jobs each took every core of a 2-core CPU and ran 4-80x slower); one slot, a GPU
+    job or the user's own OMP_NUM_THREADS are left as they are."""
+    from bertlab.hardware import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    two = JobRegistry(tmp_path / "two", cpu_slots=2)
+    assert (
+        two._job_env("cpu")["OMP_NUM_THREADS"] == str(default_threads(2))
+        and two._job_env("cpu")["BERTLAB_CPU_SLOTS"] == "2"
+    )
+    assert "OMP_NUM_THREADS" not in two._job_env("cuda")
+    assert "OMP_NUM_THREADS" not in JobRegistry(tmp_path / "one", cpu_slots=1)._job_env("cpu")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert two._job_env("cpu")["OMP_NUM_THREADS"] == "4"

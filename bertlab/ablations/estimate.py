@@ -1,11 +1,11 @@
 """How long an ablation suite takes: each run's estimate (the Train page's estimate of the same job, plus
 what the job spends before its first step and after its last) and the totals, one after another or side
-by side on several GPUs.
+by side on several GPUs or CPU slots (`cpu_sharing`: how much a CPU job slows beside the others).
 
-Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, and `JobOverhead` with
-`job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind, device and
-data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite` asks
-bertlab.estimates for each job, which may time a training step of the model here.
+Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, `cpu_slots`, `cpu_sharing`, and
+`JobOverhead` with `job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind,
+device and data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite`
+asks bertlab.estimates for each job, which may time a training step of the model here.
 
 Imports bertlab.ablations.planning, bertlab.errors, bertlab.estimates, bertlab.formatting,
 bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.runfolder.
@@ -13,6 +13,7 @@ bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.runfolder.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -20,9 +21,9 @@ from pathlib import Path
 
 from bertlab.ablations.planning import SuiteSpec, plan
 from bertlab.errors import InputError
-from bertlab.estimates import estimate_spec
+from bertlab.estimates import TIME_BUDGET_NOTE, estimate_spec
 from bertlab.formatting import format_duration
-from bertlab.hardware import gpu_count
+from bertlab.hardware import default_threads, gpu_count
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, run_dirs
 from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
@@ -48,6 +49,17 @@ DEFAULT_OVERHEAD = {
     "pretrain": JobOverhead(5.5, 1.5, "measured default"),
     "finetune": JobOverhead(2.7, 1.0, "measured default"),
 }
+# Several CPU jobs at a time ($BERTLAB_CPU_SLOTS, JobRegistry.cpu_slots), measured on this project's 2-core CPU
+# with a tiny Table 8 suite (6 pretraining runs of 8 s, 12 UPOS runs of 200 sentences, half of them frozen features
+# and a BiLSTM), 2 jobs at a time against 1. On one thread each (--threads 1) a job's steps took ~1.05x their time
+# alone (fine-tuning 0.62-0.68 s of steps against 0.61-0.63, frozen features 1.12-1.18 against 1.08-1.12,
+# pretraining 96-98 steps in 8 s against 99-101): the suite took 73 s against 140 s one at a time. On torch's
+# default threads (one a core: 2 a job, 4 on 2 cores) the jobs' threads wait on each other: the 12 fine-tuning
+# runs' steps took 43x their time alone in all (3.7x-81x; a frozen-feature BiLSTM run 7 steps in 7-65 s
+# against 0.8 s), their final evaluations up to 15 s against 1 s, and the suite 255 s against 150 s one at a time
+# (time-budgeted pretraining kept its 8 s but made 5-42 steps against 125-166).
+CPU_SIDE_BY_SIDE = 1.05  # a job's steps beside others, when the jobs' threads together fit the cores
+CPU_OVERSUBSCRIBED = 43.0  # ... when they do not: the mean of a spread of 3.7x-81x, so per run a guess only
 EARLIER_JOBS = 5  # the newest finished jobs of the same kind and data that a job's overhead is the median of
 SCANNED_RUNS = 50  # run folders looked at for them, newest first
 
@@ -61,11 +73,12 @@ class RunEstimate:
     seed: int
     name: str  # the job's name, as the Jobs page will list it
     steps: int | None
-    seconds: float  # the run's whole wall time: training (and compiling), start_s and end_s
+    seconds: float  # the run's whole wall time: training (and compiling, x slowdown), start_s and end_s
     source: str  # where the seconds a step come from (an earlier run, timed here now, tabulated)
     start_s: float  # of `seconds`, before the first step (JobOverhead)
     end_s: float  # of `seconds`, after the last step: final evaluation, saving, exiting
     overhead_source: str  # where start_s and end_s come from (JobOverhead.source)
+    slowdown: float = 1.0  # of its steps beside the queue's other CPU jobs (`cpu_sharing`); in `seconds` already
 
 
 @dataclass(frozen=True)
@@ -74,8 +87,9 @@ class SuiteEstimate:
 
     runs: tuple[RunEstimate, ...]
     on_gpu: bool
-    slots: int  # jobs the queue runs at once (one per GPU; one on CPU)
+    slots: int  # jobs the queue runs at once (one per GPU; its CPU slots on CPU)
     budget: str  # each variant's pretraining budget in words ("" when the table pretrains nothing)
+    sharing: str = ""  # what running CPU jobs side by side does to each (`cpu_sharing`); "" with one slot or on GPUs
 
     @property
     def pretraining_runs(self) -> int:
@@ -98,9 +112,14 @@ class SuiteEstimate:
         return self.pretraining_s + self.finetuning_s
 
     @property
+    def one_at_a_time_s(self) -> float:
+        """The runs one after another, none slowed by another beside it (the total with one slot)."""
+        return sum(r.start_s + (r.seconds - r.start_s - r.end_s) / r.slowdown + r.end_s for r in self.runs)
+
+    @property
     def side_by_side_s(self) -> float:
-        """With several GPUs: the pretraining runs in rounds of `slots` (the longest of each round), then
-        the fine-tuning runs spread over the slots."""
+        """With several slots (GPUs, or CPU slots): the pretraining runs in rounds of `slots` (the longest of
+        each round), then the fine-tuning runs spread over the slots; each run as slowed beside the others."""
         pre = sorted((r.seconds for r in self.runs if r.column == "pretraining"), reverse=True)
         rounds = sum(pre[i] for i in range(0, len(pre), self.slots))
         return rounds + self.finetuning_s / self.slots
@@ -110,10 +129,13 @@ class SuiteEstimate:
         reused = sum(r.source.startswith("reuses job") for r in self.runs)
         pre = f"{self.pretraining_runs - reused} pretraining run(s)" + (f" ({self.budget} each)" if self.budget else "")
         pre += f", {reused} reused from earlier jobs (counted for what is left of them)" if reused else ""
-        text = (
-            f"{pre} and {self.finetuning_runs} fine-tuning runs on {'GPU' if self.on_gpu else 'CPU'}: about "
-            f"{format_duration(self.total_s)} one after another"
-        )
+        runs = f"{pre} and {self.finetuning_runs} fine-tuning runs on {'GPU' if self.on_gpu else 'CPU'}"
+        if self.slots > 1 and not self.on_gpu:
+            return (
+                f"{runs}: about {format_duration(self.side_by_side_s)} with the queue's {self.slots} CPU jobs at a "
+                f"time ({self.sharing}), about {format_duration(self.one_at_a_time_s)} one at a time"
+            )
+        text = f"{runs}: about {format_duration(self.total_s)} one after another"
         if self.slots > 1:
             text += f", about {format_duration(self.side_by_side_s)} on this machine's {self.slots} GPUs side by side"
         return text
@@ -143,6 +165,8 @@ class SuiteEstimate:
             "total_s": self.total_s,
             "gpus": self.slots if self.on_gpu else 0,
             "side_by_side_s": self.side_by_side_s,
+            "cpu_slots": 0 if self.on_gpu else self.slots,
+            "one_at_a_time_s": self.one_at_a_time_s,
             "text": self.text,
             "runs": [asdict(r) for r in self.runs],
         }
@@ -172,7 +196,9 @@ def estimate_suite(
     job (`spec.reuse`, read from `registry`) counts for what is left of it. gpus: None = `registry`'s
     (the GPUs its queue runs jobs on), else this machine's; with several, the queue runs one job per GPU side by side. Jobs sharing a GPU
     ($BERTLAB_JOBS_PER_GPU) are not modelled: each is timed as if it had its GPU to itself, so with
-    sharing the side-by-side total is an upper bound only when the GPU has room to spare.
+    sharing the side-by-side total is an upper bound only when the GPU has room to spare. A CPU queue of
+    several slots (`cpu_slots`) runs its jobs side by side too, each job's steps slowed by `cpu_sharing` (a
+    time-budgeted job keeps its time and makes fewer steps).
 
     `progress` is called with a job's name before its estimate is made (its tokens counted and,
     unless an earlier run measured it, a training step timed here: up to tens of seconds each on a
@@ -181,6 +207,10 @@ def estimate_suite(
         gpus = registry.gpus if registry is not None else gpu_count()
     device = spec.device_kind(gpus)
     on_gpu = device == "cuda"
+    slots = max(1, gpus) if on_gpu else cpu_slots(registry)
+    slowdown, sharing = (
+        (1.0, "") if on_gpu else cpu_sharing(slots, spec.threads or default_threads(slots), os.cpu_count())
+    )
     runs_dir = registry.root if registry is not None else None
     shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
     shapes: dict[str, object] = {}  # variant -> the config of the model its pretraining job writes
@@ -221,19 +251,62 @@ def estimate_suite(
                 )
             except JobError as exc:
                 raise InputError(f"cannot estimate {job.name}: {exc}") from exc
-            seen[key] = (est.steps, est.total_s or 0.0, est.throughput_source)
-        steps, training_s, source = seen[key]
+            seen[key] = (est.steps, est.total_s or 0.0, est.throughput_source, TIME_BUDGET_NOTE in est.notes)
+        steps, training_s, source, time_bound = seen[key]
         start_s = 0.0 if running else overhead.start_s  # a reused job still running has started already
         if reused:
             steps, training_s = None if steps is None else round(steps * left), training_s * left
             source = f"reuses job {reused}, {1 - left:.0%} done ({source})"
-        seconds = start_s + training_s + overhead.end_s
+        run_slowdown = slowdown
+        if time_bound and slowdown != 1.0:  # a time budget keeps its time beside other jobs: fewer steps fit in it
+            steps, run_slowdown = None if steps is None else max(1, round(steps / slowdown)), 1.0
+        seconds = start_s + training_s * run_slowdown + overhead.end_s
         out.append(
             RunEstimate(
-                r.variant, r.column, r.seed, job.name, steps, seconds, source, start_s, overhead.end_s, overhead.source
+                r.variant,
+                r.column,
+                r.seed,
+                job.name,
+                steps,
+                seconds,
+                source,
+                start_s,
+                overhead.end_s,
+                overhead.source,
+                run_slowdown,
             )
         )
-    return SuiteEstimate(tuple(out), on_gpu, max(1, gpus) if on_gpu else 1, budget_text(spec))
+    return SuiteEstimate(tuple(out), on_gpu, slots, budget_text(spec), sharing)
+
+
+def cpu_slots(registry: JobRegistry | None) -> int:
+    """The CPU jobs the queue runs at once: `registry`'s, else what a registry made now would take
+    ($BERTLAB_CPU_SLOTS, else 1)."""
+    if registry is not None:
+        return max(1, registry.cpu_slots)
+    env = os.environ.get("BERTLAB_CPU_SLOTS", "")
+    return max(1, int(env)) if env.isdigit() else 1
+
+
+def cpu_sharing(slots: int, threads: int, cores: int | None) -> tuple[float, str]:
+    """(how many times their time alone a CPU job's steps take beside the queue's other jobs, that in words)
+    with `slots` jobs at a time of `threads` threads each on `cores` cores: 1 with one slot; CPU_SIDE_BY_SIDE
+    while the jobs' threads together fit the cores; else CPU_OVERSUBSCRIBED, and the words say to give fewer
+    threads (measured: see CPU_SIDE_BY_SIDE)."""
+    if slots <= 1:
+        return 1.0, ""
+    cores = cores or 1
+    if slots * threads <= cores:
+        return CPU_SIDE_BY_SIDE, (
+            f"each job's steps ~{CPU_SIDE_BY_SIDE:g}x their time alone, measured with {threads}-thread jobs side by "
+            f"side on {cores} cores"
+        )
+    fit = max(1, cores // slots)
+    return CPU_OVERSUBSCRIBED, (
+        f"{slots} jobs of {threads} threads each oversubscribe this machine's {cores} cores: side by side their steps "
+        f"measured {CPU_OVERSUBSCRIBED:g}x their time alone on average and 4-80x run by run, so the suite takes "
+        f"longer than one job at a time; give --threads {fit} ({slots} x {fit} fit the cores) or run one job at a time"
+    )
 
 
 def job_overhead(kind: str, device: str, data: tuple, runs_dir: str | Path | None) -> JobOverhead:

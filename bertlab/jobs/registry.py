@@ -66,7 +66,7 @@ import time
 from pathlib import Path
 
 from bertlab.atomic import locked
-from bertlab.hardware import gpu_count, pid_alive, process_start_time
+from bertlab.hardware import default_threads, gpu_count, pid_alive, process_start_time
 from bertlab.jobs.runs import Job, error_from_log, read_job, waiting_for
 from bertlab.jobs.spec import (
     JobError,
@@ -309,6 +309,22 @@ class JobRegistry:
         idle = [g for g in range(self.gpus) if load[g] == 0]
         return idle[:want] if len(idle) >= want else None
 
+    def _job_env(self, device: str) -> dict[str, str]:
+        """The environment a job's supervisor (and so its trainer) runs in. A CPU job beside others (several
+        CPU slots) gets its share of the cores as OMP_NUM_THREADS unless one is set already: on torch's
+        default every job takes every core, and two such jobs on 2 cores ran 4-80x slower each
+        (`hardware.default_threads`); a job's own --threads still wins."""
+        env = dict(os.environ)
+        env["BERTLAB_RUNS"] = str(self.root)  # the supervisor's own tick() must look at this registry
+        env["BERTLAB_CPU_SLOTS"] = str(self.cpu_slots)
+        env["BERTLAB_JOBS_PER_GPU"] = str(self.jobs_per_gpu)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["TQDM_DISABLE"] = "1"
+        if device != "cuda" and self.cpu_slots > 1 and not env.get("OMP_NUM_THREADS"):
+            env["OMP_NUM_THREADS"] = str(default_threads(self.cpu_slots))
+        return env
+
     def _launch(self, job: Job, gpus: list[int]) -> None:
         run_dir = job.run_dir
         spec = JobSpec(
@@ -324,13 +340,7 @@ class JobRegistry:
         cuda_visible = (
             ",".join(physical[g] if physical and g < len(physical) else str(g) for g in gpus) if gpus else None
         )
-        env = dict(os.environ)
-        env["BERTLAB_RUNS"] = str(self.root)  # the supervisor's own tick() must look at this registry
-        env["BERTLAB_CPU_SLOTS"] = str(self.cpu_slots)
-        env["BERTLAB_JOBS_PER_GPU"] = str(self.jobs_per_gpu)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["TQDM_DISABLE"] = "1"
+        env = self._job_env(spec.device)
         update_job_file(
             run_dir,
             phase="launched",
