@@ -197,6 +197,12 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return dev
 
 
+def cpu_slots_setting() -> int:
+    """The job queue's CPU slots as $BERTLAB_CPU_SLOTS sets them (1 when it is unset or not a number)."""
+    env = os.environ.get("BERTLAB_CPU_SLOTS", "")
+    return int(env) if env.isdigit() else 1
+
+
 def default_threads(cpu_slots: int | None = None) -> int:
     """The CPU threads torch trains on in a fresh process (a job that does not set --threads): its
     OMP_NUM_THREADS, else the physical cores shared among the job queue's CPU slots (`cpu_slots`, else
@@ -208,8 +214,7 @@ def default_threads(cpu_slots: int | None = None) -> int:
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
     if cpu_slots is None:
-        env = os.environ.get("BERTLAB_CPU_SLOTS", "")
-        cpu_slots = int(env) if env.isdigit() and int(env) > 0 else 1
+        cpu_slots = cpu_slots_setting()
     try:
         import psutil
 

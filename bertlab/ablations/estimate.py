@@ -23,7 +23,7 @@ from bertlab.ablations.planning import SuiteSpec, plan
 from bertlab.errors import InputError
 from bertlab.estimates import TIME_BUDGET_NOTE, estimate_spec
 from bertlab.formatting import format_duration
-from bertlab.hardware import default_threads, gpu_count
+from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, run_dirs
 from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
@@ -282,10 +282,7 @@ def estimate_suite(
 def cpu_slots(registry: JobRegistry | None) -> int:
     """The CPU jobs the queue runs at once: `registry`'s, else what a registry made now would take
     ($BERTLAB_CPU_SLOTS, else 1)."""
-    if registry is not None:
-        return max(1, registry.cpu_slots)
-    env = os.environ.get("BERTLAB_CPU_SLOTS", "")
-    return max(1, int(env)) if env.isdigit() else 1
+    return max(1, registry.cpu_slots if registry is not None else cpu_slots_setting())
 
 
 def cpu_sharing(slots: int, threads: int, cores: int | None) -> tuple[float, str]:

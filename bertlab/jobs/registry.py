@@ -66,7 +66,7 @@ import time
 from pathlib import Path
 
 from bertlab.atomic import locked
-from bertlab.hardware import default_threads, gpu_count, pid_alive, process_start_time
+from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count, pid_alive, process_start_time
 from bertlab.jobs.runs import Job, error_from_log, read_job, waiting_for
 from bertlab.jobs.spec import (
     JobError,
@@ -120,8 +120,7 @@ class JobRegistry:
         jobs_per_gpu: int | None = None,
     ):
         self.root = Path(root).expanduser() if root else runs_root()
-        env_slots = os.environ.get("BERTLAB_CPU_SLOTS", "")
-        self.cpu_slots = cpu_slots if cpu_slots is not None else (int(env_slots) if env_slots.isdigit() else 1)
+        self.cpu_slots = cpu_slots if cpu_slots is not None else cpu_slots_setting()
         self.gpus = gpu_count() if gpus is None else gpus
         self.kill_timeout_s = kill_timeout_s
         env_share = os.environ.get("BERTLAB_JOBS_PER_GPU", "").strip()
