@@ -229,10 +229,10 @@ def test_a_suite_on_gpus_records_their_names(tmp_path, monkeypatch):
     monkeypatch.setattr(suites, "gpu_stats", lambda: [GpuStat(i, "NVIDIA H200", 0.0, 1.0, 140.0) for i in range(8)])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cuda")
-    text = suites._hardware(spec, JobRegistry(tmp_path / "runs", gpus=2, jobs_per_gpu=14))
+    text = suites.hardware_text(spec, JobRegistry(tmp_path / "runs", gpus=2, jobs_per_gpu=14))
     assert text.endswith("CPU cores, NVIDIA H200 x2, up to 14 jobs per GPU")  # the visible two of eight
     cpu = planning.SuiteSpec("table5", tasks=("sst2",), seeds=1, budget_s=60, device="cpu")
-    assert suites._hardware(cpu, JobRegistry(tmp_path / "runs", gpus=1)).endswith("CPU cores")
+    assert suites.hardware_text(cpu, JobRegistry(tmp_path / "runs", gpus=1)).endswith("CPU cores")
 
 
 def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):

@@ -5,8 +5,9 @@
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
     bertlab ablate collect SUITE --into results/ablations/table7.csv   # a re-run column replaces its own
     bertlab ablate pool results/ablations/table5.csv OTHER.csv          # a second pretraining run's rows join
+    bertlab ablate adopt table7 --tasks upos ... --run cat4/upos/0=pilot-cat4 ...  # plain runs become a suite
 
-The work is bertlab.ablations' (planning, suites, estimate, reuse, results, merge); this module parses and prints. Torch-free.
+The work is bertlab.ablations' (planning, suites, estimate, reuse, results, merge, adopt); this module parses and prints. Torch-free.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from bertlab.ablations import estimate, merge, planning, results, reuse
+from bertlab.ablations import adopt, estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
@@ -146,6 +147,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--wait-max-s", type=float, default=0.0, help="with --wait: stop waiting after this many seconds")
     _suite_options(sub.add_parser("estimate", help="how many runs a suite makes and about how long it takes"))
+    a = sub.add_parser(
+        "adopt",
+        help="make a suite of finished plain `bertlab finetune` runs (a pilot run by hand), each checked to have "
+        "run exactly what the suite would (table7: a table that pretrains nothing)",
+    )
+    _suite_options(a)
+    a.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="VARIANT/COLUMN/SEED=RUN",
+        help="the run folder (in the runs folder) of one of the suite's runs, e.g. cat4/upos/0=pilot-cat4 (repeatable; "
+        "every run of the suite needs one)",
+    )
     sub.add_parser("list", help="the suites in the runs folder")
     s = sub.add_parser("status", help="a suite's progress: variant x task, runs finished of all")
     s.add_argument("suite", help="suite id, as `bertlab ablate list` shows it")
@@ -224,6 +239,15 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
     )
 
 
+def _adopted_entry(text: str, root: Path) -> tuple[tuple[str, str, int], Path]:
+    key, sep, run = text.partition("=")
+    parts = key.strip().split("/")
+    if not sep or not run.strip() or len(parts) != 3 or not parts[2].strip().isdigit():
+        raise InputError(f"--run {text!r}: write VARIANT/COLUMN/SEED=RUN, e.g. cat4/upos/0=pilot-cat4")
+    path = Path(run.strip()).expanduser()
+    return (parts[0].strip(), parts[1].strip(), int(parts[2])), path if path.is_absolute() else root / path
+
+
 def _reuse_entry(text: str) -> tuple[str, str]:
     variant, sep, job = text.partition("=")
     if not sep or not variant.strip() or not job.strip():
@@ -260,6 +284,7 @@ def run(args: argparse.Namespace) -> int:
         "collect": _collect,
         "report": _report,
         "pool": _pool,
+        "adopt": _adopt,
     }
     return commands.get(args.ablate_command, _paper)(args, JobRegistry(args.runs))
 
@@ -378,6 +403,23 @@ def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
         json.dumps({"csv": str(csv_path), "json": str(json_path), "columns": columns})
         if args.json
         else f"{', '.join(columns)} merged into {csv_path} from suite {record['id']} (record: {json_path})"
+    )
+    return 0
+
+
+def _adopt(args: argparse.Namespace, registry: JobRegistry) -> int:
+    entries = [_adopted_entry(t, registry.root) for t in args.run]
+    keys = [k for k, _ in entries]
+    if len(set(keys)) < len(keys):
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise InputError(f"--run names {'/'.join(map(str, twice))} twice")
+    suite_dir = adopt.adopt(spec_from_args(args), dict(entries), registry)
+    record = ab.read_suite(suite_dir)
+    print(
+        json.dumps({"suite": record["id"], "dir": str(suite_dir), "runs": len(record["runs"])})
+        if args.json
+        else f"suite {record['id']}: {len(record['runs'])} runs adopted; `bertlab ablate collect {record['id']}` "
+        "writes its results (--into CSV merges its columns into a committed set)"
     )
     return 0
 

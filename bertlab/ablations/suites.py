@@ -4,7 +4,8 @@ Owns: launching a suite into a `JobRegistry` (its `plan`, from bertlab.ablations
 pretraining job per variant, or a reused one, then one fine-tuning job per variant x task column x
 seed, each waiting for its pretraining job), the suite record RUNS/ablations/<suite id>/suite.json
 (its spec, estimate and the ids of its jobs) and a suite's progress (`suite_runs`, `progress_matrix`).
-Every run in it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page.
+Every run in it is a normal run folder in RUNS, listed, resumable and deletable on the Jobs page; a
+suite can also hold plain runs, adopted after they ran (bertlab.ablations.adopt: "adopted" in the record).
 
 Torch-free at import; `launch` estimates the suite (bertlab.ablations.estimate), which may time a
 training step here.
@@ -30,7 +31,7 @@ from bertlab.hardware import gpu_stats
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
 from bertlab.modelfolder import has_config
-from bertlab.runfolder import JOB_FILE, REPO_ROOT, model_dir
+from bertlab.runfolder import JOB_FILE, REPO_ROOT, is_run_dir, model_dir
 
 SUITES_DIR = "ablations"  # under the runs folder
 SUITE_FILE = "suite.json"
@@ -40,7 +41,8 @@ def suites_root(registry: JobRegistry) -> Path:
     return registry.root / SUITES_DIR
 
 
-def _commit() -> str:
+def commit_id() -> str:
+    """The repository's commit now (short), for a suite's record; 'unknown' outside git."""
     try:
         return (
             subprocess.run(
@@ -75,19 +77,15 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         estimate_suite(spec, registry=registry).to_dict(),
         recipe_changes(spec) if spec.table_spec.pretrains else [],
     )
-    stamp, n = suite_id, 1
-    while (suites_root(registry) / suite_id).exists():  # two suites launched in one second get their own folders
-        n += 1
-        suite_id = f"{stamp}-{n}"
-    suite_dir = suites_root(registry) / suite_id
-    suite_dir.mkdir(parents=True, exist_ok=False)
+    suite_dir = new_suite_dir(spec, registry, suite_id)
+    suite_id = suite_dir.name
     record = {
         "id": suite_id,
         "table": spec.table,
         "spec": spec.to_dict(),
         "created": time.time(),
-        "commit": _commit(),
-        "hardware": _hardware(spec, registry),
+        "commit": commit_id(),
+        "hardware": hardware_text(spec, registry),
         "base_recipe": BASE_RECIPE,
         # what every pretraining job changes in the base recipe, the suites' own change first
         "recipe_changes": changes,
@@ -125,7 +123,20 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     return suite_dir
 
 
-def _hardware(spec: SuiteSpec, registry: JobRegistry) -> str:
+def new_suite_dir(spec: SuiteSpec, registry: JobRegistry, suite_id: str = "") -> Path:
+    """A new, empty folder for a suite's record: RUNS/ablations/<name or table>-<time>[-n] (two suites made in
+    one second get their own folders)."""
+    stamp = suite_id or f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
+    suite_id, n = stamp, 1
+    while (suites_root(registry) / suite_id).exists():
+        n += 1
+        suite_id = f"{stamp}-{n}"
+    suite_dir = suites_root(registry) / suite_id
+    suite_dir.mkdir(parents=True, exist_ok=False)
+    return suite_dir
+
+
+def hardware_text(spec: SuiteSpec, registry: JobRegistry) -> str:
     """Where the suite runs, for its record: the machine's CPUs and, for a suite on GPUs, their names
     and how many jobs share each."""
     text = f"{platform.machine()} {platform.system()}, {_cpu_count()} CPU cores"
@@ -188,7 +199,8 @@ def suite_runs(record: dict, registry: JobRegistry | None = None) -> list[SuiteR
     out = []
     for r in record["runs"]:
         run_dir = registry.root / str(r.get("job", ""))
-        if not (run_dir / JOB_FILE).is_file():
+        adopted = r.get("adopted") and is_run_dir(run_dir)  # a plain run (bertlab.ablations.adopt): no job.json
+        if not (run_dir / JOB_FILE).is_file() and not adopted:
             out.append(SuiteRun(r["variant"], r["column"], int(r.get("seed", 0)), str(r.get("job")), "missing"))
             continue
         job = read_job(run_dir)
