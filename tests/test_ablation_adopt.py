@@ -12,6 +12,7 @@ import pytest
 from bertlab.ablations import adopt, merge, planning, results
 from bertlab.ablations.cli import add_args, run
 from bertlab.ablations.suites import read_suite, suite_runs
+from bertlab.cli import main
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.runfolder import REPO_ROOT
@@ -63,7 +64,7 @@ def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
     command = shlex.split(planning.command(SPEC))[2:]  # `bertlab ablate run ...` without the program's words
     argv = ["--runs", str(registry.root), "adopt", *command[1:]]
     argv += [f"--run={v}/{c}/{s}={d.name}" for (v, c, s), d in runs.items()]
-    assert run(_parse(argv)) == 0
+    assert main(["ablate", *argv]) == 0  # through `bertlab`, whose own `run` an option must not shadow
     suite_id = capsys.readouterr().out.split()[1].rstrip(":")
     record = read_suite(registry.root / "ablations" / suite_id)
     assert record["adopted"] and len(record["runs"]) == 14 and record["spec"] == json.loads(json.dumps(SPEC.to_dict()))

@@ -156,6 +156,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     a.add_argument(
         "--run",
         action="append",
+        dest="adopted_runs",  # `run` is the command's own function (bertlab.cli)
         default=[],
         metavar="VARIANT/COLUMN/SEED=RUN",
         help="the run folder (in the runs folder) of one of the suite's runs, e.g. cat4/upos/0=pilot-cat4 (repeatable; "
@@ -408,7 +409,7 @@ def _collect(args: argparse.Namespace, registry: JobRegistry) -> int:
 
 
 def _adopt(args: argparse.Namespace, registry: JobRegistry) -> int:
-    entries = [_adopted_entry(t, registry.root) for t in args.run]
+    entries = [_adopted_entry(t, registry.root) for t in args.adopted_runs]
     keys = [k for k, _ in entries]
     if len(set(keys)) < len(keys):
         twice = next(k for k in keys if keys.count(k) > 1)
