@@ -4,6 +4,7 @@ arguments and finished; the suite then collects and merges as any other."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 
@@ -23,20 +24,20 @@ SPEC = planning.SuiteSpec(
 )  # fmt: skip
 
 
-def _plain_run(root, name, args, state="finished", accuracy=0.9):
+def _plain_run(root, name, args, state="finished", accuracy=0.9, **recorded):
     """A run folder as `bertlab finetune ... --run-dir` leaves it (no job.json: nothing queued it)."""
     d = root / name
     d.mkdir(parents=True)
     command = shlex.join(["bertlab", "finetune", *args, "--no-progress", "--run-dir", str(d)])
-    (d / "run_config.json").write_text(json.dumps({"kind": "finetune", "command": command}))
-    status = {"state": state, "step": 10, "total_steps": 10}
+    (d / "run_config.json").write_text(json.dumps({"kind": "finetune", "command": command, **recorded}))
+    status = {"state": state, "step": 10, "total_steps": 10, "device": "cpu", "started": 1000.0 + accuracy}
     if state == "finished":
         status["last_eval"] = {"accuracy": accuracy}
     (d / "status.json").write_text(json.dumps(status))
     return d
 
 
-def _pilot(root, spec=SPEC, change=None):
+def _pilot(root, spec=SPEC, change=None, **recorded):
     """One plain run per planned run, as typed by hand: the model given relative to the repository, the
     numbers spelled another way ('1e-3' for '0.001', '6' for '6.0'), the flags in another order."""
     runs = {}
@@ -47,7 +48,7 @@ def _pilot(root, spec=SPEC, change=None):
         if change and (r.variant, r.seed) == change[0]:
             args = [*args, *change[1]]
         runs[(r.variant, r.column, r.seed)] = _plain_run(
-            root, f"pilot-{r.variant}-s{r.seed}", args, accuracy=0.8 + i / 100
+            root, f"pilot-{r.variant}-s{r.seed}", args, accuracy=0.8 + i / 100, **recorded
         )
     return runs
 
@@ -60,7 +61,12 @@ def _parse(argv):
 
 def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
     registry = JobRegistry(tmp_path / "runs")
-    runs = _pilot(registry.root)
+    agree = {"task": "upos", "mode": "finetune", "epochs": 6.0, "train": {"learning_rate": 0.001, "seed": 0}}
+    runs = _pilot(registry.root, cwd=str(REPO_ROOT))
+    for d in (runs[("finetune", "upos", 0)],):  # agrees with its plan; recorded as `bertlab -v finetune` once was
+        config = json.loads((d / "run_config.json").read_text())
+        command = config["command"].replace("bertlab finetune", "bertlab finetune finetune", 1)
+        (d / "run_config.json").write_text(json.dumps({**config, "config": agree, "command": command}))
     command = shlex.split(planning.command(SPEC))[2:]  # `bertlab ablate run ...` without the program's words
     argv = ["--runs", str(registry.root), "adopt", *command[1:]]
     argv += [f"--run={v}/{c}/{s}={d.name}" for (v, c, s), d in runs.items()]
@@ -96,6 +102,7 @@ def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
     assert len([r for r in merged if r["task"] == "upos"]) == 14 and len([r for r in merged if r["task"] == "ner"]) == 2
     meta = json.loads(csv_path.with_suffix(".json").read_text())
     assert all(r.get("adopted") for r in meta["runs"]) and meta["merged"][0]["id"] == suite_id
+    assert meta["merged"][0]["adopted"] and record["created"] == 1000.8  # when the first run started
 
 
 @pytest.mark.parametrize(
@@ -108,6 +115,11 @@ def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
         ("elsewhere", "not a run folder in the runs folder"),
         ("not in plan", "mix/upos/5 is not a run of this suite's plan"),
         ("pretrains", "table8 pretrains its rows"),
+        ("resumed", "it was resumed"),
+        ("recorded otherwise", "train.learning_rate: recorded 0.5, planned 0.001"),
+        ("started elsewhere", "model: ran '/elsewhere/checkpoints/bertlab-mini'"),
+        ("on a GPU", "ran on cuda; the suite runs on cpu"),
+        ("unreadable command", "its recorded command cannot be read back"),
     ],
 )
 def test_adopt_refuses_runs_that_are_not_the_suites_and_writes_nothing(tmp_path, how, message):
@@ -116,8 +128,21 @@ def test_adopt_refuses_runs_that_are_not_the_suites_and_writes_nothing(tmp_path,
         "other rate": (("finetune", 1), ["--lr", "3e-3"]),
         "other features": (("embeddings", 0), ["--features", "cat4"]),
     }
-    runs = _pilot(registry.root, change=change.get(how))
+    recorded = {
+        "recorded otherwise": {"config": {"task": "upos", "train": {"learning_rate": 0.5, "seed": 0}}},
+        "started elsewhere": {"cwd": "/elsewhere"},  # its relative --model was another checkout's
+    }.get(how, {})
+    runs = _pilot(registry.root, change=change.get(how), **recorded)
     spec = SPEC
+    config = runs[("mix", "upos", 0)] / "run_config.json"
+    if how == "resumed":
+        config.write_text(json.dumps({"kind": "finetune", "command": "bertlab finetune --task upos --resume"}))
+    elif how == "on a GPU":
+        spec = dataclasses.replace(SPEC, device="cpu")
+        status = json.loads((runs[("mix", "upos", 0)] / "status.json").read_text())
+        (runs[("mix", "upos", 0)] / "status.json").write_text(json.dumps({**status, "device": "cuda:0"}))
+    elif how == "unreadable command":
+        config.write_text(json.dumps({"kind": "finetune", "command": "bertlab finetune --data it's"}))
     if how == "missing":
         runs.pop(("cat4", "upos", 1))
     elif how == "running":

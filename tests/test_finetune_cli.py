@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from test_finetune_recipe import write_sst2
 from bertlab.errors import InputError
 
 
-def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
+def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint, monkeypatch):
     from bertlab.cli import main
 
     data = write_sst2(tmp_path / "data", 16)
@@ -45,6 +46,19 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint):
     assert (tmp_path / "run" / "model" / "config.json").is_file()
     log_lines = (tmp_path / "run" / "log.txt").read_text().splitlines()  # a CLI run keeps a log, as a job does
     assert len(log_lines) > 1 and "bertlab finetune" in log_lines[0], log_lines
+
+    # the command is recorded as typed, words with spaces quoted, bertlab's own options left out, with the
+    # folder its relative paths start from (bertlab.ablations.adopt reads both back)
+    spaced = tmp_path / "my data"
+    data.rename(spaced)
+    argv = ["finetune", "--task", "sst2", "--data", str(spaced), "--model", str(tiny_checkpoint), "--dry-run"]
+    argv += ["--run-dir", str(tmp_path / "run1"), "--device", "cpu", "--no-progress"]
+    monkeypatch.setattr(sys, "argv", ["bertlab", "-v", *argv])
+    assert main(["-v", *argv]) == 0
+    recorded = json.loads((tmp_path / "run1" / "run_config.json").read_text())
+    assert shlex.split(recorded["command"]) == ["bertlab", *argv] and recorded["cwd"] == os.getcwd()
+    spaced.rename(data)
+    capsys.readouterr()
 
     (data / "train.tsv").unlink()
     code = main(

@@ -94,6 +94,7 @@ def merge_columns(
         *(meta.get("merged") or []),
         {
             **{k: record.get(k) for k in ("id", "spec", "created", "commit", "hardware")},
+            **({"adopted": record["adopted"]} if record.get("adopted") else {}),  # plain runs (bertlab.ablations.adopt)
             "columns": columns,
             "collected": time.time(),
         },

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,11 @@ from bertlab.train_types import TrainConfig
 
 # flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
 _NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
+
+
+def _recipe_argv(argv: list[str]) -> list[str]:
+    """The words after `finetune` in a `bertlab [-v] finetune ...` command line (options before it are bertlab's)."""
+    return argv[argv[1:].index("finetune") + 2 :] if "finetune" in argv[1:] else argv[1:]
 
 
 def _argv_of(args: argparse.Namespace) -> list[str]:
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = (
         Path(args.run_dir) if args.run_dir else runs_root() / f"finetune-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
-    command = "bertlab finetune " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "bertlab finetune"
+    command = shlex.join(["bertlab", "finetune", *_recipe_argv(sys.argv)])
     if not args.resume:
         print(
             f"starting from {cfg.model}"

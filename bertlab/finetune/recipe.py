@@ -388,6 +388,7 @@ def _run_finetuning(
             "task_setup": setup.to_dict(),
             "model_config": asdict(model.config),
             "command": command,
+            "cwd": str(Path.cwd()),  # where relative paths in the command start
             "dev_majority": majority_share(dev_examples) if spec.shape in ("single", "pair") else None,
         },
     )
