@@ -103,6 +103,8 @@ def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
     meta = json.loads(csv_path.with_suffix(".json").read_text())
     assert all(r.get("adopted") for r in meta["runs"]) and meta["merged"][0]["id"] == suite_id
     assert meta["merged"][0]["adopted"] and record["created"] == 1000.8  # when the first run started
+    said = results.describe_spec({"table": "table7", "tasks": ["upos", "ner"]}, (), meta["merged"])
+    assert f"upos re-run later (suite {suite_id}, runs started by hand and adopted): " in said
 
 
 @pytest.mark.parametrize(

@@ -368,7 +368,9 @@ def describe_spec(
         if not columns:
             continue
         parts.append(
-            f"{', '.join(columns)} re-run later (suite {m.get('id', '?')}): "
+            f"{', '.join(columns)} re-run later (suite {m.get('id', '?')}"
+            + (", runs started by hand and adopted" if m.get("adopted") else "")
+            + "): "
             + _finetuning_text(m.get("spec") or {}, columns, features)
         )
     for p in pooled:
