@@ -956,9 +956,14 @@ def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, ta
     examples, epochs, seeds), so a suite launched as offered reproduces the shipped table: Table 7's
     frozen-feature taggers at the suggestion's old 2 epochs found no entity on NER."""
     committed = json.loads((Path(__file__).resolve().parent.parent / f"results/ablations/{table}.json").read_text())
-    ran, offered = committed["spec"], planning.suggested_spec(table)
+    offered = planning.suggested_spec(table)
+    columns = {r["task"] for r in results.read_results(REPO / f"results/ablations/{table}.csv")} - {"pretraining"}
     for key in ("max_train_examples", "max_eval_examples", "epochs", "seeds"):
-        assert getattr(offered, key) == ran[key], (table, key)
+        for column in sorted(columns):  # as the suite that made each column ran it (a re-run: its own)
+            made = merge.column_spec(committed, column)[key]
+            # a cap above a task's training set takes all of it: WNUT-17 NER has 3,394 sentences
+            all_of_it = key == "max_train_examples" and offered.max_train_examples == 0 and column == "ner"
+            assert made == getattr(offered, key) or (all_of_it and made >= 3394), (table, column, key)
     # the form shows the same numbers
     at = _open(table)
     shown = {n.label: n.value for n in at.number_input}
@@ -967,7 +972,6 @@ def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, ta
     assert shown["Epochs"] == offered.epochs and shown["Seeds (fine-tuning restarts)"] == offered.seeds
     # the frozen-feature taggers' rate, where a table has them (records from before the field ran at 1e-3)
     if TABLES[table].has_frozen_features:  # as every column of the set ran it (records before the field: 1e-3)
-        columns = {r["task"] for r in results.read_results(REPO / f"results/ablations/{table}.csv")} - {"pretraining"}
         for column in columns:  # each task's taggers at the rate its column ran (its own, else the suite's)
             task = column.removesuffix("-feature")
             ran_spec = merge.column_spec(committed, column)

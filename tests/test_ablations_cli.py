@@ -29,10 +29,10 @@ def test_the_committed_recipe_on_the_command_line():
     for table in ("table5", "table6", "table7", "table8"):
         assert spec_from_args(_parse(["run", table, "--committed-recipe"])) == planning.suggested_spec(table)
     spec = spec_from_args(_parse(["run", "table7", "--committed-recipe", "--epochs", "3", "--seeds", "1"]))
-    assert (spec.epochs, spec.seeds, spec.max_train_examples, spec.max_eval_examples) == (3.0, 1, 4000, 0)
+    assert (spec.epochs, spec.seeds, spec.max_train_examples, spec.max_eval_examples) == (3.0, 1, 0, 0)
     assert spec.task_recipes == planning.suggested_spec("table7").task_recipes
     printed = planning.command(spec)
-    assert "--epochs 3" in printed and "--max-train-examples 4000 --max-eval-examples 0" in printed
+    assert "--epochs 3" in printed and "--max-train-examples 0 --max-eval-examples 0" in printed
     assert spec_from_args(_parse(printed.split()[2:])) == spec  # the printed command needs no --committed-recipe
     # a wall-clock budget asked for replaces the recipe's tokens; a task recipe given replaces the table's
     t8 = spec_from_args(
