@@ -74,10 +74,10 @@ def _parsed(argv: list[str], cwd: Path) -> dict:
     return out
 
 
-def run_command(run_dir: str | Path) -> tuple[list[str], Path]:
+def run_command(run_dir: str | Path, config: dict) -> tuple[list[str], Path]:
     """The `bertlab finetune` arguments a plain run was started with and the folder its relative paths start
-    from (recorded since runs record it; before, the repository, where jobs start), from its run_config.json."""
-    config = read_run_config(run_dir) or {}
+    from (recorded since runs record it; before, the repository, where jobs start), from its run_config.json
+    (`config`)."""
     try:
         words = shlex.split(str(config.get("command") or ""))
     except ValueError:
@@ -140,15 +140,17 @@ def adopt(
             raise InputError(f"{where}: not a run folder in the runs folder {root}")
         if (state := read_job(run_dir).state) != "finished":
             raise InputError(f"{where}: the run is {state}; adopt takes finished runs only")
-        argv, cwd = run_command(run_dir)
-        recorded = (read_run_config(run_dir) or {}).get("config")
+        config = read_run_config(run_dir) or {}
+        argv, cwd = run_command(run_dir, config)
+        recorded = config.get("config")
         if diff := differences(list(r.spec.args), argv, cwd, recorded if isinstance(recorded, dict) else {}):
             raise InputError(f"{where} ran otherwise than the suite would: " + "; ".join(diff))
-        device = str(read_status(run_dir).get("device") or "").split(":")[0]
+        status = read_status(run_dir)
+        device = str(status.get("device") or "").split(":")[0]
         if spec.device in ("cpu", "cuda") and device != spec.device:
             raise InputError(f"{where} ran on {device or 'an unrecorded device'}; the suite runs on {spec.device}")
         devices.add(device or "an unrecorded device")
-        started.append(float(read_status(run_dir).get("started") or time.time()))
+        started.append(float(status.get("started") or time.time()))
         runs.append({"variant": r.variant, "column": r.column, "seed": r.seed, "job": run_dir.name, "adopted": True})
     suite_dir = new_suite_dir(spec, registry)
     record = {
