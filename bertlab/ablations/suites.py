@@ -60,7 +60,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     (interrupted or cancelled) is resumed, since the row's fine-tuning waits for it. Returns the suite
     folder."""
     registry = registry or JobRegistry()
-    suite_id = f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
+    suite_id = _stamp(spec)
     runs = plan(spec, suite_id)
     if not spec.table_spec.pretrains:
         model = Path(spec.model or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
@@ -123,10 +123,15 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
     return suite_dir
 
 
+def _stamp(spec: SuiteSpec) -> str:
+    """A suite's id before its folder exists: <name or table>-<time>."""
+    return f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def new_suite_dir(spec: SuiteSpec, registry: JobRegistry, suite_id: str = "") -> Path:
     """A new, empty folder for a suite's record: RUNS/ablations/<name or table>-<time>[-n] (two suites made in
     one second get their own folders)."""
-    stamp = suite_id or f"{spec.name or spec.table}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = suite_id or _stamp(spec)
     suite_id, n = stamp, 1
     while (suites_root(registry) / suite_id).exists():
         n += 1
