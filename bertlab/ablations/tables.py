@@ -230,7 +230,8 @@ TABLES: dict[str, TableSpec] = {
             # 91.2 (seed 0; three seeds too), and at 3e-2 the two tried (the embeddings, the
             # second-to-last layer) fell 3-4 points below 3e-3; on NER, three seeds each, 1e-2 18.1 against
             # 3e-3 17.9 F1 (four of six better at 1e-2): level, the higher kept. Again on the model after
-            # stage 4, NER, three seeds each on this CPU: the mean of six 20.5 at 3e-3, 20.5 at 1e-2: level again, 1e-2 kept
+            # stage 4, NER, three seeds each on this CPU (bench/results/table7_ner_rates/): the mean of six
+            # 20.46 at 3e-3, 20.50 at 1e-2: level again, 1e-2 kept
             suggested_feature_lr=1e-2,
         ),
         TableSpec(
