@@ -138,7 +138,12 @@ class Pauses:
                 assert result == result_before
                 assert model_state(module) == state_before, f"the model was changed at check {checks + 1}"
                 checks += 1
-                self.meet.wait(self.TIMEOUT_S)
+                try:
+                    self.meet.wait(self.TIMEOUT_S)
+                except threading.BrokenBarrierError:
+                    # this thread got here first and the worker's arrival released both, but the worker then
+                    # ran to its end and aborted the barrier before this thread woke: the check was made
+                    break
         finally:
             self.meet.abort()
             worker.join(self.TIMEOUT_S)
