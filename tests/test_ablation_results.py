@@ -318,9 +318,44 @@ def test_size_breaks_name_the_shapes_clearly_worse_than_a_smaller_one():
     assert breaks["pretraining (mlm_perplexity)"] == []  # falls with size; shapes of one size are not compared
     (b,) = breaks["sst2 (accuracy)"]  # the 4-head 0.4M shape (64.5) beats both larger ones; only the clear loss counts
     assert (b.variant, b.smaller, b.smaller_value) == ("L4-H128-A2", "L2-H128-A4", 64.5)  # L2-H256-A4: within noise
-    shipped = results.read_results(REPO / "results" / "ablations" / "table6.csv")
-    top = {b.variant for b in results.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
-    assert top == {"L4-H512-A8", "L8-H512-A8"}  # the 512-wide shapes end behind the 6M one at 40M tokens
+
+    def top(name: str) -> set[str]:
+        shipped = results.read_results(REPO / "results" / "ablations" / f"{name}.csv")
+        return {b.variant for b in results.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
+
+    assert top("table6-40M") == {"L4-H512-A8", "L8-H512-A8"}  # both 512-wide shapes behind the 6M one at 40M tokens
+    assert top("table6") == {"L8-H512-A8"}  # at 80M only the largest, behind the 12.6M one
+
+
+def test_table6_reading_quotes_its_own_results():
+    """Table 6's reading (the .md the page shows) quotes its own CSV: every cell of its table (perplexity,
+    masked-token accuracy, SST-2 and MRPC mean ± std over seeds), its count of directions reproduced and the
+    perplexity's rank correlation with size."""
+    from bertlab.ablations.view import agreement
+
+    csv_path = REPO / "results" / "ablations" / "table6.csv"
+    rows = results.read_results(csv_path)
+    cells = {(c.variant, c.task, c.metric): c for c in results.summarize(rows)}
+    note = results.results_note(csv_path)
+    seen = set()
+    for line in note.splitlines():
+        parts = [p.strip().replace("**", "") for p in line.strip("|").split("|")]
+        if not parts[0].startswith("L="):
+            continue
+        layers, hidden, heads = (x.split("=")[1] for x in parts[0].split(" (")[0].split(", "))
+        variant = f"L{layers}-H{hidden}-A{heads}"
+        ppl, acc = (cells[(variant, "pretraining", m)] for m in ("mlm_perplexity", "mlm_acc"))
+        assert parts[2:4] == [f"{ppl.mean:.1f}", f"{acc.mean:.1f}%"], variant
+        for said, task in zip(parts[4:6], ("sst2", "mrpc"), strict=True):
+            c = cells[(variant, task, "accuracy")]
+            assert said == f"{c.mean:.1f} ± {c.std:.1f}", (variant, task)
+        seen.add(variant)
+    assert seen == {r["variant"] for r in rows} and len(seen) == 9
+    text = " ".join(note.split())
+    agree = agreement("table6", rows)
+    assert f"{agree['reproduced']} of the {agree['compared']} comparisons with a bigger shape" in text
+    rho = results.size_trend(rows)["pretraining (mlm_perplexity)"]
+    assert f"rank correlation with size {rho:+.2f})".replace("-", "−") in text
 
 
 def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
