@@ -25,18 +25,38 @@ log = logging.getLogger(__name__)
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on weight matrices only (not biases, not LayerNorm)."""
-    decay, no_decay, seen = [], [], set()
+    """AdamW with weight decay on weight matrices only (not biases, not LayerNorm). With `cfg.head_lr`,
+    the weights outside the model's pretrained encoder (`model.bert`) form their own groups, whose
+    `lr_scale` (head_lr / learning_rate) the schedule multiplies in (see `group_lr`)."""
+    encoder = getattr(model, "bert", None) if cfg.head_lr else None
+    in_encoder = {id(p) for p in encoder.parameters()} if isinstance(encoder, torch.nn.Module) else None
+    body: tuple[list, list] = ([], [])  # (decay, no decay)
+    head: tuple[list, list] = ([], [])
+    seen = set()
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
-        (no_decay if name.endswith("bias") or "LayerNorm" in name or p.ndim < 2 else decay).append(p)
+        part = body if in_encoder is None or id(p) in in_encoder else head
+        part[1 if name.endswith("bias") or "LayerNorm" in name or p.ndim < 2 else 0].append(p)
     groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": body[0], "weight_decay": cfg.weight_decay},
+        {"params": body[1], "weight_decay": 0.0},
     ]
+    if head[0] or head[1]:
+        scale = cfg.head_lr / cfg.learning_rate
+        groups += [
+            {"params": params, "weight_decay": wd, "lr_scale": scale, "lr": cfg.learning_rate * scale}
+            for params, wd in ((head[0], cfg.weight_decay), (head[1], 0.0))
+            if params
+        ]
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps)
+
+
+def group_lr(group: dict, peak: float, factor: float) -> float:
+    """A parameter group's learning rate at a point of the schedule: the peak rate, times the group's own
+    scale (a fine-tuning head's, from build_optimizer), times the schedule's factor."""
+    return peak * group.get("lr_scale", 1.0) * factor
 
 
 WSD_DECAY = 0.2  # the "wsd" schedule decays over the last fifth of the budget

@@ -51,6 +51,9 @@ class TrainConfig:
     """Optimisation and budget (Devlin et al. 2018, appendix A.2 for the defaults)."""
 
     learning_rate: float = 1e-4  # peak LR after warm-up
+    # fine-tuning: peak LR of the weights outside the pretrained encoder (`model.bert`): the task's output
+    # layer, BiLSTM, layer mix, when they need a higher rate than the encoder; 0 = learning_rate
+    head_lr: float = 0.0
     warmup: float = 0.01  # warm-up length: a fraction of the budget (<1) or a number of steps (>=1)
     schedule: str = "linear"  # decay after warm-up: linear (BERT) | cosine | constant | wsd (stable, then decay)
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
@@ -104,6 +107,8 @@ class TrainConfig:
             raise InputError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
         if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
             raise InputError(f"learning_rate must be a positive number, not {self.learning_rate}")
+        if not math.isfinite(self.head_lr) or self.head_lr < 0:
+            raise InputError(f"head_lr must be 0 (the learning rate) or a positive number, not {self.head_lr}")
         if self.grad_clip < 0:
             raise InputError(f"grad_clip must be 0 (no clipping) or more, not {self.grad_clip}")
         if self.schedule not in SCHEDULES:

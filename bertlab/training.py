@@ -43,6 +43,7 @@ from bertlab.optimization import (
     build_optimizer,
     compile_pays,
     compile_plan,
+    group_lr,
     lr_factor,
     precision_label,
     resolve_precision,
@@ -381,8 +382,9 @@ class Trainer:
         step; advances the progress. Returns the gradient norm before clipping. A step whose gradients are
         not finite makes no update (note_nonfinite_step)."""
         cfg, info = self.cfg, self.info
+        factor = lr_factor(self.progress.fraction(cfg), self.warmup, cfg.schedule)
         for g in self.optimizer.param_groups:
-            g["lr"] = cfg.learning_rate * lr_factor(self.progress.fraction(cfg), self.warmup, cfg.schedule)
+            g["lr"] = group_lr(g, cfg.learning_rate, factor)
         step_tokens = 0
         for i, b in enumerate(group):
             step_tokens += int(b.pop("num_tokens", 0))

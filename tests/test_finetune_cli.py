@@ -102,6 +102,9 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     with pytest.raises(InputError, match="not both"):
         config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--size", "mini", "--model", "/m"]))
     assert cfg.epochs == 3.0  # no budget given: three epochs
+    assert cfg.train.head_lr == 0.0  # one rate for every weight unless --head-lr gives the task's layers theirs
+    head = config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", "--lr", "5e-4", "--head-lr", "1e-2"]))
+    assert (head.train.learning_rate, head.train.head_lr) == (5e-4, 1e-2)
     # a budget given as 0 or less is refused, not read as 'none given' (--epochs 0 ran 3 epochs)
     for bad, message in (
         (["--epochs", "0"], "--epochs must be more than 0"),
@@ -110,6 +113,7 @@ def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
         (["--max-steps", "-2"], "max_steps must be 0"),
         (["--batch-size", "0"], "batch_size must be 1 or more"),
         (["--max-train-examples", "-5"], "--max-train-examples must be 0"),
+        (["--head-lr", "-0.001"], "head_lr must be 0"),
     ):
         with pytest.raises(InputError, match=message):
             config_from_args(p.parse_args(["--task", "sst2", "--data", "/d", *bad]))

@@ -14,6 +14,7 @@ from bertlab.optimization import (
     build_optimizer,
     compile_pays,
     compile_plan,
+    group_lr,
     lr_factor,
     precision_label,
     resolve_precision,
@@ -55,6 +56,27 @@ def test_no_weight_decay_on_biases_and_layernorm():
     assert any("LayerNorm" in names[id(p)] for p in no_decay["params"])
     n_params = len({id(p) for p in model.parameters()})
     assert len(decay["params"]) + len(no_decay["params"]) == n_params  # tied decoder counted once
+
+
+def test_a_head_learning_rate_gives_the_task_layers_their_own_rate():
+    """With head_lr the weights a task adds (here a fresh BiLSTM and output layer) train at their own peak
+    rate and the pretrained encoder at the learning rate, both scaled by the schedule; without it every
+    weight shares one rate in the two groups of before."""
+    from bertlab.finetune.models import HeadConfig, build_task_model
+
+    model = build_task_model(tiny_config(50), HeadConfig("tagging", 5, bilstm=True))
+    opt = build_optimizer(model, TrainConfig(max_steps=1, learning_rate=1e-3, head_lr=1e-2))
+    rate = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    encoder = {id(p) for p in model.bert.parameters()}
+    added = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in encoder]
+    assert any(n.startswith("lstm.") for n in added) and any(n.startswith("classifier.") for n in added), added
+    assert {rate[id(p)] for p in model.bert.parameters() if p.requires_grad} == {1e-3}
+    assert {round(rate[id(p)], 12) for n, p in model.named_parameters() if n in added} == {1e-2}
+    assert [group_lr(g, 1e-3, 0.5) for g in opt.param_groups] == pytest.approx([5e-4, 5e-4, 5e-3, 5e-3])
+    assert all(g["weight_decay"] == 0.0 for g in opt.param_groups[1::2])  # biases: no decay, in either part
+    plain = build_optimizer(model, TrainConfig(max_steps=1, learning_rate=1e-3))
+    assert len(plain.param_groups) == 2 and {g["lr"] for g in plain.param_groups} == {1e-3}
+    assert group_lr(plain.param_groups[0], 1e-3, 0.5) == 5e-4
 
 
 def test_cpu_without_bf16_instructions_trains_in_fp32(monkeypatch, caplog):

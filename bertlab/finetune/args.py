@@ -82,6 +82,13 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
         help="budget in passes over the train set (default 3 when no other budget is given)",
     )
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5; 1e-3 in feature mode)")
+    p.add_argument(
+        "--head-lr",
+        type=float,
+        default=None,
+        help="peak learning rate of the weights the task adds to the encoder (output layer, BiLSTM, layer mix), "
+        "when they need a higher one than the pretrained encoder, e.g. a fresh BiLSTM (default: --lr)",
+    )
     p.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step (default 32, the paper's)")
     p.add_argument(
         "--max-seq-length",
