@@ -85,6 +85,21 @@ def test_cli_dry_run_and_errors(tmp_path, capsys, tiny_checkpoint, monkeypatch):
     assert "train file not found" in (tmp_path / "run2" / "log.txt").read_text()  # the error that ended it
 
 
+def test_a_head_learning_rate_trains_the_added_layers_at_their_own_rate(tmp_path, tiny_checkpoint):
+    """`--head-lr`: the run's log shows both rates at every point of the schedule, the added layers' ten
+    times the encoder's here, and the run config keeps it."""
+    from bertlab.cli import main
+
+    data = write_sst2(tmp_path / "data", 16)
+    run = tmp_path / "run"
+    argv = ["finetune", "--task", "sst2", "--data", str(data), "--model", str(tiny_checkpoint), "--max-steps", "3"]
+    argv += ["--lr", "1e-3", "--head-lr", "1e-2", "--run-dir", str(run), "--device", "cpu", "--no-progress"]
+    assert main([*argv, "--batch-size", "4"]) == 0
+    train = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
+    assert train and all(r["head_lr"] == pytest.approx(10 * r["lr"]) and r["lr"] > 0 for r in train)
+    assert json.loads((run / "run_config.json").read_text())["config"]["train"]["head_lr"] == 1e-2
+
+
 def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     import argparse
 
