@@ -355,7 +355,7 @@ def test_table6_reading_quotes_its_own_results():
     agree = agreement("table6", rows)
     assert f"{agree['reproduced']} of the {agree['compared']} comparisons with a bigger shape" in text
     rho = results.size_trend(rows)["pretraining (mlm_perplexity)"]
-    assert f"rank correlation with size {rho:+.2f})".replace("-", "−") in text
+    assert f"rank correlation with size {rho:+.2f}".replace("-", "−") in text
 
 
 def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
