@@ -491,9 +491,9 @@ class Trainer:
             "eta_s": eta,
             **self.task.summarize(total),
         }
-        head = self.optimizer.param_groups[-1]
-        if "lr_scale" in head:  # the added layers' own rate (--head-lr)
-            record["head_lr"] = head["lr"]
+        for g in self.optimizer.param_groups:
+            if "lr_scale" in g:  # the added layers' own rate (--head-lr; build_optimizer marks their groups)
+                record["head_lr"] = g["lr"]
         if self.device.type == "cuda":
             record["gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         if info.is_main:

@@ -171,6 +171,11 @@ def test_committed_results_say_where_they_agree_and_why(tmp_path):
     assert results.results_note(tmp_path / "table5.csv") == ""
 
 
+def _table_cells(line: str) -> list[str]:
+    """A reading's markdown table line as its cells, bold marks dropped."""
+    return [p.strip().replace("**", "") for p in line.strip("|").split("|")]
+
+
 T7_ROWS = {
     "fine-tuning": "finetune",
     "embeddings": "embeddings",
@@ -199,7 +204,7 @@ def test_table7_readings_quote_their_own_results(name):
     cells = _t7_cells(name)
     seen = set()
     for line in note.splitlines():
-        parts = [p.strip().replace("**", "") for p in line.strip("|").split("|")]
+        parts = _table_cells(line)
         if parts[0] not in T7_ROWS:
             continue
         variant = T7_ROWS[parts[0]]
@@ -339,7 +344,7 @@ def test_table6_reading_quotes_its_own_results():
     note = results.results_note(csv_path)
     seen = set()
     for line in note.splitlines():
-        parts = [p.strip().replace("**", "") for p in line.strip("|").split("|")]
+        parts = _table_cells(line)
         if not parts[0].startswith("L="):
             continue
         layers, hidden, heads = (x.split("=")[1] for x in parts[0].split(" (")[0].split(", "))

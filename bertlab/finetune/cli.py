@@ -97,7 +97,7 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     lr = args.lr if args.lr is not None else (1e-3 if args.mode == "feature" else 5e-5)
     train_cfg = TrainConfig(
         learning_rate=lr,
-        head_lr=getattr(args, "head_lr", None) or 0.0,
+        head_lr=args.head_lr or 0.0,
         warmup=args.warmup,
         batch_size=args.batch_size,
         max_steps=args.max_steps or (1 if epochs else 0),
