@@ -119,9 +119,17 @@ class Estimate:
 
 
 @functools.lru_cache(maxsize=64)  # a page asks again on every rerun; configs are frozen (hashable)
-def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_labels: int = 2) -> int:
-    """Weights of BertForPreTraining (tied decoder counted once), or of a sentence classifier with
-    `num_labels` classes: the real model's count, built on the meta device (shapes only, no memory)."""
+def count_parameters(
+    config: BertConfig,
+    pretraining_heads: bool = True,
+    num_labels: int = 2,
+    head: HeadConfig | None = None,
+    trainable_only: bool = False,
+) -> int:
+    """Weights of BertForPreTraining (tied decoder counted once), or of the task model `head` describes
+    (default: a sentence classifier with `num_labels` classes; a BiLSTM's weights count), only those
+    training updates with `trainable_only` (a frozen encoder's do not): the real model's count, built on
+    the meta device (shapes only, no memory)."""
     import torch
 
     with torch.device("meta"):
@@ -131,7 +139,8 @@ def count_parameters(config: BertConfig, pretraining_heads: bool = True, num_lab
             return BertForPreTraining(config).num_parameters()
         from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
 
-        return build_task_model(config, HeadConfig(shape="single", num_labels=num_labels)).num_parameters()
+        model = build_task_model(config, head or HeadConfig(shape="single", num_labels=num_labels))
+        return model.num_parameters(trainable_only=trainable_only)
 
 
 def compile_seconds(config: BertConfig, device: str) -> float:
@@ -394,7 +403,7 @@ def estimate(
         raise JobError("batch size and sequence length must be positive")
     micro = max(1, batch_size // max(1, grad_accum))
     params, trainable, weights, optimizer, act, overhead = _memory_bytes(
-        config, micro, seq_length, device, precision, pretraining, max_predictions, trainable_fraction
+        config, micro, seq_length, device, precision, pretraining, max_predictions, trainable_fraction, head
     )
     gb = 2**30
     total = (weights + optimizer + act + overhead) / gb
@@ -447,6 +456,7 @@ def _memory_bytes(
     pretraining: bool,
     max_predictions: int,
     trainable_fraction: float,
+    head: HeadConfig | None = None,
 ) -> tuple[int, int, float, float, float, float]:
     """(parameters, trainable parameters, and the bytes of weights, optimizer state, activations
     and overhead per process).
@@ -460,9 +470,15 @@ def _memory_bytes(
                   term is dropped on CUDA, where SDPA's fused kernels do not keep the scores;
                   plus the MLM logits, 3 * B * P * V * 4 bytes for P predictions per sequence
       overhead    ~0.5 GB CUDA context or ~0.4 GB for torch on CPU
+    A fine-tuning job's N and trainable share are its task model's as `head` builds it (a BiLSTM,
+    a frozen encoder), else `trainable_fraction` of a sentence classifier's.
     """
-    params = count_parameters(config, pretraining_heads=pretraining)
-    trainable = int(params * trainable_fraction)
+    if pretraining or head is None:
+        params = count_parameters(config, pretraining_heads=pretraining)
+        trainable = int(params * trainable_fraction)
+    else:  # the task model as it will be built: a BiLSTM's weights count, a frozen encoder's are not trained
+        params = count_parameters(config, pretraining_heads=False, head=head)
+        trainable = count_parameters(config, pretraining_heads=False, head=head, trainable_only=True)
     amp = device == "cuda" and precision != "fp32"
     weights = 4 * params + (2 * params if amp else 0)
     optimizer = 12 * trainable  # fp32 gradients (4) + AdamW m (4) + v (4)

@@ -13,6 +13,7 @@ from bertlab.config import PRESETS
 from bertlab.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError
 from bertlab.estimates import estimate_spec
+from bertlab.finetune.args import FEATURE_CHOICES, MAX_EPOCHS
 from bertlab.finetune.tasks import get_task, suggested_learning_rate
 from bertlab.formatting import format_duration
 from bertlab.jobs.registry import JobRegistry
@@ -152,6 +153,50 @@ with form:
             key="train_mode",
             help="finetune: train every weight · feature: frozen encoder, train only the output layer (paper Table 7)",
         )
+        with st.expander("Task layer and seed (the paper's Tables 5 and 7)"):
+            f1, f2 = st.columns(2)
+            feature_keys = list(FEATURE_CHOICES)
+            features = f1.selectbox(
+                "Encoder states fed to the task layer",
+                feature_keys,
+                index=feature_keys.index("cat4" if mode == "feature" else "last"),
+                format_func=FEATURE_CHOICES.get,
+                key=f"train_features_{mode}",
+                help="Table 7 compares these on a frozen encoder; the paper fine-tunes on the last layer.",
+            )
+            # feature-based tagging always reads the states through a two-layer BiLSTM (the paper's set-up)
+            always = mode == "feature" and get_task(task).shape == "tagging"
+            bilstm = f2.checkbox(
+                "BiLSTM before the output layer",
+                value=always,
+                disabled=always,
+                key=f"train_bilstm_{always}",
+                help="Table 5's '+ BiLSTM' row: a two-layer BiLSTM between the encoder and the output layer. "
+                "Feature-based tagging always has one.",
+            )
+            head_lr = f1.number_input(
+                "Learning rate of the added layers",
+                min_value=1e-7,
+                max_value=1.0,
+                value=None,
+                format="%.1e",
+                step=1e-4,
+                key="train_head_lr",
+                placeholder="the learning rate below",
+                disabled=mode == "feature",
+                help="Empty: the learning rate below. A fresh BiLSTM on a fine-tuned encoder may need more than the "
+                "encoder (e.g. 1e-2 for the layers, 5e-4 for the encoder). With a frozen encoder the learning "
+                "rate below is the added layers' own.",
+            )
+            seed = f2.number_input(
+                "Seed",
+                min_value=0,
+                max_value=2**31 - 1,
+                value=0,
+                key="train_seed",
+                help="Of the output layer's init, the shuffling and dropout: rerun with other seeds to see the "
+                "spread of a score.",
+            )
         task_seq = get_task(task).max_seq_length  # SQuAD 384, as run_squad.py; 128 for the rest
         trained = pretrained_length(read_card(model)) if model != RANDOM else 0
         seq = min(task_seq, trained) if trained else task_seq  # positions past the pretraining were never trained
@@ -164,18 +209,26 @@ with form:
         seq_key = f"train_seq_{k}" + (f"_{seq}" if seq < task_seq else "")  # and a shorter model on its length
 
     c1, c2 = st.columns(2)
+    budgets = ["Steps", "Minutes"] if kind == PRETRAIN else ["Steps", "Epochs", "Minutes"]
     budget = c1.radio(
         "Budget",
-        ["Steps", "Minutes"],
-        index=0 if d["budget"] == "Steps" else 1,
+        budgets,
+        index=budgets.index(d["budget"]),
         horizontal=True,
         key=f"train_budget_{k}",
+        help=None if kind == PRETRAIN else "Epochs: passes over the train set (the paper fine-tunes for 2-4).",
     )
+    epochs = 0.0
     if budget == "Steps":
         steps = c2.number_input(
             "Optimizer steps", min_value=1, max_value=10_000_000, value=int(d["steps"]), step=50, key=f"train_steps_{k}"
         )
         minutes = 0
+    elif budget == "Epochs":
+        epochs = c2.number_input(
+            "Epochs", min_value=0.1, max_value=float(MAX_EPOCHS), value=3.0, step=0.5, key=f"train_epochs_{k}"
+        )
+        steps = minutes = 0
     else:
         minutes = c2.number_input(
             "Minutes of training",
@@ -284,6 +337,11 @@ try:
             learning_rate=lr,
             batch_size=batch,
             max_seq_length=seq,
+            epochs=epochs,
+            features=features,
+            bilstm=bilstm and not always,  # always there: no flag
+            head_lr=head_lr if head_lr and mode == "finetune" else 0.0,
+            seed=int(seed),
         )
     spec = JobSpec(
         "pretrain" if kind == PRETRAIN else "finetune", args, device=device, num_gpus=int(num_gpus), name=name.strip()

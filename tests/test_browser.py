@@ -37,7 +37,9 @@ CONTENT = {
 }
 # (url path, heading, content selector) of every registered page
 PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
-ABLATIONS, FILL, ATTENTION, WATCH = (page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn"))
+ABLATIONS, FILL, ATTENTION, WATCH, TRAIN = (
+    page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn", "Train")
+)
 
 
 def _free_port() -> int:
@@ -337,3 +339,31 @@ def test_watch_it_learn_on_a_tiny_run(server, page, shots):
     assert "Run tiny-run" in [boxes.nth(i).input_value() for i in range(boxes.count())]  # the ?run= link picked it
     assert page.locator(".js-plotly-plot").count() >= 4
     _screenshot(page, shots / "Watch_it_learn-tiny-run.png")
+
+
+def test_train_finetune_with_the_papers_task_layers(server, page, shots, tmp_path):
+    """The fine-tuning form's task-layer options (Table 7's features, Table 5's + BiLSTM, the added layers' rate,
+    the seed, an epoch budget) open, take input and keep the estimate clean."""
+    data = tmp_path / "sst2"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("sentence\tlabel\n" + "a fine film\t1\na dull one\t0\n" * 20)
+    page.goto(f"{server}/{TRAIN.url_path}", timeout=60_000)
+    page.get_by_role("heading", name=TRAIN.heading).first.wait_for(timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("Fine-tune on a task", exact=True).first.click()
+    _wait_idle(page)
+    box = page.get_by_role("textbox", name="Data folder", exact=True)
+    box.fill(str(data))
+    box.press("Enter")
+    _wait_idle(page)
+    page.get_by_text("Task layer and seed").first.click()
+    _wait_idle(page)
+    page.get_by_text("BiLSTM before the output layer").first.click()
+    _wait_idle(page)
+    page.get_by_text("Epochs", exact=True).first.click()
+    _wait_idle(page)
+    page.wait_for_selector("[data-testid='stMetric']", timeout=30_000)
+    _check_clean(page, "Train (fine-tune, task layer)")
+    assert page.get_by_role("checkbox", name="BiLSTM before the output layer").is_checked()
+    _screenshot(page, shots / "Train-finetune-task-layer.png")

@@ -174,6 +174,29 @@ def test_count_parameters_of_a_classifier_is_the_real_model():
     )
 
 
+def test_a_finetuning_estimate_counts_the_task_layers_it_adds_and_trains(runs, tmp_path):
+    """A BiLSTM's weights are in the parameters and the memory; a frozen encoder's are not trained."""
+    from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.jobs.spec import finetune_args
+
+    data = _write_sst2(tmp_path / "sst2")
+
+    def est(**kw):
+        args = (*finetune_args("sst2", str(data), max_steps=2, size="tiny", **kw),)
+        return estimate_spec(JobSpec("finetune", args, device="cpu"), cwd=REPO, runs_dir=runs, measure=False)
+
+    def built(**kw):
+        return build_task_model(preset("tiny", vocab_size=300), HeadConfig(shape="single", num_labels=2, **kw))
+
+    plain, bilstm, frozen = est(), est(bilstm=True), est(mode="feature", features="cat4", bilstm=True)
+    lstm = built(bilstm=True).num_parameters() - built().num_parameters()  # whatever the vocabulary
+    assert lstm > 0 and bilstm.parameters == plain.parameters + lstm
+    assert bilstm.weights_gb > plain.weights_gb and bilstm.optimizer_gb > plain.optimizer_gb
+    model = built(mode="feature", features="cat4", bilstm=True)
+    encoder = sum(p.numel() for p in model.bert.parameters())
+    assert frozen.trainable_parameters == model.num_parameters(trainable_only=True) == model.num_parameters() - encoder
+
+
 def _write_sst2(folder, n: int = 160):
     """An SST-2 folder of sentences 3 to 40 words long, so batches are padded to varied lengths."""
     import random

@@ -131,6 +131,15 @@ def test_form_fields_become_recipe_arguments():
     )
     with pytest.raises(JobError, match="unknown task"):
         finetune_args("imdb", "/d")
+    paper = finetune_args("upos", "/d", epochs=6, features="layer:-2", bilstm=True, head_lr=1e-2, seed=3)
+    assert paper[paper.index("--epochs") + 1] == "6" and paper[paper.index("--features") + 1] == "layer:-2"
+    assert "--bilstm" in paper and paper[paper.index("--head-lr") + 1] == "0.01"
+    assert paper[paper.index("--seed") + 1] == "3"
+    assert "--epochs" not in finetune_args("upos", "/d", max_steps=5, epochs=6)  # the first budget given wins
+    with pytest.raises(JobError, match="features must be"):
+        finetune_args("upos", "/d", features="layer:two")
+    with pytest.raises(JobError, match="cannot be negative"):
+        finetune_args("upos", "/d", seed=-1)
 
 
 def test_check_path_allowed_keeps_a_shared_app_inside_the_data_roots(tmp_path, monkeypatch):

@@ -177,6 +177,49 @@ def test_train_page_finetune_form_checks_the_data_folder(app_env, tmp_path):
     assert not any("torch.compile" in c.value for c in at.caption)  # padded batches: 'auto' stays eager
 
 
+def test_train_page_offers_the_papers_task_layers(app_env, tmp_path):
+    """The fine-tuning form runs Table 7's feature choices, Table 5's + BiLSTM, an added layers' own learning
+    rate, a seed and an epoch budget; each reaches the estimate and the queued job's arguments."""
+    data = tmp_path / "sst2"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("sentence\tlabel\n" + "a fine film\t1\na dull one\t0\n" * 20)
+    at = open_page(TRAIN)
+    at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    at.text_input(key="train_data_sst2").set_value(str(data)).run()
+    assert at.selectbox(key="train_features_finetune").value == "last"  # the paper's fine-tuning
+    plain = {m.label: m.value for m in at.metric}["Parameters"]
+    at.checkbox(key="train_bilstm_False").check().run()
+    at.number_input(key="train_head_lr").set_value(1e-2).run()
+    at.number_input(key="train_seed").set_value(2).run()
+    at.radio(key="train_budget_ft_sst2").set_value("Epochs").run()
+    at.number_input(key="train_epochs_ft_sst2").set_value(2.0).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert {m.label: m.value for m in at.metric}["Parameters"] != plain  # the BiLSTM's weights are counted
+    at.button(key="train_launch").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (job,) = JobRegistry(app_env).list()
+    args = list(job.job["args"])
+    assert args[args.index("--epochs") + 1] == "2" and "--max-steps" not in args
+    assert "--bilstm" in args and args[args.index("--head-lr") + 1] == "0.01"
+    assert args[args.index("--seed") + 1] == "2" and "--features" not in args
+    # frozen features open on the paper's best choice; the added layers' rate is then the learning rate itself
+    at.radio(key="train_mode").set_value("feature").run()
+    assert at.selectbox(key="train_features_feature").value == "cat4"
+    assert at.number_input(key="train_head_lr").disabled
+    at.selectbox(key="train_features_feature").set_value("layer:0").run()
+    at.button(key="train_launch").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    newest = max(JobRegistry(app_env).list(), key=lambda j: j.id)
+    args = list(newest.job["args"])
+    assert args[args.index("--features") + 1] == "layer:0" and "--head-lr" not in args
+    # feature-based tagging always reads through a BiLSTM: shown checked, and not a choice
+    at.selectbox(key="train_task").set_value("upos").run()
+    assert not at.exception
+    box = at.checkbox(key="train_bilstm_True")
+    assert box.value and box.disabled
+
+
 def test_train_page_squad_defaults_to_384_tokens(app_env, tmp_path):
     """Issue 12: SQuAD fine-tunes on 384-token windows by default, as run_squad.py (the page sent 128)."""
     at = open_page(TRAIN)

@@ -1,14 +1,17 @@
 """The arguments of `bertlab finetune`, torch-free: bertlab.finetune.cli parses them, and
 bertlab.jobs.spec checks a queued job's arguments with them before anything heavy is imported.
 
-Also owns the help text of the feature choices (`FEATURES_HELP`), which bertlab.finetune.models
-checks `features` against. Imports argparse and bertlab.finetune.tasks; never torch.
+Also owns the feature choices: their pattern (`FEATURES_PATTERN`, `check_features`), which
+bertlab.finetune.models and the Train page's job arguments check `features` against, and their help
+text (`FEATURES_HELP`). Imports argparse and bertlab.finetune.tasks; never torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
+from bertlab.errors import InputError
 from bertlab.finetune.tasks import TASKS
 
 FEATURES_HELP = (
@@ -16,6 +19,25 @@ FEATURES_HELP = (
     "wsum4 (learned weighted sum of the last four) | cat4 (concatenation of the last four) | "
     "mix (learned weighted sum of the embeddings and every layer)"
 )
+FEATURES_PATTERN = r"last|w?sum4|cat4|mix|layer:-?\d+"
+# The choices a form offers, as users read them: Table 7's six and the plain sum of the last four
+FEATURE_CHOICES = {
+    "last": "Last layer",
+    "layer:-2": "Second-to-last layer",
+    "layer:0": "Embeddings only",
+    "sum4": "Sum of the last four",
+    "wsum4": "Learned weighted sum of the last four",
+    "cat4": "Last four concatenated (the paper's best frozen choice)",
+    "mix": "Learned weighted sum of every layer",
+}
+MAX_EPOCHS = 10_000  # passes over a train set: far past any fine-tuning run (the paper: 2-4)
+
+
+def check_features(features: str) -> str:
+    """`features` if it is one of the choices (FEATURES_HELP), else an InputError saying them."""
+    if not re.fullmatch(FEATURES_PATTERN, features):
+        raise InputError(f"features must be {FEATURES_HELP}; got {features!r}")
+    return features
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bertlab.checkpoint import default_model_path
 from bertlab.errors import InputError
-from bertlab.finetune.args import add_args
+from bertlab.finetune.args import MAX_EPOCHS, add_args
 from bertlab.finetune.grid import PAPER_GRID, grid_status, settings, submit_grid
 from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 from bertlab.finetune.tasks import get_task
@@ -77,9 +77,6 @@ def _cli_grid(args: argparse.Namespace) -> int:
     print(f"grid folder: {folder}")
     print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
     return 0
-
-
-MAX_EPOCHS = 10_000  # passes over a train set: far past any fine-tuning run (the paper: 2-4)
 
 
 def config_from_args(args: argparse.Namespace) -> FinetuneConfig:

@@ -20,7 +20,6 @@ Imports torch, bertlab.config, bertlab.model, bertlab.errors.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +28,7 @@ from torch import nn
 
 from bertlab.config import BertConfig
 from bertlab.errors import InputError
-from bertlab.finetune.args import FEATURES_HELP
+from bertlab.finetune.args import check_features
 from bertlab.model import BertModel, EncoderOutput, init_weights
 
 log = logging.getLogger(__name__)
@@ -62,8 +61,7 @@ class HeadConfig:
             raise InputError(f"mode must be one of {MODES}, not {self.mode!r}")
         if self.shape not in ARCHITECTURES:
             raise InputError(f"task shape must be one of {tuple(ARCHITECTURES)}, not {self.shape!r}")
-        if not re.fullmatch(r"last|w?sum4|cat4|mix|layer:-?\d+", self.features):
-            raise InputError(f"features must be {FEATURES_HELP}; got {self.features!r}")
+        check_features(self.features)
         if self.num_labels < 1:
             raise InputError("a task needs at least one label")
 

@@ -27,6 +27,7 @@ from bertlab.corpus import NAMED_SOURCES
 from bertlab.data_config import check_masked_lm_prob, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
+from bertlab.finetune.args import check_features
 from bertlab.hardware import gpu_count
 from bertlab.interpret.args import DATA_ARGS as INTERPRET_DATA_ARGS
 from bertlab.interpret.args import add_args as add_interpret_args
@@ -403,12 +404,27 @@ def finetune_args(
     batch_size: int | None = None,
     max_seq_length: int | None = None,
     size: str | None = None,
+    *,
+    epochs: float = 0.0,
+    features: str = "last",
+    bilstm: bool = False,
+    head_lr: float = 0.0,
+    seed: int = 0,
 ) -> tuple[str, ...]:
-    """`bertlab finetune` arguments from the Train page's fields (`size` without `model`: random init)."""
+    """`bertlab finetune` arguments from the Train page's fields (`size` without `model`: random init).
+    The budget is the first of `max_steps`, `max_time_s` and `epochs` that is set; `features`, `bilstm`
+    and `head_lr` shape the task layer (Tables 5 and 7), and appear only when they differ from the CLI's
+    defaults, as does `seed`."""
     if task not in FINETUNE_TASKS:
         raise JobError(f"unknown task {task!r}; choose one of {', '.join(FINETUNE_TASKS)}")
     if not data:
         raise JobError("give the task's data folder")
+    try:
+        check_features(features)
+    except InputError as exc:
+        raise JobError(str(exc)) from exc
+    if head_lr < 0 or epochs < 0 or seed < 0:
+        raise JobError("the added layers' learning rate, the epochs and the seed cannot be negative")
     args = ["--task", task, "--data", data, "--mode", mode]
     if model:
         args += ["--model", model]  # without one: the shipped model, or random weights of --size
@@ -418,12 +434,22 @@ def finetune_args(
         args += ["--max-steps", str(int(max_steps))]
     elif max_time_s:
         args += ["--max-time-s", str(float(max_time_s))]
+    elif epochs:
+        args += ["--epochs", f"{epochs:g}"]
     if learning_rate:
         args += ["--lr", str(learning_rate)]
     if batch_size:
         args += ["--batch-size", str(int(batch_size))]
     if max_seq_length:
         args += ["--max-seq-length", str(int(max_seq_length))]
+    if features != "last":
+        args += ["--features", features]
+    if bilstm:
+        args.append("--bilstm")
+    if head_lr:
+        args += ["--head-lr", f"{head_lr:g}"]
+    if seed:
+        args += ["--seed", str(int(seed))]
     return tuple(args)
 
 
