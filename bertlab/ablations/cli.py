@@ -2,6 +2,7 @@
 
     bertlab ablate run table5 --size mini --budget-tokens 40M --tasks squad,mrpc,sst2,qnli,rte --seeds 3
     bertlab ablate run table7 --committed-recipe                       # the committed set's recipe
+    bertlab ablate run table7 --committed-recipe --no-estimate --device cuda  # a lent GPU (bench/device/)
     bertlab ablate list | status SUITE | collect SUITE --out results/ablations | paper table8
     bertlab ablate collect SUITE --into results/ablations/table7.csv   # a re-run column replaces its own
     bertlab ablate pool results/ablations/table5.csv OTHER.csv          # a second pretraining run's rows join
@@ -146,6 +147,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "--collect", default="", metavar="DIR", help="wait (as --wait), then write <table>.csv/.json to DIR"
     )
     run.add_argument("--wait-max-s", type=float, default=0.0, help="with --wait: stop waiting after this many seconds")
+    run.add_argument(
+        "--no-estimate",
+        action="store_true",
+        help="queue the suite without its time estimate, which first times a training step of every distinct job "
+        "on this machine (minutes on a GPU lent for minutes; bench/device/); every job is still checked first",
+    )
     _suite_options(sub.add_parser("estimate", help="how many runs a suite makes and about how long it takes"))
     a = sub.add_parser(
         "adopt",
@@ -302,6 +309,8 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
         spec = reuse.with_matching_reuse(spec, registry)
     for variant, job in spec.reuse:
         print(f"{variant}: reuses pretraining job {job}", file=sys.stderr)
+    if getattr(args, "no_estimate", False):
+        return _launch(args, spec, registry, None)
     est = estimate.estimate_suite(spec, registry=registry, progress=_say_estimating)
     if args.ablate_command == "estimate":
         if args.json:
@@ -310,12 +319,20 @@ def _run_or_estimate(args: argparse.Namespace, registry: JobRegistry) -> int:
             _print_table(est.rows())
             print(est.text)
         return 0
-    suite_dir = ab.launch(spec, registry)
+    return _launch(args, spec, registry, est)
+
+
+def _launch(
+    args: argparse.Namespace, spec: planning.SuiteSpec, registry: JobRegistry, est: estimate.SuiteEstimate | None
+) -> int:
+    """`run`: queue the suite (estimated as `est`, or not at all with --no-estimate), then --wait/--collect."""
+    suite_dir = ab.launch(spec, registry, estimate=est is not None)
     record = ab.read_suite(suite_dir)
     if args.json:
         print(json.dumps({"suite": record["id"], "dir": str(suite_dir), "jobs": len(record["runs"])}))
     else:
-        print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({est.text})")
+        how_long = est.text if est is not None else "not estimated: --no-estimate"
+        print(f"suite {record['id']}: {len(record['runs'])} jobs queued in {registry.root} ({how_long})")
         print(f"follow it with `bertlab ablate status {record['id']}` or on the Ablations page")
     if args.wait or args.collect:
         return _wait_and_collect(args, record, registry)

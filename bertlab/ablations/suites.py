@@ -8,7 +8,7 @@ Every run in it is a normal run folder in RUNS, listed, resumable and deletable 
 suite can also hold plain runs, adopted after they ran (bertlab.ablations.adopt: "adopted" in the record).
 
 Torch-free at import; `launch` estimates the suite (bertlab.ablations.estimate), which may time a
-training step here.
+training step here, unless told not to (`estimate=False`: `bertlab ablate run --no-estimate`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bertlab.ablations.estimate import estimate_suite
-from bertlab.ablations.planning import BASE_RECIPE, SuiteSpec, plan, recipe_changes, task_args
+from bertlab.ablations.planning import BASE_RECIPE, PlannedRun, SuiteSpec, plan, recipe_changes, task_args
 from bertlab.ablations.reuse import reused_job
 from bertlab.atomic import write_json_atomic
-from bertlab.errors import InputError
+from bertlab.errors import BertLabError, InputError
 from bertlab.hardware import gpu_stats
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
+from bertlab.jobs.spec import validate
 from bertlab.modelfolder import has_config
 from bertlab.runfolder import JOB_FILE, REPO_ROOT, is_run_dir, model_dir
 
@@ -42,23 +43,27 @@ def suites_root(registry: JobRegistry) -> Path:
 
 
 def commit_id() -> str:
-    """The repository's commit now (short), for a suite's record; 'unknown' outside git."""
+    """The repository's commit now (short), for a suite's record; where the checkout is no git repository
+    (a copy sent to a lent GPU machine: bench/device/), $BERTLAB_COMMIT, the commit its sender recorded;
+    else 'unknown'."""
     try:
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-            ).stdout.strip()
-            or "unknown"
-        )
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        head = ""
+    return head or os.environ.get("BERTLAB_COMMIT", "").strip() or "unknown"
 
 
-def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
+def launch(spec: SuiteSpec, registry: JobRegistry | None = None, estimate: bool = True) -> Path:
     """Submit every job of the suite (validated first, so a bad setting queues nothing) and write
     suite.json. A reused pretraining job (`spec.reuse`) takes its row's place; one that was stopped
     (interrupted or cancelled) is resumed, since the row's fine-tuning waits for it. Returns the suite
-    folder."""
+    folder.
+
+    `estimate=False` leaves out the suite's time estimate (the record's "estimate" is None): it times a
+    training step of every distinct job first, minutes on a GPU lent for minutes. Every job is still
+    checked (`check_jobs`) before any is queued."""
     registry = registry or JobRegistry()
     suite_id = _stamp(spec)
     runs = plan(spec, suite_id)
@@ -73,10 +78,12 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
                 f"the {task} data is not at {data}; give the folder that holds glue/, ud_en_ewt/, wnut17/ and squad/"
             )
     pretrained = {r.variant: reused_job(r, spec, registry) for r in runs if spec.reused(r.variant) and not r.needs}
-    estimate, changes = (
-        estimate_suite(spec, registry=registry).to_dict(),
-        recipe_changes(spec) if spec.table_spec.pretrains else [],
-    )
+    if estimate:
+        timing = estimate_suite(spec, registry=registry).to_dict()
+    else:
+        check_jobs(runs, registry)
+        timing = None
+    changes = recipe_changes(spec) if spec.table_spec.pretrains else []
     suite_dir = new_suite_dir(spec, registry, suite_id)
     suite_id = suite_dir.name
     record = {
@@ -89,7 +96,7 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
         "base_recipe": BASE_RECIPE,
         # what every pretraining job changes in the base recipe, the suites' own change first
         "recipe_changes": changes,
-        "estimate": estimate,
+        "estimate": timing,
         "runs": [],
     }
     try:
@@ -121,6 +128,21 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None) -> Path:
             registry.resume(job_id)
     registry.tick()
     return suite_dir
+
+
+def check_jobs(runs: list[PlannedRun], registry: JobRegistry) -> None:
+    """Check every planned job as its submission will (arguments, config, paths, device), before any is
+    queued: the check the estimate makes on its way, without timing a step. A fine-tuning job of a model
+    still to be pretrained is checked on the shipped model, as the estimate does. InputError names the job."""
+    shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
+    for r in runs:
+        job = r.spec
+        if r.needs:
+            job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
+        try:
+            validate(job, REPO_ROOT, gpus=registry.gpus)
+        except BertLabError as exc:  # a bad argument, config key or path
+            raise InputError(f"cannot queue {job.name}: {exc}") from exc
 
 
 def _stamp(spec: SuiteSpec) -> str:
