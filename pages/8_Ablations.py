@@ -277,12 +277,12 @@ st.subheader("Run this table yourself")
 access = job_access_field()  # loopback: open; shared: the admin token of whoever started the app
 with st.form(f"abl_launch_{table}"):
     c1, c2, c3 = st.columns(3)
-    default_tasks = list(table_spec.default_tasks)
+    default_tasks = list(suggested.tasks or table_spec.default_tasks)  # the committed set's
     tasks = c1.multiselect("Tasks", [t for t in FINETUNE_TASKS if t != "mnli"], default=default_tasks)
     seeds = c1.number_input("Seeds (fine-tuning restarts)", 1, 20, suggested.seeds)
     if not table_spec.pretrains:
         model = c2.text_input("Pretrained model to probe (folder; empty = the shipped model)", "")
-        size, minutes, millions, grid, settings, reuse_runs = "tiny", 0.0, 0.0, "", "", False
+        size, minutes, millions, grid, settings, reuse_runs, corpus = "tiny", 0.0, 0.0, "", "", False, ""
     else:
         model = ""
         size = c2.selectbox(
@@ -301,10 +301,17 @@ with st.form(f"abl_launch_{table}"):
         grid = (
             c2.text_input(
                 "Grid: layers/hidden/heads, comma-separated",
-                ", ".join(f"{a}/{b}/{c}" for a, b, c in table_specs.DEFAULT_GRID),
+                ", ".join(f"{a}/{b}/{c}" for a, b, c in suggested.grid or table_specs.DEFAULT_GRID),
             )
             if table_spec.shape_grid
             else ""
+        )
+        corpus = c2.text_input(
+            "Pretraining corpus (comma-separated)",
+            suggested.corpus,
+            help="'default' (gensim's Wikipedia sample), text files or folders. The committed sets pretrained on "
+            "the sample, twelve public-domain books and WikiText-2 (this workspace's ../shared/data/corpus); "
+            "'default' alone needs nothing else.",
         )
         settings = c2.text_area(
             "Pretraining settings (KEY=VALUE, one per line)",
@@ -380,6 +387,7 @@ if launch or estimate_only:
             grid=planning.parse_grid(grid) if grid else (),
             model=model.strip(),
             data=data.strip(),
+            corpus=corpus.strip(),
             max_train_examples=int(examples),
             max_eval_examples=int(dev_examples),
             epochs=float(epochs),

@@ -4,6 +4,7 @@ and the Ablations page itself (with the committed results, with a synthetic set 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
@@ -21,6 +22,7 @@ from test_pretrain import _write_corpus
 
 from bertlab.ablations import estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
+from bertlab.ablations.cli import add_args, spec_from_args
 from bertlab.ablations.paper import CITATION
 from bertlab.ablations.tables import TABLES
 from bertlab.app_pages import page_titled
@@ -735,6 +737,7 @@ def test_ablations_page_reuses_a_matching_pretraining_run(page_env, monkeypatch)
     )
     at = _open("table8")
     at.text_input[-1].set_value(str(data))
+    next(t for t in at.text_input if t.label.startswith("Pretraining corpus")).set_value("default")  # the earlier's
     at.multiselect[0].set_value(["upos"])
     next(s for s in at.selectbox if s.label == "Model size").set_value("tiny")
     next(n for n in at.number_input if n.label.startswith("Pretraining tokens")).set_value(1.0)
@@ -989,7 +992,7 @@ def test_each_table_suggests_the_fine_tuning_its_committed_set_used(page_env, ta
 
 def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
     """Table 6's committed shapes ran at batch 256 on 80M tokens each, three seeds, MRPC with Table 5's
-    recipe; the suggested grid (DEFAULT_GRID) is five of its nine shapes, so a re-run lands on committed rows."""
+    recipe; the suggested grid is its nine shapes (DEFAULT_GRID, the form's quicker start, five of them)."""
     from bertlab.ablations.tables import DEFAULT_GRID
 
     t6 = planning.suggested_spec("table6")
@@ -998,10 +1001,35 @@ def test_table6_suggests_the_batch_recipe_and_shapes_its_committed_runs_used():
     assert committed["spec"]["seeds"] == t6.seeds == 3
     assert t6.overrides == ("train.batch_size=256",) and "train.batch_size=256" in committed["recipe_changes"]
     assert [tuple(r) for r in committed["spec"]["task_recipes"]] == list(t6.task_recipes) == [("mrpc", 4.0, 3e-4)]
-    assert set(DEFAULT_GRID) < {tuple(g) for g in committed["spec"]["grid"]}
+    assert set(DEFAULT_GRID) < {tuple(g) for g in committed["spec"]["grid"]} == set(t6.grid)
     assert "--set train.batch_size=256" in planning.command(t6) and "--task-recipe mrpc=4/0.0003" in planning.command(
         t6
     )
+
+
+@pytest.mark.parametrize("table", ["table5", "table6", "table8"])
+def test_each_pretrained_table_suggests_the_tasks_shapes_and_text_its_committed_set_used(page_env, table):
+    """The offered suite pretrains what the committed set did (its size, shapes and corpus) and fine-tunes its
+    columns: the page's form and the printed command both (a Table 6 command without --size recorded 'tiny',
+    which `ablate pool` would not pool with the committed 'mini' set; Table 8's set ran UPOS only)."""
+    committed = json.loads((REPO / f"results/ablations/{table}.json").read_text())["spec"]
+    offered = planning.suggested_spec(table)
+    assert (offered.size, offered.corpus, offered.budget_tokens) == (
+        committed["size"],
+        committed["corpus"],
+        committed["budget_tokens"],
+    )
+    assert [list(g) for g in offered.grid] == committed["grid"]  # () where the table has no shapes
+    default = list(TABLES[table].default_tasks)
+    assert (list(offered.tasks) or default) == (committed["tasks"] or default)  # [] = the table's default tasks
+    printed = planning.command(offered)
+    assert f"--size {committed['size']}" in printed and f"--corpus {committed['corpus']}" in printed
+    parser = argparse.ArgumentParser()
+    add_args(parser)
+    assert spec_from_args(parser.parse_args(printed.split()[2:])) == offered  # the printed command runs it
+    at = _open(table)
+    assert next(t for t in at.text_input if t.label.startswith("Pretraining corpus")).value == committed["corpus"]
+    assert at.multiselect[0].value == list(offered.tasks or TABLES[table].default_tasks)
 
 
 def test_ablations_page_offers_table8s_settings_and_refuses_a_bad_one(page_env, monkeypatch):

@@ -49,9 +49,9 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--committed-recipe",
         action="store_true",
-        help="start from the recipe of the table's committed set (the one the Ablations page offers: pretraining "
-        "budget and settings, train and dev examples, epochs, seeds, task recipes); the options given replace "
-        "its values",
+        help="start from the recipe of the table's committed set (the one the Ablations page offers: its tasks, "
+        "shapes and pretraining corpus, budget and settings, train and dev examples, epochs, seeds, task recipes); "
+        "the options given replace its values",
     )
     p.add_argument(
         "--seeds", type=int, help=f"fine-tuning restarts per variant and task (mean +- std; default {d.seeds})"
@@ -223,15 +223,15 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         task_feature_lrs = () if args.feature_lr is not None else base.task_feature_lrs
     return planning.SuiteSpec(
         table=args.table,
-        tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
+        tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) or base.tasks,
         seeds=given("seeds", args.seeds),
         size=given("size", args.size),
         budget_s=given("budget_s", args.budget_s),
         budget_tokens=budget_tokens,
-        grid=planning.parse_grid(args.grid) if args.grid else (),
+        grid=planning.parse_grid(args.grid) if args.grid else base.grid,
         model=args.model,
         data=args.data,
-        corpus=args.corpus,
+        corpus=args.corpus or base.corpus,
         max_train_examples=given("max_train_examples", args.max_train_examples),
         max_eval_examples=given("max_eval_examples", args.max_eval_examples),
         epochs=given("epochs", args.epochs),

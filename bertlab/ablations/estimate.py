@@ -147,7 +147,7 @@ class SuiteEstimate:
                 "run": r.name,
                 "variant": r.variant,
                 "task": r.column,
-                "seed": "" if r.column == "pretraining" else r.seed,
+                "seed": "" if r.column == "pretraining" else str(r.seed),  # one type: a table column
                 "steps": r.steps,
                 "time": format_duration(r.seconds),
                 "start + end": format_duration(r.start_s + r.end_s),

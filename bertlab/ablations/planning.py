@@ -163,15 +163,20 @@ def _check_per_task(what: str, tasks: list[str]) -> None:
 
 
 DEFAULT_BUDGET_TOKENS = 40_000_000  # pretraining tokens per variant the page offers: a mini model leaves the plateau
+# the pretraining text of every committed set, the shipped model's (configs/default-model.yaml's header): gensim's
+# Wikipedia sample, the public-domain books and WikiText-2 in this workspace's ../shared/data
+SUGGESTED_CORPUS = "default,../shared/data/corpus/gutenberg,../shared/data/corpus/wikitext-2-raw"
 
 
 def suggested_spec(table: str) -> SuiteSpec:
-    """The suite the page suggests for a table, the recipe of its committed set: a pretrained table at
-    equal tokens (the table's own suggested budget and pretraining settings, else DEFAULT_BUDGET_TOKENS;
-    mini models), its fine-tuning data, epochs, seeds and task recipes, one thread per job as on a small
-    shared machine; Table 7 on the shipped model."""
+    """The suite the page suggests for a table, the recipe of its committed set: its task columns; a
+    pretrained table at equal tokens (the table's own suggested budget and pretraining settings, else
+    DEFAULT_BUDGET_TOKENS; mini models, or the committed shapes; SUGGESTED_CORPUS), its fine-tuning data,
+    epochs, seeds and task recipes, one thread per job as on a small shared machine; Table 7 on the shipped
+    model."""
     ts = TABLES[table]
     finetuning = {
+        "tasks": ts.suggested_tasks,
         "seeds": ts.suggested_seeds,
         "max_train_examples": ts.suggested_examples[0],
         "max_eval_examples": ts.suggested_examples[1],
@@ -187,6 +192,8 @@ def suggested_spec(table: str) -> SuiteSpec:
         table,
         size="mini",
         budget_tokens=ts.suggested_budget_tokens or DEFAULT_BUDGET_TOKENS,
+        grid=ts.suggested_grid,
+        corpus=SUGGESTED_CORPUS,
         overrides=ts.suggested_overrides,
         **finetuning,
     )
@@ -200,8 +207,7 @@ def command(spec: SuiteSpec) -> str:
     if spec.tasks:
         args += ["--tasks", ",".join(spec.tasks)]
     if spec.table_spec.pretrains:
-        if not spec.table_spec.shape_grid:
-            args += ["--size", spec.size]
+        args += ["--size", spec.size]  # a shape grid's too: its record keeps it, and `ablate pool` compares it
         args += ["--budget-tokens", f"{spec.budget_tokens / 1e6:g}M"] if spec.budget_tokens else []
         args += ["--budget-s", f"{spec.budget_s:g}"] if not spec.budget_tokens else []
     if spec.grid:
