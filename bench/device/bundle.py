@@ -84,9 +84,9 @@ def committed_spec(table: str, results: Path = RESULTS) -> planning.SuiteSpec | 
 
 
 def device_spec(table: str, results: Path = RESULTS) -> planning.SuiteSpec:
-    """The suite to run on the device for `table`: the committed recipe (planning.suggested_spec) plus what
-    it leaves out, from the committed set's record: the tasks, the corpus, the grid (Table 6's nine shapes),
-    the data folder, and its settings that only change how runs go (no checkpoints, no compile)."""
+    """The suite to run on the device for `table`: the committed recipe (planning.suggested_spec: its shapes,
+    corpus, budget and fine-tuning) plus, from the committed set's record, its tasks by name, the data
+    folder and its settings that only change how runs go (no checkpoints, no compile)."""
     spec = planning.suggested_spec(table)
     recorded = committed_spec(table, results)
     if recorded is None:
@@ -94,22 +94,15 @@ def device_spec(table: str, results: Path = RESULTS) -> planning.SuiteSpec:
     run_only = tuple(o for o in recorded.overrides if o.split("=", 1)[0].strip() in planning.RUN_SETTINGS)
     return replace(
         spec,
-        tasks=spec.tasks or recorded.tasks,  # Table 8's committed set ran UPOS alone
-        corpus=spec.corpus or recorded.corpus,
-        grid=spec.grid or recorded.grid,
+        tasks=spec.tasks or recorded.tasks,
         data=spec.data or recorded.data,
         overrides=spec.overrides + tuple(o for o in run_only if o not in spec.overrides),
     )
 
 
 def suite_args(spec: planning.SuiteSpec) -> list[str]:
-    """`bertlab ablate run`'s arguments for `spec` (without the command itself). planning.command leaves out
-    a grid table's size (the grid gives every shape), but the suite records it and `bertlab ablate pool`
-    compares it: Table 6's committed set says mini, the default is tiny."""
-    args = shlex.split(planning.command(spec))[3:]
-    if "--size" not in args and spec.size != planning.SuiteSpec(spec.table).size:
-        args[1:1] = ["--size", spec.size]
-    return args
+    """`bertlab ablate run`'s arguments for `spec` (without the command itself)."""
+    return shlex.split(planning.command(spec))[3:]
 
 
 def device_command(specs: list[planning.SuiteSpec]) -> str:
