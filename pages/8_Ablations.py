@@ -75,8 +75,13 @@ def static_table(rows: list[dict]) -> None:
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"The paper: {paper.question}")
-    printed = paper_rows(table)
-    st.dataframe(pd.DataFrame(printed), hide_index=True, column_config=fitted(printed))
+    # whole (every column in view: the text below quotes them), each number as printed (84.4, 5.84)
+    static_table(
+        [
+            {k: "—" if v is None else v if isinstance(v, str) else f"{v:g}" for k, v in r.items()}
+            for r in paper_rows(table)
+        ]
+    )
     st.markdown(f"**What the paper found.** {paper_tables.PAPER_FINDINGS[table]}")
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
@@ -86,9 +91,11 @@ with right:
         "the same size with other heads is shown, not judged."
         if table_specs.TABLES[table].shape_grid
         else "Each of our rows is compared with the table's baseline row "
-        f"(*{paper_tables.our_label(table, paper.baseline)}*), and so is the paper's. A direction is *reproduced* "
-        "when both differences have the same sign, or when both are within their noise (ours: the larger standard "
-        "deviation over seeds; the paper's: under 0.5 points)."
+        f"(*{paper_tables.our_label(table, paper.baseline)}*), and so is the paper's. A difference is *clear* when "
+        "it is beyond its noise (ours: the larger standard deviation over seeds; the paper's one run a row: half a "
+        "point). A direction is *reproduced* when both differences are clear and have the same sign, or when "
+        "neither is clear; a clear difference on one side and none on the other is not reproduced, whatever "
+        "its sign."
     )
     concept(
         f"**How to read a verdict.** {compared} Our models are a few hundred times smaller than "

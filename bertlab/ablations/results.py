@@ -481,6 +481,9 @@ def main_metric(table: str, task: str) -> str:
     return spec.main_metric  # a task that stands in for the paper's column (UPOS for NER) keeps its own metric
 
 
+NO_CLEAR = "no clear difference"  # a difference within its noise (the larger std over seeds)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One variant on one column: the paper's difference from its baseline row, and ours."""
@@ -495,6 +498,7 @@ class Verdict:
     paper_delta: float | None
     agrees: bool | None  # same sign of the difference (None: no paper column, or the baseline row)
     text: str
+    clear: bool | None = None  # our difference is beyond its noise (None: no difference computed)
 
 
 def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
@@ -524,7 +528,7 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
             p = paper_rows.get(v, (None,) * len(paper.columns))[ci] if ci is not None else None
             pb = paper_rows.get(paper.baseline, (None,) * len(paper.columns))[ci] if ci is not None else None
             p_delta = None if p is None or pb is None else round(p - pb, 2)
-            o_delta, agrees, text = None, None, ""
+            o_delta, agrees, text, ours_flat = None, None, "", False
             if v == paper.baseline:
                 text = "baseline row"
             elif base is None:
@@ -533,7 +537,7 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 text = "next-token accuracy, another task: not compared"
             else:
                 o_delta, noise, how = _difference(c, base, metric)
-                ours_flat = how == "no clear difference"
+                ours_flat = how == NO_CLEAR
                 if p_delta is None:
                     text = f"ours {o_delta:+.1f}" + (" (within the noise)" if ours_flat else "")
                 else:
@@ -542,10 +546,11 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                         agrees = ours_flat and paper_flat
                     else:
                         agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
-                    text = f"paper {p_delta:+.1f}, ours {o_delta:+.1f} +- {noise:.1f}: {how}" + (
+                    text = f"paper {p_delta:+.1f}, ours {o_delta:+.1f} ± {noise:.1f}: {how}" + (
                         "; direction reproduced" if agrees else "; direction not reproduced"
                     )
-            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text))
+            clear = None if o_delta is None else not ours_flat
+            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text, clear))
     return out
 
 
@@ -555,7 +560,7 @@ def _difference(c: Cell, base: Cell, metric: str) -> tuple[float, float, str]:
     delta = c.mean - base.mean
     noise = max(c.std, base.std)
     better = (delta < 0) if metric == "mlm_perplexity" else (delta > 0)
-    return delta, noise, "no clear difference" if abs(delta) <= noise else ("better" if better else "worse")
+    return delta, noise, NO_CLEAR if abs(delta) <= noise else ("better" if better else "worse")
 
 
 def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
@@ -582,7 +587,7 @@ def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 out.append(Verdict(v, task, metric, c.mean, c.std, None, None, None, None, text))
                 continue
             o_delta, noise, how = _difference(c, base, metric)
-            ours = f"ours {o_delta:+.1f} +- {noise:.1f}: {how}"
+            ours = f"ours {o_delta:+.1f} ± {noise:.1f}: {how}"
             if (_params(v) or 0) <= (_params(shapes[0]) or 0) or trend is None:
                 text = ours + ("; the baseline's size, not judged" if trend is not None else "")
                 out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, None, None, text))
@@ -591,7 +596,7 @@ def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
             text = f"bigger: the paper {trend:+.1f} from its smallest model to its largest, {ours}; " + (
                 "direction reproduced" if agrees else "direction not reproduced"
             )
-            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, trend, agrees, text))
+            out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, trend, agrees, text, how != NO_CLEAR))
     return out
 
 

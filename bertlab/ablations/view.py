@@ -112,12 +112,15 @@ def agreement(table: str, rows: Sequence[dict]) -> dict:
     # misses of a kind of their own: we find a clear difference where the paper's is under half a point,
     # which its single run cannot tell from none (Table 6's verdicts are against a size trend: none here)
     flat = [v for v in no if v.paper is not None and v.paper_delta is not None and abs(v.paper_delta) < 0.5]
+    # and misses where ours is within its noise while the paper's is clear: too small to tell here, not opposite
+    unclear = [v for v in no if v not in flat and v.clear is False]
     return {
         "compared": len(vs),
         "reproduced": len(yes),
         "not_reproduced": len(no),
         "yes": [(v.variant, v.task) for v in yes],
-        "no": [(v.variant, v.task) for v in no if v not in flat],
+        "no": [(v.variant, v.task) for v in no if v not in flat and v not in unclear],
+        "ours_unclear": [(v.variant, v.task) for v in unclear],
         "paper_flat": [(v.variant, v.task) for v in flat],
         "paper_flat_same_sign": sum(1 for v in flat if (v.ours_delta or 0) * (v.paper_delta or 0) > 0),
     }
@@ -304,7 +307,14 @@ def agreement_text(table: str, rows: Sequence[dict]) -> str:
             by_variant.setdefault(our_label(table, variant), []).append(task)
         return "; ".join(f"{v} on {', '.join(ts)}" for v, ts in by_variant.items()) or "none"
 
-    text = f"Same direction as the paper: {listing(agree['yes'])}. Not the paper's direction: {listing(agree['no'])}."
+    text = f"Same direction as the paper: {listing(agree['yes'])}."
+    if agree["no"]:
+        text += f" Against the paper's direction (a clear difference the other way): {listing(agree['no'])}."
+    if agree["ours_unclear"]:
+        text += (
+            f" Not reproduced, too small to tell here: {listing(agree['ours_unclear'])}, where the paper's difference "
+            "is clear and ours is within our seeds' spread."
+        )
     if flat := agree["paper_flat"]:
         text += (
             f" Not reproduced either, though of another kind: {listing(flat)}, where we find a clear difference "
