@@ -23,7 +23,7 @@ from bertlab.interpret.views import (
     shaded_tokens_html,
 )
 from bertlab.model_card import pretrained_length
-from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -33,7 +33,7 @@ MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned m
 
 
 @st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
-def _finetuned(path: str):
+def _finetuned(path: str, code: int):  # code: see code_version
     return load_finetuned(path, device="cpu")
 
 
@@ -81,7 +81,7 @@ with controls:
             st.stop()
         path = st.selectbox("Fine-tuned model", [e.path for e in tuned], format_func=lambda p: p, key="why_tuned")
         try:
-            model = _finetuned(path)
+            model = _finetuned(path, code_version())
         except BertLabError as exc:
             show_error(exc)
             st.stop()

@@ -13,7 +13,16 @@ from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
 from bertlab.model_card import pretrained_length
 from bertlab.tokenizer import mask_any_case
-from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common import (
+    chosen_model,
+    code_version,
+    concept,
+    require_model,
+    setup_page,
+    show_error,
+    show_figure,
+    show_notes,
+)
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -21,7 +30,7 @@ lm = require_model()
 
 
 @st.cache_resource(show_spinner="Loading the second model…", max_entries=2)
-def _second(path: str):
+def _second(path: str, code: int):  # code: see code_version
     return load_model(path, device="auto")
 
 
@@ -59,7 +68,7 @@ with controls:
     )
 
 try:
-    other = lm if path_b == current else _second(path_b)
+    other = lm if path_b == current else _second(path_b, code_version())
     show_notes(
         notes_of_two(
             *(input_notes(m.tokenizer, m.max_length, text, pretrained=pretrained_length(m.card)) for m in (lm, other))

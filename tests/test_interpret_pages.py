@@ -182,3 +182,19 @@ def test_which_heads_matter_says_why_a_tagger_has_no_head_study(model, tmp_path)
     assert_clean(at)
     assert "fine-tuned on upos" in " ".join(i.value for i in at.info)
     assert not [b for b in at.button if b.key == "heads_job_run"]
+
+
+def test_the_pages_keep_working_when_the_package_is_imported_again(model, monkeypatch):
+    """Streamlit unloads every watched module when a source file changes (a `git pull` with the app open) and
+    the next run imports them again: a model cached before was an instance of the old classes, and the four
+    pages refused it ("Expected a model from bertlab.inference.load_model ..., got LoadedModel")."""
+    import sys
+
+    at = open_page(WHY)
+    assert_clean(at)
+    for name in [n for n in sys.modules if n == "bertlab" or n.startswith(("bertlab.", "pages"))]:
+        monkeypatch.delitem(sys.modules, name)  # as Streamlit does; put back after the test
+    for page in (WHY, COMPARE):
+        at.switch_page(page).run()
+        assert_clean(at)
+        assert "Expected a model" not in text(at)

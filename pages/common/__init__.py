@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -219,8 +220,15 @@ def _google_berts() -> None:
 # --------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------
+def code_version() -> int:
+    """Changes when Streamlit imports the package again after a source file changed (a `git pull` with
+    the app open: it unloads every watched module). A model cached before is an instance of the old
+    classes, which the new code's type checks refuse; a model cache keyed on this loads it again."""
+    return id(sys.modules[LoadedModel.__module__])
+
+
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def _load(path: str, stamp: float) -> LoadedModel:
+def _load(path: str, stamp: float, code: int) -> LoadedModel:
     lm = load_model(path, device="auto")
     log.info("loaded %s on %s (%s parameters)", path, lm.device, f"{lm.num_parameters():,}")
     return lm
@@ -242,7 +250,7 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
             )
     try:
         cleaned = check_choice(choice)
-        return _load(cleaned, folder_stamp(cleaned) if classify(cleaned) != HUB else 0.0), None
+        return _load(cleaned, folder_stamp(cleaned) if classify(cleaned) != HUB else 0.0, code_version()), None
     except BertLabError as exc:
         if choice == shipped and not Path(shipped).exists():
             return None, (
