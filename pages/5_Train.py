@@ -419,7 +419,8 @@ with form:
     if spec is not None:
         with st.expander("The same job from a terminal"):
             gpus_flag = f"--gpus {spec.num_gpus} " if spec.num_gpus > 1 else ""
+            name_flag = f"--name {shlex.quote(spec.name)} " if spec.name else ""
             st.code(
-                f"bertlab jobs submit {gpus_flag}--device {spec.device} {spec.kind} {shlex.join(spec.args)}",
+                f"bertlab jobs submit {gpus_flag}{name_flag}--device {spec.device} {spec.kind} {shlex.join(spec.args)}",
                 language="bash",
             )

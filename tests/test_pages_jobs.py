@@ -196,6 +196,9 @@ def test_train_page_offers_the_papers_task_layers(app_env, tmp_path):
     at.number_input(key="train_epochs_ft_sst2").set_value(2.0).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert {m.label: m.value for m in at.metric}["Parameters"] != plain  # the BiLSTM's weights are counted
+    at.text_input(key="train_name").set_value("my tagger").run()
+    shown = " ".join(c.value for c in at.code)  # the same job from a terminal, its name too
+    assert "--name 'my tagger' " in shown and "--bilstm" in shown and "--seed 2" in shown
     at.button(key="train_launch").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     (job,) = JobRegistry(app_env).list()
