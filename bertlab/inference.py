@@ -366,14 +366,15 @@ class LoadedModel:
         for t in texts:
             if "[MASK]" not in t:
                 raise InputError(f"no [MASK] in {t[:60]!r}; write [MASK] where a word should be predicted")
-            if t.count("[MASK]") > MAX_MASKS:
-                raise InputError(
-                    f"{t.count('[MASK]')} [MASK]s in one text; at most {MAX_MASKS} are answered at once "
-                    "(the joint fill reads the text again for every mask)"
-                )
         hm = self._head_mask(head_mask)
         encs = self.tokenizer.encode_batch(texts, max_length=self.max_length)
-        for e in encs:
+        for t, e in zip(texts, encs, strict=True):
+            if (kept_masks := e.ids.count(self.tokenizer.mask_id)) > MAX_MASKS:  # those a cut-off text keeps
+                where = "" if kept_masks == t.count("[MASK]") else " in the part of the text that fits"
+                raise InputError(
+                    f"{kept_masks} [MASK]s{where} in one text; at most {MAX_MASKS} are answered at once "
+                    "(the joint fill reads the text again for every mask)"
+                )
             if self.tokenizer.mask_id not in e.ids:
                 # count as the truncation note does: text tokens, [CLS] and [SEP] not included
                 kept = sum(s is not None for s in e.sequence_ids)

@@ -360,6 +360,13 @@ def test_lowercase_mask_is_read_as_mask_and_masks_are_capped(lm):
     assert [c.token for c in lower.masks[0].candidates] == [c.token for c in upper.masks[0].candidates]
     with pytest.raises(InputError, match=f"at most {MAX_MASKS}"):
         lm.fill_mask(" ".join(["[MASK]"] * (MAX_MASKS + 1)))
+    # a long text is cut to what fits first: only the masks it keeps count (all 80 were refused)
+    words = lm.max_length - 2 - MAX_MASKS  # text tokens that fit beside the masks kept
+    long = " ".join(["[MASK]"] * MAX_MASKS + ["the"] * words + ["[MASK]"] * 40)
+    result = lm.fill_mask(long, joint=False)
+    assert len(result.masks) == MAX_MASKS and result.num_masks_dropped == 40
+    with pytest.raises(InputError, match=f"{MAX_MASKS + 1} \\[MASK\\]s in the part of the text that fits"):
+        lm.fill_mask(" ".join(["[MASK]"] * (MAX_MASKS + 1) + ["the"] * lm.max_length + ["[MASK]"] * 5))
     # every reading of the text takes [mask] as the mask, not only fill_mask (the layer view read '[')
     lower_layers = lm.layer_predictions("the cat [mask] on the mat.", top_k=3)
     assert lower_layers == lm.layer_predictions("the cat [MASK] on the mat.", top_k=3)
