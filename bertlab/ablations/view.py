@@ -160,8 +160,9 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     """One panel per task column: each variant's difference from the baseline row (our means), drawn
     from a zero line, with error bars of the difference's noise over seeds (sqrt(std_variant² +
     std_baseline²)), and the paper's difference from its baseline beside it (green diamonds). Every
-    panel in points shares one axis spanning at least ±3 points, so that a 1-point difference does not
-    look like a cliff and panels compare at a glance."""
+    task panel shares one axis spanning at least ±3 points, so that a 1-point difference does not look
+    like a cliff and tasks compare at a glance; the pretraining panel keeps its own (another quantity, whose
+    gaps, e.g. Table 8's 22 points, would flatten every task's)."""
     cells = summarize(list(rows))
     tasks = [t for t in dict.fromkeys(r["task"] for r in rows)]
     paper = PAPER[table]
@@ -178,7 +179,7 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
     )
     legend = {"ours": True, "paper": True}
     reaches: dict[int, float] = {}  # panel -> the largest |difference| + noise it must show
-    perplexity: dict[int, bool] = {}
+    own_scale: dict[int, bool] = {}
     for i, task in enumerate(tasks, 1):
         metric = main_metric(table, task)
         mine = {c.variant: c for c in cells if c.task == task and c.metric == metric}
@@ -206,11 +207,11 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         if baseline == paper.baseline:
             paper_deltas = _add_paper_differences(fig, table, task, [(v, labels.get(v, v)) for v in vs], legend, i)
         reaches[i] = max([abs(d) + n for d, n in zip(deltas, noise, strict=True)] + [abs(d) for d in paper_deltas])
-        perplexity[i] = metric == "mlm_perplexity"
-    # one scale for every panel in points (perplexity keeps its own), so that panels compare at a glance
-    shared = max([3.0] + [r for i, r in reaches.items() if not perplexity[i]])
+        own_scale[i] = task == "pretraining"
+    # one scale for every task panel (pretraining keeps its own), so that tasks compare at a glance
+    shared = max([3.0] + [r for i, r in reaches.items() if not own_scale[i]])
     for i, r in reaches.items():
-        reach = max(3.0, r) if perplexity[i] else shared
+        reach = max(3.0, r) if own_scale[i] else shared
         fig.update_yaxes(
             range=[-1.1 * reach, 1.1 * reach], zeroline=True, zerolinewidth=2, zerolinecolor=GREY, row=1, col=i
         )
@@ -272,9 +273,22 @@ def curves_figure(table: str, curves: Mapping[str, Sequence[dict]], grid: tuple 
     return fig
 
 
+# a panel's title as a reader says it (the tables keep the keys, which the CSV and the CLI use)
+_TASK_NAMES = {"pretraining": "Pretraining", "upos": "UPOS", "ner": "NER", "sst2": "SST-2", "mrpc": "MRPC"}
+_TASK_NAMES |= {"qnli": "QNLI", "rte": "RTE", "squad": "SQuAD", "cola": "CoLA", "stsb": "STS-B", "mnli": "MNLI"}
+_METRIC_NAMES = {
+    "mlm_acc": "masked-token accuracy",
+    "mlm_perplexity": "perplexity, lower is better",
+    "exact_match": "exact match",
+    "f1": "F1",
+}
+
+
 def _panel_title(table: str, task: str) -> str:
     metric = main_metric(table, task)
-    return f"{task} ({metric}{', lower is better' if metric == 'mlm_perplexity' else ''})"
+    name = _TASK_NAMES.get(task.removesuffix("-feature"), task.removesuffix("-feature"))
+    frozen = ", frozen features" if task.endswith("-feature") else ""
+    return f"{name}{frozen} ({_METRIC_NAMES.get(metric, metric.replace('_', ' '))})"
 
 
 def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | None = None) -> list[dict]:
