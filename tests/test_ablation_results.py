@@ -372,3 +372,16 @@ def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
     assert what_rows_are(meta)["mlm_nsp"] == "tiny, 20k tokens"
     meta["models"]["mlm_nsp"]["tokens"] = 72_000_000
     assert what_rows_are(meta)["mlm_nsp"] == "tiny, 72.0M tokens"
+
+
+def test_a_verdict_on_one_run_a_row_says_so_instead_of_a_spread_of_zero():
+    one = {
+        v.variant: v.text
+        for v in results.verdicts("table5", _rows("table5", {"mlm_nsp": [80.0], "no_nsp": [76.0]}, task="qnli"))
+    }
+    assert "ours -4.0 (one run each): worse" in one["no_nsp"] and "±" not in one["no_nsp"]
+    seeds = {
+        v.variant: v.text
+        for v in results.verdicts("table5", _rows("table5", {"mlm_nsp": [80, 81], "no_nsp": [79, 79]}, task="qnli"))
+    }
+    assert "ours -1.5 ± 0.7" in seeds["no_nsp"]

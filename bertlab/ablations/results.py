@@ -546,12 +546,18 @@ def verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                         agrees = ours_flat and paper_flat
                     else:
                         agrees = math.copysign(1, o_delta) == math.copysign(1, p_delta)
-                    text = f"paper {p_delta:+.1f}, ours {o_delta:+.1f} ± {noise:.1f}: {how}" + (
+                    text = f"paper {p_delta:+.1f}, ours {o_delta:+.1f}{_spread(c, base, noise)}: {how}" + (
                         "; direction reproduced" if agrees else "; direction not reproduced"
                     )
             clear = None if o_delta is None else not ours_flat
             out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, p, p_delta, agrees, text, clear))
     return out
+
+
+def _spread(c: Cell, base: Cell, noise: float) -> str:
+    """How a verdict writes the noise of a difference: ± the larger std over seeds, or that both rows are
+    one run each (no spread is measured, so any difference counts as clear)."""
+    return " (one run each)" if c.n == 1 and base.n == 1 else f" ± {noise:.1f}"
 
 
 def _difference(c: Cell, base: Cell, metric: str) -> tuple[float, float, str]:
@@ -587,7 +593,7 @@ def _shape_verdicts(table: str, rows: list[dict]) -> list[Verdict]:
                 out.append(Verdict(v, task, metric, c.mean, c.std, None, None, None, None, text))
                 continue
             o_delta, noise, how = _difference(c, base, metric)
-            ours = f"ours {o_delta:+.1f} ± {noise:.1f}: {how}"
+            ours = f"ours {o_delta:+.1f}{_spread(c, base, noise)}: {how}"
             if (_params(v) or 0) <= (_params(shapes[0]) or 0) or trend is None:
                 text = ours + ("; the baseline's size, not judged" if trend is not None else "")
                 out.append(Verdict(v, task, metric, c.mean, c.std, o_delta, None, None, None, text))
