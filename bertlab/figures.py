@@ -200,7 +200,13 @@ def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title
                 x=c.after, y=row, ax=c.before, ay=row, xref="x", yref="y", axref="x", ayref="y",
                 showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5, arrowcolor=GREY, text="",
             )  # fmt: skip
-    for key, name, colour in (("before", "all heads", BLUE), ("after", "heads off", ORANGE)):
+    # each number on the outer side of its dot (the smaller one's left, the larger one's right), so that two
+    # close dots' numbers do not print over each other ("2.2%2.6%")
+    first = [not (c.after < c.before) for c in changes]  # 'before' is the smaller (or alone, or level)
+    for key, name, colour, left in (
+        ("before", "all heads", BLUE, first),
+        ("after", "heads off", ORANGE, [not f for f in first]),
+    ):
         values = [getattr(c, key) for c in changes]
         fig.add_trace(
             go.Scatter(
@@ -210,14 +216,15 @@ def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title
                 name=name,
                 marker=dict(color=colour, size=11),
                 text=[percent(v) if v == v else "" for v in values],
-                textposition="top center",
+                textposition=["middle left" if lf else "middle right" for lf in left],
+                cliponaxis=False,
                 textfont=dict(size=11, color=colour),
                 hovertemplate="%{y}: %{x:.2%}<extra>" + name + "</extra>",
             )
         )
     top = max([0.0] + [v for c in changes for v in (c.before, c.after) if v == v])
     fig.update_xaxes(
-        title="probability", tickformat=_tick_format(top), range=[0, top * 1.12 + 1e-9], showgrid=True, gridcolor="#eee"
+        title="probability", tickformat=_tick_format(top), range=[0, top * 1.2 + 1e-9], showgrid=True, gridcolor="#eee"
     )
     fig.update_yaxes(tickvals=list(range(len(changes))), ticktext=labels, autorange="reversed", tickfont=dict(size=14))
     style_figure(fig, title, height=max(220, 90 + 38 * len(changes)))

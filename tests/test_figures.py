@@ -131,6 +131,9 @@ def test_nsp_and_comparison_figures():
     fig = F.answer_change_figure(changes, focus="mat")
     assert list(fig.data[0].x) == [0.5, None] and list(fig.data[1].x) == [0.2, 0.3]  # one row per word
     assert list(fig.layout.yaxis.ticktext) == ["<b>mat</b>", "rug"] and len(fig.layout.annotations) == 1  # arrow
+    # each number on its dot's outer side: the two of one row never print over each other
+    assert list(fig.data[0].textposition) == ["middle right", "middle left"]  # mat fell: all heads is the larger
+    assert list(fig.data[1].textposition) == ["middle left", "middle right"]
 
 
 def test_export(monkeypatch):
