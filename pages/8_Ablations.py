@@ -216,6 +216,29 @@ if rows:
 elif sources:
     st.info("No finished runs in these results yet.")
 
+
+def _switch_note(spec: dict) -> str:
+    """Where the curves step up: the recipe's move to longer sequences (empty when it has none)."""
+    try:
+        switch = planning.sequence_switch(planning.SuiteSpec.from_dict(spec)) if spec else None
+    except (BertLabError, TypeError, ValueError):
+        switch = None
+    if switch is None:
+        return ""
+    at, short, long, heldout = switch
+    where = f"after {at * spec['budget_tokens'] / 1e6:.0f}M tokens" if spec.get("budget_tokens") else "part-way"
+    return (
+        f" The step {where} is where pretraining moves from {short}- to {long}-token sequences for its last "
+        f"{1 - at:.0%} (the paper's two phases: 128, then 512 tokens)"
+        + (
+            f"; the held-out text is scored in {heldout}-token sequences, whose later positions a model has barely "
+            "used before."
+            if heldout > short
+            else "."
+        )
+    )
+
+
 if sources and table_spec.pretrains:
     if record is not None:
         curves, spec_of = results.pretraining_curves(record, registry), record.get("spec") or {}
@@ -239,6 +262,7 @@ if sources and table_spec.pretrains:
                 if spec_of.get("budget_tokens")
                 else "Every row is pretrained for the same time, so a faster one sees more tokens."
             )
+            + _switch_note(spec_of)
         )
 
 

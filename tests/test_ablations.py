@@ -1052,3 +1052,13 @@ def test_ablations_page_offers_table8s_settings_and_refuses_a_bad_one(page_env, 
     next(b for b in at.button if b.label == "Estimate").click().run()
     assert not at.exception
     assert any("KEY=VALUE per line" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize(("table", "tokens"), [("table6", "60M"), ("table8", "54M")])
+def test_the_curves_say_where_they_step_up(page_env, table, tokens):
+    """Every committed curve steps up three quarters of the way: the recipe moves from 64- to 128-token
+    sequences there, and the held-out text is scored at 128; the page says so under the curves."""
+    assert planning.sequence_switch(planning.suggested_spec(table)) == (0.75, 64, 128, 128)
+    at = _open(table)
+    said = " ".join(c.value for c in at.caption)
+    assert f"The step after {tokens} tokens is where pretraining moves from 64- to 128-token sequences" in said

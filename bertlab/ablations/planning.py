@@ -254,6 +254,22 @@ RUN_SETTINGS = frozenset(
 )
 
 
+def sequence_switch(spec: SuiteSpec) -> tuple[float, int, int, int] | None:
+    """(share of the budget, length before, length after, the held-out evaluation's length) where every
+    variant's pretraining moves on to longer sequences (the paper's two phases; the base recipe's
+    `phase2`), None without a switch."""
+    try:
+        with in_folder(REPO_ROOT):  # the base recipe's paths are the repository's
+            cfg = load_config_file(BASE_RECIPE, recipe_changes(spec))
+            first, *second = cfg.phase_data()
+            at, heldout = (cfg.phase2_at if second else 0.0), cfg.heldout_data().max_seq_length
+    except (BertLabError, ValueError, TypeError):
+        return None
+    if not second or second[0].max_seq_length <= first.max_seq_length:
+        return None
+    return at, first.max_seq_length, second[0].max_seq_length, heldout
+
+
 def recipe_changes(spec: SuiteSpec) -> list[str]:
     """What every variant's pretraining changes in the base recipe: SUITE_RECIPE, then the suite's own
     overrides, the last of each key, less any that restates the base recipe's value (KEY=VALUE) or only
