@@ -303,9 +303,9 @@ def _log_span(pts: list[dict]) -> float:
 
 
 def _label_rows(xs: list[float], span: float) -> list[int]:
-    """A row per label so that labels closer than STAGE_LABEL_SHARE of the axis do not overlap: row 0 above
-    the plot, rows 1, 2, ... inside its top edge (stages that start close together on a log axis, e.g.
-    the shipped model's stages 3 and 4 at 53M and 85M tokens)."""
+    """A row per label so that labels closer than STAGE_LABEL_SHARE of the axis do not overlap: row 0 just
+    above the plot, rows 1, 2, ... stacked above it (stages that start close together on a log axis, e.g.
+    the shipped model's stages 3 and 4 at 53M and 85M tokens), never inside it, where the curves run."""
     rows: list[int] = []
     last_x: dict[int, float] = {}
     for x in xs:
@@ -358,8 +358,7 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
         fig.add_vline(x=c["tokens"], line=dict(color=GREY, dash="dot"))  # where a continued run took over
         fig.add_annotation(  # by hand: on a log axis an annotation's x is log10 of the value
             x=math.log10(c["tokens"]), y=1, yref="paper", text=f"stage {c['stage']} starts", showarrow=False,
-            xanchor="right", yanchor="bottom" if row == 0 else "top", yshift=-14 * (row - 1) if row else 0,
-            font=dict(size=11, color="#5f6368"), bgcolor="rgba(255,255,255,0.85)" if row else None,
+            xanchor="right", yanchor="bottom", yshift=15 * row, font=dict(size=11, color="#5f6368"),
         )  # fmt: skip
     if marker_step is not None:
         at = min(pts, key=lambda c: abs(c["step"] - marker_step))
@@ -371,6 +370,7 @@ def learning_curve_figure(curve: Sequence[dict], marker_step: int | None = None,
     fig.update_xaxes(type="log", title="input tokens seen (log scale)", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title="held-out accuracy", tickformat=".0%", rangemode="tozero", showgrid=True, gridcolor="#eee")
     fig = style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.3))
-    if starts and not title:  # the labels above the plot need room the untitled figure's margin lacks
-        fig.update_layout(margin=dict(t=28))
+    if starts:  # the labels above the plot need room: a line a row, above the title if there is one
+        rows = max(_label_rows([math.log10(c["tokens"]) for c in starts], _log_span(pts))) + 1
+        fig.update_layout(margin=dict(t=(60 if title else 12) + 15 * rows))
     return fig

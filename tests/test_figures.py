@@ -198,8 +198,10 @@ def test_stage_labels_that_start_close_together_do_not_overlap():
     assert set(labels) == {"stage 2 starts", "stage 3 starts", "stage 4 starts"}
     rows = {name: (a.yanchor, a.yshift or 0) for name, a in labels.items()}
     assert len(set(rows.values())) == 3  # 0.4 and 0.2 decades apart on a 7-decade axis: a row each
-    assert rows["stage 2 starts"] == ("bottom", 0)  # the first above the plot, the others inside its top edge
-    assert learning_curve_figure(curve).layout.margin.t >= 28  # row 0 sits above the plot: not clipped on Home
+    assert rows["stage 2 starts"] == ("bottom", 0)  # the first just above the plot
+    # the others stacked above it, never inside the plot, where they sat on the NSP curve at 80%
+    assert {r for _, r in rows.values()} == {0, 15, 30} and {a for a, _ in rows.values()} == {"bottom"}
+    assert learning_curve_figure(curve).layout.margin.t >= 12 + 15 * 3  # every row has room above the plot
     spread = [{"step": i, "tokens": 10**i, "mlm_acc": 0.1, "stage": i} for i in range(1, 6)]
     assert {(a.yanchor, a.yshift or 0) for a in learning_curve_figure(spread).layout.annotations} == {("bottom", 0)}
     backwards = [{"step": i, "tokens": 10 ** (6 - i), "mlm_acc": 0.1, "stage": i} for i in range(1, 6)]
