@@ -8,6 +8,7 @@ import streamlit as st
 from bertlab.catalog import find_checkpoints, snapshot_entries
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes, notes_of_two
+from bertlab.figures import percent
 from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.interpret.compare import compare_models
 from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
@@ -96,7 +97,7 @@ for side, col, path in ((result.left, columns[0], current), (result.right, colum
         st.caption(labels.get(path, path))
         st.dataframe(
             pd.DataFrame(
-                [{"answer": c.word, "probability": f"{c.score:.1%}"} for c in side.fill_mask.masks[0].candidates]
+                [{"answer": c.word, "probability": percent(c.score)} for c in side.fill_mask.masks[0].candidates]
             ),
             hide_index=True,
             width="stretch",

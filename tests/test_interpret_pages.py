@@ -134,6 +134,9 @@ def test_compare_models(model):
     assert "Both models answer" in said or "Model A answers" in said
     assert [s.value for s in at.subheader] == ["Model A", "Model B"]
     assert len(at.get("plotly_chart")) == 2
+    # an untrained model's small probabilities keep their digits (every answer read "0.0%")
+    shown = [p for df in at.dataframe for p in df.value["probability"]]
+    assert shown and "0.0%" not in shown and all(p.endswith("%") for p in shown)
     at.text_input(key="cmp_text").set_value("nothing to answer").run()
     assert_clean(at)
     assert "[MASK]" in " ".join(w.value for w in at.warning)
