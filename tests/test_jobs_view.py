@@ -186,3 +186,50 @@ def test_the_runs_table_leaves_missing_values_empty_and_sizes_columns_for_their_
         assert px >= 7 * max(len(name), *(len(str(r[name])) for r in rows)), name
     # the ETA column is as wide before a run has one: the table refreshes in place as the run starts
     assert jobs_table_widths(rows[:2])["ETA"] == widths["ETA"] >= 7 * len("123 h 59 min")
+
+
+# --------------------------------------------------------------------------------------
+# A fine-tuning run's accuracy, as its trainer logs it
+# --------------------------------------------------------------------------------------
+def _logged_score_key(shape: str) -> str:
+    """The accuracy key a fine-tuning run's train lines carry, from the recipe that writes them."""
+    from types import SimpleNamespace
+
+    from bertlab.finetune.recipe import FinetuneTask
+
+    stand_in = SimpleNamespace(spec=SimpleNamespace(shape=shape))  # summarize reads only the task's shape
+    (key,) = FinetuneTask.summarize(stand_in, {"correct": 3.0, "count": 4.0})
+    return key
+
+
+def _accuracy_panel(fig) -> list[str]:
+    return [t.name for t in fig.data if t.xaxis == "x2"]
+
+
+@pytest.mark.parametrize(("shape", "shown"), [("single", "accuracy"), ("tagging", "accuracy"), ("qa", "span acc")])
+def test_a_finetuned_runs_train_accuracy_is_drawn_before_its_first_evaluation(tmp_path, shape, shown):
+    """User review: a fine-tuned SST-2 run cancelled at step 772 of 3000 (no evaluation yet) drew an
+    'Accuracy' title over a blank plot, though every train line had its 'acc'."""
+    import json
+
+    from bertlab.jobs.runs import read_job
+    from bertlab.jobs.view import chance_levels, live_numbers
+
+    key = _logged_score_key(shape)
+    run_dir = tmp_path / "sst2-run"
+    run_dir.mkdir()
+    (run_dir / "status.json").write_text(json.dumps({"state": "cancelled", "step": 772, "total_steps": 3000}))
+    (run_dir / "run_config.json").write_text(
+        json.dumps({"kind": "finetune", "task_setup": {"shape": shape, "labels": ["0", "1"]}, "dev_majority": 0.51})
+    )
+    job = read_job(run_dir)
+    train = [{"split": "train", "step": s, "loss": 0.7 - s / 5000, key: 0.5 + s / 4000} for s in range(20, 780, 20)]
+    fig = curves_figure(train, chance=chance_levels(job))
+    assert _accuracy_panel(fig) == [f"train {shown}"]
+    assert dict(live_numbers(job, train)).get(f"Train {shown}" + (" (chance 51%)" if shape == "single" else "")) == (
+        "69.0%"
+    )
+    if shape == "single":  # a classifier: what always answering the commonest label scores, drawn once
+        fig = curves_figure([*train, {"split": "eval", "step": 760, "accuracy": 0.8}], chance=chance_levels(job))
+        assert _accuracy_panel(fig) == ["train accuracy", "eval accuracy"]
+        assert [s.y0 for s in fig.layout.shapes] == [0.51]

@@ -483,3 +483,20 @@ def test_the_runs_table_shows_no_none_and_sizes_every_column(app_env):
     for name, px in widths.items():  # ~7 px a character of the app's table font, at least
         assert px >= 7 * max(len(name), *(len(str(v)) for v in table[name])), (name, px)
     assert widths["ETA"] >= 7 * len("12 h 05 min")  # the queued run's ETA, when it runs, fits too
+
+
+def test_a_finetuned_run_cancelled_before_its_first_evaluation_draws_its_train_accuracy(app_env, finetuned_run):
+    """User review: a fine-tuned SST-2 run cancelled before it was evaluated showed an 'Accuracy' title
+    over a blank plot, though each of its train lines had its accuracy."""
+    run = app_env / "finetune-sst2-cancelled"
+    shutil.copytree(finetuned_run, run)
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in lines if m["split"] == "train"]  # the real trainer's lines, without the final eval
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in train))
+    status = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**status, "state": "cancelled"}))
+    at = open_page(JOBS)
+    assert not at.exception, [e.value for e in at.exception]
+    curves = json.loads(plotly_charts(at)[0].proto.spec)
+    assert [t["name"] for t in curves["data"] if t.get("xaxis") == "x2"] == ["train accuracy"]
+    assert any(m.label.startswith("Train accuracy (chance") for m in at.metric)

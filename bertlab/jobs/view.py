@@ -90,9 +90,22 @@ def _line_mode(x: Sequence) -> str:
     return "lines" if len(x) > 2 else "lines+markers"  # one or two points: a line alone would not show
 
 
+# Train lines name a score more briefly than eval lines do: a fine-tuned classifier's train "acc" is
+# the accuracy its eval lines call "accuracy" (the same name on the page, and the same chance level).
+_SAME_AS = {"acc": "accuracy"}
+
+
+def _score_name(key: str) -> str:
+    """'accuracy' for a train line's 'acc'; 'mlm acc' for 'mlm_acc'."""
+    return _SAME_AS.get(key, key).replace("_", " ")
+
+
 def score_keys(train: Sequence[dict], evals: Sequence[dict]) -> tuple[list[str], list[str]]:
-    """Accuracy-like keys of train lines (x_acc) and of eval lines (accuracy, f1, mcc, ...)."""
-    tk = sorted({k for m in train for k, v in m.items() if _finite(v) and (k.endswith("_acc") or k == "accuracy")})
+    """Accuracy-like keys of train lines (acc, x_acc: what the trainer's tasks log) and of eval lines
+    (accuracy, f1, mcc, ...)."""
+    tk = sorted(
+        {k for m in train for k, v in m.items() if _finite(v) and (k in ("acc", "accuracy") or k.endswith("_acc"))}
+    )
     ek = sorted({k for m in evals for k, v in m.items() if _finite(v) and _SCORE.search(k) and "loss" not in k})
     return tk, ek
 
@@ -151,14 +164,16 @@ def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, fl
     if last_step and last_step < 10:  # plotly's auto range around a few early steps still reads oddly
         fig.update_xaxes(range=[0, last_step * 1.1 + 1])
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    _, eval_keys = score_keys(train, evals)
-    for key in dict.fromkeys([*eval_keys, *score_keys(train, evals)[0]]):
-        level = (chance or {}).get(key)
-        if level is not None:
+    train_keys, eval_keys = score_keys(train, evals)
+    drawn: set[float] = set()  # eval accuracy and train acc share one level: one line
+    for key in [*eval_keys, *train_keys]:
+        level = _chance_of(key, chance or {})
+        if level is not None and level not in drawn:
+            drawn.add(level)
             fig.add_hline(
                 y=level,
                 line=dict(color=GREY, dash="dot"),
-                annotation_text=f"chance ({key.replace('_', ' ')}): {level:.0%}",
+                annotation_text=f"chance ({_score_name(key)}): {level:.0%}",
                 annotation_position="bottom right",
                 annotation_font=dict(size=10, color="#5f6368"),
                 row=1,
@@ -185,6 +200,11 @@ def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, fl
     return fig
 
 
+def _chance_of(key: str, chance: dict[str, float]) -> float | None:
+    """What guessing scores on `key` (see `chance_levels`); a train 'acc' as its eval 'accuracy'."""
+    return chance.get(key, chance.get(_SAME_AS.get(key, key)))
+
+
 def _add_score_traces(fig: go.Figure, train: list[dict], evals: list[dict]) -> None:
     """The accuracy panel's lines: each train score solid, each eval score dashed, in their own colours."""
     palette = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", GREY]  # not the loss panel's blue
@@ -195,7 +215,7 @@ def _add_score_traces(fig: go.Figure, train: list[dict], evals: list[dict]) -> N
             go.Scatter(
                 x=x,
                 y=y,
-                name=f"train {key.replace('_', ' ')}",
+                name=f"train {_score_name(key)}",
                 mode=_line_mode(x),
                 line=dict(color=palette[n % len(palette)]),
             ),
@@ -208,7 +228,7 @@ def _add_score_traces(fig: go.Figure, train: list[dict], evals: list[dict]) -> N
             go.Scatter(
                 x=x,
                 y=y,
-                name=f"eval {key.replace('_', ' ')}",
+                name=f"eval {_score_name(key)}",
                 mode="lines+markers",
                 line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash"),
             ),
@@ -235,13 +255,15 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
         out.append(("Train loss", f"{last['loss']:.3f}"))
     train_keys, eval_keys = score_keys(train, evals)
     if evals and eval_keys:
-        value = evals[-1].get(eval_keys[0])
-        if _finite(value):
-            level = chance_levels(job).get(eval_keys[0])
-            beside = f" (chance {level:.0%})" if level is not None else ""
-            out.append((f"Eval {eval_keys[0].replace('_', ' ')}{beside}", _score_text(eval_keys[0], value)))
-    elif train_keys and _finite(last.get(train_keys[0])):
-        out.append((f"Train {train_keys[0].replace('_', ' ')}", _score_text(train_keys[0], last[train_keys[0]])))
+        split, key, value = "Eval", eval_keys[0], evals[-1].get(eval_keys[0])
+    elif train_keys:
+        split, key, value = "Train", train_keys[0], last.get(train_keys[0])
+    else:
+        split, key, value = "", "", None
+    if _finite(value):
+        level = _chance_of(key, chance_levels(job))
+        beside = f" (chance {level:.0%})" if level is not None else ""
+        out.append((f"{split} {_score_name(key)}{beside}", _score_text(key, value)))
     if _finite(last.get("tokens_per_s")):
         out.append(("Tokens/s", format_count(last["tokens_per_s"])))
     if job.state == "running" and _finite(job.eta_s):
