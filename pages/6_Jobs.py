@@ -97,7 +97,8 @@ DRAW = {"error": st.error, "warning": st.warning, "info": st.info}
 
 
 def _runs_table(now) -> None:
-    rows = jobs_table(now)
+    running = {j.id: registry.metrics(j.id) for j in now if j.state == "running"}  # their ETAs at their recent pace
+    rows = jobs_table(now, metrics=running)
     # every column as wide as its longest value (an ETA that appears mid-run too): none is cut
     px = jobs_table_widths(rows)
     config = {

@@ -233,3 +233,93 @@ def test_a_finetuned_runs_train_accuracy_is_drawn_before_its_first_evaluation(tm
         fig = curves_figure([*train, {"split": "eval", "step": 760, "accuracy": 0.8}], chance=chance_levels(job))
         assert _accuracy_panel(fig) == ["train accuracy", "eval accuracy"]
         assert [s.y0 for s in fig.layout.shapes] == [0.51]
+
+
+# --------------------------------------------------------------------------------------
+# The ETA: at the pace the run goes now
+# --------------------------------------------------------------------------------------
+TOTAL, TOKENS_PER_STEP = 3000, 410
+
+
+def _attempt(first: int, last: int, started: float, s_per_step: float, before_s: float = 0.0) -> list[dict]:
+    """Train lines every 20 steps as the trainer writes them, for one attempt that started at `started`
+    from step `first` and took `s_per_step`; `before_s`: training time of the earlier attempts (what the
+    trainer's own ETA, recorded in each line, projects from)."""
+    lines = []
+    for step in range(first + 20, last + 1, 20):
+        train_s = before_s + (step - first) * s_per_step
+        lines.append(
+            {
+                "split": "train",
+                "step": step,
+                "time": started + 2.0 + (step - first) * s_per_step,  # 2 s to set up before the first step
+                "loss": 0.4,
+                "tokens": step * TOKENS_PER_STEP,
+                "tokens_per_s": TOKENS_PER_STEP / s_per_step,
+                "progress": step / TOTAL,
+                "eta_s": train_s / (step / TOTAL) * (1 - step / TOTAL),
+                "acc": 0.8,
+            }
+        )
+    return lines
+
+
+def _running(tmp_path, lines: list[dict], started: float) -> Job:
+    last = lines[-1]
+    return _job(
+        tmp_path,
+        "running",
+        step=last["step"],
+        total_steps=TOTAL,
+        progress=last["progress"],
+        eta_s=last["eta_s"],
+        status={"started": started, "last_train": last},
+    )
+
+
+def test_the_eta_of_a_resumed_run_follows_its_pace_now_not_the_pace_before_the_resume(tmp_path):
+    """User review: a fine-tuning run resumed beside another job said 'ETA 37 s' at step 2,500 of 3,000
+    beside 'Tokens/s 957': 500 steps at that rate take about 4 minutes. Its trainer projects the training
+    time of all its attempts; the first ran alone, 8x as fast."""
+    from bertlab.formatting import format_duration
+    from bertlab.jobs.view import eta_s, jobs_table, live_numbers
+
+    first = _attempt(0, 2340, started=1000.0, s_per_step=0.053)  # cancelled at step 2,340, resumed an hour later
+    resumed_at = first[-1]["time"] + 3600
+    lines = first + _attempt(2340, 2500, started=resumed_at, s_per_step=0.43, before_s=2340 * 0.053)
+    job = _running(tmp_path, lines, started=resumed_at)
+    assert job.eta_s == pytest.approx(38.6, abs=0.5)  # what the page said (the trainer's estimate)
+    shown = dict(live_numbers(job, lines))
+    assert shown["Tokens/s"] == "953"
+    assert eta_s(job, lines) == pytest.approx(500 * 0.43, rel=0.01)
+    assert eta_s(job, lines) == pytest.approx(500 * TOKENS_PER_STEP / lines[-1]["tokens_per_s"], rel=0.01)
+    assert shown["ETA"] == format_duration(eta_s(job, lines)) == "3 min 35 s"
+    # the runs table says the same, from the same lines; from its status alone, from its last line's rate
+    assert jobs_table([job], metrics={job.id: lines})[0]["ETA"] == "3 min 35 s"
+    assert jobs_table([job])[0]["ETA"] == "3 min 35 s"
+    # one line into the resumed attempt: that line's own rate, not the two lines across the resume
+    one_in = lines[: len(first) + 1]
+    assert eta_s(_running(tmp_path, one_in, started=resumed_at), one_in) == pytest.approx(640 * 0.43, rel=0.01)
+
+
+def test_the_eta_follows_a_slowdown_within_a_few_lines(tmp_path):
+    """Another job starts on the machine at step 1,000: four times slower from there."""
+    from bertlab.jobs.view import PACE_LINES, eta_s
+
+    fast = _attempt(0, 1000, started=0.0, s_per_step=0.05)
+    slow = _attempt(1000, 1000 + 20 * (PACE_LINES - 1), started=fast[-1]["time"] - 2.0, s_per_step=0.2)
+    lines = fast + slow
+    job = _running(tmp_path, lines, started=0.0)
+    assert eta_s(job, fast) == pytest.approx(2000 * 0.05, rel=0.01)
+    assert eta_s(job, lines) == pytest.approx((TOTAL - lines[-1]["step"]) * 0.2, rel=0.01)
+    assert job.eta_s < eta_s(job, lines) / 2  # the trainer's, still near the average of both paces
+
+
+def test_the_eta_is_the_trainers_where_the_lines_cannot_say_and_none_unless_running(tmp_path):
+    from bertlab.jobs.view import eta_s
+
+    untimed = [{"split": "train", "step": 20, "loss": 1.0}]
+    assert eta_s(_job(tmp_path, "running", total_steps=100, eta_s=42.0), untimed) == 42.0
+    assert eta_s(_job(tmp_path, "running", total_steps=100), []) is None  # nothing logged yet
+    lines = _attempt(0, 200, started=0.0, s_per_step=0.1)
+    assert eta_s(_job(tmp_path, "cancelled", total_steps=TOTAL, status={"started": 0.0}), lines) is None

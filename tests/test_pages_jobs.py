@@ -500,3 +500,38 @@ def test_a_finetuned_run_cancelled_before_its_first_evaluation_draws_its_train_a
     curves = json.loads(plotly_charts(at)[0].proto.spec)
     assert [t["name"] for t in curves["data"] if t.get("xaxis") == "x2"] == ["train accuracy"]
     assert any(m.label.startswith("Train accuracy (chance") for m in at.metric)
+
+
+def test_a_running_runs_eta_is_at_the_pace_its_tokens_per_s_says(app_env):
+    """User review: a resumed run said 'ETA 37 s' at step 2,500 of 3,000 beside 'Tokens/s 957' (four
+    minutes of steps); the row of numbers and the runs table now both say its recent pace's."""
+    run = app_env / "resumed-run"
+    run.mkdir()
+    resumed = time.time() - 100
+    lines = []
+    for steps, started, s_per_step in (
+        (range(20, 2341, 20), resumed - 3600 - 2340 * 0.05, 0.05),  # the first attempt ran alone
+        (range(2360, 2501, 20), resumed, 0.43),  # resumed at step 2,340 beside another job
+    ):
+        first = steps[0] - 20
+        lines += [
+            {
+                "split": "train",
+                "step": s,
+                "time": started + (s - first) * s_per_step,
+                "loss": 0.4,
+                "acc": 0.8,
+                "tokens": s * 410,
+                "tokens_per_s": 410 / s_per_step,
+                "progress": s / 3000,
+            }
+            for s in steps
+        ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    status = {"state": "running", "step": 2500, "total_steps": 3000, "progress": 2500 / 3000, "eta_s": 37.0}
+    (run / "status.json").write_text(json.dumps({**status, "started": resumed, "last_train": lines[-1]}))
+    at = open_page(JOBS)
+    assert not at.exception, [e.value for e in at.exception]
+    numbers = {m.label: m.value for m in at.metric}
+    assert numbers["Tokens/s"] == "953" and numbers["ETA"] == "3 min 35 s"  # 500 steps at 0.43 s
+    assert list(at.dataframe[0].value["ETA"]) == ["3 min 35 s"]

@@ -17,7 +17,7 @@ import html
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -242,6 +242,64 @@ def _score_text(key: str, value: float) -> str:
     return f"{value:.3f}" if re.search(r"mcc|matthews|pearson|spearman", key) else f"{value:.1%}"
 
 
+# How many of the latest train lines of a run's current attempt set its pace: a slowdown shows within
+# three lines, and a window with an evaluation or a checkpoint save in it counts for a third, not all.
+PACE_LINES = 4
+
+
+def recent_pace(job: Job, train: Sequence[dict]) -> float | None:
+    """The share of the run done per wall-clock second lately (progress per second, 0-1), from the last
+    `PACE_LINES` train lines that this attempt wrote (`train`: `split_metrics`'s, sorted by step).
+
+    Wall-clock, as the tokens/s beside it is: evaluations and saves between the lines count. Only
+    lines written since the attempt started (status "started") count, so neither the hours a run spent
+    cancelled nor a faster pace before a resume leak in. With one such line, its own window's pace: its
+    tokens/s over the tokens a unit of progress takes (from the line before it, or from the start).
+    None when the lines cannot say (no time stamps, no progress, nothing logged in this attempt yet)."""
+    started = job.status.get("started")
+    mine = [
+        m
+        for m in train
+        if _finite(_progress(job, m)) and _finite(m.get("time")) and (not _finite(started) or m["time"] >= started)
+    ][-PACE_LINES:]
+    if len(mine) >= 2:
+        done = _progress(job, mine[-1]) - _progress(job, mine[0])
+        took = mine[-1]["time"] - mine[0]["time"]
+        return done / took if done > 0 and took > 0 else None
+    if not mine or not _finite(mine[-1].get("tokens_per_s")) or not _finite(mine[-1].get("tokens")):
+        return None
+    last = mine[-1]
+    before = next((m for m in reversed(train) if m["step"] < last["step"]), None)  # tokens count on across a resume
+    done_before, tokens_before = (_progress(job, before), before.get("tokens")) if before else (0.0, 0)
+    if not (_finite(done_before) and _finite(tokens_before)):
+        return None
+    tokens, done = last["tokens"] - tokens_before, _progress(job, last) - done_before
+    return last["tokens_per_s"] * done / tokens if tokens > 0 and done > 0 else None
+
+
+def _progress(job: Job, line: dict) -> float | None:
+    """How far the run was at a train line (0-1): its own 'progress', else its step over the total."""
+    if _finite(line.get("progress")):
+        return line["progress"]
+    return line["step"] / job.total_steps if job.total_steps and _finite(line.get("step")) else None
+
+
+def eta_s(job: Job, train: Sequence[dict]) -> float | None:
+    """Seconds left for a running run at its recent pace (`recent_pace`), from its last train line;
+    the trainer's own estimate (status.json) where the lines cannot say. None unless running.
+
+    The trainer's estimate projects its training time so far over the whole run, every attempt
+    together, so a run resumed on a machine now shared with another job kept the pace it had alone
+    (issue: 'ETA 37 s' beside 957 tokens/s, with four minutes of steps left)."""
+    if job.state != "running":
+        return None
+    pace = recent_pace(job, train)
+    done = _progress(job, train[-1]) if train else None
+    if pace is None or not _finite(done):
+        return job.eta_s if _finite(job.eta_s) else None
+    return max(0.0, 1.0 - done) / pace
+
+
 def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     """(label, value) pairs for the metric row: step, loss, accuracy (with what chance scores
     beside it), throughput, ETA, GPU memory, and steps skipped for non-finite gradients, if any."""
@@ -266,8 +324,9 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
         out.append((f"{split} {_score_name(key)}{beside}", _score_text(key, value)))
     if _finite(last.get("tokens_per_s")):
         out.append(("Tokens/s", format_count(last["tokens_per_s"])))
-    if job.state == "running" and _finite(job.eta_s):
-        out.append(("ETA", format_duration(job.eta_s)))
+    eta = eta_s(job, train)
+    if eta is not None:
+        out.append(("ETA", format_duration(eta)))
     elif job.is_final:
         started, ended = job.status.get("started"), job.status.get("ended")
         if _finite(started) and _finite(ended) and ended >= started:
@@ -279,14 +338,19 @@ def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     return out
 
 
-def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
+def jobs_table(
+    jobs: Sequence[Job], now: float | None = None, metrics: Mapping[str, Sequence[dict]] | None = None
+) -> list[dict]:
     """One row per run for st.dataframe; every cell text but the progress fraction, empty where a run
-    has no value yet (a missing number would read "None")."""
+    has no value yet (a missing number would read "None"). `metrics`: the metric lines of the running
+    runs, by id, for an ETA at their recent pace (`eta_s`); a run without them gets its last line's."""
     now = time.time() if now is None else now
     rows = []
     for j in jobs:
         step = f"{j.step:,}" + (f" / {j.total_steps:,}" if j.total_steps else "")
         last = j.status.get("last_train") or {}
+        lines = (metrics or {}).get(j.id)
+        eta = eta_s(j, split_metrics(lines if lines is not None else [last])[0])
         rows.append(
             {
                 "run": j.id,
@@ -295,7 +359,7 @@ def jobs_table(jobs: Sequence[Job], now: float | None = None) -> list[dict]:
                 "step": step,
                 "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
                 "loss": f"{last['loss']:.3f}" if _finite(last.get("loss")) else "",
-                "ETA": format_duration(j.eta_s) if j.state == "running" and _finite(j.eta_s) else "",
+                "ETA": format_duration(eta) if eta is not None else "",
                 "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
                 "submitted": f"{format_duration(now - j.submitted)} ago" if j.submitted else "",
             }
