@@ -25,6 +25,7 @@ import math
 import os
 import statistics
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -255,6 +256,8 @@ class Trainer:
         self.compiled_times: list[float] = []  # compile='auto': steps after compiling, to check it paid
         self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
         self.last_save_time = time.time()
+        # (wall time, share of the budget done) at this attempt's start and its last train lines: the ETA's pace
+        self.pace_points: deque[tuple[float, float]] = deque([(time.time(), self.start_fraction)], maxlen=5)
 
     def wrap_model(self, compiled: bool) -> None:
         """The module the steps run: the model, compiled or not, inside DDP when there are several processes."""
@@ -468,13 +471,27 @@ class Trainer:
         self.sums["loss_sum"] = self.sums.get("loss_sum", 0.0) + float(loss.detach()) * group_size
         self.sums["batches"] = self.sums.get("batches", 0.0) + 1
 
+    def _eta_s(self, frac: float) -> float:
+        """Seconds left at the pace of the last few train lines of this attempt (wall clock: evaluations and
+        checkpoints included, a machine now shared included), where the average over every attempt kept a
+        resumed run at the pace it had alone; before a second line, the training time so far projected."""
+        now = time.time()
+        self.pace_points.append((now, frac))
+        then, done_then = self.pace_points[0]
+        if frac >= 1:
+            return 0.0
+        if frac > done_then and now > then:
+            return max(0.0, (now - then) / (frac - done_then) * (1 - frac))
+        p = self.progress
+        return max(0.0, p.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
+
     def log_train(self, grad_norm: float) -> None:
         """One train line (loss, LR, speed, ETA and the task's rates) over the steps since the last one."""
         p, info = self.progress, self.info
         total = all_reduce_sum(self.sums, info, self.device)
         elapsed = max(1e-9, time.time() - self.window_start)
         frac = p.fraction(self.cfg)
-        eta = max(0.0, p.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
+        eta = self._eta_s(frac)
         record = {
             "split": "train",
             "step": p.step,

@@ -89,3 +89,20 @@ def test_nonfinite_steps_stop_a_run_only_when_they_count():
 def test_a_negative_grad_clip_is_refused():
     with pytest.raises(InputError, match="grad_clip must be 0"):
         TrainConfig(max_steps=10, grad_clip=-1.0)
+
+
+def test_the_trainers_eta_follows_the_recent_pace_of_this_attempt(monkeypatch):
+    """A run that went fast alone, resumed on a machine now shared, kept its old pace in the terminal's and
+    the progress bar's ETA ('37 s' with four minutes of steps left): the ETA is now the last lines' pace."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from bertlab.training import Trainer
+
+    clock = iter([100.0, 110.0, 120.0])
+    monkeypatch.setattr("bertlab.training.time.time", lambda: next(clock))
+    # resumed at 80% after 40 s of training (0.5 s a percent alone); now 10 s a percent
+    trainer = SimpleNamespace(pace_points=deque([(90.0, 0.80)], maxlen=5), progress=SimpleNamespace(train_time_s=40.0))
+    assert Trainer._eta_s(trainer, 0.81) == pytest.approx(10 / 0.01 * 0.19)  # not 40 / 0.81 * 0.19, about 9 s
+    assert Trainer._eta_s(trainer, 0.82) == pytest.approx(20 / 0.02 * 0.18)
+    assert Trainer._eta_s(trainer, 1.0) == 0.0
