@@ -864,7 +864,7 @@ def _finetune_estimate(
     except (BertLabError, OSError) as exc:  # the job will say so too; the estimate goes on with typical lengths
         unread = f"the task's data cannot be read to count its tokens: {exc}"
         tokens = typical_tokens(cfg.task, cfg.max_seq_length, "its data could not be read")
-    steps = t.max_steps
+    steps = 0 if cfg.epochs else t.max_steps  # an epoch budget's max_steps is the CLI's placeholder: unknown
     if cfg.epochs and tokens.features:
         steps = max(1, math.ceil(cfg.epochs * math.ceil(tokens.features / micro) / max(1, t.grad_accum)))
     est = estimate(

@@ -201,13 +201,18 @@ def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title
                 showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5, arrowcolor=GREY, text="",
             )  # fmt: skip
     # each number on the outer side of its dot (the smaller one's left, the larger one's right), so that two
-    # close dots' numbers do not print over each other ("2.2%2.6%")
+    # close dots' numbers do not print over each other ("2.2%2.6%"); under a dot near 0, whose left is the words
+    top = max([0.0] + [v for c in changes for v in (c.before, c.after) if v == v])
     first = [not (c.after < c.before) for c in changes]  # 'before' is the smaller (or alone, or level)
     for key, name, colour, left in (
         ("before", "all heads", BLUE, first),
         ("after", "heads off", ORANGE, [not f for f in first]),
     ):
         values = [getattr(c, key) for c in changes]
+        sides = [
+            ("bottom center" if v < 0.15 * top else "middle left") if lf else "middle right"  # NaN: no number
+            for v, lf in zip(values, left, strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
                 x=[v if v == v else None for v in values],
@@ -216,13 +221,12 @@ def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title
                 name=name,
                 marker=dict(color=colour, size=11),
                 text=[percent(v) if v == v else "" for v in values],
-                textposition=["middle left" if lf else "middle right" for lf in left],
+                textposition=sides,
                 cliponaxis=False,
                 textfont=dict(size=11, color=colour),
                 hovertemplate="%{y}: %{x:.2%}<extra>" + name + "</extra>",
             )
         )
-    top = max([0.0] + [v for c in changes for v in (c.before, c.after) if v == v])
     fig.update_xaxes(
         title="probability", tickformat=_tick_format(top), range=[0, top * 1.2 + 1e-9], showgrid=True, gridcolor="#eee"
     )

@@ -42,7 +42,7 @@ from bertlab.jobs.view import (
 )
 from bertlab.modelfolder import folder_stamp
 from bertlab.runfolder import model_dir as run_model_dir
-from pages.common import setup_page, show_error, show_figure
+from pages.common import code_version, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
 PAGE = setup_page(__file__)
@@ -228,14 +228,14 @@ live()
 # Try it: a finished run's model
 # --------------------------------------------------------------------------------------
 @st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
-def _finetuned(path: str, stamp: float):
+def _finetuned(path: str, stamp: float, code: int):  # code: see pages.common.code_version
     from bertlab.finetune.predict import load_finetuned
 
     return load_finetuned(path, device="cpu")
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=2)
-def _pretrained(path: str, stamp: float):
+def _pretrained(path: str, stamp: float, code: int):
     from bertlab.inference import load_model
 
     return load_model(path, device="cpu")
@@ -254,7 +254,7 @@ if job is not None and can_try(job):
             max_chars=MAX_TEXT_CHARS,
         )
         try:
-            lm = _pretrained(str(model_dir), folder_stamp(model_dir))
+            lm = _pretrained(str(model_dir), folder_stamp(model_dir), code_version())
             result = lm.fill_mask(text, top_k=5)
             cols = st.columns(min(3, len(result.masks)) or 1)
             for n, (m, col) in enumerate(zip(result.masks, cols * len(result.masks), strict=False)):
@@ -271,7 +271,7 @@ if job is not None and can_try(job):
             show_error(exc)
     elif job.kind == "finetune":
         try:
-            fm = _finetuned(str(model_dir), folder_stamp(model_dir))
+            fm = _finetuned(str(model_dir), folder_stamp(model_dir), code_version())
         except Exception as exc:
             show_error(exc)
             st.stop()

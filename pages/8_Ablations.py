@@ -27,9 +27,10 @@ from bertlab.ablations.view import (
     verdict_rows,
 )
 from bertlab.app_pages import page_titled
+from bertlab.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.registry import JobRegistry
-from bertlab.jobs.spec import FINETUNE_TASKS
+from bertlab.jobs.spec import FINETUNE_TASKS, check_path_allowed
 from bertlab.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
@@ -75,13 +76,8 @@ def static_table(rows: list[dict]) -> None:
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(f"The paper: {paper.question}")
-    # whole (every column in view: the text below quotes them), each number as printed (84.4, 5.84)
-    static_table(
-        [
-            {k: "—" if v is None else v if isinstance(v, str) else f"{v:g}" for k, v in r.items()}
-            for r in paper_rows(table)
-        ]
-    )
+    # whole (every column in view: the text below quotes them), each number as printed (84.4, 91.0, 5.84)
+    static_table([{k: "—" if v is None else str(v) for k, v in r.items()} for r in paper_rows(table)])
     st.markdown(f"**What the paper found.** {paper_tables.PAPER_FINDINGS[table]}")
     st.caption(f"{paper.note} Source: {paper_tables.CITATION}")
 with right:
@@ -428,6 +424,10 @@ if launch or estimate_only:
             overrides=planning.parse_overrides(settings),
             threads=suggested.threads,  # as the command the page prints: one thread a job, two jobs at a time
         )
+        if access.shared:  # whoever reaches a shared app must not make it read any server file, even to estimate
+            for path in (spec.data, spec.model, *spec.corpus.split(",")):
+                if path.strip() and path.strip() not in NAMED_SOURCES:
+                    check_path_allowed(path.strip(), cwd=REPO_ROOT)
         if not tasks:
             raise InputError("pick at least one task")
         if not Path(spec.data).expanduser().is_dir():

@@ -255,9 +255,12 @@ def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
 
 
 def test_the_estimate_counts_the_runs_and_the_gpus_that_share_them(tmp_path):
-    spec = planning.SuiteSpec("table5", tasks=("sst2", "mrpc"), seeds=3, budget_s=600, data=_task_folders(tmp_path))
+    # data that can be read: an epoch budget over unread data has no known steps (it was 1, the CLI's placeholder)
+    write_sst2(Path(_task_folders(tmp_path)) / "glue" / "SST-2", n=64)
+    spec = planning.SuiteSpec("table5", tasks=("sst2",), seeds=3, budget_s=600, data=str(tmp_path))
     cpu = estimate.estimate_suite(spec, gpus=0, measure=False)
-    assert cpu.pretraining_runs == 3 and cpu.finetuning_runs == 4 * 2 * 3
+    assert cpu.pretraining_runs == 3 and cpu.finetuning_runs == 4 * 1 * 3
+    assert all(r.steps for r in cpu.runs)
     assert cpu.total_s == cpu.side_by_side_s > 3 * 600 and "on CPU" in cpu.text
     gpu = estimate.estimate_suite(spec, gpus=2, measure=False)  # device auto: the queue puts every job on a GPU
     assert gpu.finetuning_s < cpu.finetuning_s and "2 GPUs side by side" in gpu.text

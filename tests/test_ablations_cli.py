@@ -116,3 +116,15 @@ def test_a_tasks_own_taggers_rate_on_the_command_line():
     ):
         with pytest.raises(InputError, match=message):
             planning.SuiteSpec("table7", task_feature_lrs=rates_given)
+
+
+def test_options_given_beat_the_committed_recipe():
+    """--committed-recipe fills in the committed set's tasks, shapes and corpus; each one given replaces it."""
+    spec = spec_from_args(
+        _parse(["run", "table6", "--committed-recipe", "--tasks", "sst2", "--grid", "2/128/2", "--corpus", "default"])
+    )
+    assert (spec.tasks, spec.grid, spec.corpus) == (("sst2",), ((2, 128, 2),), "default")
+    committed = spec_from_args(_parse(["run", "table6", "--committed-recipe"]))
+    assert len(committed.grid) == 9 and "gutenberg" in committed.corpus and committed.size == "mini"
+    plain = spec_from_args(_parse(["run", "table6"]))  # without it, the plain defaults
+    assert (plain.tasks, plain.grid, plain.corpus, plain.size) == ((), (), "", "tiny")

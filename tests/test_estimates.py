@@ -229,6 +229,11 @@ def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shippe
     assert "train examples of sst2" in est.lengths_source and est.compile_s == 0  # padded batches: no compile
     assert estimate_spec(JobSpec("finetune", (*args[:-2], "--epochs", "2"), device="cpu"), cwd=REPO, runs_dir=runs,
                          measure=False).steps == 2 * math.ceil(160 / 32)  # fmt: skip
+    # an epoch budget over data that cannot be read: its steps and time are not known (it said 1 step, 0.2 s)
+    (tmp_path / "empty").mkdir()
+    unread = JobSpec("finetune", ("--task", "sst2", "--data", str(tmp_path / "empty"), "--epochs", "2"), device="cpu")
+    blind = estimate_spec(unread, cwd=REPO, runs_dir=runs, measure=False)
+    assert blind.problem and blind.steps is None and blind.total_s is None
 
 
 def test_a_finetuning_estimate_times_the_steps_the_job_runs(runs, tmp_path):

@@ -134,6 +134,8 @@ def test_nsp_and_comparison_figures():
     # each number on its dot's outer side: the two of one row never print over each other
     assert list(fig.data[0].textposition) == ["middle right", "middle left"]  # mat fell: all heads is the larger
     assert list(fig.data[1].textposition) == ["middle left", "middle right"]
+    near_zero = answer_changes([{"token": "mat", "all heads": 0.5, "heads off": 0.01}], show=1)
+    assert list(F.answer_change_figure(near_zero).data[1].textposition) == ["bottom center"]  # not over the words
 
 
 def test_export(monkeypatch):

@@ -193,11 +193,19 @@ def test_the_pages_keep_working_when_the_package_is_imported_again(model, monkey
     pages refused it ("Expected a model from bertlab.inference.load_model ..., got LoadedModel")."""
     import sys
 
+    def ours(name: str) -> bool:
+        return name == "bertlab" or name.startswith(("bertlab.", "pages"))
+
     at = open_page(WHY)
     assert_clean(at)
-    for name in [n for n in sys.modules if n == "bertlab" or n.startswith(("bertlab.", "pages"))]:
+    before = {n for n in sys.modules if ours(n)}
+    for name in before:
         monkeypatch.delitem(sys.modules, name)  # as Streamlit does; put back after the test
-    for page in (WHY, COMPARE):
-        at.switch_page(page).run()
-        assert_clean(at)
-        assert "Expected a model" not in text(at)
+    try:
+        for page in (WHY, COMPARE):
+            at.switch_page(page).run()
+            assert_clean(at)
+            assert "Expected a model" not in text(at)
+    finally:  # and the modules first imported here go, or later tests would meet their classes
+        for name in [n for n in sys.modules if ours(n) and n not in before]:
+            del sys.modules[name]

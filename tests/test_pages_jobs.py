@@ -535,3 +535,19 @@ def test_a_running_runs_eta_is_at_the_pace_its_tokens_per_s_says(app_env):
     numbers = {m.label: m.value for m in at.metric}
     assert numbers["Tokens/s"] == "953" and numbers["ETA"] == "3 min 35 s"  # 500 steps at 0.43 s
     assert list(at.dataframe[0].value["ETA"]) == ["3 min 35 s"]
+
+
+def test_shared_ablations_page_refuses_a_corpus_outside_the_data_roots(shared_app, tmp_path):
+    """The suite form's corpus field (like its data folder) is read to estimate, even without the admin
+    token: on a shared app a path outside the data roots is refused before anything reads it."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "private.txt").write_text("private words\n\nmore private words\n")
+    at = open_page(page_titled("Ablations").file)
+    at.button_group[0].set_value("table8").run()
+    next(t for t in at.text_input if t.label.startswith("Pretraining corpus")).set_value(f"default, {outside}")
+    next(t for t in at.text_input if t.label.startswith("Task data folder")).set_value(str(shared_app))
+    next(b for b in at.button if b.label == "Estimate").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(m.value for m in [*at.error, *at.warning])
+    assert f"{outside} is outside the data folders this shared app may read" in said

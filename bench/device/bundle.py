@@ -14,8 +14,8 @@ and prints the `run` call to make: `bash bench/device/ablate.sh SUITE [--- SUITE
 Wheels are downloaded once into .device-cache/wheels (git-ignored, not carried).
 
 Each table's suggested suite (`device_spec`) is the committed recipe the Ablations page offers
-(planning.suggested_spec) with what that recipe leaves out taken from the committed set's record
-(results/ablations/<table>.json): its tasks, corpus, grid and data folder, and the settings that only
+(planning.suggested_spec: its tasks, shapes, corpus, budget and fine-tuning) with, from the committed set's
+record (results/ablations/<table>.json), its tasks by name, its data folder and the settings that only
 change how a run goes (planning.RUN_SETTINGS: no checkpoints, no compile, held-out evaluations every
 100 steps).
 

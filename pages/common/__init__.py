@@ -223,8 +223,9 @@ def _google_berts() -> None:
 def code_version() -> int:
     """Changes when Streamlit imports the package again after a source file changed (a `git pull` with
     the app open: it unloads every watched module). A model cached before is an instance of the old
-    classes, which the new code's type checks refuse; a model cache keyed on this loads it again."""
-    return id(sys.modules[LoadedModel.__module__])
+    classes, which the new code's type checks refuse; a model cache keyed on this loads it again. The class,
+    not its module: a cached model keeps its old class alive, so the new one cannot reuse its id."""
+    return id(sys.modules[LoadedModel.__module__].LoadedModel)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
