@@ -195,8 +195,15 @@ if rows:
             "than one with fewer weights; a rank correlation of +1 (perplexity: −1) means always better when "
             "bigger. " + order
         )
-    if note:
-        st.markdown("#### What this table teaches\n\n" + note)
+    if note:  # a paragraph to take away; the full reasoning and the method a click away
+        reading = results.split_reading(note)
+        st.markdown("#### What this table teaches\n\n" + reading.short)
+        if reading.findings:
+            with st.expander("Where we agree with the paper, where not, and why"):
+                st.markdown(reading.findings)
+        if reading.method:
+            with st.expander("How these numbers were made"):
+                st.markdown(reading.method)
     with st.expander("Every verdict"):
         static_table(verdict_rows(results.verdicts(table, rows), table, what))  # whole sentences, wrapped
     buf = io.StringIO()

@@ -173,6 +173,31 @@ def test_committed_results_say_where_they_agree_and_why(tmp_path):
     assert results.results_note(tmp_path / "table5.csv") == ""
 
 
+@pytest.mark.parametrize("table", ["table5", "table6", "table7", "table8"])
+def test_committed_readings_open_with_a_short_paragraph_that_gives_the_count(table):
+    """What the page shows first of a committed reading is one short paragraph (its "In short"), which
+    quotes the direction count the page computes; the findings and the method follow, every other paragraph
+    once, in its order."""
+    from bertlab.ablations.view import agreement
+
+    csv_path = REPO / "results" / "ablations" / f"{table}.csv"
+    note = results.results_note(csv_path)
+    reading = results.split_reading(note)
+    assert reading.short.startswith("**In short:**") and len(reading.short.split()) <= 130, table
+    agree = agreement(table, results.read_results(csv_path))
+    assert f"{agree['reproduced']} of the {agree['compared']} comparisons" in " ".join(reading.short.split()), table
+    assert reading.findings.startswith("**Where we agree") and "**Where we do not" in reading.findings
+    assert "**Why:**" in reading.findings and "**Why:**" not in reading.method
+    parts = [p for part in (reading.short, reading.findings, reading.method) for p in part.split("\n\n") if p]
+    assert sorted(parts) == sorted(p.strip() for p in note.split("\n\n") if p.strip())
+
+
+def test_a_reading_without_a_short_paragraph_opens_with_its_first():
+    reading = results.split_reading("**In one line:** a.\n\n| t |\n|---|\n\n**Why:** b.\n\n**How:** c.")
+    assert reading == results.Reading("**In one line:** a.", "**Why:** b.", "| t |\n|---|\n\n**How:** c.")
+    assert results.split_reading("") == results.Reading("", "", "")
+
+
 def _table_cells(line: str) -> list[str]:
     """A reading's markdown table line as its cells, bold marks dropped."""
     return [p.strip().replace("**", "") for p in line.strip("|").split("|")]

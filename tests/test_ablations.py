@@ -454,6 +454,9 @@ def test_ablations_page_shows_the_committed_results(page_env, table, paper_value
     assert "Direction reproduced" in text
     assert "Where we agree" in text and "Where we do not" in text  # the committed set's reading
     assert "What this table teaches" in text and "What the paper found" in text
+    assert "In short" in text  # one paragraph first; the reasoning and the method a click away
+    labels = [e.label for e in at.expander]
+    assert "Where we agree with the paper, where not, and why" in labels and "How these numbers were made" in labels
     assert "BERT-base" not in " ".join(ours["variant"])  # our rows say what they are
     size = {
         "table5": "mini, 72.0M tokens",

@@ -428,6 +428,36 @@ def results_note(csv_path: str | Path) -> str:
         return ""
 
 
+FINDINGS = ("Where we agree", "Where we do not", "Why")  # the leads of a reading's findings paragraphs
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A reading in the three parts the page shows: `short`, what the table teaches in one paragraph (its
+    "**In short:**" paragraph, else its first); `findings`, where it agrees with the paper, where not and why;
+    `method`, the rest (budget, commands, tables, side studies), in the order written."""
+
+    short: str
+    findings: str
+    method: str
+
+
+def split_reading(note: str) -> Reading:
+    """A reading (results_note) cut into its parts by the bold lead of each paragraph."""
+    paragraphs = [p.strip() for p in note.split("\n\n") if p.strip()]
+
+    def lead(paragraph: str) -> str:  # "**Where we agree with the paper** (6 of 12): ..." -> "Where we agree ..."
+        return paragraph[2:].split("**")[0].split(":")[0].strip() if paragraph.startswith("**") else ""
+
+    short = next((i for i, p in enumerate(paragraphs) if lead(p) == "In short"), 0)
+    rest = [p for i, p in enumerate(paragraphs) if i != short]
+    return Reading(
+        short=paragraphs[short] if paragraphs else "",
+        findings="\n\n".join(p for p in rest if lead(p).startswith(FINDINGS)),
+        method="\n\n".join(p for p in rest if not lead(p).startswith(FINDINGS)),
+    )
+
+
 def results_files(root: str | Path) -> dict[str, Path]:
     """table -> CSV path of the result sets in a folder (e.g. results/ablations)."""
     root = Path(root)
