@@ -340,20 +340,23 @@ def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
     Before layer 1 the vector at the mask is LayerNorm([MASK]'s token embedding + its position and
     segment embeddings): it depends on where the mask stands, not on any word around it. The MLM
     head, which at other positions mostly reads the token back (at the embeddings 'france' answers
-    'france'), has no word to read back at a [MASK], so its guess is nearly flat and the same list
-    for every sentence with the mask at that position (a piece such as '##ise' shows joined to the
-    word before the mask: 'is + ##ise').
+    'france'), has no word to read back at a [MASK]: its guess follows the position alone, the same
+    list for every sentence with the mask there. Mid-sentence that list is nearly flat; first in a
+    sentence it leans on the words that open sentences ('mr', 'the'), up to a quarter of the
+    probability on one, so the note calls it flat only when its best is under ten times an even
+    spread (a piece such as '##ise' shows joined to the word before the mask: 'is + ##ise').
     """
     if guess.layer != 0:
         raise InputError(f"the embeddings row is layer 0, got layer {guess.layer}")
     top = guess.candidates[0].score if guess.candidates else 0.0
     words = ", ".join(c.token for c in guess.candidates[:4])
+    even = 1 / vocab_size
     return (
         "**Not shown: the embeddings (before layer 1).** There the vector at the mask is only the `[MASK]` "
-        "token's own embedding plus its position: no context yet. The head can only read that embedding "
-        f"itself, which stands for no word, so its guess is nearly flat (its best, *{words}*, get at most "
-        f"{top:.1%}; a guess spread evenly over the {vocab_size:,} pieces would give each {1 / vocab_size:.2%}) "
-        "and is the same list for any sentence with the mask at this position."
+        "token's own embedding plus its position: no context yet. `[MASK]` stands for no word, so the head's "
+        f"guess there can only follow where the mask stands{', and is nearly flat' if top < 10 * even else ''}: "
+        f"its best, *{words}*, get at most {top:.1%} (a guess spread evenly over the {vocab_size:,} pieces "
+        f"would give each {even:.2%}), and it is the same list for any sentence with the mask at this position."
     )
 
 

@@ -21,7 +21,7 @@ from bertlab.explore import (
     truncation_point,
     unknown_words,
 )
-from bertlab.inference import LayerGuess, load_model
+from bertlab.inference import Candidate, LayerGuess, load_model
 from bertlab.pretraining_data import DataConfig
 
 
@@ -123,6 +123,11 @@ def test_embedding_row_note_says_there_is_no_context(tiny_checkpoint):
     assert [c.token for c in other.candidates] == [c.token for c in guesses[0].candidates]
     with pytest.raises(InputError, match="layer 0"):
         embedding_row_note(LayerGuess(1, guesses[1].candidates), 100)
+    # 'nearly flat' only where it is: a first-place mask's best can take a quarter of the probability
+    sure = LayerGuess(0, [Candidate("mr", 1, 0.244, "mr")])
+    assert "nearly flat" not in embedding_row_note(sure, 30_000) and "at most 24.4%" in embedding_row_note(sure, 30_000)
+    spread = LayerGuess(0, [Candidate("mr", 1, 0.0002, "mr")])
+    assert "nearly flat" in embedding_row_note(spread, 30_000)
 
 
 def test_chosen_count_text_says_what_was_rounded():

@@ -148,9 +148,10 @@ PAPER_FINDINGS = {
 }
 
 WHY_DIFFERENT = (
-    "Where we differ from the paper, scale is the first suspect: our models are a few hundred times smaller, "
-    "pretrained for minutes on a few million words instead of 40 epochs on 3.3 billion, and fine-tuned on a "
-    "few thousand examples with a few seeds, so most differences are within the seed noise. Some tasks also "
+    "Where we differ from the paper, scale is the first suspect: our models have a few million encoder weights "
+    "against BERT-base's 85M, were pretrained on a thousandth of its text or less (it saw ~128 billion tokens: "
+    "40 epochs of 3.3 billion words), and are fine-tuned on a few thousand examples with a few seeds, so many "
+    "differences are within the seed noise. Some tasks also "
     "differ from the paper's (WNUT-17 for CoNLL-2003 NER, QNLI from its dev set)."
 )
 

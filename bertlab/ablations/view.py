@@ -223,9 +223,10 @@ def results_figure(table: str, rows: Sequence[dict], title: str = "") -> go.Figu
         height=450,
         bargap=0.35,
         legend={"orientation": "h", "y": -0.5},
-        margin={"t": 80, "b": 150, "l": 60, "r": 20},
+        margin={"t": 100, "b": 150, "l": 60, "r": 20},
         plot_bgcolor="white",
     )
+    fig.update_annotations(font_size=13)  # the panel titles (two lines each)
     return fig
 
 
@@ -288,7 +289,9 @@ def _panel_title(table: str, task: str) -> str:
     metric = main_metric(table, task)
     name = _TASK_NAMES.get(task.removesuffix("-feature"), task.removesuffix("-feature"))
     frozen = ", frozen features" if task.endswith("-feature") else ""
-    return f"{name}{frozen} ({_METRIC_NAMES.get(metric, metric.replace('_', ' '))})"
+    # the metric on a line of its own: six panels a row leave ~120 px a title, where "pretraining
+    # (masked-token accuracy)" ran into its neighbour's
+    return f"{name}{frozen}<br>({_METRIC_NAMES.get(metric, metric.replace('_', ' '))})"
 
 
 def verdict_rows(vs: Sequence[Verdict], table: str, what: Mapping[str, str] | None = None) -> list[dict]:
