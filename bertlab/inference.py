@@ -372,8 +372,9 @@ class LoadedModel:
             if (kept_masks := e.ids.count(self.tokenizer.mask_id)) > MAX_MASKS:  # those a cut-off text keeps
                 where = "" if kept_masks == t.count("[MASK]") else " in the part of the text that fits"
                 raise InputError(
-                    f"{kept_masks} [MASK]s{where} in one text; at most {MAX_MASKS} are answered at once "
-                    "(the joint fill reads the text again for every mask)"
+                    f"{kept_masks} [MASK]s{where} in one text, and at most {MAX_MASKS} can be answered at once "
+                    f"(the joint fill reads the text again for every mask): nothing was answered. Remove "
+                    f"{kept_masks - MAX_MASKS} [MASK]{'s' if kept_masks - MAX_MASKS > 1 else ''} or split the text"
                 )
             if self.tokenizer.mask_id not in e.ids:
                 # count as the truncation note does: text tokens, [CLS] and [SEP] not included

@@ -4,6 +4,7 @@ Logic in bertlab.interpret.heads."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import streamlit as st
@@ -135,6 +136,7 @@ else:
         "this page shows it when it has finished."
     )
     task = finetuned_task(path) if path else None
+    data = None  # the form's labelled file, where it offers one
     if path and not DEFAULT_TASK_DATA.get(task or "", "").startswith("glue/"):
         st.info(
             f"Head studies read labelled GLUE sentences; this model was fine-tuned on {task or 'an unknown task'}.",
@@ -152,8 +154,9 @@ else:
             (data,),
         )
     st.caption("The same from a terminal:")
-    st.code(
-        f"python -m bertlab.interpret heads --model {path or 'runs/RUN/model'} --task {task or 'sst2'} \\\n"
-        f"    --data DATA/{DEFAULT_TASK_DATA.get(task or '', 'glue/SST-2')}/dev.tsv --max-examples 1000",
-        language="bash",
+    # the form's own file where there is one (a placeholder DATA/ path did not paste)
+    shown = data or str(Path(default_task_data(task or "sst2")) / "dev.tsv")
+    line = shlex.join(
+        ["python", "-m", "bertlab.interpret", *heads_args(path or "runs/RUN/model", task or "sst2", data=shown)]
     )
+    st.code(line + " --max-examples 1000", language="bash", wrap_lines=True)

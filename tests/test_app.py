@@ -200,7 +200,8 @@ def test_fill_mask_says_the_mask_cap_and_refuses_more(app_env):
     assert f"Up to {MAX_MASKS} [MASK]s per sentence" in at.text_area(key="fm_text").help
     at.text_area(key="fm_text").input(" ".join(["[MASK]"] * (MAX_MASKS + 1))).run()  # all fit the tiny model
     assert not at.exception
-    assert f"at most {MAX_MASKS}" in messages(at)
+    assert f"at most {MAX_MASKS} can be answered" in messages(at)
+    assert "nothing was answered. Remove 1 [MASK] or split" in messages(at)  # what happened and what to do
     assert not plotly_charts(at)
 
 

@@ -3,6 +3,7 @@ figures, shows results saved beside the model, and answers bad input with a plai
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -168,6 +169,9 @@ def test_which_heads_matter_runs_a_head_study_as_a_job(model, tmp_path, monkeypa
     assert_clean(at)
     assert at.text_input(key="heads_job_data").value.endswith("SST-2/dev.tsv")
     at.text_input(key="heads_job_data").set_value(str(dev)).run()
+    # the terminal line reads the file in the form (it printed a placeholder DATA/glue/SST-2/dev.tsv)
+    (line,) = [c.value for c in at.code if str(tuned) in c.value]
+    assert shlex.split(line)[3:] == [*heads_args(str(tuned), "sst2", data=str(dev)), "--max-examples", "1000"]
     at.button(key="heads_job_run").click().run()
     assert_clean(at)
     (job,) = JobRegistry(runs).list(start_queued=False)
