@@ -3,7 +3,10 @@
 Owns `learning_history.json` (this module is its only reader and writer): the probe inputs, the
 held-out learning curve and a thinned train-loss curve, and for every snapshot the model's
 fill-mask top-5 on the probe sentences, P(IsNext) on probe pairs, attention maps of the probe
-attention sentences and Clark et al.'s head statistics averaged over them.
+attention sentences and Clark et al.'s head statistics averaged over them. Format 2 keeps every
+probability to 4 significant figures; format 1 kept them to 4 decimal places (an early model's
+0.012% read 0.01%, and 0.02349 became 0.0235), and is still read: a folder that has the snapshots
+is probed again, one without them (a shipped checkpoint) keeps it and says so (`coarse_probabilities`).
 
 A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spaced steps under
 `RUN/snapshots/step-NNNNNNN/` (see bertlab.runfolder). `build_history` runs the probes through each
@@ -33,7 +36,13 @@ if TYPE_CHECKING:
     from bertlab.inference import LoadedModel
 
 HISTORY_FILE = "learning_history.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SIGNIFICANT_DIGITS = 4  # of each stored probability: 0.0001234 keeps its digits, as 0.4213 does
+
+
+def _kept(p: float) -> float:
+    """A probability as the history stores it: 4 significant figures, however small."""
+    return float(f"{float(p):.{SIGNIFICANT_DIGITS}g}")
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,13 @@ class LearningHistory:
     train_curve: list[dict]  # thinned train log: step, tokens, loss
     snapshots: list[SnapshotProbe] = field(default_factory=list)
     source: str = ""
+    format_version: int = FORMAT_VERSION  # of the file it was read from (1: probabilities to 4 decimals)
+
+    @property
+    def coarse_probabilities(self) -> bool:
+        """True when its probabilities were stored to 4 decimal places (format 1), so the last
+        digit shown can differ from a fresh run of the same model, and small ones read '<0.01%'."""
+        return self.format_version < 2
 
     @property
     def steps(self) -> list[int]:
@@ -127,11 +143,11 @@ def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | N
     fills = []
     for result in lm.fill_mask(list(probes.fill_mask), top_k=5, joint=False):
         cands = result.masks[0].candidates if result.masks else []
-        fills.append([(c.word, round(float(c.score), 4)) for c in cands])
+        fills.append([(c.word, _kept(c.score)) for c in cands])
     nsp = []
     if lm.has_nsp:
         results = lm.next_sentence([a for a, _, _ in probes.pairs], [b for _, b, _ in probes.pairs])
-        nsp = [round(float(r.is_next_prob), 4) for r in results]
+        nsp = [_kept(r.is_next_prob) for r in results]
     attention, sums, counts = [], {}, 0
     for text in probes.attention:
         ins = lm.inspect(text)
@@ -255,6 +271,7 @@ def continue_history(earlier: LearningHistory, later: LearningHistory, offset: d
         continue_points(earlier.train_curve, later.train_curve, offset),
         snaps,
         source=later.source,
+        format_version=min(earlier.format_version, later.format_version),
     )
 
 
@@ -267,7 +284,7 @@ def save_history(history: LearningHistory, path: str | Path) -> Path:
     if path.is_dir():
         path = path / HISTORY_FILE
     data = {
-        "format": FORMAT_VERSION,
+        "format": history.format_version,
         "source": history.source,
         "probes": asdict(history.probes),
         "curve": history.curve,
@@ -286,6 +303,7 @@ def load_history(path: str | Path) -> LearningHistory:
         raise InputError(f"{path}: no {HISTORY_FILE} (a run keeps one after its snapshots are probed)")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
+        version = int(data.get("format", 1))
         p = data["probes"]
         probes = Probes(tuple(p["fill_mask"]), tuple(tuple(x) for x in p["pairs"]), tuple(p["attention"]))
         snaps = [
@@ -294,18 +312,28 @@ def load_history(path: str | Path) -> LearningHistory:
         ]
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{file}: not a learning history this version reads ({type(exc).__name__}: {exc})") from exc
-    return LearningHistory(probes, data.get("curve", []), data.get("train_curve", []), snaps, data.get("source", ""))
+    if version > FORMAT_VERSION:
+        raise InputError(
+            f"{file}: a learning history of format {version}, newer than this BERT Lab reads "
+            f"({FORMAT_VERSION}); update BERT Lab, or delete the file to probe the snapshots again"
+        )
+    curve, train_curve = data.get("curve", []), data.get("train_curve", [])
+    return LearningHistory(probes, curve, train_curve, snaps, data.get("source", ""), format_version=version)
 
 
 def history_for(path: str | Path) -> LearningHistory | None:
     """The saved history of a checkpoint or run folder when it is there and covers every snapshot
-    the folder holds (a run still training gains snapshots); None when it must be (re)built."""
+    the folder holds (a run still training gains snapshots); None when it must be (re)built, which
+    is also when it is of an older format and the snapshots to probe again are there."""
     path = Path(path)
     if not (path / HISTORY_FILE).is_file():
         return None
     history = load_history(path)
+    snaps = list_snapshots(path)
+    if history.format_version < FORMAT_VERSION and snaps:
+        return None
     have = set(history.steps)
-    for snap in list_snapshots(path):
+    for snap in snaps:
         if int(snap.name.split("-")[1]) not in have:
             return None
     return history
@@ -324,24 +352,28 @@ def has_history(path: str | Path) -> bool:
     return (path / HISTORY_FILE).is_file() or bool(list_snapshots(path))
 
 
-def answer_share(p: float) -> str:
-    """A probability as the fill-mask table shows it: whole percent from 10%, one decimal below it,
-    so an early model's spread-out guesses (0.3%, 0.2%, ...) do not all read '0%'."""
-    return f"{p:.0%}" if p >= 0.095 else f"{p:.1%}"
-
-
-def fill_mask_table(history: LearningHistory, step: int) -> list[dict]:
+def fill_mask_table(history: LearningHistory, step: int, share: Callable[[float], str]) -> list[dict]:
     """Rows for a table: each probe sentence, its top answers at `step` and at the last snapshot
-    (one column when `step` is the last)."""
+    (one column when `step` is the last), each with its probability as `share` writes it (the
+    pages pass bertlab.figures.percent, so the numbers read as on the Fill mask page)."""
     now, last = history.at(step), history.snapshots[-1]
     rows = []
     for i, sentence in enumerate(history.probes.fill_mask):
 
         def fmt(c: Sequence[tuple[str, float]]) -> str:
-            return ", ".join(f"{w} ({answer_share(p)})" for w, p in c[:5])
+            return ", ".join(f"{w} ({share(p)})" for w, p in c[:5])
 
         row = {"sentence": sentence, f"step {now.step:,}": fmt(now.fill_mask[i]) if i < len(now.fill_mask) else ""}
         if now.step != last.step:
             row[f"final (step {last.step:,})"] = fmt(last.fill_mask[i]) if i < len(last.fill_mask) else ""
         rows.append(row)
     return rows
+
+
+def piece_answers(history: LearningHistory, step: int) -> list[str]:
+    """The 'word + ##piece' answers (a piece the model proposed to continue the word before the
+    [MASK]) that `fill_mask_table(history, step, ...)` shows: those at `step`, then those at the
+    last snapshot, without repeats."""
+    snaps = [history.at(step), history.snapshots[-1]]
+    shown = (w for s in snaps for answers in s.fill_mask for w, _ in answers[:5])
+    return list(dict.fromkeys(w for w in shown if " + ##" in w))

@@ -13,7 +13,7 @@ from bertlab.attention import HEAD_STATS, HeadStats, head_label
 from bertlab.attention_figures import attention_heatmap, head_grid, stats_overview
 from bertlab.catalog import runs_root, shipped_model_path
 from bertlab.errors import BertLabError
-from bertlab.figures import learning_curve_figure
+from bertlab.figures import learning_curve_figure, percent
 from bertlab.history import (
     build_history,
     fill_mask_table,
@@ -21,6 +21,7 @@ from bertlab.history import (
     history_for,
     history_stamp,
     load_history,
+    piece_answers,
     save_history,
 )
 from pages.common import chosen_model, concept, setup_page, show_error, show_figure
@@ -123,20 +124,27 @@ if history.curve:
     )
 
 st.subheader("What it fills in")
-table = fill_mask_table(history, step)
-st.table(pd.DataFrame(table).set_index("sentence"))  # wraps long answers
-if any(" + ##" in str(cell) for row in table for cell in row.values()):
-    st.caption(
+st.table(pd.DataFrame(fill_mask_table(history, step, percent)).set_index("sentence"))  # wraps long answers
+notes = []
+if pieces := piece_answers(history, step):
+    notes.append(
         "*word + ##piece*: the model proposed a piece that would continue the word before the [MASK] "
-        "(*stormy + ##ch*), shown beside that word rather than glued to it."
+        f"(*{pieces[0]}*), shown beside that word rather than glued to it."
     )
+if history.coarse_probabilities:  # format 1: cannot be probed again without the snapshots
+    notes.append(
+        "This history stored each probability to four decimal places, so a last digit here can be "
+        "one off the Fill mask page's."
+    )
+if notes:
+    st.caption(" ".join(notes))
 if snap.nsp:
     pairs = history.probes.pairs
     st.markdown("**Does B follow A?** P(IsNext) at this step")
     st.table(
         pd.DataFrame(
             [
-                {"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": f"{p:.0%}"}
+                {"A": a, "B": b, "really follows": "yes" if real else "no", "P(IsNext)": percent(p)}
                 for (a, b, real), p in zip(pairs, snap.nsp, strict=False)
             ]
         ).set_index("A")
