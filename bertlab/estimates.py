@@ -74,6 +74,11 @@ MEASURE_MAX_STEP_S = 0.5  # a step the table expects to take longer is timed on 
 MEASURE_WHOLE_MAX_STEP_S = 1.0  # ...unless the smaller steps' line puts the whole one under this: then it is timed
 
 
+LONG_RUN_S = 24 * 3600  # a training run over a day gets a warning beside its estimate
+LONG_RUN_MARK = "this run takes over a day"
+WARNING_MARKS = ("needs ~", "next to nothing", LONG_RUN_MARK)  # the notes `Estimate.warnings` returns
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What a run will cost, before it starts. Rough: see `estimate` for the formulas."""
@@ -98,6 +103,11 @@ class Estimate:
     lengths_source: str = ""  # where the token counts come from
     compile_s: float = 0.0  # seconds spent in torch.compile before the first step (0: not compiling)
     problem: str = ""  # why the job as given will fail (its data cannot be read); "" when none is seen
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The notes a user should not miss before launching (shown as warnings, the rest as captions)."""
+        return tuple(n for n in self.notes if any(mark in n for mark in WARNING_MARKS))
 
     @property
     def fits(self) -> bool | None:
@@ -421,6 +431,11 @@ def estimate(
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)
     if mem is not None and total > mem:
         notes.append(f"needs ~{total:.1f} GB but the device has {mem:.1f} GB: lower the batch size or sequence length")
+    if seconds is not None and seconds > LONG_RUN_S:  # Launch stays: a long run may be meant, but not unseen
+        notes.append(
+            f"{LONG_RUN_MARK} (~{format_duration(seconds)} on {name}): fewer steps, a smaller model or a GPU "
+            "would make it a run you can watch end"
+        )
     if source.startswith("timed here now") and device == "cpu" and (busy := _busy_note()):
         notes.append(busy)
     notes.append("data preparation and start-up come on top (seconds for a small corpus, minutes for a large one)")

@@ -373,9 +373,7 @@ with form:
         st.caption(estimate_caption(est))
         for note in est.notes:  # clauses of the estimate's summary: each shown here as a sentence
             if note != est.problem:
-                (st.warning if "needs" in note or "next to nothing" in note else st.caption)(
-                    note[:1].upper() + note[1:]
-                )
+                (st.warning if note in est.warnings else st.caption)(note[:1].upper() + note[1:])
     if problem is not None:
         st.error(problem, icon=":material/front_hand:")
 

@@ -589,3 +589,17 @@ def test_phase_steps_split_as_the_trainer_switches_and_paths_are_read_from_the_j
     )
     assert one.steps == 1 and not any("two phases" in n for n in one.notes)
     assert one.padded_tokens_per_step == 32 * 32  # batch 32, every row padded to the full 32 tokens
+
+
+def test_a_run_of_over_a_day_is_a_warning_and_a_few_steps_one_too(runs, job_data):
+    """Large on a 2-core CPU read '302 h' with no word beside it; a run over a day is now a warning, as a
+    run too short to learn and one that does not fit are. Other notes stay captions."""
+    corpus, cache = job_data
+    short = estimate_spec(tiny_spec(corpus, cache, steps=40), cwd=REPO, runs_dir=runs, measure=False)
+    assert short.total_s < 24 * 3600 and short.warnings == ()
+    assert any("data preparation" in n for n in short.notes)  # a caption, not a warning
+    days = estimate_spec(tiny_spec(corpus, cache, steps=10**9), cwd=REPO, runs_dir=runs, measure=False)
+    (long,) = days.warnings
+    assert long.startswith("this run takes over a day (~") and "a GPU" in long
+    few = estimate_spec(tiny_spec(corpus, cache, steps=1), cwd=REPO, runs_dir=runs, measure=False)
+    assert any("next to nothing" in n for n in few.warnings)
