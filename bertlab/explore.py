@@ -213,17 +213,23 @@ def input_notes(
                     "answers or attends to there is less reliable.",
                 )
             )
-    unk = unknown_words(tokenizer, text, text_b)
-    if unk:
-        shown = ", ".join(f"'{_shortened(u)}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")
-        notes.append(
-            InputNote(
-                "warning",
-                f"The vocabulary has no pieces for {shown}; the model reads each as [UNK] (unknown) "
-                "and cannot see what it was.",
-            )
-        )
+    if unk := unknown_note(tokenizer, text, text_b):
+        notes.append(unk)
     return notes
+
+
+def unknown_note(
+    tokenizer: BertTokenizer, text: str, text_b: str | None = None, then: str = "and cannot see what it was"
+) -> InputNote | None:
+    """A warning naming the pieces of the input the vocabulary lacks (read as [UNK]); None when none is.
+    `then` says what follows from it where the input goes (a prediction, a pretraining example)."""
+    unk = unknown_words(tokenizer, text, text_b)
+    if not unk:
+        return None
+    shown = ", ".join(f"'{_shortened(u)}'" for u in unk[:8]) + (" …" if len(unk) > 8 else "")
+    return InputNote(
+        "warning", f"The vocabulary has no pieces for {shown}; the model reads each as [UNK] (unknown) {then}."
+    )
 
 
 def notes_of_two(a: Sequence[InputNote], b: Sequence[InputNote]) -> list[InputNote]:

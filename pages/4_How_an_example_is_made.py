@@ -11,9 +11,9 @@ import streamlit as st
 from bertlab.data_config import DataConfig, max_predictions_for
 from bertlab.diagrams import example_html, legend_html
 from bertlab.errors import BertLabError
-from bertlab.explore import chosen_count_text
+from bertlab.explore import chosen_count_text, unknown_note
 from bertlab.pretraining_data import explain_text
-from pages.common import concept, require_model, setup_page, show_error
+from pages.common import concept, require_model, setup_page, show_error, show_notes
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -100,6 +100,14 @@ except ValueError as exc:  # a config the data module refuses, said plainly
     st.warning(f"These settings cannot make examples: {exc}", icon=":material/edit_note:")
     st.stop()
 
+# characters the vocabulary lacks: said, as on every page that reads a text (they are [UNK] in the examples)
+unknown = unknown_note(
+    lm.tokenizer,
+    text,
+    then="in the examples below, where an [UNK] can be chosen for the masked LM like any other token, as in "
+    "Google's script: the model learns to predict 'unknown' there",
+)
+show_notes([unknown] if unknown else [])
 if not instances:
     st.warning(
         "No example could be made from this text: it is too short. Type a few more sentences.",

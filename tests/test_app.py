@@ -389,6 +389,21 @@ def test_example_page_not_next_b_comes_from_the_users_second_document(app_env):
     assert not any("built-in" in r or "document B" in r for r in reasons)
 
 
+def test_example_page_names_the_characters_it_reads_as_unknown(app_env):
+    """Emoji or a script the vocabulary lacks became [UNK] on this page with nothing said (every other page
+    that reads a text says so); here they can also be picked as prediction targets."""
+    at = open_page(EXAMPLE)
+    assert_clean(at)
+    assert "[UNK]" not in " ".join(w.value for w in at.warning)
+    at.text_area(key="ex_text").input(
+        "The cat sat on the mat \U0001f431. The dog ran to the park. The bird sang in the tree.\n\n"
+        "The man went to the store. He bought a gallon of milk. He walked home in the rain."
+    ).run()
+    assert_clean(at)
+    (said,) = [w.value for w in at.warning if "[UNK]" in w.value]
+    assert "'\U0001f431'" in said and "chosen for the masked LM" in said
+
+
 def test_example_page_empty_text(app_env):
     pytest.importorskip("bertlab.pretraining_data")
     at = open_page(EXAMPLE)
