@@ -128,4 +128,4 @@ with probe_tab:
         )
         for r in saved:
             st.caption(f"{r.task}: saved in `{result_path(lm.path, 'probe', r.task)}`")
-            st.dataframe(pd.DataFrame(r.rows()).round(4), hide_index=True, width="stretch")
+            st.dataframe(pd.DataFrame(r.rows()), hide_index=True, width="stretch")

@@ -97,12 +97,13 @@ class ProbeResult:
         return cls(**known)
 
     def rows(self) -> list[dict]:
+        """A row a layer, every score in points (percent) to one decimal, as the chart beside it reads."""
         return [
             {
                 "layer": layer,
-                "accuracy": acc,
-                "over commonest tag (points)": 100 * (acc - self.majority),
-                "macro F1": f1,
+                "accuracy (%)": round(100 * acc, 1),
+                "over commonest tag (points)": round(100 * (acc - self.majority), 1),
+                "macro F1 (%)": round(100 * f1, 1),
             }
             for layer, acc, f1 in zip(self.layers, self.accuracy, self.macro_f1, strict=True)
         ]
