@@ -348,6 +348,12 @@ with tab_off:
                             border=True,
                         )
                         st.caption(f"All heads on: {change.before} for sentence A → B above.")
+                        if change.odds:  # a sure answer barely moves in percent: its evidence may still have
+                            st.caption(
+                                f"The model is sure of this pair, so its probability hardly moves; its evidence, "
+                                f"the {change.odds}, shows what the heads did. For a bigger swing, try a pair it is "
+                                "less sure of (the Next sentence page has some)."
+                            )
                     elif text_b is None:
                         st.caption("Type a sentence B above to compare next-sentence answers too.")
 

@@ -183,3 +183,12 @@ def test_the_change_in_p_is_next_agrees_with_the_rounded_numbers(before, after, 
     assert (change.before, change.after, change.delta, change.arrow) == shown
     if change.arrow == "auto":
         assert float(change.delta.split()[0]) == pytest.approx(float(change.after[:-1]) - float(change.before[:-1]))
+    assert (change.odds == "") == (0.01 <= before <= 0.99 and 0.01 <= after <= 0.99)  # else log-odds too
+
+
+def test_a_sure_answers_change_is_given_in_log_odds_too():
+    """The default pair reads 100.0% with any heads off: the log-odds say whether the heads moved it."""
+    change = AF.probability_change(0.9998, 0.9990)
+    assert (change.before, change.after, change.delta) == ("100.0%", "99.9%", "-0.1 points")
+    assert change.odds == "log-odds 8.52 → 6.91 (−1.61)"
+    assert AF.probability_change(1.0, 1.0).odds == "log-odds 20.72 → 20.72 (+0.00)"  # a float32 1.0: no inf
