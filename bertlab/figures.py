@@ -62,7 +62,7 @@ def percent(p: float) -> str:
     if p >= 0.01:
         return f"{p:.1%}"
     if p >= 0.0001:
-        return f"{p * 100:.2g}%"
+        return f"{p * 100:#.2g}%"  # '#' keeps a trailing zero: 0.0010 -> '0.10%' beside '0.085%', not '0.1%'
     return "<0.01%"
 
 

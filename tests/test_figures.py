@@ -29,6 +29,7 @@ def annotation_texts(fig: go.Figure) -> list[str]:
 
 def test_percent():
     assert [F.percent(p) for p in (0.5, 0.05, 0.0012, 0.00001)] == ["50%", "5.0%", "0.12%", "<0.01%"]
+    assert [F.percent(p) for p in (0.0010, 0.00085, 0.0008)] == ["0.10%", "0.085%", "0.080%"]  # two digits each
 
 
 def test_probability_bar_most_likely_on_top():
