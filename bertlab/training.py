@@ -554,7 +554,9 @@ class Trainer:
                     **metrics,
                 }
             )
-            update_status(self.run_dir, last_eval=metrics)
+            # the step too: a run that evaluates between its train lines (eval_every 10, log_every 20) said
+            # 'Step 0' on the Jobs page beside the accuracy and curves of step 10
+            update_status(self.run_dir, step=p.step, progress=p.fraction(self.cfg), last_eval=metrics)
             log.info("eval step %d: %s", p.step, " ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
         if self.info.world > 1:
             dist.barrier()

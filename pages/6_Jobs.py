@@ -21,6 +21,7 @@ from bertlab.jobs.view import (
     can_delete,
     can_resume,
     can_try,
+    caught_up,
     chance_levels,
     curves_figure,
     expects_metrics,
@@ -99,7 +100,8 @@ DRAW = {"error": st.error, "warning": st.warning, "info": st.info}
 def _runs_table(now) -> None:
     running = {j.id: registry.metrics(j.id) for j in now if j.state == "running"}  # their ETAs at their recent pace
     rows = jobs_table(now, metrics=running)
-    # every column as wide as its longest value (an ETA that appears mid-run too): none is cut
+    # the columns that fit the page, each as wide as its longest value (an ETA that appears mid-run
+    # too): none is cut, and the table needs no sideways scrolling
     px = jobs_table_widths(rows)
     config = {
         name: st.column_config.Column(width=w, alignment="right" if name == "loss" else None) for name, w in px.items()
@@ -109,11 +111,12 @@ def _runs_table(now) -> None:
             "progress", min_value=0.0, max_value=1.0, format="percent", width=px["progress"]
         )
     with st.expander(f"All runs ({len(now)})", expanded=len(now) > 1):
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=config)
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=config, column_order=list(px))
 
 
 def _state(job, metrics) -> None:
     """The run's heading, numbers, progress and what its state means."""
+    job = caught_up(job, metrics)  # status.json's step can lag the metric lines the curves draw
     st.subheader(job_heading(job))
     st.caption(f"`{job.run_dir}`" + (f" · `{job.command}`" if job.command else ""))
     numbers = live_numbers(job, metrics)

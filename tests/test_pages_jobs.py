@@ -498,7 +498,8 @@ def test_a_finetuned_run_cancelled_before_its_first_evaluation_draws_its_train_a
     at = open_page(JOBS)
     assert not at.exception, [e.value for e in at.exception]
     curves = json.loads(plotly_charts(at)[0].proto.spec)
-    assert [t["name"] for t in curves["data"] if t.get("xaxis") == "x2"] == ["train accuracy"]
+    names = [t["name"] for t in curves["data"] if t.get("xaxis") == "x2"]
+    assert names == ["train accuracy", "chance (accuracy): 50%"]  # the chance level: named in the legend
     assert any(m.label.startswith("Train accuracy (chance") for m in at.metric)
 
 

@@ -1,8 +1,8 @@
 """What the Train and Jobs pages draw about training jobs: tables, live numbers, curves, predictions.
 
 Figures take plain data (metric lines from metrics.jsonl, `Job` snapshots, prediction fields) and
-return plotly figures, HTML snippets or rows (the runs table, with its columns' widths); nothing here
-runs a model or touches a process.
+return plotly figures, HTML snippets or rows (the runs table, with the columns that fit the page and
+their widths); nothing here runs a model or touches a process.
 
 Also owns what a run's state means to the person watching it (`state_messages`, what can be done
 with it now), so that the Jobs page draws messages instead of testing state names.
@@ -18,7 +18,7 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -127,7 +127,11 @@ def chance_levels(job: Job) -> dict[str, float]:
 def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, float] | None = None) -> go.Figure | None:
     """Loss, accuracy and learning rate against the step, train lines solid, eval points dashed;
     the step axis from 0 (one point is not a lonely dot on a 19-21 axis); `chance`: a dotted
-    line at what guessing scores for each accuracy shown (see `chance_levels`)."""
+    line at what guessing scores for each accuracy shown (see `chance_levels`), named in the legend.
+
+    The panels share one legend, so no two traces share a colour and dash there: a score is one
+    colour, solid for train and dashed for eval; an eval loss that is not the train loss's quantity
+    (pretraining's 'mlm loss' beside the MLM + NSP 'loss') has a colour of its own."""
     train, evals = split_metrics(metrics)
     if not train and not evals:
         return None
@@ -150,7 +154,7 @@ def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, fl
                 y=y,
                 name=f"eval {eval_loss.replace('_', ' ')}",
                 mode="lines+markers",
-                line=dict(color=ORANGE, dash="dash"),
+                line=dict(color=BLUE if eval_loss == "loss" else ORANGE, dash="dash"),
             ),
             1,
             1,
@@ -170,16 +174,22 @@ def curves_figure(metrics: Sequence[dict], title: str = "", chance: dict[str, fl
         level = _chance_of(key, chance or {})
         if level is not None and level not in drawn:
             drawn.add(level)
-            fig.add_hline(
-                y=level,
-                line=dict(color=GREY, dash="dot"),
-                annotation_text=f"chance ({_score_name(key)}): {level:.0%}",
-                annotation_position="bottom right",
-                annotation_font=dict(size=10, color="#5f6368"),
-                row=1,
-                col=2,
+            fig.add_hline(y=level, line=dict(color=GREY, dash="dot"), row=1, col=2)
+            # named in the legend, not on the plot: a label beside the line covered the scores near
+            # chance that it is there to judge (an untrained model's NSP accuracy sits on it)
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    name=f"chance ({_score_name(key)}): {level:.0%}",
+                    mode="lines",
+                    line=dict(color=GREY, dash="dot"),
+                    hoverinfo="skip",
+                ),
+                1,
+                2,
             )
-    scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ())]
+    scores = [v for t in fig.data if t.xaxis == "x2" for v in (t.y or ()) if _finite(v)]  # not the chance entry
     fig.update_yaxes(
         tickformat=".0%",
         row=1,
@@ -205,35 +215,32 @@ def _chance_of(key: str, chance: dict[str, float]) -> float | None:
     return chance.get(key, chance.get(_SAME_AS.get(key, key)))
 
 
+# The accuracy panel's colours, one per score (not the loss panel's blue and orange, nor the grey
+# of the learning rate and chance); past the sixth score, dotted lines tell the next six apart.
+_SCORE_COLOURS = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", "#d64545", "#e8a33d"]
+_SCORE_DASHES = [("solid", "dash"), ("dot", "dashdot")]  # (train, eval)
+
+
 def _add_score_traces(fig: go.Figure, train: list[dict], evals: list[dict]) -> None:
-    """The accuracy panel's lines: each train score solid, each eval score dashed, in their own colours."""
-    palette = [GREEN, "#8e5bd0", "#c24d7c", "#2a9d8f", GREY]  # not the loss panel's blue
+    """The accuracy panel's lines: one colour per score, its train line solid and its eval line
+    dashed (a fine-tuned classifier's train 'acc' and eval 'accuracy' are one score)."""
     train_keys, eval_keys = score_keys(train, evals)
-    for n, key in enumerate(train_keys):
+    names = list(dict.fromkeys(_score_name(k) for k in [*train_keys, *eval_keys]))
+
+    def line(key: str, split: int) -> dict:
+        n = names.index(_score_name(key))
+        colour, dashes = _SCORE_COLOURS[n % len(_SCORE_COLOURS)], _SCORE_DASHES[n // len(_SCORE_COLOURS) % 2]
+        return dict(color=colour, dash=dashes[split])
+
+    for key in train_keys:
         x, y = _series(train, key)
         fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                name=f"train {_score_name(key)}",
-                mode=_line_mode(x),
-                line=dict(color=palette[n % len(palette)]),
-            ),
-            1,
-            2,
+            go.Scatter(x=x, y=y, name=f"train {_score_name(key)}", mode=_line_mode(x), line=line(key, 0)), 1, 2
         )
-    for n, key in enumerate(eval_keys):
+    for key in eval_keys:
         x, y = _series(evals, key)
         fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                name=f"eval {_score_name(key)}",
-                mode="lines+markers",
-                line=dict(color=[ORANGE, "#d64545", "#e8a33d"][n % 3], dash="dash"),
-            ),
-            1,
-            2,
+            go.Scatter(x=x, y=y, name=f"eval {_score_name(key)}", mode="lines+markers", line=line(key, 1)), 1, 2
         )
 
 
@@ -300,9 +307,32 @@ def eta_s(job: Job, train: Sequence[dict]) -> float | None:
     return max(0.0, 1.0 - done) / pace
 
 
+def caught_up(job: Job, metrics: Sequence[dict]) -> Job:
+    """`job` with its step and progress at least those of its newest metric line, train or eval.
+
+    status.json can lag metrics.jsonl: the trainer writes it just after each line, and one that
+    wrote its step with train lines only (runs trained before it wrote it at evaluations too) had an
+    evaluation every 10 steps under a train line every 20 show 'Step 0 / 30' beside 'Eval mlm acc
+    8.0%' and curves up to step 10. A resumed run's metrics are cut back to its checkpoint, and a
+    restarted one's set aside, so no line is ahead of the run."""
+    step, progress = job.step, job.progress
+    for line in metrics:
+        if isinstance(line.get("step"), int) and not isinstance(line["step"], bool) and line["step"] > step:
+            step = line["step"]
+        if line.get("split", "train") == "train" and _finite(line.get("progress")):
+            progress = max(progress or 0.0, float(line["progress"]))
+    if job.total_steps and step > job.step:  # a step budget: the progress is at least its share of steps
+        progress = max(progress or 0.0, step / job.total_steps)
+    if step == job.step and progress == job.progress:
+        return job
+    return replace(job, step=step, progress=progress)
+
+
 def live_numbers(job: Job, metrics: Sequence[dict]) -> list[tuple[str, str]]:
     """(label, value) pairs for the metric row: step, loss, accuracy (with what chance scores
-    beside it), throughput, ETA, GPU memory, and steps skipped for non-finite gradients, if any."""
+    beside it), throughput, ETA, GPU memory, and steps skipped for non-finite gradients, if any.
+    The step and progress never lag the metric lines (`caught_up`)."""
+    job = caught_up(job, metrics)
     train, evals = split_metrics(metrics)
     last = train[-1] if train else (job.status.get("last_train") or {})
     out = [("Step", f"{job.step:,}" + (f" / {job.total_steps:,}" if job.total_steps else ""))]
@@ -343,13 +373,16 @@ def jobs_table(
 ) -> list[dict]:
     """One row per run for st.dataframe; every cell text but the progress fraction, empty where a run
     has no value yet (a missing number would read "None"). `metrics`: the metric lines of the running
-    runs, by id, for an ETA at their recent pace (`eta_s`); a run without them gets its last line's."""
+    runs, by id, for an ETA at their recent pace (`eta_s`) and a step that does not lag them
+    (`caught_up`); a run without them gets its last line's. The progress is rounded down to a whole
+    percent: the bar's label reads '21%', not '21.33%', and '100%' only once the run is done."""
     now = time.time() if now is None else now
     rows = []
     for j in jobs:
-        step = f"{j.step:,}" + (f" / {j.total_steps:,}" if j.total_steps else "")
         last = j.status.get("last_train") or {}
         lines = (metrics or {}).get(j.id)
+        j = caught_up(j, lines or [])
+        step = f"{j.step:,}" + (f" / {j.total_steps:,}" if j.total_steps else "")
         eta = eta_s(j, split_metrics(lines if lines is not None else [last])[0])
         rows.append(
             {
@@ -357,7 +390,7 @@ def jobs_table(
                 "kind": j.kind or "?",
                 "state": j.state,
                 "step": step,
-                "progress": float(j.progress) if _finite(j.progress) else (1.0 if j.state == "finished" else 0.0),
+                "progress": _whole_percent(j.progress) if _finite(j.progress) else float(j.state == "finished"),
                 "loss": f"{last['loss']:.3f}" if _finite(last.get("loss")) else "",
                 "ETA": format_duration(eta) if eta is not None else "",
                 "device": (j.device or "") + (f" ×{j.num_gpus}" if j.num_gpus > 1 else ""),
@@ -367,20 +400,38 @@ def jobs_table(
     return rows
 
 
-# The longest a refreshing cell grows: an ETA appears when a run starts and a submission ages, so these
-# columns are sized for their longest form, not for what they hold at the first draw.
-_LONGEST_CELLS = {"ETA": format_duration(999 * 3600 + 59 * 60), "submitted": f"{format_duration(999 * 3600)} ago"}
-_PROGRESS_PX = 150  # the bar and "100%" beside it
+def _whole_percent(fraction: float) -> float:
+    """0.2133 -> 0.21, 0.999 -> 0.99 (not yet 100%), 0.29 -> 0.29 (not 0.28: 100 * 0.29 is 28.999...)."""
+    return math.floor(100 * min(1.0, max(0.0, fraction)) + 1e-9) / 100
+
+
+# The longest a refreshing cell grows: an ETA appears when a run starts, so its column is sized for
+# its longest form (a run of days is rare; '12 min 05 s' is as long), not for what it holds at first.
+_LONGEST_CELLS = {"ETA": format_duration(99 * 3600 + 59 * 60)}
+_CHAR_PX = 7.0  # the widest of the table's characters, digits (Source Sans at 14 px; letters ~6 px)
+_PADDING_PX = 20  # 8 px a side in the grid, and a little to spare
+_PROGRESS_PX = 100  # the bar and "100%" beside it
 
 
 def jobs_table_widths(rows: Sequence[dict]) -> dict[str, int]:
-    """Pixels for each column of `jobs_table`: its name or its longest cell, whichever is longer
-    (ETA and submitted: their longest form), so that no value is cut as the table refreshes itself."""
+    """The columns of `jobs_table` that the Jobs page shows, in order, with their widths in pixels:
+    each its name or its longest cell, whichever is longer (ETA: its longest form), so that neither
+    is cut as the table refreshes itself, and together narrow enough for a laptop's page (~780 px
+    beside the sidebar at 1280 px) without scrolling sideways (issue: the last column read "su…").
+
+    So, left out: 'submitted' (a run's name ends with the time it was made, and the newest comes
+    first); 'device' while every run has the same one (on a laptop, 'cpu' nine times); 'ETA' unless
+    a run is queued or active, the only ones that can have one."""
     names = list(dict.fromkeys(k for r in rows for k in r))
+    devices = {r.get("device", "") for r in rows}
+    waiting = any(r.get("state") in WAITING_STATES for r in rows)
+    hidden = {"submitted"} | ({"device"} if len(devices) <= 1 else set()) | (set() if waiting else {"ETA"})
     widths = {}
     for name in names:
+        if name in hidden:
+            continue
         cells = [str(r.get(name, "")) for r in rows] + [name, _LONGEST_CELLS.get(name, "")]
-        widths[name] = 24 + round(7.5 * max(len(c) for c in cells))  # ~7.5 px a character, 12 px padding a side
+        widths[name] = _PADDING_PX + round(_CHAR_PX * max(len(c) for c in cells))
     if "progress" in widths:
         widths["progress"] = _PROGRESS_PX
     return widths
