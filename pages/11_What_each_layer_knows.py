@@ -1,5 +1,6 @@
-"""What each layer knows: one word in several sentences layer by layer (Ethayarajh 2019), and
-linear probes per layer (Tenney et al. 2019) read from results saved beside the model."""
+"""What each layer knows: one word in several sentences layer by layer (Ethayarajh 2019), a word's
+nearest words in a corpus at every layer (as exBERT searches one), and linear probes per layer
+(Tenney et al. 2019) read from results saved beside the model."""
 
 from __future__ import annotations
 
@@ -8,14 +9,27 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertlab.corpus import CORPUS_CREDIT, read_gensim_wikipedia
 from bertlab.errors import BertLabError
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.args import probe_args
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
+from bertlab.interpret.neighbours import (
+    MAX_INDEX_MB,
+    MAX_K,
+    build_index,
+    corpus_sample,
+    nearest_words,
+    sentence_words,
+    sentences_that_fit,
+)
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import (
     layer0_note,
+    neighbour_lines,
+    neighbours_figure,
+    neighbours_reading,
     pca_caption,
     pca_figure,
     pieces_note,
@@ -25,14 +39,14 @@ from bertlab.interpret.views import (
     similarity_figure,
 )
 from bertlab.jobs.spec import JobSpec, default_task_data
-from pages.common import concept, require_model, setup_page, show_error, show_figure
+from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
 lm = require_model()
 
-contextual_tab, probe_tab = st.tabs(["Contextual vs static", "Probing classifiers"])
+contextual_tab, nearest_tab, probe_tab = st.tabs(["Contextual vs static", "Nearest in a corpus", "Probing classifiers"])
 
 with contextual_tab:
     controls, explain = st.columns([3, 2], gap="large")
@@ -87,6 +101,108 @@ def _run_as_job(model: str) -> None:
         "probe_job_run", lambda: JobSpec("interpret", probe_args(model, "upos", train, evaluate)), (train, evaluate)
     )
 
+
+@st.cache_data(show_spinner="Reading the Wikipedia sample…", max_entries=1)
+def _wikipedia_documents() -> list[list[str]]:
+    return read_gensim_wikipedia()
+
+
+# one index per model and corpus, shared by every user of the app (a class reads the same sample)
+@st.cache_resource(max_entries=3, show_spinner=False)
+def _index(_lm, path: str, code: int, sentences: tuple[str, ...]):  # code: see code_version
+    bar = st.progress(0.0, text=f"Reading {len(sentences):,} sentences with the model…")
+    index = build_index(
+        _lm,
+        sentences,
+        progress=lambda done, total: bar.progress(done / total, text=f"Read {done:,} of {total:,} sentences…"),
+    )
+    bar.empty()
+    return index
+
+
+NEAREST_EXAMPLE = "She was born in Paris in 1950."
+WIKI, MINE = "Wikipedia sample (part of the shipped model's pretraining text)", "Sentences I type"
+
+with nearest_tab:
+    controls, explain = st.columns([3, 2], gap="large")
+    with explain:
+        concept(
+            "Pick a word of a sentence; the model reads a corpus, and at every layer the page finds the corpus "
+            "words whose vectors are **nearest** to that word's (cosine), as exBERT does. At the embeddings the "
+            "nearest words are mostly the word itself; higher up, a contextual model brings in other words used "
+            "the same way (*born* near *held*, *published*), and the same word used another way falls behind. "
+            "The line below counts how many of the nearest are the word itself, layer by layer. Every layer's "
+            "vectors share a common direction (anisotropy), so compare the ranks, not the raw similarities."
+        )
+    with controls:
+        query = st.text_input("Sentence", NEAREST_EXAMPLE, key="nn_sentence", max_chars=MAX_TEXT_CHARS)
+        try:
+            words = sentence_words(lm, query) if query.strip() else []
+        except BertLabError as exc:
+            show_error(exc)
+            words = []
+        if not words:
+            st.warning("Type a sentence, then pick one of its words.", icon=":material/edit_note:")
+        else:
+            labels = [f"{w} (word {i + 1})" for i, (w, _, _) in enumerate(words)]
+            default = next((i for i, (w, _, _) in enumerate(words) if w == "born"), 0)
+            picked = st.selectbox(
+                "Word", range(len(words)), index=default, format_func=labels.__getitem__, key="nn_word"
+            )
+            source = st.radio("Corpus", [WIKI, MINE], horizontal=True, key="nn_source")
+            fits = sentences_that_fit(lm.model.config.num_layers, lm.model.config.hidden_size)
+            c1, c2 = st.columns(2)
+            k = c1.slider("Nearest words shown", 1, MAX_K, 10, key="nn_k")
+            if source == WIKI:
+                most = max(100, min(5000, fits))
+                n = c2.slider(
+                    "Sentences of the sample",
+                    100,
+                    most,
+                    min(1000, most),
+                    step=100,
+                    key="nn_n",
+                    help=f"Read once per model and kept for everyone (at most {MAX_INDEX_MB} MB of vectors: "
+                    f"about {fits:,} sentences for this model). 1,000 sentences take ~10 s on a 2-core CPU.",
+                )
+            else:
+                typed = st.text_area(
+                    "Corpus sentences, one a line",
+                    "The river bank was steep and muddy.\nShe paid the money into the bank.\nHe was born in 1950.",
+                    height=140,
+                    key="nn_typed",
+                    max_chars=MAX_TEXT_CHARS * 4,
+                )
+    if words:
+        try:
+            if source == WIKI:
+                corpus = tuple(corpus_sample(_wikipedia_documents(), n))
+            else:
+                corpus = tuple(line.strip() for line in typed.splitlines() if line.strip())
+            index = _index(lm, lm.path, code_version(), corpus)
+            result = nearest_words(lm, index, query, picked, k=k)
+        except BertLabError as exc:
+            show_error(exc)
+        else:
+            st.caption(
+                f"{len(index.sentences):,} sentences, {len(index.words):,} words, {index.megabytes:.{0 if index.megabytes >= 10 else 1}f} MB of vectors"
+                + (f". {CORPUS_CREDIT}" if source == WIKI else ".")
+            )
+            show_figure(
+                neighbours_figure(result, f"How many of the {result.k} nearest words are “{result.word}” itself"),
+                "nearest-same-word",
+                key="nn_fig",
+            )
+            L = len(result.layers) - 1
+            layer = st.select_slider(
+                "Layer",
+                list(range(L + 1)),
+                value=L,
+                key="nn_layer",
+                format_func=lambda x: "0 (embeddings)" if x == 0 else str(x),
+            )
+            st.markdown(neighbours_reading(result, layer))
+            st.markdown("\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))))
 
 with probe_tab:
     controls, explain = st.columns([3, 2], gap="large")

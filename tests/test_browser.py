@@ -37,8 +37,8 @@ CONTENT = {
 }
 # (url path, heading, content selector) of every registered page
 PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
-ABLATIONS, FILL, ATTENTION, WATCH, TRAIN = (
-    page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn", "Train")
+ABLATIONS, FILL, ATTENTION, WATCH, TRAIN, LAYERS = (
+    page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn", "Train", "What each layer knows")
 )
 
 
@@ -313,6 +313,20 @@ def test_attention_tabs(server, page, shots):
         _wait_idle(page)
 
     visit("bertviz", "bertviz", show_bertviz)  # offline the view may stay blank, but nothing breaks
+
+
+def test_nearest_words_in_a_corpus(server, page, shots):
+    """What each layer knows, "Nearest in a corpus": the default sentence's word against the Wikipedia
+    sample, read once with a progress bar, then the figure, the reading and the neighbours in context."""
+    page.goto(f"{server}/{LAYERS.url_path}", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_role("tab", name="Nearest in a corpus").click()
+    _wait_idle(page)
+    page.get_by_text("MB of vectors").first.wait_for(timeout=120_000)  # the index: ~10 s on 2 cores
+    _wait_idle(page)
+    _check_clean(page, "What each layer knows (nearest)")
+    assert page.get_by_text("1,000 sentences").count() >= 1
+    _screenshot(page, shots / "What_each_layer_knows-nearest.png")
 
 
 def test_fill_mask_click_a_word(server, page, shots):

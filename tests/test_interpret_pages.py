@@ -75,7 +75,7 @@ def test_why_it_answered(model):
 def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 2  # PCA and similarity; no probe results yet
+    assert len(at.get("plotly_chart")) == 3  # PCA, similarity and nearest words; no probe results yet
     assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)
     at.text_input(key="ctx_word").set_value("zebra").run()
     assert "does not contain" in " ".join(w.value for w in at.warning)
@@ -83,7 +83,7 @@ def test_what_each_layer_knows(model):
     write_result(model, "probe", "upos", result.to_dict())
     at = open_page(LAYERS)
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4
     assert "Centre of gravity 1.00" in text(at)
 
 
@@ -109,6 +109,30 @@ def test_the_contextual_tab_leaves_unlabelled_sentences_out_and_explains_layer_0
     at.text_area(key="ctx_lines").set_value("x: the cat sat\nx: the dog sat\nthe bird sang\nthe tree").run()
     assert_clean(at)
     assert "Sentences 3 and 4 have no sense" in " ".join(i.value for i in at.info)
+
+
+def test_nearest_words_in_a_corpus(model):
+    """The tab opens on the Wikipedia sample (the default corpus) and a typed corpus works as well: the
+    figure, the reading at the layer picked, one line a neighbour; a blank sentence is a plain message."""
+    at = open_page(LAYERS)
+    assert_clean(at)
+    assert "nn_fig" in [c.key for c in at.get("plotly_chart")]
+    assert "1,000 sentences" in text(at) and "Wikipedia" in text(at)
+    assert at.selectbox(key="nn_word").format_func(at.selectbox(key="nn_word").value) == "born (word 3)"
+    at.radio(key="nn_source").set_value("Sentences I type").run()
+    at.text_area(key="nn_typed").set_value("the cat sat here .\na cat ran off .\nthe dog sat down .").run()
+    at.text_input(key="nn_sentence").set_value("the cat slept .").run()
+    at.selectbox(key="nn_word").set_value(1).run()
+    at.slider(key="nn_k").set_value(4).run()
+    at.select_slider(key="nn_layer").set_value(0).run()
+    assert_clean(at)
+    said = text(at)
+    assert "3 sentences, 15 words, 0.0 MB of vectors" in said
+    assert "At the embeddings (layer 0), **" in said and "of the 4** nearest words are *cat* itself" in said
+    (lines,) = [m.value for m in at.markdown if m.value.startswith("1. `")]
+    assert len(lines.splitlines()) == 4 and "**cat**" in lines
+    at.text_input(key="nn_sentence").set_value("   ").run()
+    assert not at.exception and "Type a sentence, then pick one of its words." in text(at)
 
 
 def test_which_heads_matter(model):

@@ -22,6 +22,7 @@ from bertlab.figures import style_figure
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
+from bertlab.interpret.neighbours import NeighbourResult, same_word_ceiling
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.rollout import AttentionMaps
 
@@ -442,3 +443,64 @@ def pruning_figure(curve: PruningCurve, metric: str = "accuracy", title: str = "
     fig.update_xaxes(title="share of heads pruned", tickformat=".0%")
     fig.update_yaxes(title=metric, tickformat=".0%")
     return style_figure(fig, title, height=380, legend=dict(orientation="h", y=-0.3))
+
+
+# --- nearest words in a corpus ------------------------------------------------------------
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_{}[]<>()#+-.!|$~"})
+
+
+def _md(text: str) -> str:
+    """`text` shown as it is in markdown (no emphasis, links or maths made of its characters)."""
+    return text.translate(_MARKDOWN_SPECIAL)
+
+
+def neighbours_figure(result: NeighbourResult, title: str = "") -> go.Figure:
+    """The share of the k nearest corpus words that are the query's own word, at every layer, under the
+    most the corpus allows (the word may occur fewer than k times)."""
+    layers = list(range(len(result.same_word_share)))
+    fig = go.Figure()
+    fig.add_scatter(
+        x=layers,
+        y=[100 * v for v in result.same_word_share],
+        name=f"“{result.word}” among the {result.k} nearest",
+        mode="lines+markers",
+        line=dict(color="#1f77b4"),
+        hovertemplate="layer %{x}: %{y:.0f}%<extra></extra>",
+    )
+    ceiling = 100 * same_word_ceiling(result)
+    fig.add_scatter(
+        x=layers,
+        y=[ceiling] * len(layers),
+        name=f"the most possible here ({result.occurrences} other “{result.word}” in the corpus)",
+        mode="lines",
+        line=dict(color="#7f7f7f", dash="dot"),
+        hoverinfo="skip",
+    )
+    fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
+    fig.update_yaxes(title="same word, % of the nearest", range=[-5, 105])
+    return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.35))
+
+
+def neighbours_reading(result: NeighbourResult, layer: int) -> str:
+    """What the nearest words at `layer` are, in a sentence: how many are the word itself and which
+    words the others are (commonest first), as markdown."""
+    near = result.layers[layer]
+    same = sum(n.same_word for n in near)
+    where = "the embeddings (layer 0)" if layer == 0 else f"layer {layer}"
+    others = [(w, c) for w, c in result.word_counts(layer, top=len(near)) if w != result.word.casefold()]
+    listed = ", ".join(f"*{_md(w)}*" + (f" ×{c}" if c > 1 else "") for w, c in others[:8])
+    text = f"At {where}, **{same} of the {len(near)}** nearest words are *{_md(result.word)}* itself"
+    if others:
+        text += f"; the others are {listed}" + (" …" if len(others) > 8 else "")
+    return text + "."
+
+
+def neighbour_lines(result: NeighbourResult, layer: int, context: int = 70) -> list[str]:
+    """One markdown line a neighbour: its similarity and its sentence around it, the word in bold
+    (cut to about `context` characters either side)."""
+    lines = []
+    for n in result.layers[layer]:
+        before = n.before if len(n.before) <= context else "…" + n.before[-context:].split(" ", 1)[-1]
+        after = n.after if len(n.after) <= context else n.after[:context].rsplit(" ", 1)[0] + "…"
+        lines.append(f"`{n.similarity:.2f}` {_md(before)}**{_md(n.text)}**{_md(after)}")
+    return lines
