@@ -3,27 +3,37 @@ gradients), and attention rollout and flow beside the raw attention. Logic in be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
 from bertlab.catalog import find_run_checkpoints, is_finetuned
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes
+from bertlab.finetune.answers import CLASSIFIERS, answer_file
 from bertlab.finetune.predict import load_finetuned
+from bertlab.finetune.tasks import get_task
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
 from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
 from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
 from bertlab.interpret.views import (
+    answer_label,
+    answer_rows,
     attribution_figure,
     baseline_reading,
     capped_maps_note,
+    confusion_figure,
     flow_figure,
     raw_and_rollout_figures,
     shaded_tokens_html,
 )
+from bertlab.jobs.spec import check_path_allowed, default_task_data
 from bertlab.model_card import pretrained_length
+from bertlab.runfolder import REPO_ROOT
 from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common.admin import current_access
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -35,6 +45,23 @@ MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned m
 @st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
 def _finetuned(path: str, code: int):  # code: see code_version
     return load_finetuned(path, device="cpu")
+
+
+@st.cache_data(show_spinner="Answering every example of the file…", max_entries=4)
+def _answers(model_path: str, file: str, stamp: float, code: int):  # stamp: the file's mtime
+    return answer_file(_finetuned(model_path, code), file)
+
+
+def _dev_file(model) -> str:
+    """The dev file it was scored on in training, where that is a file here; else its task's dev set."""
+    dev = str(model.card.get("dev_data") or "")
+    if dev and Path(dev).is_file():
+        return dev
+    return str(Path(default_task_data(model.task)) / get_task(model.task).dev_file)
+
+
+TYPED, FROM_FILE = "Type a text", "Pick one from a labelled file"
+PICKS = {"mistakes": "mistakes, surest first", "unsure": "least sure first", "all": "all, in file order"}
 
 
 controls, explain = st.columns([3, 2], gap="large")
@@ -86,16 +113,78 @@ with controls:
             show_error(exc)
             st.stop()
         model_name = f"{path} ({model.task})"
-        text = st.text_input(
-            "Text (the question, for question answering)",
-            "a gripping, funny film",
-            key="why_ft",
-            max_chars=MAX_TEXT_CHARS,
-        )
-        if model.task_shape in ("pair", "regression", "qa"):
-            text_b = st.text_input(
-                "Second text (the context, for question answering)", key="why_ft_b", max_chars=MAX_TEXT_CHARS
+        source = TYPED
+        if model.task_shape in CLASSIFIERS:
+            source = st.radio("The example", [TYPED, FROM_FILE], horizontal=True, key="why_ft_source")
+        if source == FROM_FILE:
+            labelled = st.text_input(
+                "Labelled file (the task's format; its dev set to start)",
+                _dev_file(model),
+                key="why_ft_file",
+                help="Every example is answered once (cached); a shared app reads only files under its data folders.",
             )
+        else:
+            text = st.text_input(
+                "Text (the question, for question answering)",
+                "a gripping, funny film",
+                key="why_ft",
+                max_chars=MAX_TEXT_CHARS,
+            )
+            if model.task_shape in ("pair", "regression", "qa"):
+                text_b = st.text_input(
+                    "Second text (the context, for question answering)", key="why_ft_b", max_chars=MAX_TEXT_CHARS
+                )
+
+if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data table), then explain one
+    try:
+        if current_access().shared:
+            check_path_allowed(labelled.strip(), cwd=REPO_ROOT)
+        file = Path(labelled.strip()).expanduser()
+        answers = _answers(path, str(file), file.stat().st_mtime if file.is_file() else 0.0, code_version())
+    except BertLabError as exc:
+        show_error(exc)
+        st.stop()
+    st.subheader(f"Its answers to {file.name} ({len(answers.answers):,} examples)")
+    top, floor = answers.majority()
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Accuracy", f"{answers.accuracy:.1%}", border=True)
+    m2.metric(
+        f"Always answering {top}", f"{floor:.1%}", border=True, help="The commonest gold label: the floor to beat."
+    )
+    m3.metric("Mistakes", f"{answers.mistakes:,}", border=True)
+    left, right = st.columns([2, 3], gap="large")
+    with left:
+        show_figure(confusion_figure(answers, "Gold label against its answer"), "confusion", key="why_confusion")
+        if description := get_task(model.task).description:
+            st.caption(description)
+    with right:
+        which = st.radio(
+            "Show",
+            list(PICKS),
+            format_func=PICKS.__getitem__,
+            horizontal=True,
+            key="why_pick",
+        )
+        f1, f2 = st.columns(2)
+        gold = f1.selectbox("Gold label", ["", *answers.labels], format_func=lambda x: x or "any", key="why_gold")
+        search = f2.text_input("Text holds", "", key="why_search", max_chars=100)
+        rows = answers.pick(which, gold=gold, search=search)
+        if not rows:
+            st.info("No example matches.", icon=":material/filter_alt_off:")
+            st.stop()
+        st.dataframe(
+            pd.DataFrame(answer_rows(rows[:500])),
+            hide_index=True,
+            height=min(300, 38 + 35 * len(rows)),
+            width="stretch",
+        )
+        if len(rows) > 500:
+            st.caption(f"The first 500 of {len(rows):,}.")
+        chosen = st.selectbox("Explain this one", rows[:500], format_func=answer_label, key="why_example")
+    text, text_b = chosen.text_a, chosen.text_b
+    if chosen.truncated:
+        st.caption("This example is longer than the model reads: its end was cut, as in training.")
+
 
 if not text.strip() or (text_b is not None and not text_b.strip()):
     st.warning("Type the sentence(s) to explain.", icon=":material/edit_note:")

@@ -198,3 +198,25 @@ def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+@pytest.fixture(scope="session")
+def sst2_run(tmp_path_factory, tiny_checkpoint):
+    """A real fine-tuned SST-2 run (two steps on eight sentences) from the tiny checkpoint, scored on its dev.tsv."""
+    finetune = pytest.importorskip("bertlab.finetune")
+    from bertlab.training import TrainConfig
+
+    d = tmp_path_factory.mktemp("sst2")
+    rows = ["the cat sat on the mat\t1", "the dog ran to the park\t0", "a big red bird sang\t1", "the lazy fox\t0"] * 2
+    for name in ("train.tsv", "dev.tsv"):
+        (d / name).write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    cfg = finetune.FinetuneConfig(
+        task="sst2",
+        data=str(d),
+        model=str(tiny_checkpoint),
+        max_seq_length=32,
+        train=TrainConfig(max_steps=2, batch_size=4, eval_every=0, save_every=0, log_every=1),
+    )
+    run = d / "finetune-sst2-run"
+    assert finetune.run_finetuning(cfg, run, progress_bar=False).state == "finished"
+    return run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,8 +38,17 @@ CONTENT = {
 }
 # (url path, heading, content selector) of every registered page
 PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
-ABLATIONS, FILL, ATTENTION, WATCH, TRAIN, LAYERS = (
-    page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn", "Train", "What each layer knows")
+ABLATIONS, FILL, ATTENTION, WATCH, TRAIN, LAYERS, WHY = (
+    page_titled(t)
+    for t in (
+        "Ablations",
+        "Fill-mask",
+        "Attention",
+        "Watch it learn",
+        "Train",
+        "What each layer knows",
+        "Why it answered",
+    )
 )
 
 
@@ -105,14 +115,20 @@ def browser_model(tiny_checkpoint) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(browser_model, tmp_path_factory, tokenizer):
+def runs(tmp_path_factory, tokenizer) -> Path:
+    """The app's runs folder: no real runs in the picker; one tiny run that kept snapshots."""
+    folder = tmp_path_factory.mktemp("runs")
+    make_run(folder, tokenizer)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(browser_model, tmp_path_factory, runs):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     port = _free_port()
     env = dict(os.environ)
-    runs = tmp_path_factory.mktemp("runs")  # no real runs in the picker; one tiny run that kept snapshots
-    make_run(runs, tokenizer)
     env.update(
         BERTLAB_MODEL=str(browser_model),
         BERTLAB_RUNS=str(runs),
@@ -327,6 +343,24 @@ def test_nearest_words_in_a_corpus(server, page, shots):
     _check_clean(page, "What each layer knows (nearest)")
     assert page.get_by_text("1,000 sentences").count() >= 1
     _screenshot(page, shots / "What_each_layer_knows-nearest.png")
+
+
+def test_why_it_answered_browses_a_dev_set(server, page, shots, runs, sst2_run):
+    """Why it answered, a fine-tuned classifier's answers to its dev file: the confusion matrix, the
+    table of its mistakes and the one picked, explained below."""
+    if not (runs / sst2_run.name).exists():
+        shutil.copytree(sst2_run, runs / sst2_run.name)
+    page.goto(f"{server}/{WHY.url_path}", timeout=60_000)
+    _wait_idle(page)
+    page.get_by_text("A fine-tuned model's answer", exact=True).click()
+    _wait_idle(page)
+    page.get_by_text("Pick one from a labelled file", exact=True).click()
+    _wait_idle(page)
+    page.get_by_text("Its answers to dev.tsv").first.wait_for(timeout=60_000)
+    page.get_by_text("Integrated gradients", exact=True).first.wait_for(timeout=60_000)
+    _wait_idle(page)
+    _check_clean(page, "Why it answered (dev set)")
+    _screenshot(page, shots / "Why_it_answered-dev-set.png")
 
 
 def test_fill_mask_click_a_word(server, page, shots):

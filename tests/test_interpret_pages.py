@@ -72,6 +72,40 @@ def test_why_it_answered(model):
     assert "No fine-tuned model" in text(at)
 
 
+def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2_run, tmp_path):
+    """A fine-tuned classifier's answers to its dev file (as LIT's data table): accuracy against the
+    commonest label, the confusion matrix, its mistakes surest first, filters; the example picked is the
+    one explained. A missing file is a plain message."""
+    from bertlab.finetune.answers import answer_file
+    from bertlab.finetune.predict import load_finetuned
+
+    shutil.copytree(sst2_run, tmp_path / "runs" / sst2_run.name)
+    at = open_page(WHY)
+    at.radio(key="why_kind").set_value("A fine-tuned model's answer").run()
+    at.radio(key="why_ft_source").set_value("Pick one from a labelled file").run()
+    assert_clean(at)
+    dev = at.text_input(key="why_ft_file").value
+    assert dev == str(sst2_run.parent / "dev.tsv")  # the file it was scored on in training
+    want = answer_file(load_finetuned(tmp_path / "runs" / sst2_run.name / "model", device="cpu"), dev)
+    assert "Its answers to dev.tsv (8 examples)" in [s.value for s in at.subheader]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Accuracy"] == f"{want.accuracy:.1%}" and metrics["Always answering 0"] == "50.0%"
+    assert metrics["Mistakes"] == str(want.mistakes)
+    assert "why_confusion" in [c.key for c in at.get("plotly_chart")]
+    at.radio(key="why_pick").set_value("all").run()
+    at.selectbox(key="why_gold").set_value("1").run()
+    at.text_input(key="why_search").set_value("bird").run()
+    assert_clean(at)
+    picked = at.selectbox(key="why_example")
+    assert len(picked.options) == 2 and all("bird" in o for o in picked.options)
+    assert any(s.value.startswith("Why ") for s in at.subheader)  # the picked example is explained
+    assert "bird" in " ".join(str(h.value) for h in at.markdown if "<span" in str(h.value))
+    at.text_input(key="why_search").set_value("zebra").run()
+    assert "No example matches." in text(at)
+    at.text_input(key="why_ft_file").set_value(str(tmp_path / "missing.tsv")).run()
+    assert not at.exception and "no such file" in " ".join(w.value for w in at.warning)
+
+
 def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)

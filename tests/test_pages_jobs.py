@@ -352,32 +352,9 @@ def test_failed_run_shows_its_error(app_env):
     assert at.button(key="cancel-failed-run").disabled
 
 
-@pytest.fixture(scope="module")
-def finetuned_run(tmp_path_factory, tiny_checkpoint):
-    """A real fine-tuned SST-2 run (two steps on eight sentences) from the tiny checkpoint."""
-    finetune = pytest.importorskip("bertlab.finetune")
-    from bertlab.training import TrainConfig
-
-    d = tmp_path_factory.mktemp("sst2")
-    rows = ["the cat sat on the mat\t1", "the dog ran to the park\t0", "a big red bird sang\t1", "the lazy fox\t0"] * 2
-    for name in ("train.tsv", "dev.tsv"):
-        (d / name).write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
-    cfg = finetune.FinetuneConfig(
-        task="sst2",
-        data=str(d),
-        model=str(tiny_checkpoint),
-        max_seq_length=32,
-        train=TrainConfig(max_steps=2, batch_size=4, eval_every=0, save_every=0, log_every=1),
-    )
-    run = d / "finetune-sst2-run"
-    result = finetune.run_finetuning(cfg, run, progress_bar=False)
-    assert result.state == "finished"
-    return run
-
-
-def test_try_it_on_a_finetuned_run(app_env, finetuned_run):
+def test_try_it_on_a_sst2_run(app_env, sst2_run):
     run = app_env / "finetune-sst2-run"
-    shutil.copytree(finetuned_run, run)
+    shutil.copytree(sst2_run, run)
     (run / "job.json").write_text(
         json.dumps(
             {
@@ -485,11 +462,11 @@ def test_the_runs_table_shows_no_none_and_sizes_every_column(app_env):
     assert widths["ETA"] >= 7 * len("12 h 05 min")  # the queued run's ETA, when it runs, fits too
 
 
-def test_a_finetuned_run_cancelled_before_its_first_evaluation_draws_its_train_accuracy(app_env, finetuned_run):
+def test_a_sst2_run_cancelled_before_its_first_evaluation_draws_its_train_accuracy(app_env, sst2_run):
     """User review: a fine-tuned SST-2 run cancelled before it was evaluated showed an 'Accuracy' title
     over a blank plot, though each of its train lines had its accuracy."""
     run = app_env / "finetune-sst2-cancelled"
-    shutil.copytree(finetuned_run, run)
+    shutil.copytree(sst2_run, run)
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train = [m for m in lines if m["split"] == "train"]  # the real trainer's lines, without the final eval
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in train))

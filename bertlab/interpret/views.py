@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 
 from bertlab.attention_figures import CAP_PERCENTILE, attention_heatmap, heatmap_cap
 from bertlab.figures import style_figure
+from bertlab.finetune.answers import ExampleAnswer, FileAnswers
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
@@ -504,3 +505,56 @@ def neighbour_lines(result: NeighbourResult, layer: int, context: int = 70) -> l
         after = n.after if len(n.after) <= context else n.after[:context].rsplit(" ", 1)[0] + "…"
         lines.append(f"`{n.similarity:.2f}` {_md(before)}**{_md(n.text)}**{_md(after)}")
     return lines
+
+
+# --- a fine-tuned classifier's answers to a labelled file -------------------------------------
+def confusion_figure(answers: FileAnswers, title: str = "") -> go.Figure:
+    """Gold label (rows) against the model's answer (columns): counts, and each row's share."""
+    counts = np.array(answers.confusion(), dtype=float)
+    share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    labels = [str(label) for label in answers.labels]
+    text = [
+        [f"{int(c):,}<br>{s:.0%}" for c, s in zip(row_c, row_s, strict=True)]
+        for row_c, row_s in zip(counts, share, strict=True)
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=share,
+            x=labels,
+            y=labels,
+            text=text,
+            texttemplate="%{text}",
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            showscale=False,
+            hovertemplate="gold %{y}, answered %{x}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title="the model's answer", side="top", type="category")
+    fig.update_yaxes(title="gold label", autorange="reversed", type="category")
+    fig = style_figure(fig, title, height=140 + 60 * len(labels))
+    # the answer axis sits on top, where a title would cover it: the title goes above, with room
+    return fig.update_layout(margin=dict(t=110 if title else 70))
+
+
+def answer_label(a: ExampleAnswer, limit: int = 90) -> str:
+    """How an example is offered in a picker: number, gold → answer (sureness), the start of its text."""
+    mark = "✓" if a.correct else "✗"
+    text = a.text_a + (f" ‖ {a.text_b}" if a.text_b else "")
+    return f"#{a.index + 1} {mark} gold {a.gold} → {a.predicted} ({a.confidence:.0%}) · {_shortened(text, limit)}"
+
+
+def answer_rows(rows: Sequence[ExampleAnswer]) -> list[dict]:
+    """The picked answers as table rows."""
+    return [
+        {
+            "#": a.index + 1,
+            "gold": a.gold,
+            "answer": a.predicted,
+            "sure": f"{a.confidence:.0%}",
+            "right?": "✓" if a.correct else "✗",
+            "text": a.text_a + (f" ‖ {a.text_b}" if a.text_b else ""),
+        }
+        for a in rows
+    ]
