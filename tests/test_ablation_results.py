@@ -196,6 +196,8 @@ def test_a_reading_without_a_short_paragraph_opens_with_its_first():
     reading = results.split_reading("**In one line:** a.\n\n| t |\n|---|\n\n**Why:** b.\n\n**How:** c.")
     assert reading == results.Reading("**In one line:** a.", "**Why:** b.", "| t |\n|---|\n\n**How:** c.")
     assert results.split_reading("") == results.Reading("", "", "")
+    side = results.split_reading("**In one line:** a.\n\n**Budget:** b.\n\n**What it shows:** c.\n\n**Why:** d.")
+    assert side == results.Reading("**In one line:** a.\n\n**What it shows:** c.", "**Why:** d.", "**Budget:** b.")
 
 
 def _table_cells(line: str) -> list[str]:

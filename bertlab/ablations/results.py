@@ -434,7 +434,7 @@ FINDINGS = ("Where we agree", "Where we do not", "Why")  # the leads of a readin
 @dataclass(frozen=True)
 class Reading:
     """A reading in the three parts the page shows: `short`, what the table teaches in one paragraph (its
-    "**In short:**" paragraph, else its first); `findings`, where it agrees with the paper, where not and why;
+    "**In short:**" paragraph, else its first and a side set's "**What it shows:**"); `findings`, where it agrees with the paper, where not and why;
     `method`, the rest (budget, commands, tables, side studies), in the order written."""
 
     short: str
@@ -449,10 +449,12 @@ def split_reading(note: str) -> Reading:
     def lead(paragraph: str) -> str:  # "**Where we agree with the paper** (6 of 12): ..." -> "Where we agree ..."
         return paragraph[2:].split("**")[0].split(":")[0].strip() if paragraph.startswith("**") else ""
 
-    short = next((i for i, p in enumerate(paragraphs) if lead(p) == "In short"), 0)
-    rest = [p for i, p in enumerate(paragraphs) if i != short]
+    # its "In short" paragraph; a reading written before those: its first, and what a side set shows
+    found = [i for i, p in enumerate(paragraphs) if lead(p) == "In short"]
+    shown = found[:1] or [0, *(i for i, p in enumerate(paragraphs) if i and lead(p) == "What it shows")]
+    rest = [p for i, p in enumerate(paragraphs) if i not in shown]
     return Reading(
-        short=paragraphs[short] if paragraphs else "",
+        short="\n\n".join(paragraphs[i] for i in shown) if paragraphs else "",
         findings="\n\n".join(p for p in rest if lead(p).startswith(FINDINGS)),
         method="\n\n".join(p for p in rest if not lead(p).startswith(FINDINGS)),
     )
