@@ -1,6 +1,7 @@
 """What each layer knows: one word in several sentences layer by layer (Ethayarajh 2019), a word's
-nearest words in a corpus at every layer (as exBERT searches one), and linear probes per layer
-(Tenney et al. 2019) read from results saved beside the model."""
+nearest words in a corpus at every layer (as exBERT searches one), the feed-forward neurons as a
+few factors (as ecco's), and linear probes per layer (Tenney et al. 2019) read from results saved
+beside the model."""
 
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ from bertlab.interpret.neighbours import (
     sentence_words,
     sentences_that_fit,
 )
+from bertlab.interpret.neurons import MAX_FACTORS, ffn_activations, neuron_factors
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import (
+    factor_label,
+    factor_neurons_text,
+    factors_figure,
     layer0_note,
     neighbour_lines,
     neighbours_figure,
@@ -36,6 +41,7 @@ from bertlab.interpret.views import (
     probe_figure,
     probe_summary,
     sense_note,
+    shaded_tokens_html,
     similarity_figure,
 )
 from bertlab.jobs.spec import JobSpec, default_task_data
@@ -46,7 +52,9 @@ PAGE = setup_page(__file__)
 st.title(PAGE.heading)
 lm = require_model()
 
-contextual_tab, nearest_tab, probe_tab = st.tabs(["Contextual vs static", "Nearest in a corpus", "Probing classifiers"])
+contextual_tab, nearest_tab, neurons_tab, probe_tab = st.tabs(
+    ["Contextual vs static", "Nearest in a corpus", "Feed-forward neurons", "Probing classifiers"]
+)
 
 with contextual_tab:
     controls, explain = st.columns([3, 2], gap="large")
@@ -203,6 +211,65 @@ with nearest_tab:
             )
             st.markdown(neighbours_reading(result, layer))
             st.markdown("\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))))
+
+NEURONS_EXAMPLE = (
+    "The cat sat on the mat because it was warm. Then it fell asleep in the sun, and the dog barked at 3 o'clock."
+)
+
+with neurons_tab:
+    controls, explain = st.columns([3, 2], gap="large")
+    with explain:
+        concept(
+            "Each layer's feed-forward block has its own neurons (4 × the hidden width: "
+            f"{4 * lm.model.config.hidden_size:,} a layer here), and each fires more or less at every token. "
+            "Too many to read one by one, so the page splits their activations into a few **factors** "
+            "(non-negative matrix factorisation, as ecco does): groups of neurons that fire together, and the "
+            "tokens they fire on. A factor that lights up every noun, or every punctuation mark, or the words "
+            "of a time expression, shows what the neurons keep apart. The **fit** says how much of the "
+            "activations the factors reproduce; more factors fit more and split the groups finer."
+        )
+    with controls:
+        ffn_text = st.text_area("Text", NEURONS_EXAMPLE, height=90, key="ffn_text", max_chars=MAX_TEXT_CHARS)
+        c1, c2 = st.columns(2)
+        k = c1.slider("Factors", 2, MAX_FACTORS, 6, key="ffn_k")
+        n_layers = lm.model.config.num_layers
+        layers = c2.multiselect("Layers", list(range(1, n_layers + 1)), list(range(1, n_layers + 1)), key="ffn_layers")
+        special = st.toggle(
+            "Keep [CLS] and [SEP]",
+            False,
+            key="ffn_special",
+            help="They fire far more than the words and can take whole factors to themselves.",
+        )
+    if not ffn_text.strip():
+        st.warning("Type a text to see its neurons.", icon=":material/edit_note:")
+    elif not layers:
+        st.warning("Pick at least one layer.", icon=":material/edit_note:")
+    else:
+        try:
+            factors = neuron_factors(ffn_activations(lm, ffn_text), k=k, layers=layers, special=special)
+        except BertLabError as exc:
+            show_error(exc)
+        else:
+            show_figure(
+                factors_figure(
+                    factors,
+                    f"{k} factors of the feed-forward neurons of layer{'s' if len(factors.layers) > 1 else ''} "
+                    + ", ".join(map(str, factors.layers)),
+                ),
+                "neuron-factors",
+                key="ffn_fig",
+            )
+            st.caption(
+                f"The {k} factors reproduce {factors.fit:.0%} of the activations of "
+                f"{len(factors.layers) * 4 * lm.model.config.hidden_size:,} neurons at {len(factors.tokens)} tokens "
+                "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak."
+            )
+            for f in range(k):
+                st.markdown(
+                    f"**{factor_label(factors, f)}** · neurons {factor_neurons_text(factors, f)}\n\n"
+                    + shaded_tokens_html(factors.tokens, factors.strength[f].tolist()),
+                    unsafe_allow_html=True,
+                )
 
 with probe_tab:
     controls, explain = st.columns([3, 2], gap="large")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -329,38 +328,6 @@ def test_attention_tabs(server, page, shots):
         _wait_idle(page)
 
     visit("bertviz", "bertviz", show_bertviz)  # offline the view may stay blank, but nothing breaks
-
-
-def test_nearest_words_in_a_corpus(server, page, shots):
-    """What each layer knows, "Nearest in a corpus": the default sentence's word against the Wikipedia
-    sample, read once with a progress bar, then the figure, the reading and the neighbours in context."""
-    page.goto(f"{server}/{LAYERS.url_path}", timeout=60_000)
-    _wait_idle(page)
-    page.get_by_role("tab", name="Nearest in a corpus").click()
-    _wait_idle(page)
-    page.get_by_text("MB of vectors").first.wait_for(timeout=120_000)  # the index: ~10 s on 2 cores
-    _wait_idle(page)
-    _check_clean(page, "What each layer knows (nearest)")
-    assert page.get_by_text("1,000 sentences").count() >= 1
-    _screenshot(page, shots / "What_each_layer_knows-nearest.png")
-
-
-def test_why_it_answered_browses_a_dev_set(server, page, shots, runs, sst2_run):
-    """Why it answered, a fine-tuned classifier's answers to its dev file: the confusion matrix, the
-    table of its mistakes and the one picked, explained below."""
-    if not (runs / sst2_run.name).exists():
-        shutil.copytree(sst2_run, runs / sst2_run.name)
-    page.goto(f"{server}/{WHY.url_path}", timeout=60_000)
-    _wait_idle(page)
-    page.get_by_text("A fine-tuned model's answer", exact=True).click()
-    _wait_idle(page)
-    page.get_by_text("Pick one from a labelled file", exact=True).click()
-    _wait_idle(page)
-    page.get_by_text("Its answers to dev.tsv").first.wait_for(timeout=60_000)
-    page.get_by_text("Integrated gradients", exact=True).first.wait_for(timeout=60_000)
-    _wait_idle(page)
-    _check_clean(page, "Why it answered (dev set)")
-    _screenshot(page, shots / "Why_it_answered-dev-set.png")
 
 
 def test_fill_mask_click_a_word(server, page, shots):

@@ -109,7 +109,7 @@ def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2
 def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 3  # PCA, similarity and nearest words; no probe results yet
+    assert len(at.get("plotly_chart")) == 4  # PCA, similarity, nearest words, neuron factors; no probe results yet
     assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)
     at.text_input(key="ctx_word").set_value("zebra").run()
     assert "does not contain" in " ".join(w.value for w in at.warning)
@@ -117,7 +117,7 @@ def test_what_each_layer_knows(model):
     write_result(model, "probe", "upos", result.to_dict())
     at = open_page(LAYERS)
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 5
     assert "Centre of gravity 1.00" in text(at)
 
 
@@ -167,6 +167,27 @@ def test_nearest_words_in_a_corpus(model):
     assert len(lines.splitlines()) == 4 and "**cat**" in lines
     at.text_input(key="nn_sentence").set_value("   ").run()
     assert not at.exception and "Type a sentence, then pick one of its words." in text(at)
+
+
+def test_feed_forward_neurons_as_factors(model):
+    """The neurons tab: the factors figure, one shaded row a factor named by its strongest tokens, the
+    fit; fewer layers and more factors follow the controls; no layer or no text is a plain message."""
+    at = open_page(LAYERS)
+    assert_clean(at)
+    assert "ffn_fig" in [c.key for c in at.get("plotly_chart")]
+    rows = [m.value for m in at.markdown if m.value.startswith("**factor ")]
+    assert len(rows) == 6 and all("<span" in r and "neurons L" in r for r in rows)
+    assert "The 6 factors reproduce " in text(at) and "[CLS]" not in " ".join(rows)
+    at.multiselect(key="ffn_layers").set_value([2]).run()
+    at.slider(key="ffn_k").set_value(3).run()
+    at.toggle(key="ffn_special").set_value(True).run()
+    assert_clean(at)
+    rows = [m.value for m in at.markdown if m.value.startswith("**factor ")]
+    assert len(rows) == 3 and all("neurons L2 #" in r for r in rows) and "[CLS]" in " ".join(rows)
+    at.multiselect(key="ffn_layers").set_value([]).run()
+    assert "Pick at least one layer." in text(at)
+    at.text_area(key="ffn_text").set_value("  ").run()
+    assert not at.exception and "Type a text to see its neurons." in text(at)
 
 
 def test_which_heads_matter(model):

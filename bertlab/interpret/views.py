@@ -24,6 +24,7 @@ from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
 from bertlab.interpret.neighbours import NeighbourResult, same_word_ceiling
+from bertlab.interpret.neurons import NeuronFactors
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.rollout import AttentionMaps
 
@@ -558,3 +559,36 @@ def answer_rows(rows: Sequence[ExampleAnswer]) -> list[dict]:
         }
         for a in rows
     ]
+
+
+# --- feed-forward neuron factors ------------------------------------------------------------
+def factor_label(nf: NeuronFactors, factor: int) -> str:
+    """'factor 2: the, was, and': a factor named by the tokens where it is strongest."""
+    return f"factor {factor + 1}: {', '.join(nf.strongest(factor, 3))}"
+
+
+def factors_figure(nf: NeuronFactors, title: str = "") -> go.Figure:
+    """Every factor (rows, strongest factor first) at every token (columns, in reading order)."""
+    columns = [t + "\u200b" * i for i, t in enumerate(nf.tokens)]  # invisible marks keep a repeated token apart
+    rows = [factor_label(nf, f) for f in range(nf.strength.shape[0])]
+    fig = go.Figure(
+        go.Heatmap(
+            z=nf.strength.numpy(),
+            x=columns,
+            y=rows,
+            colorscale="Greens",
+            zmin=0,
+            zmax=1,
+            colorbar=dict(title=dict(text="share of its peak", side="right"), thickness=12),
+            hovertemplate="%{y}<br>token %{x}: %{z:.0%}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(tickangle=-60, type="category", tickfont=dict(size=11))
+    fig.update_yaxes(autorange="reversed", type="category")
+    return style_figure(fig, title, height=160 + 34 * len(rows))
+
+
+def factor_neurons_text(nf: NeuronFactors, factor: int) -> str:
+    """The neurons that load most on a factor: 'L1 #768 16%, L1 #572 11%, …' (layer counted from 1)."""
+    listed = ", ".join(f"L{layer} #{neuron} {share:.0%}" for layer, neuron, share in nf.neurons[factor])
+    return listed or "spread thin (no neuron carries 1% of it)"

@@ -1,0 +1,159 @@
+"""The feed-forward neurons: what fires where, summed up as a few factors (as ecco's neuron factors).
+
+Owns `ffn_activations` (every layer's feed-forward activations on a text: the GELU output of each
+layer's intermediate dense layer, 4H neurons a layer) and `neuron_factors` with its result
+`NeuronFactors`: a non-negative matrix factorisation (Lee & Seung 2001, multiplicative updates on
+the Frobenius loss) of the tokens x neurons activations of the layers picked into k factors. Each
+factor is a group of neurons that fire together and the tokens they fire on; on a trained model
+they tend to pick out positions, punctuation, the start of the text, or words of one kind.
+
+GELU can be slightly negative (down to -0.17); those values are set to 0 before factorising, as
+ecco does (NMF needs a non-negative matrix). [CLS] and [SEP] fire far more than the words and can
+fill every factor, so they are left out unless asked for.
+
+Imports torch, bertlab.errors and bertlab.interpret.targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from bertlab.errors import InputError
+from bertlab.interpret.targets import as_subject
+
+MAX_FACTORS = 12
+ITERATIONS = 300
+SPECIAL = ("[CLS]", "[SEP]")
+
+
+@dataclass(frozen=True)
+class Activations:
+    """A text's feed-forward activations: `values[l]` is (T, F) for layer l+1 (layers counted from 1)."""
+
+    tokens: tuple[str, ...]
+    values: torch.Tensor  # (L, T, F) float32
+
+    @property
+    def num_layers(self) -> int:
+        return self.values.shape[0]
+
+
+@dataclass(frozen=True)
+class NeuronFactors:
+    """k factors of the activations of `layers` (counted from 1) over `tokens` (the ones factorised).
+
+    `strength[f, t]` is factor f at token t, each factor scaled to its largest (0..1); `neurons[f]`
+    the (up to five) neurons that load most on it as (layer, neuron, share of the factor's loading,
+    at least 1%); `fit` the
+    share of the activations the k factors reproduce (1 - |V - WH| / |V|, Frobenius)."""
+
+    tokens: tuple[str, ...]
+    positions: tuple[int, ...]  # of `tokens` in the whole input
+    layers: tuple[int, ...]
+    strength: torch.Tensor  # (k, T)
+    neurons: tuple[tuple[tuple[int, int, float], ...], ...]
+    fit: float
+
+    def strongest(self, factor: int, top: int = 3, floor: float = 0.1) -> list[str]:
+        """The tokens where a factor is strongest, strongest first (each once; none under `floor` of its peak)."""
+        order = torch.argsort(self.strength[factor], descending=True).tolist()
+        seen: list[str] = []
+        for t in order:
+            if self.strength[factor, t] < floor:
+                break
+            if self.tokens[t] not in seen:
+                seen.append(self.tokens[t])
+            if len(seen) == top:
+                break
+        return seen
+
+
+@torch.inference_mode()
+def ffn_activations(model, text: str, text_b: str | None = None) -> Activations:
+    """Every layer's feed-forward activations on `text` (and `text_b`), as the model reads them."""
+    subject = as_subject(model, gradients=False)
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("type a text")
+    enc = subject.tokenizer.encode(text, text_b, max_length=subject.max_length)
+    ids = torch.tensor([enc.ids], device=subject.device)
+    types = torch.tensor([enc.type_ids], device=subject.device)
+    layers = subject.module.bert.encoder.layer
+    caught: list[torch.Tensor] = [torch.empty(0)] * len(layers)
+
+    def keep(i: int):
+        def hook(_module, _inputs, output):
+            caught[i] = output[0].float().cpu()
+
+        return hook
+
+    handles = [layer.intermediate.register_forward_hook(keep(i)) for i, layer in enumerate(layers)]
+    try:
+        subject.module.bert(input_ids=ids, token_type_ids=types, attention_mask=torch.ones_like(ids))
+    finally:
+        for h in handles:
+            h.remove()
+    return Activations(tuple(enc.tokens), torch.stack(caught))
+
+
+def _nmf(v: torch.Tensor, k: int, seed: int, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """W (n, k), H (k, m) >= 0 with V ~ WH (multiplicative updates, Frobenius loss), from a seeded start."""
+    g = torch.Generator().manual_seed(seed)
+    scale = (v.mean() / k).sqrt().clamp_min(1e-6)
+    w = torch.rand(v.shape[0], k, generator=g, dtype=v.dtype) * scale
+    h = torch.rand(k, v.shape[1], generator=g, dtype=v.dtype) * scale
+    eps = 1e-10
+    for _ in range(iterations):
+        h *= (w.T @ v) / (w.T @ w @ h + eps)
+        w *= (v @ h.T) / (w @ (h @ h.T) + eps)
+    return w, h
+
+
+def neuron_factors(
+    acts: Activations,
+    k: int = 6,
+    layers: Sequence[int] | None = None,
+    special: bool = False,
+    seed: int = 0,
+    iterations: int = ITERATIONS,
+) -> NeuronFactors:
+    """Factorise the activations of `layers` (counted from 1; default all) into `k` factors.
+
+    `special` keeps [CLS] and [SEP] in. InputError: k out of 1..MAX_FACTORS, a layer the model lacks,
+    fewer tokens than factors, or activations that are all zero."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_FACTORS:
+        raise InputError(f"the number of factors must be a whole number from 1 to {MAX_FACTORS}, got {k!r}")
+    picked = tuple(range(1, acts.num_layers + 1)) if layers is None else tuple(sorted(set(layers)))
+    if not picked or any(not (isinstance(x, int) and 1 <= x <= acts.num_layers) for x in picked):
+        raise InputError(f"layers are counted from 1 to {acts.num_layers}; got {list(layers or [])}")
+    positions = tuple(t for t, tok in enumerate(acts.tokens) if special or tok not in SPECIAL)
+    if len(positions) < k:
+        raise InputError(f"{len(positions)} tokens to factorise into {k} factors: use fewer factors or a longer text")
+    v = torch.cat([acts.values[layer - 1][list(positions)] for layer in picked], 1).clamp_min(0).double()
+    total = v.norm()
+    if total == 0:
+        raise InputError("every activation is zero here: nothing to factorise")
+    w, h = _nmf(v, k, seed, iterations)
+    fit = float(1 - (v - w @ h).norm() / total)
+    # order the factors by how much of the activation they carry, largest first
+    weight = (w.sum(0) * h.sum(1)).argsort(descending=True)
+    w, h = w[:, weight], h[weight]
+    strength = (w / w.max(0).values.clamp_min(1e-12)).T.float()  # (k, T), each factor's peak = 1
+    width = acts.values.shape[2]
+    neurons = []
+    for f in range(k):
+        share = h[f] / h[f].sum().clamp_min(1e-12)
+        top = [
+            i for i in torch.argsort(share, descending=True)[:5].tolist() if share[i] >= 0.01
+        ]  # none that barely load
+        neurons.append(tuple((picked[i // width], i % width, float(share[i])) for i in top))
+    return NeuronFactors(
+        tokens=tuple(acts.tokens[t] for t in positions),
+        positions=positions,
+        layers=picked,
+        strength=strength,
+        neurons=tuple(neurons),
+        fit=fit,
+    )
