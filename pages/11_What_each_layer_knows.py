@@ -52,14 +52,26 @@ PAGE = setup_page(__file__)
 st.title(PAGE.heading)
 lm = require_model()
 
+
+def _explained(text: str):
+    """The controls' column, with `text` explaining the tab beside it."""
+    controls, explain = st.columns([3, 2], gap="large")
+    with explain:
+        concept(text)
+    return controls
+
+
+# Only the open tab is computed (on_change="rerun" + .open): reading the corpus for nearest words
+# (~15 s on a first visit) waits until that tab is opened.
 contextual_tab, nearest_tab, neurons_tab, probe_tab = st.tabs(
-    ["Contextual vs static", "Nearest in a corpus", "Feed-forward neurons", "Probing classifiers"]
+    ["Contextual vs static", "Nearest in a corpus", "Feed-forward neurons", "Probing classifiers"],
+    key="layers_tab",
+    on_change="rerun",
 )
 
 with contextual_tab:
-    controls, explain = st.columns([3, 2], gap="large")
-    with explain:
-        concept(
+    if contextual_tab.open:  # only the open tab is computed
+        controls = _explained(
             "A static embedding gives **bank** one vector; BERT gives it a new vector in every sentence. "
             "**Self-similarity** (Ethayarajh 2019) is the mean cosine between the word's vectors in different "
             "sentences: 1 means the layer ignores the context. Every layer's vectors also share a common "
@@ -68,34 +80,36 @@ with contextual_tab:
             "(`river: …`) to compare the same sense with the other one; a sentence without one stays out of "
             "that comparison."
         )
-    with controls:
-        word = st.text_input("Word", "bank", key="ctx_word", max_chars=MAX_TEXT_CHARS)
-        lines = st.text_area(
-            f"Sentences that use it, one a line (at most {MAX_SENTENCES}); 'sense: sentence' to name its sense",
-            "\n".join(BANK_EXAMPLE),
-            height=180,
-            key="ctx_lines",
-            help=f"Each sentence is one forward pass and every pair is compared, so at most {MAX_SENTENCES} at once.",
-            max_chars=MAX_TEXT_CHARS,
-        )
-    sentences, senses = parse_sense_lines(lines.splitlines())
-    try:
-        result = contextual_word(lm, word, sentences, senses)
-    except BertLabError as exc:
-        show_error(exc)
-    else:
-        L = result.projection.shape[0] - 1
-        shown = sorted({0, max(1, L // 4), L // 2, (3 * L) // 4, L}) if L > 4 else list(range(L + 1))
-        st.subheader(f"“{result.word}” in {len(sentences)} sentences, layer by layer")
-        if pieces := pieces_note(result):
-            st.caption(pieces)
-        show_figure(pca_figure(result, shown), "contextual-pca", key="ctx_pca")
-        st.caption(pca_caption(result, shown))
-        show_figure(similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim")
-        if unlabelled := sense_note(result):
-            st.info(unlabelled, icon=":material/info:")
-        st.markdown(layer0_note(result))
-        st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")
+        with controls:
+            word = st.text_input("Word", "bank", key="ctx_word", max_chars=MAX_TEXT_CHARS)
+            lines = st.text_area(
+                f"Sentences that use it, one a line (at most {MAX_SENTENCES}); 'sense: sentence' to name its sense",
+                "\n".join(BANK_EXAMPLE),
+                height=180,
+                key="ctx_lines",
+                help=f"Each sentence is one forward pass and every pair is compared, so at most {MAX_SENTENCES} at once.",
+                max_chars=MAX_TEXT_CHARS,
+            )
+        sentences, senses = parse_sense_lines(lines.splitlines())
+        try:
+            result = contextual_word(lm, word, sentences, senses)
+        except BertLabError as exc:
+            show_error(exc)
+        else:
+            L = result.projection.shape[0] - 1
+            shown = sorted({0, max(1, L // 4), L // 2, (3 * L) // 4, L}) if L > 4 else list(range(L + 1))
+            st.subheader(f"“{result.word}” in {len(sentences)} sentences, layer by layer")
+            if pieces := pieces_note(result):
+                st.caption(pieces)
+            show_figure(pca_figure(result, shown), "contextual-pca", key="ctx_pca")
+            st.caption(pca_caption(result, shown))
+            show_figure(
+                similarity_figure(result, "How contextual each layer is"), "contextual-similarity", key="ctx_sim"
+            )
+            if unlabelled := sense_note(result):
+                st.info(unlabelled, icon=":material/info:")
+            st.markdown(layer0_note(result))
+            st.dataframe(pd.DataFrame(result.rows()).round(3), hide_index=True, width="stretch")
 
 
 def _run_as_job(model: str) -> None:
@@ -132,9 +146,8 @@ NEAREST_EXAMPLE = "She was born in Paris in 1950."
 WIKI, MINE = "Wikipedia sample (part of the shipped model's pretraining text)", "Sentences I type"
 
 with nearest_tab:
-    controls, explain = st.columns([3, 2], gap="large")
-    with explain:
-        concept(
+    if nearest_tab.open:  # only the open tab is computed
+        controls = _explained(
             "Pick a word of a sentence; the model reads a corpus, and at every layer the page finds the corpus "
             "words whose vectors are **nearest** to that word's (cosine), as exBERT does. At the embeddings the "
             "nearest words are mostly the word itself; higher up, a contextual model brings in other words used "
@@ -142,84 +155,83 @@ with nearest_tab:
             "The line below counts how many of the nearest are the word itself, layer by layer. Every layer's "
             "vectors share a common direction (anisotropy), so compare the ranks, not the raw similarities."
         )
-    with controls:
-        query = st.text_input("Sentence", NEAREST_EXAMPLE, key="nn_sentence", max_chars=MAX_TEXT_CHARS)
-        try:
-            words = sentence_words(lm, query) if query.strip() else []
-        except BertLabError as exc:
-            show_error(exc)
-            words = []
-        if not words:
-            st.warning("Type a sentence, then pick one of its words.", icon=":material/edit_note:")
-        else:
-            labels = [f"{w} (word {i + 1})" for i, (w, _, _) in enumerate(words)]
-            default = next((i for i, (w, _, _) in enumerate(words) if w == "born"), 0)
-            picked = st.selectbox(
-                "Word", range(len(words)), index=default, format_func=labels.__getitem__, key="nn_word"
-            )
-            source = st.radio("Corpus", [WIKI, MINE], horizontal=True, key="nn_source")
-            fits = sentences_that_fit(lm.model.config.num_layers, lm.model.config.hidden_size)
-            c1, c2 = st.columns(2)
-            k = c1.slider("Nearest words shown", 1, MAX_K, 10, key="nn_k")
-            if source == WIKI:
-                most = max(100, min(5000, fits))
-                n = c2.slider(
-                    "Sentences of the sample",
-                    100,
-                    most,
-                    min(1000, most),
-                    step=100,
-                    key="nn_n",
-                    help=f"Read once per model and kept for everyone (at most {MAX_INDEX_MB} MB of vectors: "
-                    f"about {fits:,} sentences for this model). 1,000 sentences take ~10 s on a 2-core CPU.",
-                )
+        with controls:
+            query = st.text_input("Sentence", NEAREST_EXAMPLE, key="nn_sentence", max_chars=MAX_TEXT_CHARS)
+            try:
+                words = sentence_words(lm, query) if query.strip() else []
+            except BertLabError as exc:
+                show_error(exc)
+                words = []
+            if not words:
+                st.warning("Type a sentence, then pick one of its words.", icon=":material/edit_note:")
             else:
-                typed = st.text_area(
-                    "Corpus sentences, one a line",
-                    "The river bank was steep and muddy.\nShe paid the money into the bank.\nHe was born in 1950.",
-                    height=140,
-                    key="nn_typed",
-                    max_chars=MAX_TEXT_CHARS * 4,
+                labels = [f"{w} (word {i + 1})" for i, (w, _, _) in enumerate(words)]
+                default = next((i for i, (w, _, _) in enumerate(words) if w == "born"), 0)
+                picked = st.selectbox(
+                    "Word", range(len(words)), index=default, format_func=labels.__getitem__, key="nn_word"
                 )
-    if words:
-        try:
-            if source == WIKI:
-                corpus = tuple(corpus_sample(_wikipedia_documents(), n))
+                source = st.radio("Corpus", [WIKI, MINE], horizontal=True, key="nn_source")
+                fits = sentences_that_fit(lm.model.config.num_layers, lm.model.config.hidden_size)
+                c1, c2 = st.columns(2)
+                k = c1.slider("Nearest words shown", 1, MAX_K, 10, key="nn_k")
+                if source == WIKI:
+                    most = max(100, min(5000, fits))
+                    n = c2.slider(
+                        "Sentences of the sample",
+                        100,
+                        most,
+                        min(1000, most),
+                        step=100,
+                        key="nn_n",
+                        help=f"Read once per model and kept for everyone (at most {MAX_INDEX_MB} MB of vectors: "
+                        f"about {fits:,} sentences for this model). 1,000 sentences take ~10 s on a 2-core CPU.",
+                    )
+                else:
+                    typed = st.text_area(
+                        "Corpus sentences, one a line",
+                        "The river bank was steep and muddy.\nShe paid the money into the bank.\nHe was born in 1950.",
+                        height=140,
+                        key="nn_typed",
+                        max_chars=MAX_TEXT_CHARS * 4,
+                    )
+        if words:
+            try:
+                if source == WIKI:
+                    corpus = tuple(corpus_sample(_wikipedia_documents(), n))
+                else:
+                    corpus = tuple(line.strip() for line in typed.splitlines() if line.strip())
+                index = _index(lm, lm.path, code_version(), corpus)
+                result = nearest_words(lm, index, query, picked, k=k)
+            except BertLabError as exc:
+                show_error(exc)
             else:
-                corpus = tuple(line.strip() for line in typed.splitlines() if line.strip())
-            index = _index(lm, lm.path, code_version(), corpus)
-            result = nearest_words(lm, index, query, picked, k=k)
-        except BertLabError as exc:
-            show_error(exc)
-        else:
-            st.caption(
-                f"{len(index.sentences):,} sentences, {len(index.words):,} words, {index.megabytes:.{0 if index.megabytes >= 10 else 1}f} MB of vectors"
-                + (f". {CORPUS_CREDIT}" if source == WIKI else ".")
-            )
-            show_figure(
-                neighbours_figure(result, f"How many of the {result.k} nearest words are “{result.word}” itself"),
-                "nearest-same-word",
-                key="nn_fig",
-            )
-            L = len(result.layers) - 1
-            layer = st.select_slider(
-                "Layer",
-                list(range(L + 1)),
-                value=L,
-                key="nn_layer",
-                format_func=lambda x: "0 (embeddings)" if x == 0 else str(x),
-            )
-            st.markdown(neighbours_reading(result, layer))
-            st.markdown("\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))))
+                st.caption(
+                    f"{len(index.sentences):,} sentences, {len(index.words):,} words, {index.megabytes:.{0 if index.megabytes >= 10 else 1}f} MB of vectors"
+                    + (f". {CORPUS_CREDIT}" if source == WIKI else ".")
+                )
+                show_figure(
+                    neighbours_figure(result, f"How many of the {result.k} nearest words are “{result.word}” itself"),
+                    "nearest-same-word",
+                    key="nn_fig",
+                )
+                L = len(result.layers) - 1
+                layer = st.select_slider(
+                    "Layer",
+                    list(range(L + 1)),
+                    value=L,
+                    key="nn_layer",
+                    format_func=lambda x: "0 (embeddings)" if x == 0 else str(x),
+                )
+                st.markdown(neighbours_reading(result, layer))
+                st.markdown("\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))))
 
 NEURONS_EXAMPLE = (
     "The cat sat on the mat because it was warm. Then it fell asleep in the sun, and the dog barked at 3 o'clock."
 )
 
 with neurons_tab:
-    controls, explain = st.columns([3, 2], gap="large")
-    with explain:
-        concept(
+    if neurons_tab.open:  # only the open tab is computed
+        controls = _explained(
             "Each layer's feed-forward block has its own neurons (4 × the hidden width: "
             f"{4 * lm.model.config.hidden_size:,} a layer here), and each fires more or less at every token. "
             "Too many to read one by one, so the page splits their activations into a few **factors** "
@@ -228,53 +240,54 @@ with neurons_tab:
             "of a time expression, shows what the neurons keep apart. The **fit** says how much of the "
             "activations the factors reproduce; more factors fit more and split the groups finer."
         )
-    with controls:
-        ffn_text = st.text_area("Text", NEURONS_EXAMPLE, height=90, key="ffn_text", max_chars=MAX_TEXT_CHARS)
-        c1, c2 = st.columns(2)
-        k = c1.slider("Factors", 2, MAX_FACTORS, 6, key="ffn_k")
-        n_layers = lm.model.config.num_layers
-        layers = c2.multiselect("Layers", list(range(1, n_layers + 1)), list(range(1, n_layers + 1)), key="ffn_layers")
-        special = st.toggle(
-            "Keep [CLS] and [SEP]",
-            False,
-            key="ffn_special",
-            help="They fire far more than the words and can take whole factors to themselves.",
-        )
-    if not ffn_text.strip():
-        st.warning("Type a text to see its neurons.", icon=":material/edit_note:")
-    elif not layers:
-        st.warning("Pick at least one layer.", icon=":material/edit_note:")
-    else:
-        try:
-            factors = neuron_factors(ffn_activations(lm, ffn_text), k=k, layers=layers, special=special)
-        except BertLabError as exc:
-            show_error(exc)
+        with controls:
+            ffn_text = st.text_area("Text", NEURONS_EXAMPLE, height=90, key="ffn_text", max_chars=MAX_TEXT_CHARS)
+            c1, c2 = st.columns(2)
+            k = c1.slider("Factors", 2, MAX_FACTORS, 6, key="ffn_k")
+            n_layers = lm.model.config.num_layers
+            layers = c2.multiselect(
+                "Layers", list(range(1, n_layers + 1)), list(range(1, n_layers + 1)), key="ffn_layers"
+            )
+            special = st.toggle(
+                "Keep [CLS] and [SEP]",
+                False,
+                key="ffn_special",
+                help="They fire far more than the words and can take whole factors to themselves.",
+            )
+        if not ffn_text.strip():
+            st.warning("Type a text to see its neurons.", icon=":material/edit_note:")
+        elif not layers:
+            st.warning("Pick at least one layer.", icon=":material/edit_note:")
         else:
-            show_figure(
-                factors_figure(
-                    factors,
-                    f"{k} factors of the feed-forward neurons of layer{'s' if len(factors.layers) > 1 else ''} "
-                    + ", ".join(map(str, factors.layers)),
-                ),
-                "neuron-factors",
-                key="ffn_fig",
-            )
-            st.caption(
-                f"The {k} factors reproduce {factors.fit:.0%} of the activations of "
-                f"{len(factors.layers) * 4 * lm.model.config.hidden_size:,} neurons at {len(factors.tokens)} tokens "
-                "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak."
-            )
-            for f in range(k):
-                st.markdown(
-                    f"**{factor_label(factors, f)}** · neurons {factor_neurons_text(factors, f)}\n\n"
-                    + shaded_tokens_html(factors.tokens, factors.strength[f].tolist()),
-                    unsafe_allow_html=True,
+            try:
+                factors = neuron_factors(ffn_activations(lm, ffn_text), k=k, layers=layers, special=special)
+            except BertLabError as exc:
+                show_error(exc)
+            else:
+                show_figure(
+                    factors_figure(
+                        factors,
+                        f"{k} factors of the feed-forward neurons of layer{'s' if len(factors.layers) > 1 else ''} "
+                        + ", ".join(map(str, factors.layers)),
+                    ),
+                    "neuron-factors",
+                    key="ffn_fig",
                 )
+                st.caption(
+                    f"The {k} factors reproduce {factors.fit:.0%} of the activations of "
+                    f"{len(factors.layers) * 4 * lm.model.config.hidden_size:,} neurons at {len(factors.tokens)} tokens "
+                    "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak."
+                )
+                for f in range(k):
+                    st.markdown(
+                        f"**{factor_label(factors, f)}** · neurons {factor_neurons_text(factors, f)}\n\n"
+                        + shaded_tokens_html(factors.tokens, factors.strength[f].tolist()),
+                        unsafe_allow_html=True,
+                    )
 
 with probe_tab:
-    controls, explain = st.columns([3, 2], gap="large")
-    with explain:
-        concept(
+    if probe_tab.open:  # only the open tab is computed
+        controls = _explained(
             "A **probe** is a linear classifier trained on one layer's frozen vectors to predict a label of each "
             "word: its part of speech (UPOS, from Universal Dependencies English-EWT) or its named-entity tag "
             "(WNUT-17). If a linear probe reads it well, the layer holds it in plain sight. Accuracy alone can "
@@ -283,32 +296,32 @@ with probe_tab:
             "summarise where a skill is learned by its **centre of gravity**: the layer at which, on average, "
             "the accuracy is gained; given here only where the gain is larger than the noise."
         )
-    saved = [ProbeResult.from_dict(d) for d in read_results(lm.path, "probe").values()] if lm.path else []
-    with controls:
-        if not saved:
-            st.info(
-                "No probing results are saved beside this model yet. Probing trains a classifier per layer on "
-                "thousands of words, so it runs as a command (a job), not while you wait; the page shows it "
-                "when it is done:",
-                icon=":material/info:",
+        saved = [ProbeResult.from_dict(d) for d in read_results(lm.path, "probe").values()] if lm.path else []
+        with controls:
+            if not saved:
+                st.info(
+                    "No probing results are saved beside this model yet. Probing trains a classifier per layer on "
+                    "thousands of words, so it runs as a command (a job), not while you wait; the page shows it "
+                    "when it is done:",
+                    icon=":material/info:",
+                )
+                st.code(
+                    f"bertlab jobs submit interpret probe --model {lm.path or 'MODEL'} --task upos \\\n"
+                    "    --train DATA/ud_en_ewt/en_ewt-ud-train.conllu --eval DATA/ud_en_ewt/en_ewt-ud-dev.conllu",
+                    language="bash",
+                )
+                if lm.path:
+                    _run_as_job(str(lm.path))
+            for r in saved:
+                st.markdown(probe_summary(r))
+        if saved:
+            show_figure(probe_figure(saved, "What a linear probe reads from each layer"), "probing", key="probe_fig")
+            st.caption(
+                "Left: each layer's probe accuracy minus that of always answering the commonest tag, in points; 0 means "
+                "the probe is no better than that baseline. The bars are ± two standard errors of the accuracy on the "
+                "evaluation words, a rough noise floor. Right: macro-F1, the mean of each tag's F1, which stays "
+                "low for a probe that mostly answers the commonest tag. A diamond marks a centre of gravity."
             )
-            st.code(
-                f"bertlab jobs submit interpret probe --model {lm.path or 'MODEL'} --task upos \\\n"
-                "    --train DATA/ud_en_ewt/en_ewt-ud-train.conllu --eval DATA/ud_en_ewt/en_ewt-ud-dev.conllu",
-                language="bash",
-            )
-            if lm.path:
-                _run_as_job(str(lm.path))
-        for r in saved:
-            st.markdown(probe_summary(r))
-    if saved:
-        show_figure(probe_figure(saved, "What a linear probe reads from each layer"), "probing", key="probe_fig")
-        st.caption(
-            "Left: each layer's probe accuracy minus that of always answering the commonest tag, in points; 0 means "
-            "the probe is no better than that baseline. The bars are ± two standard errors of the accuracy on the "
-            "evaluation words, a rough noise floor. Right: macro-F1, the mean of each tag's F1, which stays "
-            "low for a probe that mostly answers the commonest tag. A diamond marks a centre of gravity."
-        )
-        for r in saved:
-            st.caption(f"{r.task}: saved in `{result_path(lm.path, 'probe', r.task)}`")
-            st.dataframe(pd.DataFrame(r.rows()), hide_index=True, width="stretch")
+            for r in saved:
+                st.caption(f"{r.task}: saved in `{result_path(lm.path, 'probe', r.task)}`")
+                st.dataframe(pd.DataFrame(r.rows()), hide_index=True, width="stretch")

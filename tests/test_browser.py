@@ -37,17 +37,8 @@ CONTENT = {
 }
 # (url path, heading, content selector) of every registered page
 PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
-ABLATIONS, FILL, ATTENTION, WATCH, TRAIN, LAYERS, WHY = (
-    page_titled(t)
-    for t in (
-        "Ablations",
-        "Fill-mask",
-        "Attention",
-        "Watch it learn",
-        "Train",
-        "What each layer knows",
-        "Why it answered",
-    )
+ABLATIONS, FILL, ATTENTION, WATCH, TRAIN = (
+    page_titled(t) for t in ("Ablations", "Fill-mask", "Attention", "Watch it learn", "Train")
 )
 
 

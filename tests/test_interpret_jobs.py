@@ -144,6 +144,8 @@ def test_page_11_runs_a_probe_as_a_job(runs, tiny_checkpoint, tmp_path, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(JobRegistry, "tick", lambda self: [])  # queued only: no process starts here
     at = open_page("What each layer knows", model)
+    at.session_state["layers_tab"] = "Probing classifiers"  # only the open tab is computed
+    at.run()
     at.text_input(key="probe_job_train").set_value(conllu)
     at.text_input(key="probe_job_eval").set_value(conllu).run()
     at.button(key="probe_job_run").click().run()

@@ -106,18 +106,28 @@ def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2
     assert not at.exception and "no such file" in " ".join(w.value for w in at.warning)
 
 
+def open_tab(at: AppTest, tab: str) -> AppTest:
+    """What each layer knows with `tab` open (only the open tab is computed)."""
+    at.session_state["layers_tab"] = tab
+    return at.run()
+
+
 def test_what_each_layer_knows(model):
     at = open_page(LAYERS)
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 4  # PCA, similarity, nearest words, neuron factors; no probe results yet
-    assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)
+    # only the open tab is computed: the first visit does not read the corpus for nearest words
+    assert [c.key for c in at.get("plotly_chart")] == ["ctx_pca", "ctx_sim"]
     at.text_input(key="ctx_word").set_value("zebra").run()
     assert "does not contain" in " ".join(w.value for w in at.warning)
+    open_tab(at, "Probing classifiers")
+    assert_clean(at)
+    assert not at.get("plotly_chart")  # no probe results yet: the command that makes them
+    assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)
     result = ProbeResult("upos", "tiny", ["A"], [0, 1, 2], [0.5, 0.8, 0.7], [0.4, 0.7, 0.6], 0.3, 1.0, 100, 50, 2.0)
     write_result(model, "probe", "upos", result.to_dict())
-    at = open_page(LAYERS)
+    at = open_tab(open_page(LAYERS), "Probing classifiers")
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 5
+    assert len(at.get("plotly_chart")) == 1
     assert "Centre of gravity 1.00" in text(at)
 
 
@@ -126,7 +136,7 @@ def test_probing_says_when_a_probe_is_no_better_than_the_commonest_tag(model):
     (model / "interpret").mkdir(exist_ok=True)
     for task in ("ner", "upos"):
         shutil.copy(REPO / "results" / "interpret" / f"probe-{task}.json", model / "interpret" / f"probe-{task}.json")
-    at = open_page(LAYERS)
+    at = open_tab(open_page(LAYERS), "Probing classifiers")
     assert_clean(at)
     said = text(at)
     assert "**ner: no better than always answering the commonest tag (O)**" in said
@@ -148,7 +158,7 @@ def test_the_contextual_tab_leaves_unlabelled_sentences_out_and_explains_layer_0
 def test_nearest_words_in_a_corpus(model):
     """The tab opens on the Wikipedia sample (the default corpus) and a typed corpus works as well: the
     figure, the reading at the layer picked, one line a neighbour; a blank sentence is a plain message."""
-    at = open_page(LAYERS)
+    at = open_tab(open_page(LAYERS), "Nearest in a corpus")
     assert_clean(at)
     assert "nn_fig" in [c.key for c in at.get("plotly_chart")]
     assert "1,000 sentences" in text(at) and "Wikipedia" in text(at)
@@ -172,7 +182,7 @@ def test_nearest_words_in_a_corpus(model):
 def test_feed_forward_neurons_as_factors(model):
     """The neurons tab: the factors figure, one shaded row a factor named by its strongest tokens, the
     fit; fewer layers and more factors follow the controls; no layer or no text is a plain message."""
-    at = open_page(LAYERS)
+    at = open_tab(open_page(LAYERS), "Feed-forward neurons")
     assert_clean(at)
     assert "ffn_fig" in [c.key for c in at.get("plotly_chart")]
     rows = [m.value for m in at.markdown if m.value.startswith("**factor ")]
