@@ -31,6 +31,7 @@ from bertlab.interpret.views import (
 )
 from bertlab.jobs.spec import check_path_allowed, default_task_data
 from bertlab.model_card import pretrained_length
+from bertlab.modelfolder import folder_stamp
 from bertlab.runfolder import REPO_ROOT
 from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure, show_notes
 from pages.common.admin import current_access
@@ -43,13 +44,13 @@ MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned m
 
 
 @st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
-def _finetuned(path: str, code: int):  # code: see code_version
+def _finetuned(path: str, code: int, stamp: float = 0.0):  # code: see code_version; stamp: folder_stamp
     return load_finetuned(path, device="cpu")
 
 
 @st.cache_data(show_spinner="Answering every example of the file…", max_entries=4)
-def _answers(model_path: str, file: str, stamp: float, code: int):  # stamp: the file's mtime
-    return answer_file(_finetuned(model_path, code), file)
+def _answers(model_path: str, file: str, stamps: tuple[float, float], code: int):  # the model's and file's times
+    return answer_file(_finetuned(model_path, code, stamps[0]), file)
 
 
 def _dev_file(model) -> str:
@@ -108,7 +109,7 @@ with controls:
             st.stop()
         path = st.selectbox("Fine-tuned model", [e.path for e in tuned], format_func=lambda p: p, key="why_tuned")
         try:
-            model = _finetuned(path, code_version())
+            model = _finetuned(path, code_version(), folder_stamp(path))  # a rewritten model is loaded again
         except BertLabError as exc:
             show_error(exc)
             st.stop()
@@ -137,10 +138,13 @@ with controls:
 
 if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data table), then explain one
     try:
+        # one resolved path, checked and read (a relative one checked against the repository but read from
+        # where the app was started passed the check)
+        file = Path(labelled.strip()).expanduser().resolve()
         if current_access().shared:
-            check_path_allowed(labelled.strip(), cwd=REPO_ROOT)
-        file = Path(labelled.strip()).expanduser()
-        answers = _answers(path, str(file), file.stat().st_mtime if file.is_file() else 0.0, code_version())
+            check_path_allowed(str(file), cwd=REPO_ROOT)
+        stamps = (folder_stamp(path), file.stat().st_mtime if file.is_file() else 0.0)
+        answers = _answers(path, str(file), stamps, code_version())
     except BertLabError as exc:
         show_error(exc)
         st.stop()

@@ -28,8 +28,7 @@ from bertlab.interpret.neurons import MAX_FACTORS, ffn_activations, neuron_facto
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import (
-    factor_label,
-    factor_neurons_text,
+    factor_heading,
     factors_figure,
     layer0_note,
     neighbour_lines,
@@ -45,6 +44,7 @@ from bertlab.interpret.views import (
     similarity_figure,
 )
 from bertlab.jobs.spec import JobSpec, default_task_data
+from bertlab.modelfolder import folder_stamp
 from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
@@ -131,7 +131,7 @@ def _wikipedia_documents() -> list[list[str]]:
 
 # one index per model and corpus, shared by every user of the app (a class reads the same sample)
 @st.cache_resource(max_entries=3, show_spinner=False)
-def _index(_lm, path: str, code: int, sentences: tuple[str, ...]):  # code: see code_version
+def _index(_lm, path: str, stamp: float, code: int, sentences: tuple[str, ...]):  # stamp: folder_stamp
     bar = st.progress(0.0, text=f"Reading {len(sentences):,} sentences with the model…")
     index = build_index(
         _lm,
@@ -200,7 +200,7 @@ with nearest_tab:
                     corpus = tuple(corpus_sample(_wikipedia_documents(), n))
                 else:
                     corpus = tuple(line.strip() for line in typed.splitlines() if line.strip())
-                index = _index(lm, lm.path, code_version(), corpus)
+                index = _index(lm, lm.path, folder_stamp(lm.path) if lm.path else 0.0, code_version(), corpus)
                 result = nearest_words(lm, index, query, picked, k=k)
             except BertLabError as exc:
                 show_error(exc)
@@ -232,8 +232,8 @@ NEURONS_EXAMPLE = (
 with neurons_tab:
     if neurons_tab.open:  # only the open tab is computed
         controls = _explained(
-            "Each layer's feed-forward block has its own neurons (4 × the hidden width: "
-            f"{4 * lm.model.config.hidden_size:,} a layer here), and each fires more or less at every token. "
+            "Each layer's feed-forward block has its own neurons ("
+            f"{lm.model.config.intermediate_size:,} a layer here), and each fires more or less at every token. "
             "Too many to read one by one, so the page splits their activations into a few **factors** "
             "(non-negative matrix factorisation, as ecco does): groups of neurons that fire together, and the "
             "tokens they fire on. A factor that lights up every noun, or every punctuation mark, or the words "
@@ -275,12 +275,13 @@ with neurons_tab:
                 )
                 st.caption(
                     f"The {k} factors reproduce {factors.fit:.0%} of the activations of "
-                    f"{len(factors.layers) * 4 * lm.model.config.hidden_size:,} neurons at {len(factors.tokens)} tokens "
+                    f"{len(factors.layers) * lm.model.config.intermediate_size:,} neurons at {len(factors.tokens)} tokens "
                     "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak."
                 )
                 for f in range(k):
                     st.markdown(
-                        f"**{factor_label(factors, f)}** · neurons {factor_neurons_text(factors, f)}\n\n"
+                        factor_heading(factors, f)
+                        + "\n\n"
                         + shaded_tokens_html(factors.tokens, factors.strength[f].tolist()),
                         unsafe_allow_html=True,
                     )

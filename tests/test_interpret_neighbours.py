@@ -100,6 +100,12 @@ def test_bad_input_is_refused_plainly(lm, tiny_checkpoint, tmp_path):
     shutil.copytree(tiny_checkpoint, other_path)
     with pytest.raises(InputError, match="build it again"):
         nearest_words(load_model(other_path, device="cpu"), index, "the cat", 1)
+    # the same folder with new weights (a run still saving, a model trained again) is another model too
+    rewritten = load_model(tiny_checkpoint, device="cpu")
+    with torch.no_grad():
+        next(rewritten.model.parameters()).add_(0.5)
+    with pytest.raises(InputError, match="build it again"):
+        nearest_words(rewritten, index, "the cat", 1)
 
 
 def test_a_sample_spreads_over_documents_and_the_size_follows_the_model():

@@ -3,6 +3,7 @@ figures, shows results saved beside the model, and answers bad input with a plai
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -188,6 +189,8 @@ def test_feed_forward_neurons_as_factors(model):
     rows = [m.value for m in at.markdown if m.value.startswith("**factor ")]
     assert len(rows) == 6 and all("<span" in r and "neurons L" in r for r in rows)
     assert "The 6 factors reproduce " in text(at) and "[CLS]" not in " ".join(rows)
+    width = json.loads((model / "config.json").read_text())["intermediate_size"]  # not always 4 x hidden
+    assert f"activations of {2 * width:,} neurons" in text(at)
     at.multiselect(key="ffn_layers").set_value([2]).run()
     at.slider(key="ffn_k").set_value(3).run()
     at.toggle(key="ffn_special").set_value(True).run()

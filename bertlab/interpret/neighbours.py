@@ -45,12 +45,14 @@ class IndexedWord:
 @dataclass(frozen=True)
 class CorpusIndex:
     """Every word of `sentences` with its unit vector at every layer: `vectors` is (L+1, N, H) float16,
-    row n of each layer the word `words[n]`. `model` is the path of the model that read them."""
+    row n of each layer the word `words[n]`. `model` is the path of the model that read them, `weights` a
+    fingerprint of its weights then."""
 
     model: str
     sentences: tuple[str, ...]
     words: tuple[IndexedWord, ...]
     vectors: torch.Tensor
+    weights: float = 0.0  # a fingerprint of the model's weights (`_fingerprint`): a rewritten model is another
 
     @property
     def num_layers(self) -> int:
@@ -89,6 +91,12 @@ class NeighbourResult:
     def word_counts(self, layer: int, top: int = 10) -> list[tuple[str, int]]:
         """Which words the nearest k are at `layer`, commonest first (exBERT's histogram)."""
         return Counter(n.text.lower() for n in self.layers[layer]).most_common(top)
+
+
+@torch.inference_mode()
+def _fingerprint(module: torch.nn.Module) -> float:
+    """A number that changes when the weights do: the sum of the first values of every parameter."""
+    return float(sum(p.detach().flatten()[:64].double().sum() for p in module.parameters()))
 
 
 def sentence_words(model, sentence: str) -> list[tuple[str, list[int], tuple[int, int]]]:
@@ -165,7 +173,7 @@ def build_index(
             progress(min(start + BATCH, len(kept)), len(kept))
     if not words:
         raise InputError("the corpus has no words to search: give it some sentences")
-    return CorpusIndex(subject.name, tuple(kept), tuple(words), torch.cat(chunks, 1))
+    return CorpusIndex(subject.name, tuple(kept), tuple(words), torch.cat(chunks, 1), _fingerprint(subject.module))
 
 
 def nearest_words(model, index: CorpusIndex, sentence: str, word: int, k: int = 10) -> NeighbourResult:
@@ -175,8 +183,8 @@ def nearest_words(model, index: CorpusIndex, sentence: str, word: int, k: int = 
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
     subject = as_subject(model, gradients=False)
-    if subject.name != index.model:
-        raise InputError(f"this index was built by {index.model}, not {subject.name}: build it again")
+    if subject.name != index.model or _fingerprint(subject.module) != index.weights:
+        raise InputError(f"this index was built by {index.model} as it was then, not this model: build it again")
     if not isinstance(sentence, str) or not sentence.strip():
         raise InputError("type a sentence")
     sentence = sentence.strip()  # as the index keeps its sentences
@@ -197,7 +205,8 @@ def nearest_words(model, index: CorpusIndex, sentence: str, word: int, k: int = 
     k_here = min(k, len(index.words) - len(itself))
     if k_here < 1:
         raise InputError("the corpus has no other word to compare with")
-    sims = torch.einsum("lnh,lh->ln", index.vectors.float(), query)  # (L+1, N)
+    # a layer at a time: a float32 copy of one layer's vectors, not of the whole index, on every search
+    sims = torch.stack([index.vectors[layer].float() @ query[layer] for layer in range(query.shape[0])])  # (L+1, N)
     if itself:
         sims[:, sorted(itself)] = -2.0
     layers, shares = [], []

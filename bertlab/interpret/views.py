@@ -588,6 +588,11 @@ def factors_figure(nf: NeuronFactors, title: str = "") -> go.Figure:
     return style_figure(fig, title, height=160 + 34 * len(rows))
 
 
+def factor_heading(nf: NeuronFactors, factor: int) -> str:
+    """A factor's heading as markdown: its name in bold (tokens shown as typed) and the neurons that carry it."""
+    return f"**{_md(factor_label(nf, factor))}** · neurons {factor_neurons_text(nf, factor)}"
+
+
 def factor_neurons_text(nf: NeuronFactors, factor: int) -> str:
     """The neurons that load most on a factor: 'L1 #768 16%, L1 #572 11%, …' (layer counted from 1)."""
     listed = ", ".join(f"L{layer} #{neuron} {share:.0%}" for layer, neuron, share in nf.neurons[factor])
