@@ -62,12 +62,18 @@ def _explained(text: str):
 
 
 # Only the open tab is computed (on_change="rerun" + .open): reading the corpus for nearest words
-# (~15 s on a first visit) waits until that tab is opened.
-contextual_tab, nearest_tab, neurons_tab, probe_tab = st.tabs(
-    ["Contextual vs static", "Nearest in a corpus", "Feed-forward neurons", "Probing classifiers"],
-    key="layers_tab",
-    on_change="rerun",
-)
+# (~15 s on a first visit) waits until that tab is opened. A link may open one (?tab=probing: the Jobs
+# page's link to a finished probe's result), once.
+TABS = {
+    "contextual": "Contextual vs static",
+    "nearest": "Nearest in a corpus",
+    "neurons": "Feed-forward neurons",
+    "probing": "Probing classifiers",
+}
+if (wanted := st.query_params.get("tab")) in TABS:
+    st.session_state["layers_tab"] = TABS[wanted]
+    del st.query_params["tab"]
+contextual_tab, nearest_tab, neurons_tab, probe_tab = st.tabs(list(TABS.values()), key="layers_tab", on_change="rerun")
 
 with contextual_tab:
     if contextual_tab.open:  # only the open tab is computed

@@ -36,6 +36,7 @@ from bertlab.jobs.view import (
     log_expanded,
     probabilities_figure,
     progress_fraction,
+    result_link_params,
     result_page,
     state_messages,
     tags_html,
@@ -153,6 +154,7 @@ def _curves(job, metrics) -> None:
             page_titled(shown_on).file,
             label=f"{shown_on}: its result, saved beside the model",
             icon=page_titled(shown_on).icon,
+            query_params=result_link_params(job),  # the probing tab, not the page's first
         )
         st.caption(f"Saved in `{job.status.get('result')}` (linked as `{job.run_dir}/result.json`).")
     stats = gpu_stats() if uses_gpu_now(job) else []

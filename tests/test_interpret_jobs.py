@@ -21,7 +21,7 @@ from bertlab.interpret.args import probe_args
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobError, JobSpec
-from bertlab.jobs.view import expects_metrics, result_page
+from bertlab.jobs.view import expects_metrics, result_link_params, result_page
 from bertlab.runfolder import read_status, result_link
 
 TAG_OF = {"cat": "NOUN", "dog": "NOUN", "park": "NOUN", "the": "DET", "a": "DET", "sat": "VERB", "ran": "VERB"}
@@ -81,7 +81,8 @@ def test_a_probe_job_runs_to_finished_and_saves_beside_the_model(probe_job):
     assert (job.step, job.total_steps, job.progress) == (3, 3, 1.0)  # progress per layer probed
     assert "probe upos layer 2" in log_of(job)
     assert not expects_metrics(job)  # no training curve to wait for
-    assert result_page(job) == "What each layer knows"  # the Jobs page links there
+    assert result_page(job) == "What each layer knows"  # the Jobs page links there,
+    assert result_link_params(job) == {"tab": "probing"}  # to the tab that shows it
 
 
 def test_bertlab_jobs_list_shows_the_probe_job(probe_job, capsys):

@@ -132,6 +132,17 @@ def test_what_each_layer_knows(model):
     assert "Centre of gravity 1.00" in text(at)
 
 
+def test_a_link_opens_the_probing_tab(model):
+    """The Jobs page links a finished probe to ?tab=probing: the page opens there, and only once."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.query_params["tab"] = "probing"
+    at.switch_page(LAYERS).run()
+    assert_clean(at)
+    assert "bertlab jobs submit interpret probe" in " ".join(c.value for c in at.code)  # the probing tab's
+    assert not at.get("plotly_chart") and "tab" not in at.query_params
+
+
 def test_probing_says_when_a_probe_is_no_better_than_the_commonest_tag(model):
     # the committed NER probe: 92.08% at best, always answering O 91.81%, layer 1 +0.13 points over layer 0
     (model / "interpret").mkdir(exist_ok=True)

@@ -548,6 +548,12 @@ def can_try(job: Job) -> bool:
 
 # The page that shows an interpret study's result (read from beside its model), by study.
 RESULT_PAGES = {"probe": "What each layer knows", "heads": "Which heads matter"}
+RESULT_LINKS = {"probe": {"tab": "probing"}}  # the page's query parameters that open where the result is
+
+
+def result_link_params(job: Job) -> dict[str, str]:
+    """The query parameters of the link to a finished study's result page ({} where the page opens on it)."""
+    return dict(RESULT_LINKS.get((read_run_config(job.run_dir) or {}).get("study"), {}))
 
 
 def result_page(job: Job) -> str | None:
