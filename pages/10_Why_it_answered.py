@@ -11,7 +11,7 @@ import streamlit as st
 from bertlab.catalog import find_run_checkpoints, is_finetuned
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes
-from bertlab.finetune.answers import CLASSIFIERS, answer_file
+from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
 from bertlab.finetune.predict import load_finetuned
 from bertlab.finetune.tasks import get_task
 from bertlab.inference import MAX_TEXT_CHARS
@@ -33,7 +33,16 @@ from bertlab.jobs.spec import check_path_allowed, default_task_data
 from bertlab.model_card import pretrained_length
 from bertlab.modelfolder import folder_stamp
 from bertlab.runfolder import REPO_ROOT
-from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common import (
+    code_version,
+    concept,
+    forget_on_change,
+    require_model,
+    setup_page,
+    show_error,
+    show_figure,
+    show_notes,
+)
 from pages.common.admin import current_access
 
 PAGE = setup_page(__file__)
@@ -62,6 +71,7 @@ def _dev_file(model) -> str:
 
 
 TYPED, FROM_FILE = "Type a text", "Pick one from a labelled file"
+SHOWN = 2000  # answers listed and offered to explain at once (SST-2's dev set is 872)
 PICKS = {"mistakes": "mistakes, surest first", "unsure": "least sure first", "all": "all, in file order"}
 
 
@@ -118,6 +128,7 @@ with controls:
         if model.task_shape in CLASSIFIERS:
             source = st.radio("The example", [TYPED, FROM_FILE], horizontal=True, key="why_ft_source")
         if source == FROM_FILE:
+            forget_on_change("why_ft_file", path)  # another model: its own dev set, not the last model's file
             labelled = st.text_input(
                 "Labelled file (the task's format; its dev set to start)",
                 _dev_file(model),
@@ -137,6 +148,9 @@ with controls:
                 )
 
 if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data table), then explain one
+    if not labelled.strip():
+        st.warning("Type the path of a labelled file (the task's dev set, for one).", icon=":material/edit_note:")
+        st.stop()
     try:
         # one resolved path, checked and read (a relative one checked against the repository but read from
         # where the app was started passed the check)
@@ -156,6 +170,12 @@ if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data ta
         f"Always answering {top}", f"{floor:.1%}", border=True, help="The commonest gold label: the floor to beat."
     )
     m3.metric("Mistakes", f"{answers.mistakes:,}", border=True)
+    if (reported := training_accuracy(model, file)) is not None and f"{reported:.1%}" != f"{answers.accuracy:.1%}":
+        st.caption(
+            f"Training reported {reported:.1%} on this file: it evaluated in its training precision (bf16 where the "
+            "CPU or GPU has it), here every example runs in full precision, and an answer near 50% can fall the "
+            "other way."
+        )
     left, right = st.columns([2, 3], gap="large")
     with left:
         show_figure(confusion_figure(answers, "Gold label against its answer"), "confusion", key="why_confusion")
@@ -176,15 +196,21 @@ if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data ta
         if not rows:
             st.info("No example matches.", icon=":material/filter_alt_off:")
             st.stop()
-        st.dataframe(
-            pd.DataFrame(answer_rows(rows[:500])),
-            hide_index=True,
-            height=min(300, 38 + 35 * len(rows)),
-            width="stretch",
+        shown = pd.DataFrame(answer_rows(rows[:SHOWN]))
+        st.dataframe(shown, hide_index=True, height=min(300, 38 + 35 * len(rows)), width="stretch")
+        st.caption(
+            f"{len(rows):,} example{'s' if len(rows) != 1 else ''} match"
+            + (f"; the first {SHOWN:,} are listed (search to reach the others)." if len(rows) > SHOWN else ".")
         )
-        if len(rows) > 500:
-            st.caption(f"The first 500 of {len(rows):,}.")
-        chosen = st.selectbox("Explain this one", rows[:500], format_func=answer_label, key="why_example")
+        st.download_button(
+            "These answers (CSV)",
+            pd.DataFrame(answer_rows(rows)).to_csv(index=False),
+            file_name=f"{model.task}-answers.csv",
+            mime="text/csv",
+            icon=":material/download:",
+            on_click="ignore",
+        )
+        chosen = st.selectbox("Explain this one", rows[:SHOWN], format_func=answer_label, key="why_example")
     text, text_b = chosen.text_a, chosen.text_b
     if chosen.truncated:
         st.caption("This example is longer than the model reads: its end was cut, as in training.")

@@ -11,7 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.corpus import CORPUS_CREDIT, read_gensim_wikipedia
-from bertlab.errors import BertLabError
+from bertlab.errors import BertLabError, InputError
+from bertlab.explore import input_notes
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.args import probe_args
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
@@ -23,6 +24,7 @@ from bertlab.interpret.neighbours import (
     nearest_words,
     sentence_words,
     sentences_that_fit,
+    unique_sentences,
 )
 from bertlab.interpret.neurons import MAX_FACTORS, ffn_activations, neuron_factors
 from bertlab.interpret.probing import ProbeResult
@@ -30,7 +32,9 @@ from bertlab.interpret.saved import read_results, result_path
 from bertlab.interpret.views import (
     factor_heading,
     factors_figure,
+    index_caption,
     layer0_note,
+    nearest_notes,
     neighbour_lines,
     neighbours_figure,
     neighbours_reading,
@@ -44,8 +48,18 @@ from bertlab.interpret.views import (
     similarity_figure,
 )
 from bertlab.jobs.spec import JobSpec, default_task_data
+from bertlab.model_card import pretrained_length
 from bertlab.modelfolder import folder_stamp
-from pages.common import code_version, concept, require_model, setup_page, show_error, show_figure
+from pages.common import (
+    code_version,
+    concept,
+    forget_on_change,
+    require_model,
+    setup_page,
+    show_error,
+    show_figure,
+    show_notes,
+)
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
@@ -139,13 +153,14 @@ def _wikipedia_documents() -> list[list[str]]:
 @st.cache_resource(max_entries=3, show_spinner=False)
 def _index(_lm, path: str, stamp: float, code: int, sentences: tuple[str, ...]):  # stamp: folder_stamp
     bar = st.progress(0.0, text=f"Reading {len(sentences):,} sentences with the model…")
-    index = build_index(
-        _lm,
-        sentences,
-        progress=lambda done, total: bar.progress(done / total, text=f"Read {done:,} of {total:,} sentences…"),
-    )
-    bar.empty()
-    return index
+    try:
+        return build_index(
+            _lm,
+            sentences,
+            progress=lambda done, total: bar.progress(done / total, text=f"Read {done:,} of {total:,} sentences…"),
+        )
+    finally:  # an error leaves no bar behind
+        bar.empty()
 
 
 NEAREST_EXAMPLE = "She was born in Paris in 1950."
@@ -173,6 +188,7 @@ with nearest_tab:
             else:
                 labels = [f"{w} (word {i + 1})" for i, (w, _, _) in enumerate(words)]
                 default = next((i for i, (w, _, _) in enumerate(words) if w == "born"), 0)
+                forget_on_change("nn_word", query)  # a new sentence: a word of its own, not the old one's number
                 picked = st.selectbox(
                     "Word", range(len(words)), index=default, format_func=labels.__getitem__, key="nn_word"
                 )
@@ -201,20 +217,22 @@ with nearest_tab:
                         max_chars=MAX_TEXT_CHARS * 4,
                     )
         if words:
+            show_notes(input_notes(lm.tokenizer, lm.max_length, query, pretrained=pretrained_length(lm.card)))
             try:
                 if source == WIKI:
-                    corpus = tuple(corpus_sample(_wikipedia_documents(), n))
+                    corpus = unique_sentences(corpus_sample(_wikipedia_documents(), n))
                 else:
-                    corpus = tuple(line.strip() for line in typed.splitlines() if line.strip())
+                    corpus = unique_sentences(typed.splitlines())
+                if not corpus:
+                    raise InputError("type some sentences for the corpus, one a line")
                 index = _index(lm, lm.path, folder_stamp(lm.path) if lm.path else 0.0, code_version(), corpus)
                 result = nearest_words(lm, index, query, picked, k=k)
             except BertLabError as exc:
                 show_error(exc)
             else:
-                st.caption(
-                    f"{len(index.sentences):,} sentences, {len(index.words):,} words, {index.megabytes:.{0 if index.megabytes >= 10 else 1}f} MB of vectors"
-                    + (f". {CORPUS_CREDIT}" if source == WIKI else ".")
-                )
+                st.caption(index_caption(index) + (f" {CORPUS_CREDIT}" if source == WIKI else ""))
+                for note in nearest_notes(result, len(words[picked][1]), k):
+                    st.caption(note)
                 show_figure(
                     neighbours_figure(result, f"How many of the {result.k} nearest words are “{result.word}” itself"),
                     "nearest-same-word",
@@ -228,8 +246,11 @@ with nearest_tab:
                     key="nn_layer",
                     format_func=lambda x: "0 (embeddings)" if x == 0 else str(x),
                 )
-                st.markdown(neighbours_reading(result, layer))
-                st.markdown("\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))))
+                st.markdown(neighbours_reading(result, layer), unsafe_allow_html=True)
+                st.markdown(
+                    "\n".join(f"{i + 1}. {line}" for i, line in enumerate(neighbour_lines(result, layer))),
+                    unsafe_allow_html=True,  # the word in <b>: '**,**' beside a letter is not bold in markdown
+                )
 
 NEURONS_EXAMPLE = (
     "The cat sat on the mat because it was warm. Then it fell asleep in the sun, and the dog barked at 3 o'clock."
@@ -265,6 +286,8 @@ with neurons_tab:
         elif not layers:
             st.warning("Pick at least one layer.", icon=":material/edit_note:")
         else:
+            # a text past the model's length is cut; past its pretraining length, factors follow untrained positions
+            show_notes(input_notes(lm.tokenizer, lm.max_length, ffn_text, pretrained=pretrained_length(lm.card)))
             try:
                 factors = neuron_factors(ffn_activations(lm, ffn_text), k=k, layers=layers, special=special)
             except BertLabError as exc:
@@ -282,7 +305,8 @@ with neurons_tab:
                 st.caption(
                     f"The {k} factors reproduce {factors.fit:.0%} of the activations of "
                     f"{len(factors.layers) * lm.model.config.intermediate_size:,} neurons at {len(factors.tokens)} tokens "
-                    "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak."
+                    "(negative GELU outputs, at most −0.17, counted as 0). Each row is scaled to its own peak; beside "
+                    "each factor, “L1 #768 16%” is neuron 768 of layer 1 carrying 16% of the factor's weight."
                 )
                 for f in range(k):
                     st.markdown(

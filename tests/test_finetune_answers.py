@@ -9,7 +9,7 @@ import torch
 from conftest import tiny_config
 
 from bertlab.errors import BertLabError, InputError
-from bertlab.finetune.answers import answer_file
+from bertlab.finetune.answers import answer_file, training_accuracy
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import FinetunedModel, TaskSetup
 
@@ -94,6 +94,8 @@ def test_bad_input_is_a_plain_error(tokenizer, tmp_path):
     model = _model(tokenizer, "sst2", "single")
     with pytest.raises(InputError, match="no such file"):
         answer_file(model, tmp_path / "missing.tsv")
+    with pytest.raises(InputError, match="is a folder: give a file in it \\(its dev set is dev.tsv\\)"):
+        answer_file(model, tmp_path)
     with pytest.raises(BertLabError, match=r"dev.tsv:3: label '2' is not one of"):  # the task's reader says where
         answer_file(model, _sst2(tmp_path, ("0", "2", "7", "1", "0", "1")))
     (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")
@@ -108,3 +110,14 @@ def test_bad_input_is_a_plain_error(tokenizer, tmp_path):
     tagger = _with_setup(model, TaskSetup("upos", "tagging", ("NOUN",), HeadConfig("tagging", 1)))
     with pytest.raises(InputError, match="a sentence or pair classifier"):
         answer_file(tagger, _sst2(tmp_path))
+
+
+def test_the_training_runs_own_accuracy_is_found_only_for_the_file_it_was_scored_on(tokenizer, tmp_path):
+    dev = _sst2(tmp_path)
+    model = _model(tokenizer, "sst2", "single")
+    assert training_accuracy(model, dev) is None  # no card
+    model.card = {"dev_data": str(dev), "metrics": {"accuracy": 0.75}}
+    assert training_accuracy(model, dev) == 0.75
+    assert training_accuracy(model, tmp_path / "other.tsv") is None
+    model.card = {"dev_data": str(dev), "metrics": {"f1": 0.8}}
+    assert training_accuracy(model, dev) is None

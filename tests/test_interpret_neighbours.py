@@ -16,8 +16,15 @@ from bertlab.interpret.neighbours import (
     same_word_ceiling,
     sentence_words,
     sentences_that_fit,
+    unique_sentences,
 )
-from bertlab.interpret.views import neighbour_lines, neighbours_figure, neighbours_reading
+from bertlab.interpret.views import (
+    index_caption,
+    nearest_notes,
+    neighbour_lines,
+    neighbours_figure,
+    neighbours_reading,
+)
 
 CORPUS = ["the cat sat on the mat .", "a dog ran in the park .", "the cat ran home .", "birds sang all day ."]
 
@@ -65,14 +72,13 @@ def test_the_reading_and_the_lines_say_what_was_found(lm):
     same = sum(n.same_word for n in result.layers[0])
     assert same == 3 and result.occurrences == 3
     said = neighbours_reading(result, 0)
-    assert said.startswith(f"At the embeddings (layer 0), **3 of the {result.k}** nearest words are *cat* itself")
+    assert said.startswith(f"At the embeddings (layer 0), **3 of the {result.k}** nearest words are <i>cat</i> itself")
     lines = neighbour_lines(result, 0)
     assert len(lines) == result.k and all(line.startswith("`") for line in lines)
-    assert sum("**cat**" in line for line in lines) == 3
+    assert sum("<b>cat</b>" in line for line in lines) == 3  # HTML: markdown's **,** beside a letter is no bold
+    assert any("<b>\\.</b>" in line for line in lines)  # punctuation bold too, escaped
     odd = [line for line in lines if "\\$5" in line]  # the marks of the last sentence shown as typed, escaped
-    assert (
-        odd and all("\\*cat\\*" in line or "\\*" in line for line in odd) and not any(" $5" in line for line in lines)
-    )
+    assert odd and all("\\*" in line for line in odd) and not any(" $5" in line for line in lines)
     fig = neighbours_figure(result, "t")
     assert [t.name.split(" ")[0] for t in fig.data] == ["“cat”", "the"] and max(fig.data[0].y) <= 100
 
@@ -114,3 +120,20 @@ def test_a_sample_spreads_over_documents_and_the_size_follows_the_model():
     assert len(corpus_sample(docs, 100)) == 24  # all there is
     mini, base = sentences_that_fit(4, 256), sentences_that_fit(12, 768)
     assert 3000 < mini < 5000 and 300 < base < 600 and sentences_that_fit(1, 8) == 5000
+
+
+def test_a_typed_corpus_counts_each_sentence_once_and_names_words_as_written(lm):
+    assert unique_sentences(["  b a .", "", "b a .", "c .", 3]) == ("b a .", "c .")
+    index = build_index(lm, ["Paris is big .", "paris is old .", "PARIS is here .", "a cat sat ."])
+    result = nearest_words(lm, index, "Paris is grand .", 0, k=3)
+    counts = dict(result.word_counts(0, top=10))
+    assert "paris" not in counts or counts.get("Paris") is None  # one name for the word in any case
+    assert sum(c for w, c in counts.items() if w.casefold() == "paris") == sum(n.same_word for n in result.layers[0])
+    assert nearest_notes(result, 1, 3) == []
+    alone = nearest_words(lm, build_index(lm, ["a cat sat ."]), "the dog ran .", 1, k=50)
+    notes = nearest_notes(alone, 2, 50)
+    assert notes[0].startswith("“dog” is 2 WordPieces for this model: its vector is their mean")
+    assert notes[1] == "“dog” is nowhere else in this corpus: none of the nearest can be the word itself."
+    assert notes[2] == f"The corpus has only {alone.k} other words: all of them are shown, not 50."
+    assert len(neighbours_figure(alone).data) == 1  # no 'most possible' line at 0%
+    assert index_caption(index).startswith("4 sentences, 16 words, under 0.1 MB")

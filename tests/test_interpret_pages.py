@@ -101,10 +101,16 @@ def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2
     assert len(picked.options) == 2 and all("bird" in o for o in picked.options)
     assert any(s.value.startswith("Why ") for s in at.subheader)  # the picked example is explained
     assert "bird" in " ".join(str(h.value) for h in at.markdown if "<span" in str(h.value))
+    assert "2 examples match." in text(at)
+    assert "These answers (CSV)" in [b.label for b in at.get("download_button")]
     at.text_input(key="why_search").set_value("zebra").run()
     assert "No example matches." in text(at)
     at.text_input(key="why_ft_file").set_value(str(tmp_path / "missing.tsv")).run()
     assert not at.exception and "no such file" in " ".join(w.value for w in at.warning)
+    at.text_input(key="why_ft_file").set_value(str(tmp_path)).run()
+    assert "is a folder: give a file in it (its dev set is dev.tsv)" in " ".join(w.value for w in at.warning)
+    at.text_input(key="why_ft_file").set_value("  ").run()
+    assert not at.exception and "Type the path of a labelled file" in " ".join(w.value for w in at.warning)
 
 
 def open_tab(at: AppTest, tab: str) -> AppTest:
@@ -183,10 +189,19 @@ def test_nearest_words_in_a_corpus(model):
     at.select_slider(key="nn_layer").set_value(0).run()
     assert_clean(at)
     said = text(at)
-    assert "3 sentences, 15 words, 0.0 MB of vectors" in said
-    assert "At the embeddings (layer 0), **" in said and "of the 4** nearest words are *cat* itself" in said
+    assert "3 sentences, 15 words, under 0.1 MB of vectors" in said
+    assert "At the embeddings (layer 0), **" in said and "of the 4** nearest words are <i>cat</i> itself" in said
     (lines,) = [m.value for m in at.markdown if m.value.startswith("1. `")]
-    assert len(lines.splitlines()) == 4 and "**cat**" in lines
+    assert len(lines.splitlines()) == 4 and "<b>cat</b>" in lines
+    # a new sentence: the word picked is one of its own (the picker kept 'word 2' of the old one)
+    at.text_input(key="nn_sentence").set_value("dogs ran off today .").run()
+    assert at.selectbox(key="nn_word").value == 0
+    # a corpus of blank lines: a plain message, no progress bar left behind
+    at.text_area(key="nn_typed").set_value("\n  \n").run()
+    assert not at.exception and "Type some sentences for the corpus, one a line" in " ".join(
+        w.value for w in at.warning
+    )
+    assert not at.get("progress")
     at.text_input(key="nn_sentence").set_value("   ").run()
     assert not at.exception and "Type a sentence, then pick one of its words." in text(at)
 

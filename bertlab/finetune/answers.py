@@ -6,7 +6,9 @@ Owns `answer_file` and its result `FileAnswers` (rows of `ExampleAnswer`). Sente
 classifiers only (SST-2, CoLA, MRPC, RTE, QNLI, a custom classifier): a tagger's or a reader's
 answers are not one label an example. The file is read in its task's format
 (`bertlab.finetune.data.read_task_file`), the examples encoded and run in batches as the dev
-evaluation does, so the accuracy here is the one training reported on the same file.
+evaluation does, in full precision: where training evaluated under bf16 autocast, an answer near
+50% can fall the other way, so the accuracy here can differ from the training run's by an example
+or two (`training_accuracy` gives that one).
 
 Imports torch (through bertlab.finetune) only.
 """
@@ -108,9 +110,12 @@ def answer_file(
             "classifier (one label an example)"
         )
     path = Path(path).expanduser()
+    spec = get_task(model.task)
+    if path.is_dir():
+        raise InputError(f"{path} is a folder: give a file in it (its dev set is {spec.dev_file})")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    examples = [e for e in read_task_file(get_task(model.task), path) if isinstance(e, SequenceExample)]
+    examples = [e for e in read_task_file(spec, path) if isinstance(e, SequenceExample)]
     labelled = [e for e in examples if e.label is not None and str(e.label) != ""]
     if not labelled:
         raise InputError(f"{path}: no labelled example (a test file without labels?)")
@@ -150,3 +155,17 @@ def answer_file(
         if progress is not None:
             progress(len(answers), len(labelled))
     return FileAnswers(model.task, labels, str(path), tuple(answers))
+
+
+def training_accuracy(model: FinetunedModel, path: str | Path) -> float | None:
+    """The dev accuracy the training run reported, where it was scored on this very file (its model
+    card's `dev_data` and `metrics`); None otherwise."""
+    card = model.card or {}
+    dev, score = card.get("dev_data"), (card.get("metrics") or {}).get("accuracy")
+    if not dev or not isinstance(score, (int, float)):
+        return None
+    try:
+        same = Path(str(dev)).expanduser().resolve() == Path(path).expanduser().resolve()
+    except OSError:
+        return None
+    return float(score) if same else None

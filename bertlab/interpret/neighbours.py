@@ -89,8 +89,12 @@ class NeighbourResult:
     occurrences: int  # of the query's word in the corpus: the most the same-word share can reach is min(k, this)/k
 
     def word_counts(self, layer: int, top: int = 10) -> list[tuple[str, int]]:
-        """Which words the nearest k are at `layer`, commonest first (exBERT's histogram)."""
-        return Counter(n.text.lower() for n in self.layers[layer]).most_common(top)
+        """Which words the nearest k are at `layer`, commonest first (exBERT's histogram): counted in any
+        case, each named as it is written most often ('Paris', not 'paris')."""
+        counts = Counter(n.text.casefold() for n in self.layers[layer])
+        forms = Counter(n.text for n in self.layers[layer])
+        named = {w: max((f for f in forms if f.casefold() == w), key=forms.__getitem__) for w in counts}
+        return [(named[w], c) for w, c in counts.most_common(top)]
 
 
 @torch.inference_mode()
@@ -238,6 +242,12 @@ def sentences_that_fit(num_layers: int, hidden: int, max_mb: float = MAX_INDEX_M
     return int(min(MAX_SENTENCES, max_mb / per_sentence))
 
 
+def unique_sentences(lines: Sequence[str]) -> tuple[str, ...]:
+    """The non-blank lines, stripped, each once, in order: a sentence typed twice would fill the nearest
+    words twice over with the same occurrence."""
+    return tuple(dict.fromkeys(line.strip() for line in lines if isinstance(line, str) and line.strip()))
+
+
 def corpus_sample(documents: Sequence[Sequence[str]], n: int, per_document: int = 5) -> list[str]:
     """Up to `n` sentences spread over `documents`: the first `per_document` of each, in order, then the
     next ones, until `n` (so a few long articles do not fill the sample)."""
@@ -277,4 +287,5 @@ __all__ = [
     "same_word_ceiling",
     "sentence_words",
     "sentences_that_fit",
+    "unique_sentences",
 ]

@@ -23,7 +23,7 @@ from bertlab.finetune.answers import ExampleAnswer, FileAnswers
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
-from bertlab.interpret.neighbours import NeighbourResult, same_word_ceiling
+from bertlab.interpret.neighbours import CorpusIndex, NeighbourResult, same_word_ceiling
 from bertlab.interpret.neurons import NeuronFactors
 from bertlab.interpret.probing import ProbeResult
 from bertlab.interpret.rollout import AttentionMaps
@@ -469,42 +469,72 @@ def neighbours_figure(result: NeighbourResult, title: str = "") -> go.Figure:
         line=dict(color="#1f77b4"),
         hovertemplate="layer %{x}: %{y:.0f}%<extra></extra>",
     )
-    ceiling = 100 * same_word_ceiling(result)
-    fig.add_scatter(
-        x=layers,
-        y=[ceiling] * len(layers),
-        name=f"the most possible here ({result.occurrences} other “{result.word}” in the corpus)",
-        mode="lines",
-        line=dict(color="#7f7f7f", dash="dot"),
-        hoverinfo="skip",
-    )
+    if result.occurrences:  # a word found nowhere else in the corpus has no line to draw (nearest_notes says so)
+        ceiling = 100 * same_word_ceiling(result)
+        fig.add_scatter(
+            x=layers,
+            y=[ceiling] * len(layers),
+            name=f"the most possible here ({result.occurrences} other “{result.word}” in the corpus)",
+            mode="lines",
+            line=dict(color="#7f7f7f", dash="dot"),
+            hoverinfo="skip",
+        )
     fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
     fig.update_yaxes(title="same word, % of the nearest", range=[-5, 105])
     return style_figure(fig, title, height=340, legend=dict(orientation="h", y=-0.35))
 
 
+def _em(text: str) -> str:
+    """A word in italics, whatever it is: markdown's *…* is no emphasis round punctuation beside a letter."""
+    return f"<i>{_md(text)}</i>"
+
+
 def neighbours_reading(result: NeighbourResult, layer: int) -> str:
-    """What the nearest words at `layer` are, in a sentence: how many are the word itself and which
-    words the others are (commonest first), as markdown."""
+    """What the nearest words at `layer` are, in a sentence: how many are the word itself (in any case)
+    and which words the others are (commonest first), as markdown with inline HTML."""
     near = result.layers[layer]
     same = sum(n.same_word for n in near)
     where = "the embeddings (layer 0)" if layer == 0 else f"layer {layer}"
-    others = [(w, c) for w, c in result.word_counts(layer, top=len(near)) if w != result.word.casefold()]
-    listed = ", ".join(f"*{_md(w)}*" + (f" ×{c}" if c > 1 else "") for w, c in others[:8])
-    text = f"At {where}, **{same} of the {len(near)}** nearest words are *{_md(result.word)}* itself"
+    others = [(w, c) for w, c in result.word_counts(layer, top=len(near)) if w.casefold() != result.word.casefold()]
+    listed = ", ".join(_em(w) + (f" ×{c}" if c > 1 else "") for w, c in others[:8])
+    text = f"At {where}, **{same} of the {len(near)}** nearest words are {_em(result.word)} itself"
     if others:
-        text += f"; the others are {listed}" + (" …" if len(others) > 8 else "")
+        return text + f"; the others: {listed}" + (", …" if len(others) > 8 else ".")
     return text + "."
 
 
+def index_caption(index: CorpusIndex) -> str:
+    """'1,000 sentences, 25,963 words, 63 MB of vectors.'"""
+    mb = index.megabytes
+    size = f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else "under 0.1 MB"
+    n = len(index.sentences)
+    return f"{n:,} sentence{'s' if n != 1 else ''}, {len(index.words):,} words, {size} of vectors."
+
+
+def nearest_notes(result: NeighbourResult, pieces: int, asked: int) -> list[str]:
+    """What a reader should know about this search: a word read as several WordPieces (their mean), one
+    found nowhere else in the corpus, fewer other words than asked for."""
+    notes = []
+    if pieces > 1:
+        notes.append(
+            f"“{result.word}” is {pieces} WordPieces for this model: its vector is their mean, and a rare word's "
+            "pieces say more about its spelling than its meaning."
+        )
+    if not result.occurrences:
+        notes.append(f"“{result.word}” is nowhere else in this corpus: none of the nearest can be the word itself.")
+    if result.k < asked:
+        notes.append(f"The corpus has only {result.k} other words: all of them are shown, not {asked}.")
+    return notes
+
+
 def neighbour_lines(result: NeighbourResult, layer: int, context: int = 70) -> list[str]:
-    """One markdown line a neighbour: its similarity and its sentence around it, the word in bold
-    (cut to about `context` characters either side)."""
+    """One markdown line a neighbour: its similarity and its sentence around it, the word in bold (HTML:
+    '**,**' beside a letter is no bold in markdown), cut to about `context` characters either side."""
     lines = []
     for n in result.layers[layer]:
         before = n.before if len(n.before) <= context else "…" + n.before[-context:].split(" ", 1)[-1]
         after = n.after if len(n.after) <= context else n.after[:context].rsplit(" ", 1)[0] + "…"
-        lines.append(f"`{n.similarity:.2f}` {_md(before)}**{_md(n.text)}**{_md(after)}")
+        lines.append(f"`{n.similarity:.2f}` {_md(before)}<b>{_md(n.text)}</b>{_md(after)}")
     return lines
 
 
@@ -563,8 +593,8 @@ def answer_rows(rows: Sequence[ExampleAnswer]) -> list[dict]:
 
 # --- feed-forward neuron factors ------------------------------------------------------------
 def factor_label(nf: NeuronFactors, factor: int) -> str:
-    """'factor 2: the, was, and': a factor named by the tokens where it is strongest."""
-    return f"factor {factor + 1}: {', '.join(nf.strongest(factor, 3))}"
+    """'factor 2: the · was · and': a factor named by the tokens where it is strongest."""
+    return f"factor {factor + 1}: {' · '.join(nf.strongest(factor, 3))}"  # '·': a comma may be a token
 
 
 def factors_figure(nf: NeuronFactors, title: str = "") -> go.Figure:

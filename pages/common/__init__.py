@@ -284,6 +284,15 @@ def require_model() -> LoadedModel:
 # --------------------------------------------------------------------------------------
 # Messages and layout
 # --------------------------------------------------------------------------------------
+def forget_on_change(key: str, depends_on: object) -> None:
+    """Drop widget `key`'s state when what its options come from (`depends_on`) changed since the last
+    run: a word picked in the sentence before, or a file typed for the model before, is not kept."""
+    seen = f"_{key}_for"
+    if seen in st.session_state and st.session_state[seen] != depends_on:
+        st.session_state.pop(key, None)
+    st.session_state[seen] = depends_on
+
+
 def show_notes(notes: Iterable[InputNote]) -> None:
     for note in notes:
         (st.warning if note.level == "warning" else st.info)(note.message)
