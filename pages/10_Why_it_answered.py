@@ -72,6 +72,7 @@ def _dev_file(model) -> str:
 
 TYPED, FROM_FILE = "Type a text", "Pick one from a labelled file"
 SHOWN = 2000  # answers listed and offered to explain at once (SST-2's dev set is 872)
+METRIC_NAMES = {"f1": "F1", "matthews": "Matthews correlation"}
 PICKS = {"mistakes": "mistakes, surest first", "unsure": "least sure first", "all": "all, in file order"}
 
 
@@ -164,7 +165,16 @@ if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data ta
         st.stop()
     st.subheader(f"Its answers to {file.name} ({len(answers.answers):,} examples)")
     top, floor = answers.majority()
-    m1, m2, m3 = st.columns(3)
+    scores = answers.scores()
+    main = next(iter(scores))  # the task's own measure first: MRPC's F1, CoLA's Matthews correlation
+    cols = st.columns(4 if main != "accuracy" else 3)
+    m1, m2, m3 = cols[-3:]
+    if main != "accuracy":
+        cols[0].metric(
+            METRIC_NAMES.get(main, main),
+            f"{scores[main]:.3f}" if main == "matthews" else f"{scores[main]:.1%}",
+            border=True,
+        )
     m1.metric("Accuracy", f"{answers.accuracy:.1%}", border=True)
     m2.metric(
         f"Always answering {top}", f"{floor:.1%}", border=True, help="The commonest gold label: the floor to beat."
@@ -189,10 +199,13 @@ if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data ta
             horizontal=True,
             key="why_pick",
         )
-        f1, f2 = st.columns(2)
+        f1, f2, f3 = st.columns(3)
         gold = f1.selectbox("Gold label", ["", *answers.labels], format_func=lambda x: x or "any", key="why_gold")
-        search = f2.text_input("Text holds", "", key="why_search", max_chars=100)
-        rows = answers.pick(which, gold=gold, search=search)
+        answered = f2.selectbox(  # with the gold label: one cell of the confusion matrix
+            "Its answer", ["", *answers.labels], format_func=lambda x: x or "any", key="why_answered"
+        )
+        search = f3.text_input("Text holds", "", key="why_search", max_chars=100)
+        rows = answers.pick(which, gold=gold, search=search, answered=answered)
         if not rows:
             st.info("No example matches.", icon=":material/filter_alt_off:")
             st.stop()

@@ -9,6 +9,7 @@ import torch
 from conftest import tiny_config
 
 from bertlab.errors import BertLabError, InputError
+from bertlab.finetune import metrics
 from bertlab.finetune.answers import answer_file, training_accuracy
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import FinetunedModel, TaskSetup
@@ -73,6 +74,11 @@ def test_the_picks_sort_and_filter(tokenizer, tmp_path):
     assert [a.text_a for a in got.pick("all", search="THE ")] == ["the cat sat on the mat", "the bird sang all day"]
     with pytest.raises(InputError, match="which must be"):
         got.pick("worst")
+    # a cell of the confusion matrix: gold and answer together
+    cell = got.pick("all", gold="1", answered="0")
+    assert [a.index for a in cell] == [a.index for a in got.answers if a.gold == "1" and a.predicted == "0"]
+    assert len(cell) == got.confusion()[1][0]
+    assert got.scores() == {"accuracy": got.accuracy}
 
 
 def test_a_pair_task_reads_both_sentences(tokenizer, tmp_path):
@@ -84,6 +90,9 @@ def test_a_pair_task_reads_both_sentences(tokenizer, tmp_path):
     model = _model(tokenizer, "mrpc", "pair")
     got = answer_file(model, path)
     assert [(a.text_a, a.text_b, a.gold) for a in got.answers] == [(a, b, q) for q, a, b in rows]
+    predicted = [a.predicted for a in got.answers]
+    assert list(got.scores()) == ["f1", "accuracy"]  # MRPC's own measure first, as its dev evaluation
+    assert got.scores()["f1"] == metrics.f1_binary(predicted, ["1", "0"], positive="1")
     assert (
         got.answers[1].predicted
         == max(model.predict("a dog ran", "birds sang all day").probabilities.items(), key=lambda kv: kv[1])[0]

@@ -102,6 +102,12 @@ def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2
     assert any(s.value.startswith("Why ") for s in at.subheader)  # the picked example is explained
     assert "bird" in " ".join(str(h.value) for h in at.markdown if "<span" in str(h.value))
     assert "2 examples match." in text(at)
+    # gold 1 and an answer: one cell of the confusion matrix (both 'bird' sentences get the same answer)
+    at.selectbox(key="why_answered").set_value(want.answers[2].predicted).run()
+    assert "2 examples match." in text(at)
+    at.selectbox(key="why_answered").set_value("1" if want.answers[2].predicted == "0" else "0").run()
+    assert "No example matches." in text(at)
+    at.selectbox(key="why_answered").set_value("").run()
     assert "These answers (CSV)" in [b.label for b in at.get("download_button")]
     at.text_input(key="why_search").set_value("zebra").run()
     assert "No example matches." in text(at)

@@ -22,7 +22,7 @@ from pathlib import Path
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample, read_task_file
 from bertlab.finetune.encoding import encode_sequences
-from bertlab.finetune.evaluation import run_model
+from bertlab.finetune.evaluation import run_model, score
 from bertlab.finetune.predict import FinetunedModel
 from bertlab.finetune.tasks import get_task
 
@@ -80,13 +80,22 @@ class FileAnswers:
         top = max(self.labels, key=gold.count)
         return top, gold.count(top) / len(gold)
 
-    def pick(self, which: str = "mistakes", gold: str = "", search: str = "") -> list[ExampleAnswer]:
+    def scores(self) -> dict[str, float]:
+        """The task's own metrics on the file, as the dev evaluation computes them (fractions; the main
+        one first: MRPC's F1, CoLA's Matthews correlation, else accuracy)."""
+        examples = [SequenceExample(a.text_a, a.text_b, a.gold) for a in self.answers]
+        return score(get_task(self.task), examples, [a.predicted for a in self.answers])
+
+    def pick(
+        self, which: str = "mistakes", gold: str = "", search: str = "", answered: str = ""
+    ) -> list[ExampleAnswer]:
         """The answers to look at: `which` is "mistakes" (surest first: the model's worst errors),
-        "unsure" (every answer, least sure first) or "all" (file order); `gold` keeps one gold label;
-        `search` keeps the examples whose text holds it (case-insensitive)."""
+        "unsure" (every answer, least sure first) or "all" (file order); `gold` keeps one gold label and
+        `answered` one answer (both: a cell of the confusion matrix); `search` keeps the examples whose
+        text holds it (case-insensitive)."""
         if which not in ("mistakes", "unsure", "all"):
             raise InputError(f"which must be mistakes, unsure or all, not {which!r}")
-        rows = [a for a in self.answers if not gold or a.gold == gold]
+        rows = [a for a in self.answers if (not gold or a.gold == gold) and (not answered or a.predicted == answered)]
         if search.strip():
             needle = search.strip().casefold()
             rows = [a for a in rows if needle in a.text_a.casefold() or needle in (a.text_b or "").casefold()]
