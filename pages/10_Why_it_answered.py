@@ -13,7 +13,7 @@ from bertlab.errors import BertLabError
 from bertlab.explore import input_notes
 from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
 from bertlab.finetune.predict import load_finetuned
-from bertlab.finetune.tasks import get_task
+from bertlab.finetune.tasks import get_task, label_text
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
 from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
@@ -200,9 +200,10 @@ if kind == TASK and source == FROM_FILE:  # browse its answers (as LIT's data ta
             key="why_pick",
         )
         f1, f2, f3 = st.columns(3)
-        gold = f1.selectbox("Gold label", ["", *answers.labels], format_func=lambda x: x or "any", key="why_gold")
+        named = lambda x: label_text(model.task, x) if x else "any"  # noqa: E731 ('1 (positive)')
+        gold = f1.selectbox("Gold label", ["", *answers.labels], format_func=named, key="why_gold")
         answered = f2.selectbox(  # with the gold label: one cell of the confusion matrix
-            "Its answer", ["", *answers.labels], format_func=lambda x: x or "any", key="why_answered"
+            "Its answer", ["", *answers.labels], format_func=named, key="why_answered"
         )
         search = f3.text_input("Text holds", "", key="why_search", max_chars=100)
         rows = answers.pick(which, gold=gold, search=search, answered=answered)

@@ -13,6 +13,7 @@ from bertlab.finetune import metrics
 from bertlab.finetune.answers import answer_file, training_accuracy
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import FinetunedModel, TaskSetup
+from bertlab.interpret.views import confusion_figure
 
 SST2 = ["the cat sat on the mat", "a dog ran", "what a film", "the bird sang all day", "it was bad", "good"]
 
@@ -61,6 +62,9 @@ def test_every_example_is_answered_as_the_dev_evaluation_does(tokenizer, tmp_pat
     confusion = got.confusion()
     assert sum(map(sum, confusion)) == 6 and confusion[0][0] + confusion[1][1] == 6 - got.mistakes
     assert got.majority() == ("0", 0.5)
+    fig = confusion_figure(got)
+    assert list(fig.data[0].x) == list(fig.data[0].y) == ["0 (negative)", "1 (positive)"]  # what 0 and 1 mean
+    assert fig.data[0].text[0][0] == f"{confusion[0][0]:,}<br>{confusion[0][0] / 3:.0%}"  # 3 examples of gold 0
 
 
 def test_the_picks_sort_and_filter(tokenizer, tmp_path):

@@ -93,6 +93,7 @@ def test_why_it_answered_browses_a_dev_sets_answers_and_explains_one(model, sst2
     assert metrics["Accuracy"] == f"{want.accuracy:.1%}" and metrics["Always answering 0"] == "50.0%"
     assert metrics["Mistakes"] == str(want.mistakes)
     assert "why_confusion" in [c.key for c in at.get("plotly_chart")]
+    assert at.selectbox(key="why_gold").format_func("1") == "1 (positive)"  # what SST-2's 1 means
     at.radio(key="why_pick").set_value("all").run()
     at.selectbox(key="why_gold").set_value("1").run()
     at.text_input(key="why_search").set_value("bird").run()

@@ -192,3 +192,17 @@ def get_task(name: str) -> TaskSpec:
     if key not in TASKS:
         raise InputError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     return TASKS[key]
+
+
+# What the numeric labels of some GLUE tasks mean (the data files only say 0 / 1).
+LABEL_NAMES = {
+    "sst2": {"0": "negative", "1": "positive"},
+    "cola": {"0": "unacceptable", "1": "acceptable"},
+    "mrpc": {"0": "not a paraphrase", "1": "paraphrase"},
+}
+
+
+def label_text(task: str | None, label: object) -> str:
+    """'1 (positive)' for SST-2's label 1; the label itself where it says what it means already."""
+    name = LABEL_NAMES.get(task or "", {}).get(str(label))
+    return f"{label} ({name})" if name else str(label)

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 from bertlab.attention_figures import CAP_PERCENTILE, attention_heatmap, heatmap_cap
 from bertlab.figures import style_figure
 from bertlab.finetune.answers import ExampleAnswer, FileAnswers
+from bertlab.finetune.tasks import label_text
 from bertlab.interpret.attribution import Attribution, shading
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.heads import PruningCurve
@@ -543,7 +544,7 @@ def confusion_figure(answers: FileAnswers, title: str = "") -> go.Figure:
     """Gold label (rows) against the model's answer (columns): counts, and each row's share."""
     counts = np.array(answers.confusion(), dtype=float)
     share = counts / np.maximum(counts.sum(1, keepdims=True), 1)
-    labels = [str(label) for label in answers.labels]
+    labels = [label_text(answers.task, label) for label in answers.labels]  # '1 (positive)', not '1'
     text = [
         [f"{int(c):,}<br>{s:.0%}" for c, s in zip(row_c, row_s, strict=True)]
         for row_c, row_s in zip(counts, share, strict=True)

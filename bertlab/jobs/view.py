@@ -25,6 +25,7 @@ from plotly.subplots import make_subplots
 
 from bertlab.estimates import Estimate
 from bertlab.figures import BLUE, FONT, GREY, ORANGE, percent
+from bertlab.finetune.tasks import label_text
 from bertlab.formatting import format_duration
 from bertlab.jobs.runs import Job
 from bertlab.runfolder import ACTIVE_STATES, read_run_config, result_link
@@ -614,20 +615,6 @@ def estimate_rows(est: Estimate) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------
 # Predictions of fine-tuned models (the "Try it" panel)
 # --------------------------------------------------------------------------------------
-# What the numeric labels of some GLUE tasks mean (the data files only say 0 / 1).
-LABEL_NAMES = {
-    "sst2": {"0": "negative", "1": "positive"},
-    "cola": {"0": "unacceptable", "1": "acceptable"},
-    "mrpc": {"0": "not a paraphrase", "1": "paraphrase"},
-}
-
-
-def label_text(task: str | None, label: object) -> str:
-    """'1 (positive)' for SST-2's label 1; the label itself where it says what it means already."""
-    name = LABEL_NAMES.get(task or "", {}).get(str(label))
-    return f"{label} ({name})" if name else str(label)
-
-
 def probabilities_figure(
     probabilities: dict, predicted: str | None = None, title: str = "", task: str | None = None
 ) -> go.Figure:
