@@ -62,6 +62,15 @@ class Encoding:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def word_positions(self) -> list[list[int]]:
+        """The token positions of each word of a one-text encoding, in order ('walking' -> its two pieces'
+        positions; [CLS] and [SEP] are no words)."""
+        spans: dict[int, list[int]] = {}
+        for p, wid in enumerate(self.word_ids):
+            if wid is not None:
+                spans.setdefault(wid, []).append(p)
+        return list(spans.values())
+
 
 def _build(vocab: dict[str, int], lowercase: bool) -> Tokenizer:
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))

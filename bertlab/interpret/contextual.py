@@ -203,11 +203,7 @@ def find_word(model, word: str, sentence: str) -> list[tuple[str, list[int]]]:
     adjacent words "!" "!" "!" (and "don't" as "don" "'" "t"), never across a space; matches do not overlap."""
     subject = as_subject(model, gradients=False)
     e = subject.tokenizer.encode(sentence, max_length=subject.max_length)
-    spans: dict[int, list[int]] = {}
-    for p, wid in enumerate(e.word_ids):
-        if wid is not None:
-            spans.setdefault(wid, []).append(p)
-    words = list(spans.values())  # token positions of each word, in order
+    words = e.word_positions()  # token positions of each word, in order
     target = word.casefold()
     found, i = [], 0
     while i < len(words):

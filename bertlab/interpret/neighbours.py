@@ -111,12 +111,8 @@ def sentence_words(model, sentence: str) -> list[tuple[str, list[int], tuple[int
 
 
 def _words_of(e, sentence: str) -> list[tuple[str, list[int], tuple[int, int]]]:
-    spans: dict[int, list[int]] = {}
-    for p, wid in enumerate(e.word_ids):
-        if wid is not None:
-            spans.setdefault(wid, []).append(p)
     out = []
-    for positions in spans.values():
+    for positions in e.word_positions():
         start, end = e.offsets[positions[0]][0], e.offsets[positions[-1]][1]
         out.append((sentence[start:end], positions, (start, end)))
     return out
