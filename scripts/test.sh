@@ -15,6 +15,11 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Style first (seconds): lint and the formatter's check; `ruff format .` fixes the second.
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
+# Then the package's shape (a second): pyproject.toml's [tool.importlinter] contracts, the layers and
+# the imports forbidden (streamlit anywhere, torch in the torch-free modules). lint-imports has no
+# `python -m`; this is its console script, run by the same Python.
+"$PY" -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())' \
+  --no-logo --no-cache
 status=0
 "$PY" -m pytest -q "$@" || status=$?
 if [ "$status" -eq 5 ] && [ "$#" -gt 0 ]; then
