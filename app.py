@@ -10,12 +10,12 @@ from pathlib import Path
 import streamlit as st
 
 from bertlab.app_pages import APP_PAGES, page_titled
-from bertlab.catalog import model_card, read_readme, shipped_model_path
 from bertlab.config import preset
-from bertlab.diagrams import architecture_figure
-from bertlab.figures import learning_curve_figure
-from bertlab.history import has_history
-from bertlab.model_card import model_card_markdown, unseen_rows
+from bertlab.figures.answers import learning_curve_figure
+from bertlab.figures.diagrams import architecture_figure
+from bertlab.storage.catalog import model_card, read_readme, shipped_model_path
+from bertlab.storage.model_card import model_card_markdown, unseen_rows
+from bertlab.training.history import has_history
 from pages.common import concept, load_chosen_model, setup_page, show_figure
 from pages.common.admin import announce
 

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import torch
 
-from bertlab.checkpoint import save_checkpoint
 from bertlab.config import preset
 from bertlab.inference import LoadedModel, load_model
 from bertlab.model import BertForPreTraining
+from bertlab.storage.checkpoint import save_checkpoint
 from bertlab.tokenizer import BertTokenizer
 
 ONE_MASK = "The capital of France is [MASK], a city on the river Seine."

@@ -54,12 +54,12 @@ import numpy as np
 import torch
 
 from bertlab.ablations.planning import SUITE_RECIPE
-from bertlab.atomic import read_json, write_json_atomic
-from bertlab.corpus import load_corpus
-from bertlab.pretrain import prepare_data, prepare_tokenizer
-from bertlab.pretrain_config import load_config_file
-from bertlab.pretraining_data import InstanceStore, collate, split_heldout
-from bertlab.runfolder import read_status, snapshot_dir, snapshot_root
+from bertlab.data.corpus import load_corpus
+from bertlab.data.pretraining_data import InstanceStore, collate, split_heldout
+from bertlab.storage.atomic import read_json, write_json_atomic
+from bertlab.storage.runfolder import read_status, snapshot_dir, snapshot_root
+from bertlab.training.pretrain import prepare_data, prepare_tokenizer
+from bertlab.training.pretrain_config import load_config_file
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "time_to_quality"

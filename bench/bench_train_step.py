@@ -25,8 +25,9 @@ import torch
 
 from bertlab.config import preset
 from bertlab.hardware import cpu_bf16_instructions
+from bertlab.losses import masked_lm_nsp
 from bertlab.model import BertForPreTraining
-from bertlab.optimization import compile_pays
+from bertlab.training.optimization import compile_pays
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0, "V100": 125.0}
 
@@ -48,10 +49,10 @@ def make_batch(vocab: int, batch: int, seq: int, device, seed: int = 0, max_pred
 
 
 def ours_step(model, opt, b, autocast):
+    batch = {"input_ids": b["ids"], "token_type_ids": b["types"], "attention_mask": b["attn"]}
     with autocast():
-        out = model(
-            b["ids"], b["types"], b["attn"], mlm_labels=b["labels"], nsp_labels=b["nsp"], prediction_cap=b["cap"]
-        )
+        # BERT's objective owns its loss (bertlab.losses), as the trainer calls it
+        out = masked_lm_nsp(model, {**batch, "mlm_labels": b["labels"], "nsp_labels": b["nsp"]}, b["cap"])
     out.loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)

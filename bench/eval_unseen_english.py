@@ -13,7 +13,7 @@ ever evaluated on (never trained on):
 - sst2: SST-2 dev sentences (movie-review snippets)
 
 Masked LM: each sentence alone, `[CLS] sentence [SEP]`, masked the paper's way by
-`bertlab.pretraining_data.Masker` (15% of tokens, 80% [MASK] / 10% random / 10% kept) with a fixed
+`bertlab.data.pretraining_data.Masker` (15% of tokens, 80% [MASK] / 10% random / 10% kept) with a fixed
 seed; accuracy and cross-entropy at the masked positions. Models with other vocabularies mask other
 tokens, so the masked-token count is printed too.
 NSP: from EWT documents, 50% IsNext (a sentence and the next one of its document) and 50% NotNext
@@ -29,9 +29,10 @@ from pathlib import Path
 
 import torch
 
+from bertlab.data.pretraining_data import DataConfig, Masker
 from bertlab.inference import LoadedModel, load_model
-from bertlab.model_card import model_card_markdown
-from bertlab.pretraining_data import DataConfig, Masker
+from bertlab.losses import masked_lm
+from bertlab.storage.model_card import model_card_markdown
 
 DESCRIPTION = (
     "Web text (UD English-EWT dev+test), social media (WNUT-17 dev+test), news (MRPC dev) and movie "
@@ -112,16 +113,12 @@ def mlm_score(lm: LoadedModel, sentences: list[str], seed: int = 0, batch: int =
                 ids[b, : len(m)] = torch.tensor(m)
                 attn[b, : len(m)] = 1
                 labels[b, pos] = torch.tensor(lab)
-            out = model(
-                ids.to(lm.device),
-                torch.zeros_like(ids).to(lm.device),
-                attn.to(lm.device),
-                mlm_labels=labels.to(lm.device),
-            )
-            n = int(out.mlm_count)
-            correct += int(out.mlm_correct)
+            inputs = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": attn}
+            out = masked_lm(model, {k: v.to(lm.device) for k, v in {**inputs, "mlm_labels": labels}.items()})
+            n = int(out.sums["mlm_count"])
+            correct += int(out.sums["mlm_correct"])
             count += n
-            loss_sum += float(out.mlm_loss) * n
+            loss_sum += out.sums["mlm_loss_sum"]
     return {
         "mlm_acc": correct / max(1, count),
         "mlm_loss": loss_sum / max(1, count),

@@ -18,8 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
-from bertlab.ablations.results import PLATEAU_EXIT
-from bertlab.runfolder import read_metrics, read_run_config
+from bertlab.ablations.comparison import PLATEAU_EXIT
+from bertlab.storage.runfolder import read_metrics, read_run_config
 
 MARKS_M = (1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36, 40)  # millions of tokens seen
 

@@ -49,7 +49,7 @@ from bench.recipe_study import (
 )
 from bertlab.formatting import parse_count
 from bertlab.hardware import cpu_bf16_instructions
-from bertlab.runfolder import read_run_config, read_status
+from bertlab.storage.runfolder import read_run_config, read_status
 
 DEFAULT_OUT = REPO / "bench" / "results" / "precision_quality"
 PRECISIONS = ("fp32", "bf16")

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bertlab.runfolder import read_metrics, read_run_config, read_status
+from bertlab.storage.runfolder import read_metrics, read_run_config, read_status
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "recipe_study"

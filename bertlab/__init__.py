@@ -33,7 +33,7 @@ def __getattr__(name):  # lazy: `import bertlab` stays cheap for the CLI's --hel
 
         return getattr(inference, name)
     if name == "default_model_path":
-        from bertlab.checkpoint import default_model_path  # deferred: torch
+        from bertlab.storage.checkpoint import default_model_path  # deferred: torch
 
         return default_model_path
     if name in ("BertForPreTraining", "BertModel"):
@@ -45,7 +45,7 @@ def __getattr__(name):  # lazy: `import bertlab` stays cheap for the CLI's --hel
 
         return BertTokenizer
     if name == "save_checkpoint":
-        from bertlab.checkpoint import save_checkpoint  # deferred: torch
+        from bertlab.storage.checkpoint import save_checkpoint  # deferred: torch
 
         return save_checkpoint
     raise AttributeError(f"module 'bertlab' has no attribute {name!r}")

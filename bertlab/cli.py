@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from bertlab import __version__
 from bertlab.errors import BertLabError, InputError
 from bertlab.formatting import one_line, printable
-from bertlab.runfolder import runs_root
+from bertlab.storage.runfolder import runs_root
 
 if TYPE_CHECKING:
     from bertlab.inference import FillMaskResult
@@ -152,9 +152,9 @@ def _info_args(p):
 
 
 def _info(args) -> int:
-    from bertlab.checkpoint import default_model_path, load_config, resolve  # deferred: torch, as in _load
     from bertlab.finetune.predict import is_finetuned_config, load_finetuned  # deferred: torch
     from bertlab.inference import load_model  # deferred: torch
+    from bertlab.storage.checkpoint import default_model_path, load_config, resolve  # deferred: torch, as in _load
 
     directory = resolve(default_model_path() if args.model is None else args.model)
     _, raw = load_config(directory)
@@ -218,13 +218,13 @@ BUILTIN = {
 # being run: name -> (help, a function that imports the module and returns its (add_args, run)).
 # The help is written here so that `bertlab --help` imports none of them.
 def _pretrain() -> tuple[AddArgs, Run]:
-    from bertlab import pretrain  # deferred, as each command below: torch
+    from bertlab.training import pretrain  # deferred, as each command below: torch
 
     return pretrain.add_args, pretrain.run
 
 
 def _export() -> tuple[AddArgs, Run]:
-    from bertlab import export  # deferred: torch
+    from bertlab.storage import export  # deferred: torch
 
     return export.add_args, export.run
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from bertlab.errors import CheckpointError, InputError
 
@@ -18,6 +18,8 @@ ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
 @dataclass(frozen=True)
 class BertConfig:
     """Shape and behaviour of a BERT encoder (Devlin et al. 2018, section 3)."""
+
+    model_type: ClassVar[str] = "bert"  # config.json's model_type: the family (bertlab.models.registry)
 
     vocab_size: int = 30522  # WordPiece vocabulary size; Google's English vocab has 30,522
     hidden_size: int = 768  # H in the paper
@@ -57,7 +59,7 @@ class BertConfig:
         """The `config.json` content: BertConfig keys plus a `bertlab` section for our fields."""
         data = {
             "architectures": [architecture],
-            "model_type": "bert",
+            "model_type": self.model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,

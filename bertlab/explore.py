@@ -6,7 +6,7 @@ as whole-word masking does), plain-language notes about an input (words the voca
 know, where a too-long input was cut), and example sentences for fill-mask and next sentence
 prediction; what a model's card says about its limits, what the embeddings row of the layer-by-layer
 guesses means, and how many tokens a pretraining example chooses for the masked LM. Imports
-bertlab.tokenizer, bertlab.errors, bertlab.model_card, bertlab.pretraining_data and bertlab.inference
+bertlab.tokenizer, bertlab.errors, bertlab.storage.model_card, bertlab.data.pretraining_data and bertlab.inference
 (result types); never streamlit.
 """
 
@@ -16,11 +16,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bertlab.data_config import DataConfig, max_predictions_for
+from bertlab.data.data_config import DataConfig, max_predictions_for
+from bertlab.data.pretraining_data import num_to_predict
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess, fill_text
-from bertlab.model_card import corpus_words
-from bertlab.pretraining_data import num_to_predict
+from bertlab.storage.model_card import corpus_words
 from bertlab.tokenizer import BertTokenizer
 
 MASK = "[MASK]"
@@ -198,7 +198,7 @@ def input_notes(
 ) -> list[InputNote]:
     """Plain-language warnings about an input: truncation (and where), tokens at positions the model
     was never pretrained on (`pretrained`: its card's longest pretraining input, 0 = unknown; see
-    bertlab.model_card.pretrained_length) and [UNK] pieces (a long word shortened to its first characters)."""
+    bertlab.storage.model_card.pretrained_length) and [UNK] pieces (a long word shortened to its first characters)."""
     notes = [
         InputNote("warning", "Input too long: " + msg) for msg in truncation_point(tokenizer, text, max_length, text_b)
     ]
@@ -369,7 +369,7 @@ def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
 def chosen_count_text(num_tokens: int, num_chosen: int, config: DataConfig) -> str:
     """Why an example of `num_tokens` tokens ([CLS] and [SEP] included) has `num_chosen` chosen for
     the masked LM, as markdown: `masked_lm_prob` of the tokens, rounded, capped at
-    `max_predictions_per_seq`, as Google's script counts (`bertlab.pretraining_data.num_to_predict`).
+    `max_predictions_per_seq`, as Google's script counts (`bertlab.data.pretraining_data.num_to_predict`).
 
     '15% of the 27 tokens ([CLS] and [SEP] count, as in Google's script) = 4.05, rounded to **4**
     (the cap is 10 per example: 15% of the 64-token maximum, rounded up)'

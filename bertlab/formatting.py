@@ -1,6 +1,7 @@
-"""How numbers and text read to people: durations, counts as people write them ('40M'), and text or an
-error made safe for one line of a terminal. Used by the CLI, the trainer's progress bar, run logs, the model catalog and the pages
-alike, so a time or an error reads the same everywhere.
+"""How numbers and text read to people: durations, counts as people write them ('40M'), text or an
+error made safe for one line of a terminal, and text shortened to fit a label. Used by the CLI, the
+trainer's progress bar, run logs, the model catalog and the pages alike, so a time or an error reads the
+same everywhere.
 
 Standard library only.
 """
@@ -49,3 +50,11 @@ def printable(text: str) -> str:
 def one_line(exc: BaseException) -> str:
     """An error's message on one line (white space folded), safe to print: its type when it has none."""
     return printable(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` cut at a word boundary to at most about `limit` characters, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:") + "…"

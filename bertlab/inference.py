@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.batching import pad_batch
-from bertlab.checkpoint import NSP_KEYS, default_model_path, load_pretraining_model
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
+from bertlab.storage.checkpoint import default_model_path, load_pretraining_model
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
 log = logging.getLogger(__name__)
@@ -255,8 +255,20 @@ class LoadedModel:
         self.config = model.config
         self.device = next(model.parameters()).device
         self.max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
-        missing = set(self.info.get("missing", []))
-        self.has_nsp = model.cls.seq_relationship is not None and not missing.intersection(NSP_KEYS)
+        # the heads whose weights the folder held; a model built in memory has the heads it was built with
+        built = ("mlm",) + (("nsp",) if model.cls.seq_relationship is not None else ())
+        self.heads: tuple[str, ...] = tuple(self.info.get("heads", built))
+        self.has_mlm = "mlm" in self.heads
+        self.has_nsp = "nsp" in self.heads and model.cls.seq_relationship is not None
+
+    def _need_mlm(self, what: str) -> None:
+        """InputError when the folder has no masked-LM head (a fine-tuned classifier, an encoder)."""
+        if not self.has_mlm:
+            raise InputError(
+                f"{what} needs a masked-LM head, and {self.path or 'this model'} has none "
+                "(a fine-tuned classifier or an encoder saved without its pretraining heads); "
+                "pick a pretrained model, or use the pages that read only the encoder (attention, layers)"
+            )
 
     @property
     def path(self) -> str:
@@ -355,6 +367,7 @@ class LoadedModel:
             InputError: empty text, no [MASK], or every [MASK] cut off by truncation.
         """
         _check_top_k(top_k)
+        self._need_mlm("fill-mask")
         single = isinstance(text, str)
         texts = [text] if single else _as_list(text, "text")
         if not texts:
@@ -501,7 +514,7 @@ class LoadedModel:
         att = torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
         hid = torch.stack(enc.hidden_states, 0)[:, 0].float().cpu().numpy()  # (L+1, T, H)
         mlm_top = []
-        if top_k > 0:
+        if top_k > 0 and self.has_mlm:
             probs = out.mlm_logits[0].float().softmax(-1)
             mlm_top = [self._candidates(probs[p], e, p, top_k) for p in range(len(e))]
         nsp = None
@@ -538,6 +551,7 @@ class LoadedModel:
         """
         self._check_text(text)
         _check_top_k(top_k)
+        self._need_mlm("what each layer would guess")
         if position is not None and not is_whole_number(position):
             raise InputError(
                 f"position must be a whole number (a token index, 0 = [CLS]) or None for the first [MASK], "
@@ -585,7 +599,8 @@ def load_model(
 
     Raises:
         InputError: a path, device or dtype of the wrong kind, or a device this machine lacks.
-        CheckpointError: the folder is missing, incomplete or not a BERT with a masked-LM head.
+        CheckpointError: the folder is missing or incomplete, or no model family opens it. A folder
+            without a masked-LM head (a fine-tuned classifier) loads; `fill_mask` then says it has none.
     """
     dtype = _floating_dtype(dtype)
     dev = pick_device(device)

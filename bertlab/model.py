@@ -2,7 +2,9 @@
 
 Module and parameter names match Google's / Hugging Face's BERT checkpoints key for key
 (`bert.encoder.layer.3.attention.self.query.weight`, `cls.predictions.transform.dense.weight`),
-so real weights import without renaming. The model takes tensors and returns typed dataclasses.
+so real weights import without renaming. The model takes tensors and returns typed dataclasses:
+hidden states and the heads' logits. It computes no loss: each pretraining objective owns its loss
+(bertlab.losses), and the BERT family's loading and naming rules live in bertlab.models.bert.
 
 Imports torch and bertlab.config only.
 """
@@ -43,25 +45,23 @@ class EncoderOutput:
 
 @dataclass
 class PreTrainingOutput:
-    """What `BertForPreTraining` returns.
+    """What `BertForPreTraining` returns: the heads' outputs. Losses belong to the objective
+    (bertlab.losses), which reads these.
 
     Attributes:
-        mlm_logits: (B, T, V) when every position is scored, or (N, V) for the N positions
-            selected by `mlm_positions` / `mlm_labels` (row order = `mask.nonzero()` order).
+        mlm_logits: (B, T, V) when every position is scored, (N, V) for the N positions selected by
+            `mlm_positions` (row order = `mask.nonzero()` order), or (B, K, V) over K fixed slots
+            per row when a `prediction_cap` was given (see `mlm_slots`).
         nsp_logits: (B, 2); index 0 = IsNext, 1 = NotNext (Google's convention). None without NSP head.
-        loss: mlm_loss + nsp_loss (those that were computed), or None without labels.
-        mlm_correct / mlm_count: number of correct top-1 masked predictions and of masked tokens.
+        encoder: the encoder's output.
+        mlm_slots: with a `prediction_cap`, ((B, K) long positions each slot scored, (B, K) bool
+            slots that hold a selected position); None otherwise.
     """
 
     mlm_logits: torch.Tensor
     nsp_logits: torch.Tensor | None
     encoder: EncoderOutput
-    loss: torch.Tensor | None = None
-    mlm_loss: torch.Tensor | None = None
-    nsp_loss: torch.Tensor | None = None
-    mlm_correct: torch.Tensor | None = None
-    mlm_count: torch.Tensor | None = None
-    nsp_correct: torch.Tensor | None = None
+    mlm_slots: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 # --------------------------------------------------------------------------------------
@@ -311,6 +311,9 @@ class BertModel(nn.Module):
 # --------------------------------------------------------------------------------------
 # Pretraining heads
 # --------------------------------------------------------------------------------------
+TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # copies of other weights
+
+
 class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -358,18 +361,6 @@ def _last_layer_positions(select: torch.Tensor, cap: int | None = None) -> tuple
     return order, select.gather(1, order)
 
 
-def _slot_mlm_loss(
-    logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor, slot_used: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Masked-LM loss (mean over labelled slots), correct and count from (B, K, V) slot logits,
-    with no data-dependent shape: unused slots get the ignore label."""
-    targets = labels.gather(1, positions).masked_fill(~slot_used, -100)  # (B, K)
-    count = slot_used.sum()
-    loss_sum = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
-    correct = ((logits.argmax(-1) == targets) & slot_used).sum()
-    return loss_sum / count.clamp(min=1), correct, count
-
-
 def init_weights(module: nn.Module, std: float) -> None:
     """BERT's init: normal(0, std) weights, zero biases, LayerNorm at identity."""
     for m in module.modules():
@@ -390,6 +381,8 @@ def init_weights(module: nn.Module, std: float) -> None:
 class BertForPreTraining(nn.Module):
     """BERT with the masked-LM head and (optionally) the next-sentence head."""
 
+    tied_keys = TIED_KEYS  # saved once: the decoder is the word embeddings
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
@@ -406,8 +399,6 @@ class BertForPreTraining(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        mlm_labels: torch.Tensor | None = None,
-        nsp_labels: torch.Tensor | None = None,
         mlm_positions: torch.Tensor | None = None,
         head_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
@@ -417,22 +408,19 @@ class BertForPreTraining(nn.Module):
         """Run the encoder and both heads.
 
         Args:
-            mlm_labels: (B, T) long, the original token id at masked positions and -100 elsewhere.
-                When given, MLM logits are computed only at the labelled positions (training needs
-                nothing else, and the vocabulary projection is most of the cost).
-            nsp_labels: (B,) long, 0 = IsNext, 1 = NotNext.
-            mlm_positions: (B, T) bool, positions to score when no labels are given; None scores
-                every position and returns (B, T, V).
-            prediction_cap: the most labelled positions a row has (the data's
-                max_predictions_per_seq). With labels, it fixes the number of scored slots per row
-                (cap + 1, with [CLS]), so shapes do not depend on the data and `torch.compile`
-                traces the whole step as one graph; mlm_logits is then (B, K, V) over every slot
-                (unused slots included) while the loss and counts cover the labelled positions only.
+            mlm_positions: (B, T) bool, the positions the masked-LM head scores (training: where the
+                labels are); None scores every position and returns (B, T, V). Scoring only these
+                is what makes training fast: the vocabulary projection is most of the cost.
+            prediction_cap: the most selected positions a row has (the data's
+                max_predictions_per_seq). It fixes the number of scored slots per row (cap + 1, with
+                [CLS]), so shapes do not depend on the data and `torch.compile` traces the whole
+                step as one graph; mlm_logits is then (B, K, V) over every slot and `mlm_slots` says
+                which position each slot holds and which slots are real.
 
         When only some positions are scored (and no attentions or hidden states are asked for),
         the last layer runs only at those positions and [CLS]: the same numbers, less work.
         """
-        select = (mlm_labels != -100) if mlm_labels is not None else mlm_positions
+        select = mlm_positions
         positions = None
         if (
             select is not None
@@ -440,7 +428,7 @@ class BertForPreTraining(nn.Module):
             and not output_hidden_states
             and self.config.attention_direction == "bidirectional"
         ):
-            positions, slot_used = _last_layer_positions(select, prediction_cap if mlm_labels is not None else None)
+            positions, slot_used = _last_layer_positions(select, prediction_cap)
         enc = self.bert(
             input_ids,
             token_type_ids,
@@ -451,9 +439,10 @@ class BertForPreTraining(nn.Module):
             last_layer_positions=positions,
         )
         hidden = enc.last_hidden_state
-        static = positions is not None and prediction_cap is not None and mlm_labels is not None
-        if static:
+        slots = None
+        if positions is not None and prediction_cap is not None:
             mlm_logits = self.cls.predictions(hidden)  # (B, K, V): every slot, a shape known in advance
+            slots = (positions, slot_used)
         elif positions is not None:
             mlm_logits = self.cls.predictions(hidden[slot_used])  # (N, V), row-major like hidden[select]
         elif select is not None:
@@ -462,25 +451,7 @@ class BertForPreTraining(nn.Module):
             mlm_logits = self.cls.predictions(hidden)  # (B, T, V)
         heads = self.cls.seq_relationship
         nsp_logits = heads(enc.pooled_output) if heads is not None else None  # (B, 2)
-
-        out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc)
-        losses = []
-        if static:
-            out.mlm_loss, out.mlm_correct, out.mlm_count = _slot_mlm_loss(mlm_logits, mlm_labels, positions, slot_used)
-            losses.append(out.mlm_loss)
-        elif mlm_labels is not None:
-            targets = mlm_labels[select]  # (N,)
-            out.mlm_loss = F.cross_entropy(mlm_logits.float(), targets) if targets.numel() else mlm_logits.sum() * 0
-            out.mlm_correct = (mlm_logits.argmax(-1) == targets).sum()
-            out.mlm_count = torch.tensor(targets.numel(), device=targets.device)
-            losses.append(out.mlm_loss)
-        if nsp_labels is not None and nsp_logits is not None:
-            out.nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
-            out.nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
-            losses.append(out.nsp_loss)
-        if losses:
-            out.loss = sum(losses)
-        return out
+        return PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc, mlm_slots=slots)
 
     def layer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Apply the MLM head to any hidden state (B, T, H) -> (B, T, V), e.g. an earlier layer's."""

@@ -8,17 +8,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab.catalog import find_run_checkpoints, is_finetuned
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes
 from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
 from bertlab.finetune.predict import load_finetuned
 from bertlab.finetune.tasks import get_task, label_text
 from bertlab.inference import MAX_TEXT_CHARS
-from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
-from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
-from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
-from bertlab.interpret.views import (
+from bertlab.interpret.answer_views import (
     answer_label,
     answer_rows,
     attribution_figure,
@@ -29,10 +25,14 @@ from bertlab.interpret.views import (
     raw_and_rollout_figures,
     shaded_tokens_html,
 )
+from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
+from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
+from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
 from bertlab.jobs.spec import check_path_allowed, default_task_data
-from bertlab.model_card import pretrained_length
-from bertlab.modelfolder import folder_stamp
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.catalog import find_run_checkpoints, is_finetuned
+from bertlab.storage.model_card import pretrained_length
+from bertlab.storage.modelfolder import folder_stamp
+from bertlab.storage.runfolder import REPO_ROOT
 from pages.common import (
     code_version,
     concept,

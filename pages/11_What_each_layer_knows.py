@@ -10,26 +10,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab.corpus import CORPUS_CREDIT, read_gensim_wikipedia
+from bertlab.data.corpus import CORPUS_CREDIT, read_gensim_wikipedia
 from bertlab.errors import BertLabError, InputError
 from bertlab.explore import input_notes
 from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.interpret.answer_views import shaded_tokens_html
 from bertlab.interpret.args import probe_args
 from bertlab.interpret.contextual import BANK_EXAMPLE, MAX_SENTENCES, contextual_word, parse_sense_lines
-from bertlab.interpret.neighbours import (
-    MAX_INDEX_MB,
-    MAX_K,
-    build_index,
-    corpus_sample,
-    nearest_words,
-    sentence_words,
-    sentences_that_fit,
-    unique_sentences,
-)
-from bertlab.interpret.neurons import MAX_FACTORS, ffn_activations, neuron_factors
-from bertlab.interpret.probing import ProbeResult
-from bertlab.interpret.saved import read_results, result_path
-from bertlab.interpret.views import (
+from bertlab.interpret.layer_views import (
     factor_heading,
     factors_figure,
     index_caption,
@@ -44,12 +32,24 @@ from bertlab.interpret.views import (
     probe_figure,
     probe_summary,
     sense_note,
-    shaded_tokens_html,
     similarity_figure,
 )
+from bertlab.interpret.neighbours import (
+    MAX_INDEX_MB,
+    MAX_K,
+    build_index,
+    corpus_sample,
+    nearest_words,
+    sentence_words,
+    sentences_that_fit,
+    unique_sentences,
+)
+from bertlab.interpret.neurons import MAX_FACTORS, ffn_activations, neuron_factors
+from bertlab.interpret.probing import ProbeResult
+from bertlab.interpret.saved import read_results, result_path
 from bertlab.jobs.spec import JobSpec, default_task_data
-from bertlab.model_card import pretrained_length
-from bertlab.modelfolder import folder_stamp
+from bertlab.storage.model_card import pretrained_length
+from bertlab.storage.modelfolder import folder_stamp
 from pages.common import (
     code_version,
     concept,

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from bertlab.catalog import find_run_checkpoints, finetuned_task, is_finetuned
 from bertlab.errors import BertLabError
 from bertlab.interpret.args import heads_args
 from bertlab.interpret.contextual import SAMPLE_SENTENCES
+from bertlab.interpret.head_views import importance_figure, pruning_figure, recipe_for
 from bertlab.interpret.heads import MAX_PAGE_EXAMPLES, HeadStudy, MaskedSentences, study_heads
 from bertlab.interpret.saved import read_results
-from bertlab.interpret.views import importance_figure, pruning_figure, recipe_for
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.catalog import find_run_checkpoints, finetuned_task, is_finetuned
+from bertlab.storage.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
 from pages.common.jobs import jobs_allowed, run_as_job_button
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from bertlab.catalog import find_checkpoints, snapshot_entries
 from bertlab.errors import BertLabError
 from bertlab.explore import input_notes, notes_of_two
-from bertlab.figures import percent
+from bertlab.figures.answers import percent
 from bertlab.inference import MAX_TEXT_CHARS, load_model
+from bertlab.interpret.answer_views import raw_and_rollout_figures, shaded_tokens_html
 from bertlab.interpret.compare import compare_models
-from bertlab.interpret.views import raw_and_rollout_figures, shaded_tokens_html
-from bertlab.model_card import pretrained_length
+from bertlab.storage.catalog import find_checkpoints, snapshot_entries
+from bertlab.storage.model_card import pretrained_length
 from bertlab.tokenizer import mask_any_case
 from pages.common import (
     chosen_model,

@@ -18,9 +18,9 @@ from bertlab.explore import (
     maskable_words,
     model_limits,
 )
-from bertlab.figures import answer_trajectory_figure, layer_predictions_figure, probability_bar
+from bertlab.figures.answers import answer_trajectory_figure, layer_predictions_figure, probability_bar
 from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
-from bertlab.model_card import pretrained_length
+from bertlab.storage.model_card import pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)

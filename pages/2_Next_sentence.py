@@ -7,12 +7,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from bertlab.diagrams import FIGURE2_ENDS, figure2_columns, input_embeddings_figure
 from bertlab.errors import BertLabError
 from bertlab.explore import NSP_EXAMPLES, UNRELATED_SENTENCES, input_notes
-from bertlab.figures import nsp_figure
+from bertlab.figures.answers import nsp_figure
+from bertlab.figures.diagrams import FIGURE2_ENDS, figure2_columns, input_embeddings_figure
 from bertlab.inference import MAX_TEXT_CHARS
-from bertlab.model_card import nsp_on_unseen_text, pretrained_length
+from bertlab.storage.model_card import nsp_on_unseen_text, pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)

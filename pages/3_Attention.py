@@ -15,25 +15,23 @@ from bertlab.attention import (
     head_statistics,
     make_head_mask,
 )
-from bertlab.attention_figures import (
+from bertlab.errors import BertLabError
+from bertlab.explore import answer_changes, input_notes
+from bertlab.figures.answers import answer_change_figure
+from bertlab.figures.attention import (
     WINDOW_TOKENS,
     TokenWindow,
     attention_heatmap,
     attention_lines,
     bertviz_html,
-    head_grid,
     heatmap_cap_note,
-    probability_change,
-    stat_heatmap,
-    stats_overview,
-    suggested_grid_scale,
     token_window,
 )
-from bertlab.errors import BertLabError
-from bertlab.explore import answer_changes, input_notes
-from bertlab.figures import answer_change_figure
+from bertlab.figures.attention_grid import head_grid, suggested_grid_scale
+from bertlab.figures.head_ablation import probability_change
+from bertlab.figures.head_stats import stat_heatmap, stats_overview
 from bertlab.inference import MAX_TEXT_CHARS
-from bertlab.model_card import pretrained_length
+from bertlab.storage.model_card import pretrained_length
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)

@@ -8,11 +8,11 @@ import time
 import pandas as pd
 import streamlit as st
 
-from bertlab.data_config import DataConfig, max_predictions_for
-from bertlab.diagrams import example_html, legend_html
+from bertlab.data.data_config import DataConfig, max_predictions_for
+from bertlab.data.pretraining_data import explain_text
 from bertlab.errors import BertLabError
 from bertlab.explore import chosen_count_text, unknown_note
-from bertlab.pretraining_data import explain_text
+from bertlab.figures.diagrams import example_html, legend_html
 from pages.common import concept, require_model, setup_page, show_error, show_notes
 
 PAGE = setup_page(__file__)

@@ -8,11 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.app_pages import page_titled
-from bertlab.catalog import find_checkpoints
 from bertlab.config import PRESETS
-from bertlab.corpus import NAMED_SOURCES
+from bertlab.data.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError
-from bertlab.estimates import estimate_spec
 from bertlab.finetune.args import FEATURE_CHOICES, MAX_EPOCHS
 from bertlab.finetune.tasks import get_task, suggested_learning_rate
 from bertlab.formatting import format_duration
@@ -26,9 +24,11 @@ from bertlab.jobs.spec import (
     pretrain_args,
 )
 from bertlab.jobs.view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
-from bertlab.model_card import pretrained_length, read_card
-from bertlab.modelfolder import hidden_width
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.catalog import find_checkpoints
+from bertlab.storage.model_card import pretrained_length, read_card
+from bertlab.storage.modelfolder import hidden_width
+from bertlab.storage.runfolder import REPO_ROOT
+from bertlab.training.job_estimates import estimate_spec
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field
 
@@ -59,7 +59,7 @@ if not access.allowed:
 @st.cache_data(show_spinner=False)
 def _config_defaults(path: str, mtime: float) -> dict:
     """The fields a config file sets, to seed the form (mtime: re-read when the file changes)."""
-    from bertlab.pretrain_config import load_config_file
+    from bertlab.training.pretrain_config import load_config_file
 
     cfg = load_config_file(REPO_ROOT / path)
     corpus = cfg.corpus[0] if len(cfg.corpus) == 1 else ", ".join(cfg.corpus)

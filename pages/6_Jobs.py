@@ -10,40 +10,36 @@ import streamlit as st
 
 from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
-from bertlab.figures import probability_bar
+from bertlab.figures.answers import probability_bar
+from bertlab.finetune.tasks import label_text
 from bertlab.hardware import gpu_stats
-from bertlab.history import has_history
 from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.jobs.curves import curves_figure
+from bertlab.jobs.metric_lines import chance_levels
+from bertlab.jobs.predictions import answer_html, probabilities_figure, tags_html
+from bertlab.jobs.progress import caught_up
 from bertlab.jobs.registry import JobRegistry
-from bertlab.jobs.view import (
-    answer_html,
+from bertlab.jobs.states import (
     can_cancel,
     can_delete,
     can_resume,
     can_try,
-    caught_up,
-    chance_levels,
-    curves_figure,
     expects_metrics,
     interrupted_text,
     is_waiting,
     job_heading,
     job_label,
-    jobs_table,
-    jobs_table_widths,
-    label_text,
-    live_numbers,
     log_expanded,
-    probabilities_figure,
     progress_fraction,
     result_link_params,
     result_page,
     state_messages,
-    tags_html,
     uses_gpu_now,
 )
-from bertlab.modelfolder import folder_stamp
-from bertlab.runfolder import model_dir as run_model_dir
+from bertlab.jobs.view import jobs_table, jobs_table_widths, live_numbers
+from bertlab.storage.modelfolder import folder_stamp
+from bertlab.storage.runfolder import model_dir as run_model_dir
+from bertlab.training.history import has_history
 from pages.common import code_version, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 

@@ -10,11 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.attention import HEAD_STATS, HeadStats, head_label
-from bertlab.attention_figures import attention_heatmap, head_grid, stats_overview
-from bertlab.catalog import runs_root, shipped_model_path
 from bertlab.errors import BertLabError
-from bertlab.figures import learning_curve_figure, percent
-from bertlab.history import (
+from bertlab.figures.answers import learning_curve_figure, percent
+from bertlab.figures.attention import attention_heatmap
+from bertlab.figures.attention_grid import head_grid
+from bertlab.figures.head_stats import stats_overview
+from bertlab.storage.catalog import runs_root, shipped_model_path
+from bertlab.training.history import (
     build_history,
     fill_mask_table,
     has_history,

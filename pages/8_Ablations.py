@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab.ablations import estimate, planning, results, reuse
+from bertlab.ablations import comparison, describe, estimate, planning, results, reuse
 from bertlab.ablations import paper as paper_tables
 from bertlab.ablations import suites as ab
 from bertlab.ablations import tables as table_specs
@@ -27,11 +27,11 @@ from bertlab.ablations.view import (
     verdict_rows,
 )
 from bertlab.app_pages import page_titled
-from bertlab.corpus import NAMED_SOURCES
+from bertlab.data.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import FINETUNE_TASKS, check_path_allowed
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
 from pages.common import concept, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
@@ -152,7 +152,7 @@ if sources:  # how the set was made, its budget first, while a suite has nothing
     made = record if record is not None else shipped_meta
     if made.get("spec"):
         st.caption(
-            results.describe_spec(
+            describe.describe_spec(
                 made["spec"],
                 made.get("recipe_changes") or (),
                 made.get("merged") or (),
@@ -165,7 +165,7 @@ if rows:
         meta = shipped_meta
     else:
         meta = {"spec": record.get("spec", {}), "models": results.model_records(record, registry)}
-    what = results.what_rows_are(meta)  # "tiny, 4.0M tokens": our rows are not BERT-base
+    what = describe.what_rows_are(meta)  # "tiny, 4.0M tokens": our rows are not BERT-base
     notes = [
         paper_tables.DATA_NOTES[t]
         for t in dict.fromkeys(r["task"].removesuffix("-feature") for r in rows)
@@ -179,8 +179,8 @@ if rows:
     states = (meta.get("runs") or []) if record is None else [asdict(r) for r in runs_now]
     for variant, why in results.rows_without_results(rows, states).items():
         st.caption(f"No results for {paper_tables.our_label(table, variant)}: {why}.")
-    if plateau := results.still_on_plateau(rows, meta):
-        st.warning(results.plateau_text(table, plateau), icon=":material/trending_flat:")
+    if plateau := comparison.still_on_plateau(rows, meta):
+        st.warning(comparison.plateau_text(table, plateau), icon=":material/trending_flat:")
     show_figure(results_figure(table, rows), f"bertlab-{table}", key=f"fig-{table}")
     # the committed set comes with its authors' reading of it (where it agrees, where not, why)
     note = results.results_note(committed) if record is None else ""
@@ -197,7 +197,7 @@ if rows:
             "bigger. " + order
         )
     if note:  # a paragraph to take away; the full reasoning and the method a click away
-        reading = results.split_reading(note)
+        reading = describe.split_reading(note)
         st.markdown("#### What this table teaches\n\n" + reading.short)
         if reading.findings:
             with st.expander("Where we agree with the paper, where not, and why"):
@@ -206,7 +206,7 @@ if rows:
             with st.expander("How these numbers were made"):
                 st.markdown(reading.method)
     with st.expander("Every verdict"):
-        static_table(verdict_rows(results.verdicts(table, rows), table, what))  # whole sentences, wrapped
+        static_table(verdict_rows(comparison.verdicts(table, rows), table, what))  # whole sentences, wrapped
     buf = io.StringIO()
     pd.DataFrame(rows).to_csv(buf, index=False)
     st.download_button(
@@ -259,7 +259,7 @@ if sources and table_spec.pretrains:
         )
         st.caption(
             "Held-out masked-token accuracy at each evaluation (a left-to-right row: next-word accuracy, dotted). "
-            f"Below {results.PLATEAU_EXIT:.0f}% a masked-LM model has learned little beyond how common each word "
+            f"Below {comparison.PLATEAU_EXIT:.0f}% a masked-LM model has learned little beyond how common each word "
             "is. "
             + (
                 "Every row is pretrained on the same number of tokens, so their speed decides nothing."

@@ -86,8 +86,8 @@ def tiny_config(vocab_size: int, **kw) -> BertConfig:
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
     """A random-weight tiny BertForPreTraining saved in our format."""
-    from bertlab.checkpoint import save_checkpoint
     from bertlab.model import BertForPreTraining
+    from bertlab.storage.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     model = BertForPreTraining(tiny_config(len(tokenizer)))
@@ -204,7 +204,7 @@ def dead_pid() -> int:
 def sst2_run(tmp_path_factory, tiny_checkpoint):
     """A real fine-tuned SST-2 run (two steps on eight sentences) from the tiny checkpoint, scored on its dev.tsv."""
     finetune = pytest.importorskip("bertlab.finetune")
-    from bertlab.training import TrainConfig
+    from bertlab.training.trainer import TrainConfig
 
     d = tmp_path_factory.mktemp("sst2")
     rows = ["the cat sat on the mat\t1", "the dog ran to the park\t0", "a big red bird sang\t1", "the lazy fox\t0"] * 2

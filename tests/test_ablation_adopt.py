@@ -10,13 +10,13 @@ import shlex
 
 import pytest
 
-from bertlab.ablations import adopt, merge, planning, results
+from bertlab.ablations import adopt, describe, merge, planning, results
 from bertlab.ablations.cli import add_args, run
 from bertlab.ablations.suites import read_suite, suite_runs
 from bertlab.cli import main
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
 
 SPEC = planning.SuiteSpec(
     "table7", tasks=("upos",), seeds=2, epochs=6.0, task_recipes=(("upos", 6.0, 1e-3),), feature_lr=1e-2,
@@ -103,7 +103,7 @@ def test_plain_runs_become_a_suite_that_collects_and_merges(tmp_path, capsys):
     meta = json.loads(csv_path.with_suffix(".json").read_text())
     assert all(r.get("adopted") for r in meta["runs"]) and meta["merged"][0]["id"] == suite_id
     assert meta["merged"][0]["adopted"] and record["created"] == 1000.8  # when the first run started
-    said = results.describe_spec({"table": "table7", "tasks": ["upos", "ner"]}, (), meta["merged"])
+    said = describe.describe_spec({"table": "table7", "tasks": ["upos", "ner"]}, (), meta["merged"])
     assert f"upos re-run later (suite {suite_id}, runs started by hand and adopted): " in said
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bertlab.ablations import merge, results
+from bertlab.ablations import comparison, describe, merge, results
 from bertlab.ablations.suites import SuiteRun
 from bertlab.errors import InputError
 
@@ -72,16 +72,16 @@ def test_a_rerun_column_replaces_its_own_and_the_record_keeps_what_it_replaced(t
     assert len(meta["runs"]) == 6 and meta["spec"]["epochs"] == 2.0  # the set's own spec is untouched
     assert meta["replaced"][0]["by"] == "rerun-7" and [r["value"] for r in meta["replaced"][0]["rows"]] == [6.0, 6.0]
     assert meta["merged"][0]["columns"] == ["ner"] and meta["merged"][0]["spec"]["epochs"] == 6.0
-    said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), meta["merged"])
+    said = describe.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), meta["merged"])
     assert said.count("ner") == 2 and "ner re-run later (suite rerun-7)" in said
     assert "(frozen features: 6.0 epochs at 0.001); for ner 6 epochs at 0.0003" in said
     # re-run again (Table 7's NER with the taggers at 3e-3): only the suite that makes the column now is said
     again = {"id": "rerun-8", "columns": ["ner"], "spec": {**meta["merged"][0]["spec"], "feature_lr": 3e-3}}
-    said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [*meta["merged"], again])
+    said = describe.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [*meta["merged"], again])
     assert "rerun-7" not in said and "ner re-run later (suite rerun-8)" in said and "epochs at 0.003)" in said
     # a re-run partly replaced later is said for the column it still makes
     two = {"id": "rerun-6", "columns": ["upos", "ner"], "spec": meta["merged"][0]["spec"]}
-    said = results.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [two, again])
+    said = describe.describe_spec(meta["spec"] | {"tasks": ["upos", "ner", "pos2"]}, (), [two, again])
     assert "upos re-run later (suite rerun-6)" in said and "ner re-run later (suite rerun-8)" in said
     assert "upos, ner re-run" not in said
 
@@ -91,10 +91,10 @@ def test_a_table8_set_whose_fine_tuned_column_was_re_run_still_says_how_its_froz
     recipe making the other."""
     spec = {"table": "table8", "tasks": ["upos"], "size": "mini", "epochs": 2.0, "finetune_lr": 1e-4, "seeds": 3}
     rerun = {"id": "ft-only", "columns": ["upos"], "spec": {**spec, "task_recipes": [["upos", 4.0, 3e-4]]}}
-    said = results.describe_spec(spec, (), [rerun])
+    said = describe.describe_spec(spec, (), [rerun])
     assert said.count("fine-tuned on") == 2 and "upos re-run later (suite ft-only)" in said
     both = {"id": "both", "columns": ["upos", "upos-feature"], "spec": spec}
-    assert results.describe_spec(spec, (), [both]).count("fine-tuned on") == 1
+    assert describe.describe_spec(spec, (), [both]).count("fine-tuned on") == 1
 
 
 def test_a_new_column_is_added_at_the_end_and_replaces_nothing(tmp_path, monkeypatch):
@@ -193,14 +193,14 @@ def test_a_second_pretraining_run_pools_the_columns_fine_tuned_alike(tmp_path):
     assert sorted(r["seed"] for r in mrpc) == [0, 1, 2, 3] and sorted(r["value"] for r in mrpc) == [70, 71, 72, 73]
     assert len([r for r in rows if r["task"] == "rte"]) == 4  # the first set's own rte only
     assert [r["task"] for r in rows][:4] == ["pretraining"] * 4  # columns keep their places
-    cell = {(c.variant, c.task): c for c in results.summarize(rows)}[("mlm_nsp", "mrpc")]
+    cell = {(c.variant, c.task): c for c in comparison.summarize(rows)}[("mlm_nsp", "mrpc")]
     assert cell.mean == pytest.approx(71.5) and cell.std > 1.0  # the spread spans both pretraining runs
     meta = json.loads(json_path.read_text())
     (pooled,) = meta["pooled"]
     assert pooled["id"] == "run1" and pooled["columns"] == ["pretraining", "mrpc"] and pooled["seed_offset"] == 2
     assert {r["task"] for r in pooled["left_out"]} == {"rte"} and pooled["models"]["mlm_nsp"]["steps"] == 11
     assert sum(r.get("from") == "run1" for r in meta["runs"]) == 2 + 4
-    said = results.describe_spec(meta["spec"] | {"tasks": ["mrpc", "rte"]}, (), meta["merged"], None, meta["pooled"])
+    said = describe.describe_spec(meta["spec"] | {"tasks": ["mrpc", "rte"]}, (), meta["merged"], None, meta["pooled"])
     assert "pretrained a second time with the same recipe and seed: the two differ only through" in said
     assert "(set run1, on run1's GPU)" in said and pooled["same_seed"] is True
     assert "the pretraining scores and mrpc pool both runs' seeds" in said
@@ -234,7 +234,7 @@ def test_pooling_takes_another_seed_and_refuses_to_pool_twice(tmp_path):
     _, json_path, _ = merge.pool_sets(first, other)
     meta = json.loads(json_path.read_text())
     assert meta["pooled"][0]["same_seed"] is False
-    assert "with the same recipe and another seed (set run1" in results.describe_spec(
+    assert "with the same recipe and another seed (set run1" in describe.describe_spec(
         meta["spec"], (), (), None, meta["pooled"]
     )
     with pytest.raises(InputError, match="already pooled into"):

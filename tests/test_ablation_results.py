@@ -1,4 +1,5 @@
-"""bertlab/ablations/results.py: tidy result files and the comparison with the paper."""
+"""bertlab/ablations/results.py, comparison.py and describe.py: tidy result files, the comparison with the
+paper, and a result set in words."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.ablations import results
+from bertlab.ablations import comparison, describe, results
 from bertlab.ablations.tables import MASK_MIXES
 from bertlab.errors import InputError
 
@@ -29,7 +30,7 @@ def test_verdicts_compare_directions_with_the_paper():
         {"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72], "ltr": [85, 86, 87], "ltr_bilstm": [80, 82, 81]},
         task="qnli",
     )
-    by = {v.variant: v for v in results.verdicts("table5", rows)}
+    by = {v.variant: v for v in comparison.verdicts("table5", rows)}
     assert by["mlm_nsp"].text == "baseline row" and by["mlm_nsp"].agrees is None
     assert by["no_nsp"].agrees is True and by["no_nsp"].paper_delta == pytest.approx(-3.5)
     assert by["ltr"].agrees is False  # ours better, the paper's worse
@@ -42,14 +43,14 @@ def test_upos_stands_in_for_tables_8_ner_column_on_its_own_metric():
     compared on its own accuracy (the paper's column is F1, which UPOS does not report)."""
     rows = _rows("table8", {"mask80_same10_rnd10": [60, 61, 62], "mask100": [40, 41, 42]}, task="upos")
     rows += _rows("table8", {"mask80_same10_rnd10": [66, 66, 66], "mask100": [45, 45, 45]}, task="upos-feature")
-    by = {(v.variant, v.task): v for v in results.verdicts("table8", rows)}
-    assert results.main_metric("table8", "upos") == "accuracy" and results.main_metric("table8", "ner") == "f1"
+    by = {(v.variant, v.task): v for v in comparison.verdicts("table8", rows)}
+    assert comparison.main_metric("table8", "upos") == "accuracy" and comparison.main_metric("table8", "ner") == "f1"
     assert by["mask100", "upos"].paper == pytest.approx(94.9) and by["mask100", "upos"].agrees is True
     assert by["mask100", "upos-feature"].paper_delta == pytest.approx(-0.9)
     assert by["mask100", "upos-feature"].ours_delta == pytest.approx(-21)
     # and so is a Table 7 suite on UPOS (the page's note says so for both tables)
     rows = _rows("table7", {"finetune": [80, 80, 80], "embeddings": [55, 56, 57]}, task="upos")
-    embeddings = next(v for v in results.verdicts("table7", rows) if v.variant == "embeddings")
+    embeddings = next(v for v in comparison.verdicts("table7", rows) if v.variant == "embeddings")
     assert embeddings.metric == "accuracy" and embeddings.paper_delta == pytest.approx(-5.4) and embeddings.agrees
 
 
@@ -81,7 +82,7 @@ def test_committed_results_are_tidy_and_cover_tables_5_and_8():
         assert meta["commit"] and meta["hardware"] and meta["spec"]["seeds"] >= 3
         seeds = {r["seed"] for r in rows if r["task"] != "pretraining"}
         assert len(seeds) >= 3
-        assert results.verdicts(table, rows)
+        assert comparison.verdicts(table, rows)
 
 
 def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
@@ -107,24 +108,24 @@ def test_the_page_says_where_we_agree_and_marks_what_does_not_compare():
 
 def test_size_trend_is_a_rank_correlation():
     rows = _rows("table6", {"L2-H128-A2": [50], "L4-H128-A2": [55], "L4-H256-A4": [60]})
-    assert results.size_trend(rows) == {"sst2 (accuracy)": 1.0}
+    assert comparison.size_trend(rows) == {"sst2 (accuracy)": 1.0}
 
 
 def test_a_result_set_says_the_budget_it_ran_on():
     spec = {"table": "table8", "size": "tiny", "budget_s": 300.0, "seeds": 3, "epochs": 2.0}
-    assert "pretrained for 5 min each" in results.describe_spec(spec)
-    assert "on up to 2000 train examples" in results.describe_spec({**spec, "max_train_examples": 2000})
-    whole = results.describe_spec({**spec, "max_train_examples": 0, "max_eval_examples": 0})
+    assert "pretrained for 5 min each" in describe.describe_spec(spec)
+    assert "on up to 2000 train examples" in describe.describe_spec({**spec, "max_train_examples": 2000})
+    whole = describe.describe_spec({**spec, "max_train_examples": 0, "max_eval_examples": 0})
     assert "on all the train examples" in whole and "scored on all the dev examples" in whole
-    changed = results.describe_spec(spec, ["train.learning_rate=1e-3"])  # the suite record's recipe_changes
+    changed = describe.describe_spec(spec, ["train.learning_rate=1e-3"])  # the suite record's recipe_changes
     assert "with the shipped model's recipe (changed: train.learning_rate=1e-3)" in changed
     # `--set train.max_time_s=0 --set train.max_tokens=4000000` replaced the wall-clock budget
     tokens = {**spec, "overrides": ["train.max_time_s=0", "train.max_tokens=4000000"]}
-    assert "pretrained on 4M tokens each" in results.describe_spec(tokens)
+    assert "pretrained on 4M tokens each" in describe.describe_spec(tokens)
     both = {**spec, "overrides": ["train.max_steps=100"]}
-    assert results.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
+    assert describe.pretraining_budget(both) == "for 5 min or for 100 steps (whichever came first)"
     committed = json.loads((REPO / "results" / "ablations" / "table8.json").read_text())["spec"]
-    assert "on 72M tokens" in results.describe_spec(committed)
+    assert "on 72M tokens" in describe.describe_spec(committed)
     # Table 7 probes one model: named with how far it had trained, which stays true when the shipped one trains on.
     # The main set (stage 4, one suite on a GPU, both columns), each column re-run by plain runs on the CPU
     # (UPOS on every training sentence, NER at fine-tuning's rate chosen again), adopted as suites and merged
@@ -132,7 +133,7 @@ def test_a_result_set_says_the_budget_it_ran_on():
     t7 = json.loads((REPO / "results" / "ablations" / "table7.json").read_text())
     assert [m["columns"] for m in t7["merged"]] == [["upos"], ["ner"]]
     assert [r["columns"] for r in t7["replaced"]] == [["upos"], ["ner"]]
-    said = results.describe_spec(t7["spec"], t7.get("recipe_changes") or (), t7["merged"], t7["models"])
+    said = describe.describe_spec(t7["spec"], t7.get("recipe_changes") or (), t7["merged"], t7["models"])
     assert said == (
         f"Model bertlab-mini after 172.7M tokens of pretraining; upos re-run later (suite {t7['merged'][0]['id']}, "
         "runs started by hand and adopted): fine-tuned on all the train examples (frozen features: 6.0 epochs at "
@@ -143,7 +144,7 @@ def test_a_result_set_says_the_budget_it_ran_on():
     )
     # the stage-3 set, kept whole: each column re-run and merged in, said with the re-run that makes it
     t7 = json.loads((REPO / "results" / "ablations" / "table7-stage3.json").read_text())
-    said = results.describe_spec(t7["spec"], (), t7["merged"], t7["models"])
+    said = describe.describe_spec(t7["spec"], (), t7["merged"], t7["models"])
     assert said.startswith(
         "Model bertlab-mini after 85.4M tokens of pretraining; upos re-run later (suite t7s3uposf1e2"
     )
@@ -153,17 +154,17 @@ def test_a_result_set_says_the_budget_it_ran_on():
     assert "learning rate 0.0001" not in said  # its own suite's recipe made none of the columns it has now
     # a task's own fine-tuning recipe is said, for the tasks the set ran
     own = {**spec, "finetune_lr": 1e-4, "tasks": ["upos"], "task_recipes": [["upos", 4.0, 3e-4], ["ner", 3.0, 2e-4]]}
-    said = results.describe_spec(own)
+    said = describe.describe_spec(own)
     assert "train examples (frozen features: 2.0 epochs at 0.001); for upos 4 epochs at 0.0003, 3 seeds" in said
-    both = results.describe_spec({**own, "tasks": ["upos", "ner2"]})  # a task on the suite's own recipe
+    both = describe.describe_spec({**own, "tasks": ["upos", "ner2"]})  # a task on the suite's own recipe
     assert "for 2.0 epochs at learning rate 0.0001 (frozen features: 2.0 epochs at 0.001); for upos 4 epochs" in both
     assert "for ner" not in said
     # a task's own taggers' rate is said beside the others' (a frozen-feature column counts as its task)
     rates = {**own, "feature_lr": 3e-3, "task_feature_lrs": [["upos", 1e-2]]}
-    assert "(frozen features: 2.0 epochs at 0.01 for upos, else 0.003)" in results.describe_spec(
+    assert "(frozen features: 2.0 epochs at 0.01 for upos, else 0.003)" in describe.describe_spec(
         {**rates, "tasks": ["upos", "ner"]}
     )
-    assert "(frozen features: 2.0 epochs at 0.01 for upos);" in results.describe_spec(rates)
+    assert "(frozen features: 2.0 epochs at 0.01 for upos);" in describe.describe_spec(rates)
 
 
 def test_committed_results_say_where_they_agree_and_why(tmp_path):
@@ -182,7 +183,7 @@ def test_committed_readings_open_with_a_short_paragraph_that_gives_the_count(tab
 
     csv_path = REPO / "results" / "ablations" / f"{table}.csv"
     note = results.results_note(csv_path)
-    reading = results.split_reading(note)
+    reading = describe.split_reading(note)
     assert reading.short.startswith("**In short:**") and len(reading.short.split()) <= 130, table
     agree = agreement(table, results.read_results(csv_path))
     assert f"{agree['reproduced']} of the {agree['compared']} comparisons" in " ".join(reading.short.split()), table
@@ -193,11 +194,11 @@ def test_committed_readings_open_with_a_short_paragraph_that_gives_the_count(tab
 
 
 def test_a_reading_without_a_short_paragraph_opens_with_its_first():
-    reading = results.split_reading("**In one line:** a.\n\n| t |\n|---|\n\n**Why:** b.\n\n**How:** c.")
-    assert reading == results.Reading("**In one line:** a.", "**Why:** b.", "| t |\n|---|\n\n**How:** c.")
-    assert results.split_reading("") == results.Reading("", "", "")
-    side = results.split_reading("**In one line:** a.\n\n**Budget:** b.\n\n**What it shows:** c.\n\n**Why:** d.")
-    assert side == results.Reading("**In one line:** a.\n\n**What it shows:** c.", "**Why:** d.", "**Budget:** b.")
+    reading = describe.split_reading("**In one line:** a.\n\n| t |\n|---|\n\n**Why:** b.\n\n**How:** c.")
+    assert reading == describe.Reading("**In one line:** a.", "**Why:** b.", "| t |\n|---|\n\n**How:** c.")
+    assert describe.split_reading("") == describe.Reading("", "", "")
+    side = describe.split_reading("**In one line:** a.\n\n**Budget:** b.\n\n**What it shows:** c.\n\n**Why:** d.")
+    assert side == describe.Reading("**In one line:** a.\n\n**What it shows:** c.", "**Why:** d.", "**Budget:** b.")
 
 
 def _table_cells(line: str) -> list[str]:
@@ -217,9 +218,9 @@ T7_ROWS = {
 T7_ROWS_METRICS = {("upos", "accuracy"), ("ner", "f1")}
 
 
-def _t7_cells(name: str) -> dict[tuple[str, str], results.Cell]:
+def _t7_cells(name: str) -> dict[tuple[str, str], comparison.Cell]:
     rows = results.read_results(REPO / "results" / "ablations" / f"{name}.csv")
-    return {(c.variant, c.task): c for c in results.summarize(rows) if (c.task, c.metric) in T7_ROWS_METRICS}
+    return {(c.variant, c.task): c for c in comparison.summarize(rows) if (c.task, c.metric) in T7_ROWS_METRICS}
 
 
 @pytest.mark.parametrize("name", ["table7", "table7-stage3", "table7-stage2"])
@@ -266,11 +267,11 @@ def test_table7s_main_set_probes_the_shipped_model_and_says_what_moved_since_sta
     # replaced (kept in the record), then that column against the one now; UPOS against the first 4,000
     # sentences on this model, the column that all 12,544 replaced, and stage 3's own 4,000
     (ner_then,) = [r["rows"] for r in main["replaced"] if r["columns"] == ["ner"]]
-    then = {(c.variant, c.task): c for c in results.summarize(ner_then) if c.metric == "f1"}
+    then = {(c.variant, c.task): c for c in comparison.summarize(ner_then) if c.metric == "f1"}
     assert f"({before[('finetune', 'ner')].mean:.1f} → {then[('finetune', 'ner')].mean:.1f})" in note
     assert f"({then[('finetune', 'ner')].mean:.1f} → {now[('finetune', 'ner')].mean:.1f})" in note
     (capped,) = [r["rows"] for r in main["replaced"] if r["columns"] == ["upos"]]
-    on_4000 = {c.variant: c for c in results.summarize(capped)}
+    on_4000 = {c.variant: c for c in comparison.summarize(capped)}
     assert (
         f"({before[('finetune', 'upos')].mean:.1f} → {on_4000['finetune'].mean:.1f} → {now[('finetune', 'upos')].mean:.1f})"
         in note
@@ -300,7 +301,7 @@ def test_table6_judges_each_bigger_shape_against_our_smallest_by_the_papers_size
         "table6", {"L2-H128-A2": [60, 62], "L2-H128-A4": [65, 65], "L4-H128-A2": [61, 61], "L2-H256-A4": [70, 71]}
     )
     rows += _rows("table6", {"L2-H128-A2": [300.0], "L2-H256-A4": [190.0]}, task="pretraining", metric="mlm_perplexity")
-    by = {(v.variant, v.task): v for v in results.verdicts("table6", rows)}
+    by = {(v.variant, v.task): v for v in comparison.verdicts("table6", rows)}
     assert by["L2-H128-A2", "sst2"].text == "baseline row" and by["L2-H128-A2", "sst2"].agrees is None
     assert by["L2-H256-A4", "sst2"].agrees is True and by["L2-H256-A4", "sst2"].paper_delta == pytest.approx(5.3)
     assert by["L4-H128-A2", "sst2"].agrees is False and "no clear difference" in by["L4-H128-A2", "sst2"].text
@@ -332,9 +333,9 @@ def test_a_row_whose_pretraining_failed_is_named_with_why():
 
 
 def test_the_plateau_warning_says_how_far_its_rows_got():
-    near = results.plateau_text("table6", {"L2-H128-A2": 19.3})
+    near = comparison.plateau_text("table6", {"L2-H128-A2": 19.3})
     assert "#L=2 #H=128 #A=2: 19.3%" in near and "learned some context" in near and "little beyond" not in near
-    stuck = results.plateau_text("table8", {"rnd100": 14.0, "mask100": 5.1})  # one row on the guess: say so
+    stuck = comparison.plateau_text("table8", {"rnd100": 14.0, "mask100": 5.1})  # one row on the guess: say so
     assert "little beyond how common each word is" in stuck and "100% [MASK]: 5.1%" in stuck
 
 
@@ -348,14 +349,14 @@ def test_size_breaks_name_the_shapes_clearly_worse_than_a_smaller_one():
         task="pretraining",
         metric="mlm_perplexity",
     )
-    breaks = results.size_breaks(rows)
+    breaks = comparison.size_breaks(rows)
     assert breaks["pretraining (mlm_perplexity)"] == []  # falls with size; shapes of one size are not compared
     (b,) = breaks["sst2 (accuracy)"]  # the 4-head 0.4M shape (64.5) beats both larger ones; only the clear loss counts
     assert (b.variant, b.smaller, b.smaller_value) == ("L4-H128-A2", "L2-H128-A4", 64.5)  # L2-H256-A4: within noise
 
     def top(name: str) -> set[str]:
         shipped = results.read_results(REPO / "results" / "ablations" / f"{name}.csv")
-        return {b.variant for b in results.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
+        return {b.variant for b in comparison.size_breaks(shipped)["pretraining (mlm_perplexity)"]}
 
     assert top("table6-40M") == {"L4-H512-A8", "L8-H512-A8"}  # both 512-wide shapes behind the 6M one at 40M tokens
     assert top("table6") == {"L8-H512-A8"}  # at 80M only the largest, behind the 12.6M one
@@ -369,7 +370,7 @@ def test_table6_reading_quotes_its_own_results():
 
     csv_path = REPO / "results" / "ablations" / "table6.csv"
     rows = results.read_results(csv_path)
-    cells = {(c.variant, c.task, c.metric): c for c in results.summarize(rows)}
+    cells = {(c.variant, c.task, c.metric): c for c in comparison.summarize(rows)}
     note = results.results_note(csv_path)
     seen = set()
     for line in note.splitlines():
@@ -388,12 +389,12 @@ def test_table6_reading_quotes_its_own_results():
     text = " ".join(note.split())
     agree = agreement("table6", rows)
     assert f"{agree['reproduced']} of the {agree['compared']} comparisons with a bigger shape" in text
-    rho = results.size_trend(rows)["pretraining (mlm_perplexity)"]
+    rho = comparison.size_trend(rows)["pretraining (mlm_perplexity)"]
     assert f"rank correlation with size {rho:+.2f}".replace("-", "−") in text
 
 
 def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
-    from bertlab.ablations.results import what_rows_are
+    from bertlab.ablations.describe import what_rows_are
 
     meta = {"spec": {"table": "table5"}, "models": {"mlm_nsp": {"size": "tiny", "tokens": 20_480}}}
     assert what_rows_are(meta)["mlm_nsp"] == "tiny, 20k tokens"
@@ -404,11 +405,11 @@ def test_a_tiny_budget_is_named_in_thousands_not_as_zero_millions():
 def test_a_verdict_on_one_run_a_row_says_so_instead_of_a_spread_of_zero():
     one = {
         v.variant: v.text
-        for v in results.verdicts("table5", _rows("table5", {"mlm_nsp": [80.0], "no_nsp": [76.0]}, task="qnli"))
+        for v in comparison.verdicts("table5", _rows("table5", {"mlm_nsp": [80.0], "no_nsp": [76.0]}, task="qnli"))
     }
     assert "ours -4.0 (one run each): worse" in one["no_nsp"] and "±" not in one["no_nsp"]
     seeds = {
         v.variant: v.text
-        for v in results.verdicts("table5", _rows("table5", {"mlm_nsp": [80, 81], "no_nsp": [79, 79]}, task="qnli"))
+        for v in comparison.verdicts("table5", _rows("table5", {"mlm_nsp": [80, 81], "no_nsp": [79, 79]}, task="qnli"))
     }
     assert "ours -1.5 ± 0.7" in seeds["no_nsp"]

@@ -20,7 +20,7 @@ import torch
 from test_finetune_recipe import write_squad, write_sst2, write_upos
 from test_pretrain import _write_corpus
 
-from bertlab.ablations import estimate, merge, planning, results, reuse
+from bertlab.ablations import comparison, describe, estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.cli import add_args, spec_from_args
 from bertlab.ablations.paper import CITATION
@@ -30,7 +30,7 @@ from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config
-from bertlab.task_tokens import pretraining_tokens
+from bertlab.training.task_tokens import pretraining_tokens
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -238,7 +238,7 @@ def test_a_suite_on_gpus_records_their_names(tmp_path, monkeypatch):
 
 
 def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
-    from bertlab.estimates import estimate_spec
+    from bertlab.training.job_estimates import estimate_spec
 
     data = tmp_path / "data"
     write_sst2(data / "glue" / "SST-2", n=40)
@@ -365,9 +365,9 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
     curves = meta["curves"]  # each pretraining run's held-out score by tokens seen, for the page's curve figure
     assert set(curves) == {"mlm_nsp", "no_nsp", "ltr"} and all(c[-1]["tokens"] > 0 for c in curves.values())
     assert "nsp_acc" in curves["mlm_nsp"][-1] and "nsp_acc" not in curves["no_nsp"][-1]
-    what = results.what_rows_are(meta)  # each row says what its model is, from its run's own card
+    what = describe.what_rows_are(meta)  # each row says what its model is, from its run's own card
     assert what["ltr_bilstm"] == what["ltr"] and what["mlm_nsp"].startswith("tiny, ")
-    vs = results.verdicts("table5", results.read_results(csv_path))
+    vs = comparison.verdicts("table5", results.read_results(csv_path))
     assert {v.variant for v in vs if v.task == "sst2"} == {"mlm_nsp", "no_nsp", "ltr", "ltr_bilstm"}
     assert {v.metric for v in vs if v.task == "squad"} == {"f1"}  # the paper's SQuAD column
     assert all(v.paper is not None for v in vs if v.task == "sst2")
@@ -381,8 +381,8 @@ def test_a_tiny_table5_suite_runs_end_to_end_and_writes_the_tidy_csv(tmp_path, v
 def test_weighted_sums_learn_their_layer_weights(tiny_checkpoint, features, layers):
     """The paper's "weighted sum" (last four, all layers) is learned: softmax weights and a scale that
     train with the tagger while the encoder stays frozen (`sum4` is the unweighted sum)."""
-    from bertlab.checkpoint import load_config
     from bertlab.finetune.models import HeadConfig, build_task_model
+    from bertlab.storage.checkpoint import load_config
 
     config, _ = load_config(tiny_checkpoint)
     model = build_task_model(config, HeadConfig(shape="tagging", num_labels=3, mode="feature", features=features))
@@ -485,7 +485,7 @@ def test_table6_40M_reading_says_what_its_mrpc_column_holds():
     mini shape ends 2.9 below it. Each number of that sentence, from that set's results."""
     csv_path = REPO / "results" / "ablations" / "table6-40M.csv"
     rows = results.read_results(csv_path)
-    mrpc = {c.variant: c.mean for c in results.summarize(rows) if (c.task, c.metric) == ("mrpc", "accuracy")}
+    mrpc = {c.variant: c.mean for c in comparison.summarize(rows) if (c.task, c.metric) == ("mrpc", "accuracy")}
     majority = 68.4  # 279 of MRPC's 408 dev pairs are paraphrases
     far = {v: m for v, m in mrpc.items() if abs(m - majority) > 2}
     near = [m for v, m in mrpc.items() if v not in far]
@@ -496,7 +496,7 @@ def test_table6_40M_reading_says_what_its_mrpc_column_holds():
     assert f"({min(near):.1f} to {max(near):.1f})" in said
     one_head = far["L4-H256-A1"]
     assert f"ends {majority - one_head:.1f} points *below* the guess ({one_head:.1f})" in said
-    judged = {v.variant: v for v in results.verdicts("table6", rows) if v.task == "mrpc" and v.agrees is not None}
+    judged = {v.variant: v for v in comparison.verdicts("table6", rows) if v.task == "mrpc" and v.agrees is not None}
     assert f"{-judged.pop('L4-H256-A1').ours_delta:.1f} worse than the smallest" in said
     deltas = sorted(v.ours_delta for v in judged.values())
     assert f"({deltas[0]:+.1f} to {deltas[-1]:+.1f}".replace("-", "−") in said
@@ -560,7 +560,7 @@ def test_other_result_sets_sit_beside_a_tables_main_one(tmp_path):
 
 
 def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judged():
-    from bertlab.ablations.results import still_on_plateau
+    from bertlab.ablations.comparison import still_on_plateau
 
     def row(variant, value, task="pretraining", metric="mlm_acc"):
         return {"table": "table5", "variant": variant, "task": task, "metric": metric, "value": value, "seed": 0}
@@ -575,7 +575,7 @@ def test_rows_still_on_the_plateau_are_named_and_left_to_right_ones_are_not_judg
     assert still_on_plateau(rows, {"spec": {"table": "table5"}}) == {"no_nsp": 16.0}
     assert still_on_plateau([{**r, "table": "table7"} for r in rows], {"spec": {"table": "table7"}}) == {}
     # nor is its next-token accuracy set against the masked-LM baseline as a difference
-    pretraining = {v.variant: v for v in results.verdicts("table5", rows) if v.task == "pretraining"}
+    pretraining = {v.variant: v for v in comparison.verdicts("table5", rows) if v.task == "pretraining"}
     assert pretraining["ltr"].ours_delta is None and "not compared" in pretraining["ltr"].text
     assert pretraining["no_nsp"].ours_delta == pytest.approx(-8.0)
 
@@ -644,7 +644,7 @@ def test_ablations_page_refuses_a_missing_data_folder(page_env, monkeypatch):
 
 def test_table8_variants_are_scored_on_one_held_out_masking_mix():
     """Each Table 8 variant trains on its own mix, but the held-out MLM score uses the paper's 80/10/10."""
-    from bertlab.pretrain import load_config_file
+    from bertlab.training.pretrain import load_config_file
 
     spec = planning.SuiteSpec("table8", tasks=("upos",), seeds=1, budget_s=60)
     held_out, trained = set(), set()
@@ -659,7 +659,7 @@ def test_table8_variants_are_scored_on_one_held_out_masking_mix():
 
 def test_suites_pretrain_at_the_steady_learning_rate_unless_told_otherwise():
     """The suites' peak learning rate is 1e-3 (the base recipe's 1.5e-3 collapsed short runs); --set wins."""
-    from bertlab.pretrain import load_config_file
+    from bertlab.training.pretrain import load_config_file
 
     for overrides, lr in (((), 1e-3), (("train.learning_rate=5e-4",), 5e-4)):
         spec = planning.SuiteSpec("table5", tasks=("mrpc",), seeds=1, budget_tokens=10**6, overrides=overrides)

@@ -37,7 +37,7 @@ def test_our_rows_beside_the_paper_with_verdicts():
 
 
 def test_verdict_cells_are_short_and_the_whole_sentence_is_kept():
-    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.comparison import verdicts
     from bertlab.ablations.view import verdict_rows
 
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})
@@ -132,7 +132,7 @@ def test_the_pretraining_column_is_named_by_what_it_holds():
 
 
 def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreement():
-    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.comparison import verdicts
     from bertlab.ablations.view import agreement_text, verdict_rows
 
     rows = [
@@ -148,7 +148,7 @@ def test_table6_shapes_are_named_alike_in_the_table_the_verdicts_and_the_agreeme
 
 def test_table7_rows_are_named_as_ours_in_the_table_and_the_agreement():
     """Our learned sum of every layer is not the paper's 'All 12 Layers': our models have 2-8."""
-    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.comparison import verdicts
     from bertlab.ablations.view import agreement_text, verdict_rows
 
     rows = [
@@ -223,7 +223,7 @@ def test_our_table_by_task_fits_five_columns_and_says_every_cell():
 
 
 def test_every_verdict_says_a_missing_number_as_a_dash():
-    from bertlab.ablations.results import verdicts
+    from bertlab.ablations.comparison import verdicts
     from bertlab.ablations.view import verdict_rows
 
     rows = _rows({"mlm_nsp": [80, 81, 82], "no_nsp": [70, 71, 72]})

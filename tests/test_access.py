@@ -152,9 +152,9 @@ def test_loopback_pages_are_unchanged(app_env):  # noqa: F811
 def test_a_full_job_queue_does_not_hold_up_exploring(app_env):  # noqa: F811
     """30 queued jobs of one user, and the queue's lock held (as while a job launches): the exploring
     pages answer anyway, because nothing on them reads or waits on the job queue."""
-    from bertlab.atomic import locked
     from bertlab.jobs.spec import JobSpec
-    from bertlab.runfolder import RUNS_LOCK_FILE
+    from bertlab.storage.atomic import locked
+    from bertlab.storage.runfolder import RUNS_LOCK_FILE
 
     registry = JobRegistry(app_env)
     for n in range(30):

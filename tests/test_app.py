@@ -339,7 +339,7 @@ def test_attention_bertviz_toggle(app_env):
 # How an example is made
 # --------------------------------------------------------------------------------------
 def test_example_page(app_env):
-    pytest.importorskip("bertlab.pretraining_data")
+    pytest.importorskip("bertlab.data.pretraining_data")
     at = open_page(EXAMPLE)
     assert_clean(at)
     assert at.metric[0].value in ("IsNext", "NotNext")
@@ -350,7 +350,7 @@ def test_example_page(app_env):
 
 def test_example_page_cap_follows_the_sequence_length(app_env):
     """Issue 12: the number of predictions scales with the length (not a fixed 20)."""
-    pytest.importorskip("bertlab.pretraining_data")
+    pytest.importorskip("bertlab.data.pretraining_data")
     at = open_page(EXAMPLE)
     at.select_slider(key="ex_len").set_value(256)
     at.slider(key="ex_mlm").set_value(0.5).run()
@@ -405,7 +405,7 @@ def test_example_page_names_the_characters_it_reads_as_unknown(app_env):
 
 
 def test_example_page_empty_text(app_env):
-    pytest.importorskip("bertlab.pretraining_data")
+    pytest.importorskip("bertlab.data.pretraining_data")
     at = open_page(EXAMPLE)
     at.text_area(key="ex_text").input("").run()
     assert not at.exception

@@ -1,11 +1,11 @@
-"""bertlab/atomic.py: atomic JSON, text and directory writes, and the lock."""
+"""bertlab/storage/atomic.py: atomic JSON, text and directory writes, and the lock."""
 
 import json
 import os
 
 import pytest
 
-from bertlab.atomic import (
+from bertlab.storage.atomic import (
     atomic_dir,
     atomic_file,
     building,

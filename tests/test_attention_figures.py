@@ -1,5 +1,5 @@
-"""bertlab.attention_figures on long inputs: the windows, compact heatmaps, colour scales, and the
-P(IsNext) change written beside the head-ablation view.
+"""bertlab.figures.attention and attention_grid on long inputs: the windows, compact heatmaps, colour scales,
+and the P(IsNext) change written beside the head-ablation view (bertlab.figures.head_ablation).
 
 A 512-token input used to make a 128 MB head grid and a 6 MB heatmap that froze the browser.
 """
@@ -11,8 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from bertlab import attention_figures as AF
 from bertlab.errors import InputError
+from bertlab.figures import attention as AF
+from bertlab.figures import attention_grid as AG
+from bertlab.figures import head_ablation as HA
 
 T_LONG = 512
 
@@ -50,7 +52,7 @@ def test_token_window_clamps_and_describes_itself():
 def test_a_512_token_head_grid_stays_small_and_fast():
     att, tokens = long_input()
     started = time.perf_counter()
-    fig = AF.head_grid(att, tokens)
+    fig = AG.head_grid(att, tokens)
     size = len(fig.to_json())
     assert time.perf_counter() - started < 2.0  # was 8 s (3 s to build, 5 s to JSON)
     assert size < 1_000_000  # was 128 MB
@@ -58,21 +60,21 @@ def test_a_512_token_head_grid_stays_small_and_fast():
     n = AF.WINDOW_TOKENS
     assert np.asarray(hm.z).shape == (4 * (n + 1) - 1, 4 * (n + 1) - 1)  # each tile: the first 64 tokens
     assert hm.customdata is None and "weight" in hm.hovertemplate  # no string per cell
-    later = AF.head_grid(att, tokens, window=AF.token_window(T_LONG, start=100))
+    later = AG.head_grid(att, tokens, window=AF.token_window(T_LONG, start=100))
     np.testing.assert_allclose(np.asarray(later.data[0].z)[:n, :n], att[0, 0, 100 : 100 + n, 100 : 100 + n], rtol=1e-6)
-    assert "tokens 0–63 of 512" in AF.head_grid(att, tokens, title="Every head").layout.title.text
+    assert "tokens 0–63 of 512" in AG.head_grid(att, tokens, title="Every head").layout.title.text
 
 
 def test_per_head_scale_keeps_spread_heads_visible():
     att, tokens = long_input()
     window = AF.token_window(T_LONG)
-    assert AF.suggested_grid_scale(window.maps(att)) == "per_head"  # one scale: 14 of 16 heads near white
+    assert AG.suggested_grid_scale(window.maps(att)) == "per_head"  # one scale: 14 of 16 heads near white
     short = np.full((2, 2, 5, 5), 0.1)
     for k, peak in enumerate((1.0, 0.5, 0.4, 0.3)):  # a 21-token input's heads peak at 0.3 to 1 on bertlab-mini
         short[k // 2, k % 2, :, k] = peak
-    assert AF.suggested_grid_scale(short) == "shared"  # heads of a short input compare on one scale
-    assert AF.suggested_grid_scale(np.zeros((1, 2, 3, 3))) == "shared"  # every head off
-    fig = AF.head_grid(att, tokens, scale="per_head", off=[(3, 3)])
+    assert AG.suggested_grid_scale(short) == "shared"  # heads of a short input compare on one scale
+    assert AG.suggested_grid_scale(np.zeros((1, 2, 3, 3))) == "shared"  # every head off
+    fig = AG.head_grid(att, tokens, scale="per_head", off=[(3, 3)])
     z = np.asarray(fig.data[0].z, dtype=float)
     step = AF.WINDOW_TOKENS + 1
     for layer, head in ((0, 0), (1, 2), (3, 2)):
@@ -80,12 +82,12 @@ def test_per_head_scale_keeps_spread_heads_visible():
         assert np.nanmax(tile) == pytest.approx(1.0)  # each head reaches the top of the scale
     assert np.isnan(z[3 * step :, 3 * step :]).all()  # a head switched off stays empty
     assert fig.data[0].zmax == 1.0 and fig.data[0].colorbar.tickformat == ".0%"
-    small = AF.head_grid(np.random.default_rng(1).random((1, 2, 3, 3)), ["[CLS]", "a", "[SEP]"], scale="per_head")
+    small = AG.head_grid(np.random.default_rng(1).random((1, 2, 3, 3)), ["[CLS]", "a", "[SEP]"], scale="per_head")
     assert small.data[0].customdata[0][0].startswith("L1-H1: [CLS] → [CLS] (")  # the raw weight in the hover
     with pytest.raises(InputError, match="shared"):
-        AF.head_grid(att, tokens, scale="per_head", zmax=1.0)
+        AG.head_grid(att, tokens, scale="per_head", zmax=1.0)
     with pytest.raises(InputError, match="scale"):
-        AF.head_grid(att, tokens, scale="own")
+        AG.head_grid(att, tokens, scale="own")
 
 
 def test_a_512_token_heatmap_is_compact_with_thinned_ticks():
@@ -179,7 +181,7 @@ def test_lines_view_draws_a_window_at_real_positions():
     ],
 )
 def test_the_change_in_p_is_next_agrees_with_the_rounded_numbers(before, after, shown):
-    change = AF.probability_change(before, after)
+    change = HA.probability_change(before, after)
     assert (change.before, change.after, change.delta, change.arrow) == shown
     if change.arrow == "auto":
         assert float(change.delta.split()[0]) == pytest.approx(float(change.after[:-1]) - float(change.before[:-1]))
@@ -188,7 +190,7 @@ def test_the_change_in_p_is_next_agrees_with_the_rounded_numbers(before, after, 
 
 def test_a_sure_answers_change_is_given_in_log_odds_too():
     """The default pair reads 100.0% with any heads off: the log-odds say whether the heads moved it."""
-    change = AF.probability_change(0.9998, 0.9990)
+    change = HA.probability_change(0.9998, 0.9990)
     assert (change.before, change.after, change.delta) == ("100.0%", "99.9%", "-0.1 points")
     assert change.odds == "log-odds 8.52 → 6.91 (−1.61)"
-    assert AF.probability_change(1.0, 1.0).odds == "log-odds 20.72 → 20.72 (+0.00)"  # a float32 1.0: no inf
+    assert HA.probability_change(1.0, 1.0).odds == "log-odds 20.72 → 20.72 (+0.00)"  # a float32 1.0: no inf

@@ -1,8 +1,8 @@
-"""bertlab/batching.py: padding rows of token ids into a batch."""
+"""bertlab/data/batching.py: padding rows of token ids into a batch."""
 
 import torch
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 
 
 def test_pad_batch_pads_to_the_longest_row():

@@ -1,4 +1,4 @@
-"""bertlab.catalog: finding checkpoints (shipped, checkpoints/, runs/*/model), checking a typed choice, the model card."""
+"""bertlab.storage.catalog: finding checkpoints (shipped, checkpoints/, runs/*/model), checking a typed choice, the model card."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 import pytest
 from conftest import tiny_config
 
-from bertlab import catalog as C
 from bertlab.errors import CheckpointError
 from bertlab.model import BertForPreTraining
+from bertlab.storage import catalog as C
 
 
 @pytest.mark.parametrize("use_nsp_head", [True, False])

@@ -1,4 +1,4 @@
-"""bertlab.checkpoint: our format round-trips, checkpoints saved by transformers load here (and
+"""bertlab.storage.checkpoint: our format round-trips, checkpoints saved by transformers load here (and
 give the same fill-mask answers as transformers' own logits), ours open in transformers, and
 every broken folder raises a CheckpointError that names the culprit."""
 
@@ -12,11 +12,12 @@ import torch
 from conftest import tiny_config
 from torch.testing import assert_close
 
-from bertlab import checkpoint
-from bertlab.checkpoint import load_pretraining_model, resolve, save_checkpoint
 from bertlab.errors import CheckpointError, InputError
 from bertlab.inference import LoadedModel, load_model
 from bertlab.model import BertForPreTraining
+from bertlab.models import bert
+from bertlab.storage import checkpoint
+from bertlab.storage.checkpoint import load_pretraining_model, resolve, save_checkpoint
 
 transformers = pytest.importorskip("transformers")
 
@@ -399,7 +400,7 @@ def test_expected_shapes_are_the_models_own(changes):
     # the arithmetic must name every weight the real model has, with its shape
     config = tiny_config(50, **changes)
     own = {k: tuple(t.shape) for k, t in BertForPreTraining(config).state_dict().items()}
-    assert checkpoint.expected_shapes(config) == own
+    assert bert.expected_shapes(config) == own
 
 
 def test_refused_pickle_says_not_safe_and_how_to_convert(tmp_path, tiny_checkpoint):

@@ -274,8 +274,8 @@ def test_bad_options(capsys, tiny_checkpoint):
 def test_nsp_without_head(capsys, tmp_path, tokenizer):
     from conftest import tiny_config
 
-    from bertlab.checkpoint import save_checkpoint
     from bertlab.model import BertForPreTraining
+    from bertlab.storage.checkpoint import save_checkpoint
 
     d = save_checkpoint(
         tmp_path / "no-nsp", BertForPreTraining(tiny_config(len(tokenizer), use_nsp_head=False)), tokenizer

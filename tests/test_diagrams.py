@@ -1,13 +1,13 @@
-"""bertlab.diagrams: the paper's diagrams drawn from a config or an example."""
+"""bertlab.figures.diagrams: the paper's diagrams drawn from a config or an example."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import pytest
 
-from bertlab import diagrams as D
 from bertlab.config import BertConfig
 from bertlab.errors import InputError
+from bertlab.figures import diagrams as D
 
 
 def annotation_texts(fig: go.Figure) -> list[str]:

@@ -1,4 +1,5 @@
-"""bertlab/estimates.py: parameters, memory and time of a run before it starts."""
+"""bertlab/training/estimates.py and the modules it is made of (job_estimates, memory_estimate, step_time,
+timed_step): parameters, memory and time of a run before it starts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 from conftest import REPO, tiny_spec
 
 from bertlab.config import BertConfig, preset
-from bertlab.estimates import compile_seconds, count_parameters, estimate, estimate_spec
 from bertlab.jobs.spec import JobError, JobSpec
+from bertlab.training.estimates import compile_seconds, estimate
+from bertlab.training.job_estimates import estimate_spec
+from bertlab.training.memory_estimate import count_parameters
 
 
 def test_parameter_count_matches_the_model():
@@ -96,7 +99,7 @@ def test_estimate_reads_finetuning_runs_too(runs):
 
 def test_an_earlier_cpu_run_on_other_threads_is_not_the_same_job(runs, monkeypatch):
     """A step on 1 thread took ~1.4x one on 2 here: an earlier --threads 1 run's rate is not a 2-thread job's."""
-    monkeypatch.setattr("bertlab.estimates.default_threads", lambda: 2)
+    monkeypatch.setattr("bertlab.training.step_time.default_threads", lambda: 2)
     run = runs / "one-thread"
     run.mkdir(parents=True)
     train = {"batch_size": 32, "num_threads": 1}
@@ -214,7 +217,7 @@ def _write_sst2(folder, n: int = 160):
 def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
     from bertlab.finetune.cli import config_from_args
     from bertlab.jobs.spec import finetune_args, parse_recipe_args
-    from bertlab.task_tokens import task_tokens
+    from bertlab.training.task_tokens import task_tokens
 
     data = _write_sst2(tmp_path / "sst2")
     args = finetune_args("sst2", str(data), max_steps=10, batch_size=16)
@@ -268,8 +271,8 @@ def test_a_bilstm_job_is_estimated_with_its_bilstm(runs, tmp_path, monkeypatch):
     """The + BiLSTM ablation row: its head is timed (and tabulated) with the BiLSTM, and an earlier
     run without one is not taken as its throughput."""
     import bertlab.finetune.models as models
-    from bertlab.estimates import measured_step_seconds
     from bertlab.jobs.spec import finetune_args
+    from bertlab.training.timed_step import measured_step_seconds
 
     data = _write_sst2(tmp_path / "sst2")
     plain = (*finetune_args("sst2", str(data), max_steps=10, batch_size=16), "--size", "tiny")
@@ -322,7 +325,7 @@ def test_a_busy_machine_is_named_beside_a_time_timed_here(runs, monkeypatch):
 
 
 def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from_one_row():
-    from bertlab.estimates import MEASURE_MAX_STEP_S, _micro_batch_seconds
+    from bertlab.training.timed_step import MEASURE_MAX_STEP_S, _micro_batch_seconds
 
     calls = []
 
@@ -354,7 +357,7 @@ def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from
 def test_the_two_points_of_an_extended_line_are_timed_twice_and_keep_their_faster_time():
     """A busy moment under one point tilts the line, and extending it to the micro-batch multiplies the
     error: each point is timed again, the other one timed in between, and the faster time of each is used."""
-    from bertlab.estimates import _micro_batch_seconds
+    from bertlab.training.timed_step import _micro_batch_seconds
 
     calls = []
     disturbed = {(8, 0): 0.1, (16, 1): 0.2}  # other work on the machine under these timings
@@ -380,7 +383,7 @@ def test_a_step_that_is_mostly_fixed_cost_is_timed_whole_when_its_line_puts_it_u
     steps take nearly as long as the whole one, and their nearly flat line would multiply their noise
     when extended 4-8x. Where the line (of each point's faster time) puts the whole micro-batch under
     MEASURE_WHOLE_MAX_STEP_S, it is timed whole instead."""
-    from bertlab.estimates import MEASURE_WHOLE_MAX_STEP_S, _micro_batch_seconds
+    from bertlab.training.timed_step import MEASURE_WHOLE_MAX_STEP_S, _micro_batch_seconds
 
     calls = []
 
@@ -400,17 +403,17 @@ def test_a_step_that_is_mostly_fixed_cost_is_timed_whole_when_its_line_puts_it_u
 
 
 def test_a_step_is_timed_in_the_precision_the_job_will_train_in(monkeypatch):
-    import bertlab.estimates as estimates
+    import bertlab.training.timed_step as timed_step
 
     cfg = preset("tiny", vocab_size=300)
     kw = dict(batch_size=4, seq_length=16, max_steps=3, device="cpu", pretraining=True)
-    estimates.measured_step_seconds.cache_clear()
+    timed_step.measured_step_seconds.cache_clear()
     assert estimate(cfg, precision="fp32", **kw).throughput_source.endswith(", fp32)")
-    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: "AMX")
-    estimates.measured_step_seconds.cache_clear()
+    monkeypatch.setattr("bertlab.training.optimization.cpu_bf16_instructions", lambda: "AMX")
+    timed_step.measured_step_seconds.cache_clear()
     assert estimate(cfg, precision="auto", **kw).throughput_source.endswith("bf16 autocast (CPU, AMX))")
-    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
-    estimates.measured_step_seconds.cache_clear()
+    monkeypatch.setattr("bertlab.training.optimization.cpu_bf16_instructions", lambda: None)
+    timed_step.measured_step_seconds.cache_clear()
     assert estimate(cfg, precision="auto", **kw).throughput_source.endswith(", fp32)")  # no bf16 here: fp32
 
 
@@ -418,10 +421,10 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
     """A BiLSTM runs on packed sequences, so its cost follows the real tokens: the timed batch has one row
     as long as the batch and the others shorter, averaging the task's real tokens a row (timing every row
     full over-estimated a frozen-feature UPOS job 1.65x). A head without a BiLSTM is timed on full rows."""
-    import bertlab.estimates as estimates
     import bertlab.finetune.models as models
+    import bertlab.training.timed_step as timed_step
     from bertlab.finetune.models import HeadConfig
-    from bertlab.task_tokens import TaskTokens
+    from bertlab.training.task_tokens import TaskTokens
 
     seen = []
     real_forward = models.BertForTokenClassification.forward
@@ -438,7 +441,7 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
         head = HeadConfig(shape="tagging", num_labels=3, mode=mode)
         assert head.use_bilstm is bilstm
         seen.clear()
-        estimates.measured_step_seconds.cache_clear()
+        timed_step.measured_step_seconds.cache_clear()
         estimate(cfg, trainable_fraction=0.01 if bilstm else 1.0, head=head, **kw)
         assert seen
         for lengths in seen:
@@ -453,15 +456,15 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
         head = HeadConfig(shape="tagging", num_labels=3, mode=mode)
         short, long = (estimate(cfg, head=head, measure=False, **(kw | {"tokens": t})) for t in (tokens, full))
         assert (short.seconds < long.seconds) is bilstm
-    assert estimates._other_rows_length(1, 30, 12.0) == 30  # one row: it is the longest
-    assert estimates._other_rows_length(8, 30, 2.0) == 1  # never an empty row
+    assert timed_step._other_rows_length(1, 30, 12.0) == 30  # one row: it is the longest
+    assert timed_step._other_rows_length(8, 30, 2.0) == 1  # never an empty row
 
 
 def test_a_pretraining_token_budget_is_the_steps_the_trainer_takes(runs, tmp_path, vocab_file):
     """The trainer counts real (unpadded) tokens against train.max_tokens; the estimate counted full
     rows, so it planned too few steps (half as many on a corpus of short documents)."""
-    from bertlab.pretrain import run_pretraining
-    from bertlab.pretrain_config import load_config_file
+    from bertlab.training.pretrain import run_pretraining
+    from bertlab.training.pretrain_config import load_config_file
 
     corpus = tmp_path / "short-docs.txt"  # two-sentence documents: instances far shorter than 64 tokens
     corpus.write_text("\n\n".join("the cat sat on the mat .\nthe dog ran to the park ." for _ in range(60)) + "\n")
@@ -540,7 +543,7 @@ def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):
     step was timed on the app's one (the Train page's estimate came out ~2x long on a quiet machine)."""
     import torch
 
-    import bertlab.estimates as estimates
+    import bertlab.training.timed_step as timed_step
     from bertlab.hardware import default_threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
@@ -550,9 +553,10 @@ def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):
     seen = []
     real = torch.set_num_threads
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
-    monkeypatch.setattr(estimates, "default_threads", lambda: 2)
+    monkeypatch.setattr(timed_step, "default_threads", lambda: 2)
+    monkeypatch.setattr("bertlab.training.step_time.default_threads", lambda: 2)  # an earlier run's threads too
     before = torch.get_num_threads()
-    estimates.measured_step_seconds.cache_clear()
+    timed_step.measured_step_seconds.cache_clear()
     estimate(preset("tiny", vocab_size=300), batch_size=4, seq_length=16, max_steps=3, device="cpu", threads=0)
     assert seen and seen[0] == 2 and torch.get_num_threads() == before  # the job's threads, then put back
 

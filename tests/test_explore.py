@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bertlab.data.pretraining_data import DataConfig
 from bertlab.errors import InputError
 from bertlab.explore import (
     FACT_PROBE,
@@ -22,7 +23,6 @@ from bertlab.explore import (
     unknown_words,
 )
 from bertlab.inference import Candidate, LayerGuess, load_model
-from bertlab.pretraining_data import DataConfig
 
 
 def test_split_words_keeps_masks_and_punctuation():

@@ -1,4 +1,4 @@
-"""bertlab/export.py: `bertlab export` turns a finished tiny pretraining run into a float16
+"""bertlab/storage/export.py: `bertlab export` turns a finished tiny pretraining run into a float16
 checkpoint folder with its model card (learning curve, stop/resume history, the note)."""
 
 import json
@@ -6,10 +6,10 @@ import json
 import torch
 from test_pretrain import _config
 
-from bertlab.checkpoint import read_weights
 from bertlab.cli import main
-from bertlab.export import learning_curve
-from bertlab.pretrain import run_pretraining
+from bertlab.storage.checkpoint import read_weights
+from bertlab.storage.export import learning_curve
+from bertlab.training.pretrain import run_pretraining
 
 
 def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, capsys):
@@ -27,7 +27,7 @@ def test_export_writes_a_float16_checkpoint_with_its_card(tmp_path, vocab_file, 
     assert card["learning_curve"] == curve and card["history"] == ["step 3: stopped"]
     assert "A tiny test model." in (out_dir / "README.md").read_text()
     # the note is kept in the card, so a card rendered again (e.g. after scoring unseen English) keeps it
-    from bertlab.model_card import model_card_markdown
+    from bertlab.storage.model_card import model_card_markdown
 
     assert card["metrics_note"] == "A tiny test model." and "A tiny test model." in model_card_markdown(card)
     (tmp_path / "unfinished").mkdir()

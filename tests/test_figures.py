@@ -1,4 +1,5 @@
-"""bertlab.figures and bertlab.attention_figures: what each figure draws, from hand-made inputs, plus export."""
+"""bertlab.figures.answers, attention, attention_grid and head_stats: what each figure draws, from hand-made inputs,
+plus export."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from bertlab import attention_figures as AF
-from bertlab import figures as F
 from bertlab.attention import head_statistics
 from bertlab.errors import InputError
+from bertlab.figures import answers as F
+from bertlab.figures import attention as AF
+from bertlab.figures import attention_grid as AG
+from bertlab.figures import head_stats as HS
 from bertlab.inference import Candidate, Inspection, LayerGuess
 
 TOKENS = ["[CLS]", "the", "cat", "the", "[SEP]"]
@@ -85,7 +88,7 @@ def test_attention_lines_skips_small_weights():
 
 def test_head_grid_tiles_every_head():
     att = np.random.default_rng(0).random((2, 3, 5, 5))
-    fig = AF.head_grid(att, TOKENS, off=[(1, 2)])
+    fig = AG.head_grid(att, TOKENS, off=[(1, 2)])
     z = np.asarray(fig.data[0].z, dtype=float)
     step = 6
     assert z.shape == (2 * step - 1, 3 * step - 1)
@@ -105,15 +108,15 @@ def test_stat_figures():
     att = uniform()
     att[1, 2] = 0.0  # a head switched off
     stats = head_statistics(att, TOKENS)
-    fig = AF.stat_heatmap(stats, "sep")
+    fig = HS.stat_heatmap(stats, "sep")
     assert np.asarray(fig.data[0].z).shape == (2, 3)
     assert fig.data[0].text[1][2] == "off" and fig.data[0].text[0][0] == "20%"  # 1 [SEP] of 5 tokens
-    overview = AF.stats_overview(stats)
+    overview = HS.stats_overview(stats)
     assert len(overview.data) == 7
     assert list(overview.layout.xaxis.tickvals) == [1, 2, 3] and overview.layout.xaxis.title.text == "head"
     assert list(overview.layout.xaxis7.tickvals) == [1, 2, 3]  # every panel numbers its heads
     with pytest.raises(InputError, match="unknown statistic"):
-        AF.stat_heatmap(stats, "nope")
+        HS.stat_heatmap(stats, "nope")
 
 
 def test_nsp_and_comparison_figures():
@@ -175,7 +178,7 @@ def test_bertviz_html():
 
 
 def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
-    from bertlab.figures import learning_curve_figure
+    from bertlab.figures.answers import learning_curve_figure
 
     curve = [
         {"step": 10, "tokens": 1_000, "mlm_acc": 0.05, "nsp_acc": 0.5},
@@ -192,7 +195,7 @@ def test_learning_curve_marks_the_step_and_where_a_later_stage_begins():
 def test_stage_labels_that_start_close_together_do_not_overlap():
     """The shipped model's stages 3 and 4 start at 53M and 85M tokens: on a log axis over 4 decades
     their labels sat on top of each other. A label too close to the one before goes in a row of its own."""
-    from bertlab.figures import learning_curve_figure
+    from bertlab.figures.answers import learning_curve_figure
 
     starts = {1: 10, 2: 20_000_000, 3: 52_900_000, 4: 85_400_000}
     curve = [{"step": i, "tokens": t, "mlm_acc": 0.1, "stage": s} for i, (s, t) in enumerate(starts.items())]
@@ -215,7 +218,8 @@ def test_watch_it_learn_maps_share_one_scale_with_the_uniform_level_marked():
     """Issue 25: step 10's near-uniform head must not look as dark as a trained one."""
     import numpy as np
 
-    from bertlab.attention_figures import attention_heatmap, head_grid
+    from bertlab.figures.attention import attention_heatmap
+    from bertlab.figures.attention_grid import head_grid
 
     tokens = ["[CLS]", "the", "cat", "sat", "[SEP]"]
     uniform = np.full((5, 5), 0.2)
@@ -232,8 +236,8 @@ def test_head_statistics_have_colour_scales_and_the_stage_line_a_label():
     import numpy as np
 
     from bertlab.attention import HEAD_STATS, HeadStats
-    from bertlab.attention_figures import stats_overview
-    from bertlab.figures import learning_curve_figure
+    from bertlab.figures.answers import learning_curve_figure
+    from bertlab.figures.head_stats import stats_overview
 
     stats = HeadStats({name: np.random.default_rng(0).random((2, 3)) for name in HEAD_STATS}, num_inputs=1)
     bars = [t for t in stats_overview(stats).data if t.showscale]

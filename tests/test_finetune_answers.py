@@ -13,7 +13,7 @@ from bertlab.finetune import metrics
 from bertlab.finetune.answers import answer_file, training_accuracy
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import FinetunedModel, TaskSetup
-from bertlab.interpret.views import confusion_figure
+from bertlab.interpret.answer_views import confusion_figure
 
 SST2 = ["the cat sat on the mat", "a dog ran", "what a film", "the bird sang all day", "it was bad", "good"]
 

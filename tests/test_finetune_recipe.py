@@ -14,8 +14,8 @@ from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.finetune import FinetuneConfig, run_finetuning
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, load_finetuned, save_finetuned
-from bertlab.runfolder import read_metrics
-from bertlab.training import TrainConfig
+from bertlab.storage.runfolder import read_metrics
+from bertlab.training.trainer import TrainConfig
 
 NOUNS = ["cat", "dog", "bird", "fox", "king", "queen", "man", "woman"]
 PLACES = ["mat", "rug", "park", "house", "tree", "river", "city"]
@@ -238,7 +238,7 @@ def test_inputs_are_cut_to_the_pretrained_length(tmp_path, tiny_checkpoint):
     import shutil
 
     from bertlab.finetune.recipe import task_setup, trained_length
-    from bertlab.model_card import pretrained_length
+    from bertlab.storage.model_card import pretrained_length
 
     ckpt = tmp_path / "ckpt"
     shutil.copytree(tiny_checkpoint, ckpt)
@@ -398,7 +398,7 @@ def test_resume_matches_uninterrupted(tmp_path, tiny_checkpoint):
 
 # --- feature-based and + BiLSTM ------------------------------------------------------------------
 def test_feature_mode_freezes_the_encoder_and_learns_the_mix(tmp_path, tiny_checkpoint):
-    from bertlab.checkpoint import read_weights
+    from bertlab.storage.checkpoint import read_weights
 
     result, losses = finetune(
         tmp_path,

@@ -1,4 +1,4 @@
-"""bertlab.history: probing a run's snapshots, the learning_history.json round trip, and the
+"""bertlab.training.history: probing a run's snapshots, the learning_history.json round trip, and the
 Watch it learn page (AppTest) on a tiny run folder made here."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import torch
 from conftest import tiny_config
 
 from bertlab.app_pages import page_titled
-from bertlab.checkpoint import save_checkpoint
 from bertlab.errors import InputError
-from bertlab.figures import percent
-from bertlab.history import (
+from bertlab.figures.answers import percent
+from bertlab.model import BertForPreTraining
+from bertlab.storage.checkpoint import save_checkpoint
+from bertlab.training.history import (
     HISTORY_FILE,
     build_history,
     fill_mask_table,
@@ -25,7 +26,6 @@ from bertlab.history import (
     piece_answers,
     save_history,
 )
-from bertlab.model import BertForPreTraining
 
 REPO = Path(__file__).resolve().parent.parent
 WATCH = page_titled("Watch it learn").file
@@ -159,7 +159,7 @@ def test_watch_it_learn_page_without_any_history(monkeypatch, tmp_path, tiny_che
 
     (tmp_path / "runs").mkdir()
     app_env(monkeypatch, tmp_path / "runs", tiny_checkpoint)
-    monkeypatch.setattr("bertlab.catalog.shipped_model_path", lambda: tmp_path / "nothing")
+    monkeypatch.setattr("bertlab.storage.catalog.shipped_model_path", lambda: tmp_path / "nothing")
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
     at.switch_page(WATCH).run()
@@ -232,7 +232,7 @@ def test_shipped_history_shows_predicted_pieces_as_pieces():
 
 
 def test_the_fill_mask_table_has_one_column_at_the_last_step(tmp_path, tokenizer):
-    from bertlab.history import build_history, fill_mask_table
+    from bertlab.training.history import build_history, fill_mask_table
 
     history = build_history(make_run(tmp_path, tokenizer))
     last = history.steps[-1]

@@ -1,4 +1,4 @@
-"""Google's BERTs (bertlab.hub): the list, a Hugging Face cache populated offline from a random
+"""Google's BERTs (bertlab.storage.hub): the list, a Hugging Face cache populated offline from a random
 checkpoint in the Hub's layout, loading from it, the sidebar picker listing it offline and, online,
 offering every checkpoint and downloading one with progress (a fake Hub; no network)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab import hub
 from bertlab.inference import load_model
+from bertlab.storage import hub
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ def fake_hub(tmp_path, tiny_checkpoint, monkeypatch):
 
 
 def test_resolve_fetches_one_weights_file_safetensors_first(fake_hub, tmp_path):
-    from bertlab.checkpoint import resolve
+    from bertlab.storage.checkpoint import resolve
 
     snap = resolve("google/both")
     fetched = [f for _, f in fake_hub.requested]
@@ -161,7 +161,7 @@ def test_resolve_fetches_one_weights_file_safetensors_first(fake_hub, tmp_path):
 
 
 def test_resolve_fetches_pytorch_model_bin_when_there_is_no_safetensors(fake_hub):
-    from bertlab.checkpoint import resolve
+    from bertlab.storage.checkpoint import resolve
 
     progress = []
     snap = hub.download("google/bin-only", lambda f, text: progress.append(f))
@@ -174,8 +174,8 @@ def test_resolve_fetches_pytorch_model_bin_when_there_is_no_safetensors(fake_hub
 def test_resolve_reads_an_offline_cache_without_the_network(tmp_path, tiny_checkpoint, monkeypatch):
     import huggingface_hub
 
-    from bertlab.checkpoint import resolve
     from bertlab.errors import CheckpointError
+    from bertlab.storage.checkpoint import resolve
 
     snap = fake_hub_cache(tmp_path / "hub", tiny_checkpoint)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -195,8 +195,8 @@ def test_resolve_reads_an_offline_cache_without_the_network(tmp_path, tiny_check
 def test_a_mistyped_local_path_is_not_sent_to_the_hub(tmp_path, tiny_checkpoint, monkeypatch):
     # (#14) 'checkpoints/typo' looks like a Hub owner/name; offline it spent ~40 s in the Hub
     # client's retries before failing. A path under an existing folder is a folder name.
-    from bertlab.checkpoint import resolve
     from bertlab.errors import CheckpointError
+    from bertlab.storage.checkpoint import resolve
 
     shutil.copytree(tiny_checkpoint, tmp_path / "checkpoints" / "bertlab-mini")
     monkeypatch.chdir(tmp_path)

@@ -8,11 +8,11 @@ import torch
 from conftest import tiny_config
 from torch.testing import assert_close
 
-from bertlab.checkpoint import save_checkpoint
 from bertlab.errors import InputError
 from bertlab.hardware import pick_device
 from bertlab.inference import LoadedModel, fill_text, load_model, whole_word
 from bertlab.model import BertForPreTraining
+from bertlab.storage.checkpoint import save_checkpoint
 
 TEXTS = [
     "the cat sat on the [MASK].",

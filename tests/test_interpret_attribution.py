@@ -130,7 +130,7 @@ def test_a_baseline_that_scores_higher_is_said_how_to_read(tokenizer):
     down from the baseline's, and the page says so instead of leaving 'lowered IsNext' to be misread."""
     import dataclasses
 
-    from bertlab.interpret.views import attribution_figure, baseline_reading
+    from bertlab.interpret.answer_views import attribution_figure, baseline_reading
 
     a = attribute(pretrained(tokenizer), "the cat sat .", "it was big .", target=IsNext())
     above = dataclasses.replace(a, prediction=0.768, baseline_prediction=0.996)

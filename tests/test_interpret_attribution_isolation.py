@@ -14,7 +14,7 @@ import pytest
 import torch
 from interpret_models import Pauses, finetuned, one_torch_thread, pretrained
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.interpret import attribution
 from bertlab.interpret.attribution import attribute
 

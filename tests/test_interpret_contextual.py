@@ -76,7 +76,7 @@ def test_sense_lines():
 
 
 def test_pca_legend_names_cut_sentences_at_a_word_boundary(tokenizer):
-    from bertlab.interpret.views import pca_figure
+    from bertlab.interpret.layer_views import pca_figure
 
     lm = pretrained(tokenizer)
     long = "the bird sang by the river in the park and the city and the tree"
@@ -122,7 +122,7 @@ def test_a_blank_sentence_is_named_not_dropped(tokenizer):
 
 def test_sentences_without_a_sense_stay_out_of_the_sense_comparison(tokenizer):
     from bertlab.interpret.contextual import parse_sense_lines
-    from bertlab.interpret.views import sense_note
+    from bertlab.interpret.layer_views import sense_note
 
     lm = pretrained(tokenizer)
     lines = ["x: the river ran to the city", "x: a big river", "the bird sang by the river", "the river sang"]
@@ -145,7 +145,7 @@ def test_sentences_without_a_sense_stay_out_of_the_sense_comparison(tokenizer):
 
 
 def test_the_same_position_gives_the_same_layer_0_vector(tokenizer):
-    from bertlab.interpret.views import layer0_note, pca_caption
+    from bertlab.interpret.layer_views import layer0_note, pca_caption
 
     lm = pretrained(tokenizer)
     r = contextual_word(lm, "river", ["the river ran", "a river sang", "the big river"], senses=["x", "x", "y"])
@@ -167,7 +167,7 @@ def test_pca_of_rows_equal_up_to_rounding_keeps_no_variance():
 
 
 def test_a_word_the_tokenizer_splits_is_found_as_adjacent_words(tokenizer):
-    from bertlab.interpret.views import pieces_note
+    from bertlab.interpret.layer_views import pieces_note
 
     lm = pretrained(tokenizer)
     assert tokenizer.encode("cat !!!").tokens[2:5] == ["!", "!", "!"]  # punctuation: a word each

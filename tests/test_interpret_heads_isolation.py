@@ -11,7 +11,7 @@ import pytest
 import torch
 from interpret_models import Pauses, finetuned, one_torch_thread, pretrained
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.finetune.data import SequenceExample
 from bertlab.interpret import heads
 from bertlab.interpret.heads import LabelledSentences, MaskedSentences, study_heads

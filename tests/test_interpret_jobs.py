@@ -21,8 +21,8 @@ from bertlab.interpret.args import probe_args
 from bertlab.interpret.saved import read_results, result_path
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobError, JobSpec
-from bertlab.jobs.view import expects_metrics, result_link_params, result_page
-from bertlab.runfolder import read_status, result_link
+from bertlab.jobs.states import expects_metrics, result_link_params, result_page
+from bertlab.storage.runfolder import read_status, result_link
 
 TAG_OF = {"cat": "NOUN", "dog": "NOUN", "park": "NOUN", "the": "DET", "a": "DET", "sat": "VERB", "ran": "VERB"}
 

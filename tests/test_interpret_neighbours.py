@@ -9,6 +9,13 @@ import torch
 
 from bertlab.errors import InputError
 from bertlab.inference import load_model
+from bertlab.interpret.layer_views import (
+    index_caption,
+    nearest_notes,
+    neighbour_lines,
+    neighbours_figure,
+    neighbours_reading,
+)
 from bertlab.interpret.neighbours import (
     build_index,
     corpus_sample,
@@ -17,13 +24,6 @@ from bertlab.interpret.neighbours import (
     sentence_words,
     sentences_that_fit,
     unique_sentences,
-)
-from bertlab.interpret.views import (
-    index_caption,
-    nearest_notes,
-    neighbour_lines,
-    neighbours_figure,
-    neighbours_reading,
 )
 
 CORPUS = ["the cat sat on the mat .", "a dog ran in the park .", "the cat ran home .", "birds sang all day ."]

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from bertlab.errors import InputError
 from bertlab.inference import load_model
+from bertlab.interpret.layer_views import factor_label, factor_neurons_text, factors_figure
 from bertlab.interpret.neurons import Activations, ffn_activations, neuron_factors
-from bertlab.interpret.views import factor_label, factor_neurons_text, factors_figure
 
 
 @pytest.fixture(scope="module")

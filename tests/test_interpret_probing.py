@@ -21,7 +21,7 @@ from bertlab.interpret.probing import (
     word_features,
 )
 from bertlab.interpret.saved import read_results, result_path, write_result
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
 
 TAG_OF = {"cat": "NOUN", "dog": "NOUN", "park": "NOUN", "the": "DET", "a": "DET", "sat": "VERB", "ran": "VERB"}
 
@@ -136,7 +136,7 @@ def test_a_probe_no_better_than_the_commonest_tag_gets_no_centre_of_gravity():
 
 
 def test_the_probing_figure_shows_the_gain_over_the_commonest_tag_without_colliding_labels():
-    from bertlab.interpret.views import probe_figure
+    from bertlab.interpret.layer_views import probe_figure
 
     ner, upos = committed("ner"), committed("upos")
     fig = probe_figure([upos, ner], "title")
@@ -159,7 +159,7 @@ def test_the_probing_figure_shows_the_gain_over_the_commonest_tag_without_collid
 
 
 def test_the_probing_summary_says_when_a_probe_reads_nothing():
-    from bertlab.interpret.views import probe_summary
+    from bertlab.interpret.layer_views import probe_summary
 
     ner, upos = probe_summary(committed("ner")), probe_summary(committed("upos"))
     assert "no better than always answering the commonest tag (O)" in ner and "91.8%" in ner
@@ -172,7 +172,7 @@ def test_the_probing_summary_says_when_a_probe_reads_nothing():
 def test_no_within_the_noise_for_a_gain_that_is_not():
     """A probe whose later layers gain 40 points over layer 0 but whose centre of gravity is not
     reported must not be said to gain 'within the noise'."""
-    from bertlab.interpret.views import probe_summary
+    from bertlab.interpret.layer_views import probe_summary
 
     r = committed("upos")
     r.layers, r.accuracy, r.macro_f1 = [0, 4, 8], [0.4, 0.8, 0.7], [0.3, 0.6, 0.5]

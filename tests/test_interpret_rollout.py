@@ -122,8 +122,8 @@ def test_attention_maps_refuse_a_position_outside_the_input(tokenizer):
 def test_a_note_says_when_the_raw_or_rollout_map_is_capped():
     """Why it answered's maps are capped on long inputs like the Attention page's one-head map; only
     their colour-bar titles said so."""
+    from bertlab.interpret.answer_views import capped_maps_note
     from bertlab.interpret.rollout import AttentionMaps
-    from bertlab.interpret.views import capped_maps_note
 
     T = 300
     spread = np.zeros((1, T, T))

@@ -19,7 +19,7 @@ from bertlab.hardware import own_start_time, pid_alive, process_start_time
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job
 from bertlab.jobs.spec import JobError, JobSpec
-from bertlab.runfolder import read_metrics, update_status
+from bertlab.storage.runfolder import read_metrics, update_status
 
 
 # --------------------------------------------------------------------------------------

@@ -1,29 +1,28 @@
-"""bertlab/jobs/view.py: what the Train and Jobs pages draw, from plain data."""
+"""bertlab/jobs/view.py and its neighbours (metric_lines, curves, progress, states, predictions): what the Train
+and Jobs pages draw, from plain data."""
 
 import math
 
 import pytest
 
+from bertlab.finetune.tasks import label_text
+from bertlab.jobs.curves import curves_figure
+from bertlab.jobs.metric_lines import split_metrics
+from bertlab.jobs.predictions import answer_html, tags_html
 from bertlab.jobs.runs import Job
-from bertlab.jobs.view import (
-    answer_html,
+from bertlab.jobs.states import (
     can_cancel,
     can_delete,
     can_resume,
     can_try,
-    curves_figure,
     expects_metrics,
-    format_count,
-    format_gb,
     is_waiting,
-    label_text,
     log_expanded,
     progress_fraction,
-    split_metrics,
     state_messages,
-    tags_html,
     uses_gpu_now,
 )
+from bertlab.jobs.view import format_count, format_gb
 
 
 def test_numbers_read_short():
@@ -78,8 +77,9 @@ def test_a_short_finished_run_reads_on_a_step_axis_from_zero_with_chance_beside_
     """Issue 25: one point on a 19-21 axis looked empty; 'Eval accuracy 49.9%' said nothing of chance."""
     import json
 
+    from bertlab.jobs.metric_lines import chance_levels
     from bertlab.jobs.runs import read_job
-    from bertlab.jobs.view import chance_levels, live_numbers
+    from bertlab.jobs.view import live_numbers
 
     run_dir = tmp_path / "sst2-run"
     run_dir.mkdir()
@@ -213,8 +213,9 @@ def test_a_finetuned_runs_train_accuracy_is_drawn_before_its_first_evaluation(tm
     'Accuracy' title over a blank plot, though every train line had its 'acc'."""
     import json
 
+    from bertlab.jobs.metric_lines import chance_levels
     from bertlab.jobs.runs import read_job
-    from bertlab.jobs.view import chance_levels, live_numbers
+    from bertlab.jobs.view import live_numbers
 
     key = _logged_score_key(shape)
     run_dir = tmp_path / "sst2-run"
@@ -283,7 +284,8 @@ def test_the_eta_of_a_resumed_run_follows_its_pace_now_not_the_pace_before_the_r
     beside 'Tokens/s 957': 500 steps at that rate take about 4 minutes. Its trainer projects the training
     time of all its attempts; the first ran alone, 8x as fast."""
     from bertlab.formatting import format_duration
-    from bertlab.jobs.view import eta_s, jobs_table, live_numbers
+    from bertlab.jobs.progress import eta_s
+    from bertlab.jobs.view import jobs_table, live_numbers
 
     first = _attempt(0, 2340, started=1000.0, s_per_step=0.053)  # cancelled at step 2,340, resumed an hour later
     resumed_at = first[-1]["time"] + 3600
@@ -305,7 +307,7 @@ def test_the_eta_of_a_resumed_run_follows_its_pace_now_not_the_pace_before_the_r
 
 def test_the_eta_follows_a_slowdown_within_a_few_lines(tmp_path):
     """Another job starts on the machine at step 1,000: four times slower from there."""
-    from bertlab.jobs.view import PACE_LINES, eta_s
+    from bertlab.jobs.progress import PACE_LINES, eta_s
 
     fast = _attempt(0, 1000, started=0.0, s_per_step=0.05)
     slow = _attempt(1000, 1000 + 20 * (PACE_LINES - 1), started=fast[-1]["time"] - 2.0, s_per_step=0.2)
@@ -317,7 +319,7 @@ def test_the_eta_follows_a_slowdown_within_a_few_lines(tmp_path):
 
 
 def test_the_eta_is_the_trainers_where_the_lines_cannot_say_and_none_unless_running(tmp_path):
-    from bertlab.jobs.view import eta_s
+    from bertlab.jobs.progress import eta_s
 
     untimed = [{"split": "train", "step": 20, "loss": 1.0}]
     assert eta_s(_job(tmp_path, "running", total_steps=100, eta_s=42.0), untimed) == 42.0

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from bertlab.jobs.curves import curves_figure
+from bertlab.jobs.progress import caught_up
 from bertlab.jobs.runs import Job, read_job
-from bertlab.jobs.view import caught_up, curves_figure, jobs_table, jobs_table_widths, live_numbers
+from bertlab.jobs.view import jobs_table, jobs_table_widths, live_numbers
 
 # What a tiny pretraining run (30 steps, an evaluation every 10, a train line every 20) had written
 # when the page said "Step 0 / 30" beside "Eval mlm acc 8.0%" and curves up to step 10.
@@ -45,9 +47,9 @@ def test_the_trainer_writes_its_step_to_the_status_when_it_evaluates(tmp_path, v
     """Each time the trainer updates status.json, its step is at least the newest metric line's."""
     from test_pretrain import _config
 
-    from bertlab import training
-    from bertlab.pretrain import run_pretraining
-    from bertlab.runfolder import read_metrics, read_status
+    from bertlab.storage.runfolder import read_metrics, read_status
+    from bertlab.training import trainer as training
+    from bertlab.training.pretrain import run_pretraining
 
     run_dir, behind = tmp_path / "run", []
     update_status = training.update_status

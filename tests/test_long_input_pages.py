@@ -19,7 +19,7 @@ from conftest import tiny_config  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from bertlab.app_pages import page_titled  # noqa: E402
-from bertlab.attention_figures import WINDOW_TOKENS  # noqa: E402
+from bertlab.figures.attention import WINDOW_TOKENS  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 60  # seconds per run: a first model load on 2 busy cores
@@ -31,8 +31,8 @@ LONG_A = "the cat sat on the mat . " * 40  # well over 160 tokens: cut to the mo
 def long_checkpoint(tmp_path_factory, tokenizer) -> Path:
     import torch
 
-    from bertlab.checkpoint import save_checkpoint
     from bertlab.model import BertForPreTraining
+    from bertlab.storage.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     model = BertForPreTraining(tiny_config(len(tokenizer), max_position_embeddings=160))

@@ -1,10 +1,10 @@
-"""bertlab.model_card: the README.md of a checkpoint says what the model is and how it was made;
+"""bertlab.storage.model_card: the README.md of a checkpoint says what the model is and how it was made;
 the shipped model's card and the shipped configs say what is true."""
 
 import json
 from pathlib import Path
 
-from bertlab.model_card import model_card_markdown, recipe_deviations
+from bertlab.storage.model_card import model_card_markdown, recipe_deviations
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -150,7 +150,7 @@ def test_the_shipped_configs_say_what_is_true():
 
 
 def test_every_key_in_plain_words_and_commands_without_machine_paths():
-    from bertlab.model_card import metric_rows, runnable_command, training_rows
+    from bertlab.storage.model_card import metric_rows, runnable_command, training_rows
 
     card = _card(train_config={"warmup": 0.02, "learning_rate": 1e-3}, metrics={"mlm_acc": 0.3047, "nsp_acc": 0.8})
     card["data_config"] = {"masking": "dynamic", "dupe_factor": 5, "masked_lm_prob": 0.2}
@@ -174,7 +174,7 @@ def test_every_corpus_is_credited_with_its_licence():
 
 
 def test_every_schedule_has_words_on_the_card():
-    from bertlab.model_card import SCHEDULE_WORDS
-    from bertlab.train_types import SCHEDULES
+    from bertlab.storage.model_card import SCHEDULE_WORDS
+    from bertlab.training.types import SCHEDULES
 
     assert set(SCHEDULE_WORDS) == set(SCHEDULES)

@@ -1,4 +1,4 @@
-"""bertlab.modelfolder: the model folder's names and checks, one owner for every reader."""
+"""bertlab.storage.modelfolder: the model folder's names and checks, one owner for every reader."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import os
 import subprocess
 import sys
 
-from bertlab import checkpoint, hub, runfolder
-from bertlab.modelfolder import CONFIG_FILE, WEIGHTS_FILES, folder_stamp, has_config, is_model_folder, weights_path
+from bertlab.storage import checkpoint, hub, runfolder
+from bertlab.storage.modelfolder import (
+    CONFIG_FILE,
+    WEIGHTS_FILES,
+    folder_stamp,
+    has_config,
+    is_model_folder,
+    weights_path,
+)
 
 
 def test_a_model_folder_needs_config_and_weights(tmp_path):
@@ -49,5 +56,5 @@ def test_the_run_folder_and_the_hub_cache_ask_it(tmp_path):
 
 
 def test_modelfolder_imports_no_torch():
-    code = "import sys, bertlab.modelfolder; assert 'torch' not in sys.modules"
+    code = "import sys, bertlab.storage.modelfolder; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""bertlab/objectives.py: each pretraining objective is one spec that the data, the model config,
+"""bertlab/data/objectives.py: each pretraining objective is one spec that the data, the model config,
 the trainer's task and the card read; a new objective is one spec plus its masker."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import random
 import pytest
 from test_pretrain import _config
 
-from bertlab import model_card, pretraining_data
+from bertlab.data import pretraining_data
+from bertlab.data.objectives import OBJECTIVES, Objective, get_objective
+from bertlab.data.pretraining_data import DataConfig, collate, create_instances, tokenize_documents
 from bertlab.errors import InputError
-from bertlab.objectives import OBJECTIVES, Objective, get_objective
-from bertlab.pretrain import run_pretraining
-from bertlab.pretraining_data import DataConfig, collate, create_instances, tokenize_documents
+from bertlab.storage import model_card
+from bertlab.training.pretrain import run_pretraining
 
 
 def test_the_papers_objectives():
@@ -51,6 +52,7 @@ TOY = Objective(
     attention_direction="bidirectional",
     description="guess the first word of each stretch of text",
     short="first-word LM",
+    loss="masked_lm",
 )
 
 

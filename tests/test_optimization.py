@@ -1,4 +1,4 @@
-"""bertlab.optimization: the LR schedule's warm-up and decays, AdamW's decay groups, mixed precision."""
+"""bertlab.training.optimization: the LR schedule's warm-up and decays, AdamW's decay groups, mixed precision."""
 
 import logging
 import math
@@ -8,8 +8,9 @@ import torch
 from conftest import tiny_config
 
 from bertlab.errors import InputError
+from bertlab.losses import masked_lm_nsp
 from bertlab.model import BertForPreTraining
-from bertlab.optimization import (
+from bertlab.training.optimization import (
     autocast_context,
     build_optimizer,
     compile_pays,
@@ -20,7 +21,7 @@ from bertlab.optimization import (
     resolve_precision,
     warmup_fraction,
 )
-from bertlab.training import TrainConfig
+from bertlab.training.trainer import TrainConfig
 
 
 def test_lr_schedule_warms_up_then_decays_linearly():
@@ -80,7 +81,7 @@ def test_a_head_learning_rate_gives_the_task_layers_their_own_rate():
 
 
 def test_cpu_without_bf16_instructions_trains_in_fp32(monkeypatch, caplog):
-    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: None)
+    monkeypatch.setattr("bertlab.training.optimization.cpu_bf16_instructions", lambda: None)
     cpu = torch.device("cpu")
     assert resolve_precision(TrainConfig(max_steps=1), cpu) is None  # auto
     with caplog.at_level(logging.WARNING, logger="bertlab"):
@@ -94,7 +95,7 @@ def test_cpu_without_bf16_instructions_trains_in_fp32(monkeypatch, caplog):
 
 @pytest.mark.parametrize("instructions", ["AVX-512 BF16", "AMX"])
 def test_auto_picks_bf16_on_a_cpu_with_bf16_instructions(monkeypatch, instructions):
-    monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda: instructions)
+    monkeypatch.setattr("bertlab.training.optimization.cpu_bf16_instructions", lambda: instructions)
     cpu = torch.device("cpu")
     assert resolve_precision(TrainConfig(max_steps=1), cpu) is torch.bfloat16
     assert resolve_precision(TrainConfig(max_steps=1, precision="bf16"), cpu) is torch.bfloat16
@@ -122,9 +123,10 @@ def test_bf16_cpu_training_step_matches_fp32_within_tolerance():
     labels = torch.where(torch.rand(4, 16) < 0.3, ids, torch.full_like(ids, -100))
     labels[:, 1] = ids[:, 1]
     nsp = torch.tensor([0, 1, 0, 1])
-    fp32 = model(ids, mlm_labels=labels, nsp_labels=nsp, prediction_cap=16)
+    batch = {"input_ids": ids, "mlm_labels": labels, "nsp_labels": nsp}
+    fp32 = masked_lm_nsp(model, batch, prediction_cap=16)
     with autocast_context(torch.device("cpu"), torch.bfloat16):
-        bf16 = model(ids, mlm_labels=labels, nsp_labels=nsp, prediction_cap=16)
+        bf16 = masked_lm_nsp(model, batch, prediction_cap=16)
     assert bf16.loss.dtype == torch.float32  # the losses are taken in fp32 from bf16 logits
     assert float(bf16.loss.detach()) == pytest.approx(float(fp32.loss.detach()), rel=0.02)
     bf16.loss.backward()
@@ -147,7 +149,7 @@ def test_compile_plan_and_when_compiling_pays(monkeypatch):
     # a CPU, with bf16 instructions or without: compiled steps measured no faster, so no run compiles
     # (the device the processes run on decides, not the configured name: "auto" on GPUs is CUDA)
     for instructions in ("AMX", "AVX-512 BF16", None):
-        monkeypatch.setattr("bertlab.optimization.cpu_bf16_instructions", lambda i=instructions: i)
+        monkeypatch.setattr("bertlab.training.optimization.cpu_bf16_instructions", lambda i=instructions: i)
         assert compile_plan(TrainConfig(max_time_s=7200), static_shapes=True, world=2) == "no", instructions
         pays, why = compile_pays(36000, "cpu")
         assert not pays and "measured no faster" in why, instructions
@@ -163,6 +165,6 @@ def test_bf16_autocast_on_cuda():
     model = BertForPreTraining(tiny_config(50)).cuda()
     ids = torch.randint(5, 50, (2, 8), device="cuda")
     with autocast_context(torch.device("cuda"), torch.bfloat16):
-        out = model(ids, mlm_labels=ids)
+        out = masked_lm_nsp(model, {"input_ids": ids, "mlm_labels": ids})
     out.loss.backward()
     assert torch.isfinite(out.loss)

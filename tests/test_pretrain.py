@@ -1,4 +1,4 @@
-"""bertlab.pretrain + bertlab.training: a tiny pretraining run learns, resumes exactly, runs
+"""bertlab.training.pretrain + bertlab.training.trainer: a tiny pretraining run learns, resumes exactly, runs
 under torchrun with gloo, and the shipped default model answers in the CLI."""
 
 import dataclasses
@@ -22,13 +22,13 @@ import torch
 from conftest import WORDS
 from torch.testing import assert_close
 
-from bertlab.checkpoint import read_weights
 from bertlab.errors import BertLabError, InputError
 from bertlab.model import BertForPreTraining
-from bertlab.optimization import lr_factor
-from bertlab.pretrain import prepare_data, prepare_tokenizer, run_pretraining
-from bertlab.pretrain_config import load_config_file
-from bertlab.runfolder import read_metrics
+from bertlab.storage.checkpoint import read_weights
+from bertlab.storage.runfolder import read_metrics
+from bertlab.training.optimization import lr_factor
+from bertlab.training.pretrain import prepare_data, prepare_tokenizer, run_pretraining
+from bertlab.training.pretrain_config import load_config_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,9 +108,11 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
     # No real compiling in a test: torch.compile stands in as a wrapper. No wall clock either (under load
     # a real 50 ms sleep was lost in the noise): the trainer's clock moves only when the model runs, 10 ms
     # a step for the kind that should win and 60 ms for the other.
-    monkeypatch.setattr("bertlab.training.compile_pays", lambda *a: (True, "assumed to pay"))
+    monkeypatch.setattr("bertlab.training.trainer.compile_pays", lambda *a: (True, "assumed to pay"))
     clock = [time.time()]
-    monkeypatch.setattr("bertlab.training.time", types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime))
+    monkeypatch.setattr(
+        "bertlab.training.trainer.time", types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime)
+    )
     compiled_call = [False]
 
     def fake_compile(model):
@@ -127,7 +129,7 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
         if isinstance(module, BertForPreTraining):
             clock[0] += 0.06 if compiled_call[0] != compiled_is_faster else 0.01
 
-    monkeypatch.setattr("bertlab.training.torch.compile", fake_compile)
+    monkeypatch.setattr("bertlab.training.trainer.torch.compile", fake_compile)
     cfg = _config(tmp_path, vocab_file, max_steps=40)
     hook = torch.nn.modules.module.register_module_forward_pre_hook(advance_clock)
     try:
@@ -147,8 +149,8 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
 
 def test_a_cpu_run_on_a_gpu_machine_says_cpu_in_its_card(tmp_path, vocab_file, monkeypatch):
     # the card's hardware line follows train.device, not the machine: a CPU run on an H200 once said 'NVIDIA H200 x1'
-    from bertlab.corpus import load_corpus
-    from bertlab.pretrain import card_of_run
+    from bertlab.data.corpus import load_corpus
+    from bertlab.training.pretrain import card_of_run
 
     cfg = _config(tmp_path, vocab_file, max_steps=1, num_threads=2)
     corpus = load_corpus(cfg.corpus, cfg.corpus_format)
@@ -279,8 +281,8 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
     evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
     assert {10, 20, 25} <= evals  # every snapshot has its held-out score
     # the exported model carries its learning history and its card the held-out curve
-    from bertlab.export import export_run
-    from bertlab.history import load_history
+    from bertlab.storage.export import export_run
+    from bertlab.training.history import load_history
 
     out = export_run(tmp_path / "run", tmp_path / "shipped")
     assert load_history(out).steps == [10, 20, 25]
@@ -330,7 +332,7 @@ def test_a_run_that_fails_while_preparing_is_marked_failed(tmp_path, vocab_file)
 
 def _poison_gradients(monkeypatch, steps):
     """From the training loop's view, the loss blows up at the given steps: every gradient becomes NaN."""
-    from bertlab.training import Trainer
+    from bertlab.training.trainer import Trainer
 
     original = Trainer.accumulate
 
@@ -357,7 +359,7 @@ def test_a_step_with_nan_gradients_makes_no_update_and_training_goes_on(tmp_path
 
 def test_a_run_whose_gradients_stay_nan_stops_as_diverged(tmp_path, vocab_file, monkeypatch):
     from bertlab.errors import TrainingDiverged
-    from bertlab.training import NONFINITE_STEPS_LIMIT
+    from bertlab.training.trainer import NONFINITE_STEPS_LIMIT
 
     _poison_gradients(monkeypatch, set(range(4, 100)))
     cfg = _config(tmp_path, vocab_file, max_steps=60)
@@ -409,9 +411,9 @@ def test_a_run_folder_that_another_live_process_trains_is_refused(tmp_path, voca
 def test_a_run_being_prepared_names_its_process(tmp_path, vocab_file, monkeypatch):
     """(#14) while a run reads its corpus and builds its data (minutes on a big corpus), status.json
     named no process, so a second `--resume` typed meanwhile was not refused."""
-    import bertlab.pretrain as pretrain
+    import bertlab.training.pretrain as pretrain
     from bertlab.hardware import own_start_time
-    from bertlab.runfolder import other_trainer
+    from bertlab.storage.runfolder import other_trainer
 
     seen = []
 
@@ -436,7 +438,7 @@ def test_a_run_being_prepared_names_its_process(tmp_path, vocab_file, monkeypatc
         [
             sys.executable,
             "-c",
-            "import sys, time; from bertlab.runfolder import mark_preparing; "
+            "import sys, time; from bertlab.storage.runfolder import mark_preparing; "
             "mark_preparing(sys.argv[1], resume=True); print('ready', flush=True); time.sleep(60)",
             str(tmp_path / "run"),
         ],
@@ -473,15 +475,15 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     without dropout keeps the config's dropout for later fine-tuning; a misfit is a clear error."""
     first = run_pretraining(_config(tmp_path, vocab_file, max_steps=6), tmp_path / "one", progress_bar=False)
     assert first.state == "finished"
-    from bertlab.export import export_run
+    from bertlab.storage.export import export_run
 
     base = export_run(tmp_path / "one", tmp_path / "base", fp16=False)  # a checkpoint of its own, as shipped
     import dataclasses
 
     import torch
 
-    from bertlab.checkpoint import load_pretraining_model
-    from bertlab.pretrain import initialize_from
+    from bertlab.storage.checkpoint import load_pretraining_model
+    from bertlab.training.pretrain import initialize_from
 
     cfg = dataclasses.replace(_config(tmp_path, vocab_file, max_steps=4), vocab=None, init_from=str(base), dropout=0.0)
     parent, tok, _ = load_pretraining_model(base)
@@ -543,7 +545,7 @@ def _prepare_in_lockstep(cfg, run_dir, env, start, written, results) -> None:
     waits on the lock: the fix). Puts (vocabularies trained, splits made, instances) on `results`."""
     import numpy as np
 
-    from bertlab.corpus import load_corpus
+    from bertlab.data.corpus import load_corpus
     from bertlab.tokenizer import BertTokenizer
 
     os.environ.update(env)
@@ -637,8 +639,8 @@ def test_dry_run_through_cli(tmp_path, vocab_file):
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
     # a second dry run into the folder, which now holds a run, is refused as a real run is (it wrote its
     # one step over a finished run)
-    from bertlab.pretrain import settings_for_run
-    from bertlab.pretrain_config import load_config_file
+    from bertlab.training.pretrain import settings_for_run
+    from bertlab.training.pretrain_config import load_config_file
 
     with pytest.raises(InputError, match="already holds a run"):
         settings_for_run(load_config_file(None, ["train.max_steps=5"]), tmp_path / "run", resume=False, dry_run=True)
@@ -693,7 +695,7 @@ def test_two_process_gloo_run(tmp_path, vocab_file):
 _NODE_ENTRY = """
 import os, sys, time
 import torch
-import bertlab.pretrain as pretrain
+import bertlab.training.pretrain as pretrain
 real_train, real_forward = pretrain.train, pretrain.PretrainTask.forward
 
 def slow_forward(self, model, batch):
@@ -883,8 +885,8 @@ def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, v
     started from gives the same story (what it carries was kept in its own run folder)."""
     import dataclasses
 
-    from bertlab.export import export_run
-    from bertlab.history import load_history
+    from bertlab.storage.export import export_run
+    from bertlab.training.history import load_history
 
     first = _config(tmp_path, vocab_file, max_steps=12, eval_every=6, snapshots="true")
     assert run_pretraining(first, tmp_path / "one", progress_bar=False).state == "finished"
@@ -917,8 +919,8 @@ def test_heldout_corpus_scores_runs_on_other_data_on_the_same_documents(tmp_path
     never trains on them, so its held-out scores compare with the base runs'."""
     import dataclasses
 
-    from bertlab.corpus import load_corpus
-    from bertlab.pretrain import split_documents
+    from bertlab.data.corpus import load_corpus
+    from bertlab.training.pretrain import split_documents
 
     base = _config(tmp_path, vocab_file, max_steps=2)
     extra = tmp_path / "extra.txt"

@@ -1,4 +1,4 @@
-"""bertlab.pretrain_config: a config is read from YAML and overrides and checked before a run
+"""bertlab.training.pretrain_config: a config is read from YAML and overrides and checked before a run
 starts (unknown keys, types, budgets, the phase2 / eval_data sections, dropout), and every shipped
 config parses."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.errors import InputError
-from bertlab.pretrain_config import PretrainConfig, load_config_file
+from bertlab.training.pretrain_config import PretrainConfig, load_config_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def test_checking_a_pretraining_job_imports_no_torch():
 
 def test_the_help_lists_every_key_an_override_takes():
     """`bertlab pretrain --help` named no key: users found them only through an 'unknown key' error."""
-    from bertlab.pretrain_config import override_keys
+    from bertlab.training.pretrain_config import override_keys
 
     keys = [line.strip() for line in override_keys().splitlines() if line.startswith("  ")]
     names = {k.split("=", 1)[0] for k in keys}

@@ -1,4 +1,4 @@
-"""bertlab.pretraining_data: instance statistics match the configured probabilities, and the
+"""bertlab.data.pretraining_data: instance statistics match the configured probabilities, and the
 algorithm keeps google-research/bert's invariants."""
 
 import multiprocessing
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from conftest import WORDS
 
-from bertlab.errors import InputError
-from bertlab.pretraining_data import (
+from bertlab.data.pretraining_data import (
     KIND_KEEP,
     KIND_MASK,
     KIND_RANDOM,
@@ -24,6 +23,7 @@ from bertlab.pretraining_data import (
     pack,
     truncate_seq_pair,
 )
+from bertlab.errors import InputError
 
 
 def _token_docs(tokenizer, n_docs=40, n_sents=12, seed=0):
@@ -254,7 +254,7 @@ def test_objectives_without_nsp(tokenizer):
 
 
 def test_max_predictions_follow_the_sequence_length():
-    from bertlab.data_config import max_predictions_for
+    from bertlab.data.data_config import max_predictions_for
     from bertlab.jobs.spec import pretrain_args
 
     assert max_predictions_for(128, 0.15) == 20 and max_predictions_for(512, 0.15) == 77  # Google's README

@@ -1,4 +1,4 @@
-"""bertlab/runfolder.py: the run folder's file names, states, status and metric files, and the
+"""bertlab/storage/runfolder.py: the run folder's file names, states, status and metric files, and the
 log.txt of runs started from the command line."""
 
 import json
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab import runfolder as rf
-from bertlab.runfolder import run_log
+from bertlab.storage import runfolder as rf
+from bertlab.storage.runfolder import run_log
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -127,7 +127,7 @@ def test_run_log_adds_nothing_where_stderr_already_is_the_log(tmp_path):
     """A job's output already goes to log.txt (the registry's redirect): no line twice."""
     script = textwrap.dedent("""
         import logging, sys
-        from bertlab.runfolder import run_log
+        from bertlab.storage.runfolder import run_log
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         with run_log(sys.argv[1], first_line="command"):
             logging.getLogger("bertlab.x").info("one line")

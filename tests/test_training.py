@@ -1,11 +1,11 @@
-"""bertlab.training: the config's checks, budgets and log-spaced snapshot steps (the loop itself runs
+"""bertlab.training.trainer: the config's checks, budgets and log-spaced snapshot steps (the loop itself runs
 in test_pretrain and test_finetune_recipe; the optimizer and LR schedule in test_optimization)."""
 
 import pytest
 import torch
 
 from bertlab.errors import InputError
-from bertlab.training import (
+from bertlab.training.trainer import (
     Progress,
     TrainConfig,
     is_snapshot_step,
@@ -58,7 +58,7 @@ def test_nonfinite_steps_stop_a_run_only_when_they_count():
     from types import SimpleNamespace
 
     from bertlab.errors import TrainingDiverged
-    from bertlab.training import NONFINITE_STEPS_LIMIT, Trainer
+    from bertlab.training.trainer import NONFINITE_STEPS_LIMIT, Trainer
 
     trainer = Trainer.__new__(Trainer)  # only the state note_nonfinite_step reads
     trainer.progress, trainer.nonfinite_run = Progress(step=41, tokens=2_000_000), 0
@@ -97,10 +97,10 @@ def test_the_trainers_eta_follows_the_recent_pace_of_this_attempt(monkeypatch):
     from collections import deque
     from types import SimpleNamespace
 
-    from bertlab.training import Trainer
+    from bertlab.training.trainer import Trainer
 
     clock = iter([100.0, 110.0, 120.0])
-    monkeypatch.setattr("bertlab.training.time.time", lambda: next(clock))
+    monkeypatch.setattr("bertlab.training.trainer.time.time", lambda: next(clock))
     # resumed at 80% after 40 s of training (0.5 s a percent alone); now 10 s a percent
     trainer = SimpleNamespace(pace_points=deque([(90.0, 0.80)], maxlen=5), progress=SimpleNamespace(train_time_s=40.0))
     assert Trainer._eta_s(trainer, 0.81) == pytest.approx(10 / 0.01 * 0.19)  # not 40 / 0.81 * 0.19, about 9 s

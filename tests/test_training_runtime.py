@@ -1,4 +1,4 @@
-"""bertlab/training_runtime.py: prefetching, signals, process rank, training state."""
+"""bertlab/training/runtime.py: prefetching, signals, process rank, training state."""
 
 import os
 import signal
@@ -6,7 +6,7 @@ import signal
 import pytest
 import torch
 
-from bertlab.training_runtime import (
+from bertlab.training.runtime import (
     DistInfo,
     GracefulStop,
     all_reduce_sum,

@@ -41,12 +41,12 @@ from pathlib import Path
 
 from bertlab.ablations import planning
 from bertlab.ablations.tables import TABLES
-from bertlab.corpus import DEFAULT_CORPUS, GENSIM_WIKI, SOTU_CORPUS, WIKI_VITAL_CORPUS
+from bertlab.data.corpus import DEFAULT_CORPUS, GENSIM_WIKI, SOTU_CORPUS, WIKI_VITAL_CORPUS
 from bertlab.errors import InputError
 from bertlab.finetune.tasks import TASKS
 from bertlab.jobs.spec import DEFAULT_TASK_DATA
-from bertlab.pretrain_config import load_config_file
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
+from bertlab.training.pretrain_config import load_config_file
 
 SHARED = REPO_ROOT.parent / "shared"  # the workspace's shared folder; its data/ is what the suites read
 BUNDLE = REPO_ROOT / ".device"
@@ -54,7 +54,7 @@ WHEEL_CACHE = REPO_ROOT / ".device-cache" / "wheels"
 RESULTS = REPO_ROOT / "results" / "ablations"
 DEVICE_PYTHON = "3.12"  # the H200 image's python3 (KINDS.md: Python 3.12.3, /opt/torch/.venv)
 CARRY_LIMIT = 64 * 2**20  # what one `run` call carries: tracked files plus the named paths
-# The wheels behind each named corpus (bertlab.corpus.NAMED_SOURCES). gensim needs numpy and scipy too,
+# The wheels behind each named corpus (bertlab.data.corpus.NAMED_SOURCES). gensim needs numpy and scipy too,
 # and smart_open wrapt: the device image has those three.
 NAMED_WHEELS = {
     DEFAULT_CORPUS: ("gensim", "smart_open"),

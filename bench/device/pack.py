@@ -21,7 +21,7 @@ $OUT after each pack holds at most 8 files, as a run call brings back (ablate.sh
 so that a CPU session can fine-tune more seeds of the same models and merge columns with
 `bertlab --runs DEST/runs ablate collect SUITE --into results/ablations/<table>.csv`.
 
-Imports bertlab (ablations.results and suites, jobs.registry, runfolder; bertlab.export, with torch, only
+Imports bertlab (ablations.results and suites, jobs.registry, runfolder; bertlab.storage.export, with torch, only
 when a model is exported).
 """
 
@@ -41,7 +41,7 @@ from pathlib import Path
 from bertlab.ablations import results
 from bertlab.ablations import suites as ab
 from bertlab.jobs.registry import JobRegistry
-from bertlab.runfolder import CHECKPOINT_DIR, MODEL_DIR, SNAPSHOT_DIR, TENSORBOARD_DIR
+from bertlab.storage.runfolder import CHECKPOINT_DIR, MODEL_DIR, SNAPSHOT_DIR, TENSORBOARD_DIR
 
 PART_BYTES = 14 * 2**20  # each models part: under 15 MB, and a run call brings back files of up to 16 MiB
 MAX_PARTS = 6  # with summary.txt and results.tar.gz: 8 files, a run call's most
@@ -103,7 +103,7 @@ def export_models(records: list[dict], registry: JobRegistry, work: Path) -> lis
                 continue
             target = work / "models" / run.job / MODEL_DIR
             if not (target / "config.json").is_file():
-                from bertlab.export import export_run  # deferred: torch
+                from bertlab.storage.export import export_run  # deferred: torch
 
                 tmp = target.with_name("model.tmp")
                 shutil.rmtree(tmp, ignore_errors=True)

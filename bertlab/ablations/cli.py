@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bertlab.ablations import adopt, estimate, merge, planning, results, reuse
+from bertlab.ablations import adopt, comparison, estimate, merge, planning, results, reuse
 from bertlab.ablations import suites as ab
 from bertlab.ablations.paper import CITATION, PAPER
 from bertlab.ablations.tables import TABLES
@@ -37,7 +37,16 @@ def _tokens(text: str) -> int:
 
 
 def _suite_options(p: argparse.ArgumentParser) -> None:
+    """The options that describe a suite (`ablate run`, `estimate`, `adopt`), in the order --help lists them."""
     d = planning.SuiteSpec("table5")  # the defaults of what --committed-recipe can set (spec_from_args)
+    _table_options(p, d)
+    _pretraining_options(p, d)
+    _finetuning_options(p, d)
+    _job_options(p, d)
+
+
+def _table_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> None:
+    """Which table, its task columns, whose recipe, how many seeds."""
     p.add_argument("table", choices=sorted(TABLES), help="which of the paper's tables")
     p.add_argument(
         "--tasks",
@@ -56,6 +65,10 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seeds", type=int, help=f"fine-tuning restarts per variant and task (mean +- std; default {d.seeds})"
     )
+
+
+def _pretraining_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> None:
+    """The models each row pretrains or probes: size, budget, shapes, the data they read."""
     p.add_argument("--size", help=f"model preset of every pretrained variant (default {d.size})")
     p.add_argument(
         "--budget-tokens",
@@ -74,6 +87,10 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ (default: ../shared/data beside the repository)",
     )
     p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
+
+
+def _finetuning_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> None:
+    """How each task column fine-tunes: examples, epochs, learning rates, a task's own recipe."""
     p.add_argument(
         "--max-train-examples",
         type=int,
@@ -107,6 +124,10 @@ def _suite_options(p: argparse.ArgumentParser) -> None:
         metavar="TASK=LR",
         help="a task's own frozen-feature taggers' learning rate instead of --feature-lr (repeatable), e.g. upos=1e-2",
     )
+
+
+def _job_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> None:
+    """How the suite's jobs run: threads, device, name, overrides, pretraining jobs reused."""
     p.add_argument("--threads", type=int, help=f"CPU threads per job (0 = torch's default; default {d.threads})")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--name", default="", help="prefix of the suite's id (default: the table)")
@@ -457,8 +478,8 @@ def _write_results(record: dict, out: str, registry: JobRegistry, as_json: bool)
     csv_path, json_path = results.write_results(record, out, registry)
     rows = results.read_results(csv_path)
     n = len(rows)
-    if plateau := results.still_on_plateau(rows, results.results_meta(json_path)):
-        print(results.plateau_text(record["table"], plateau), file=sys.stderr)
+    if plateau := comparison.still_on_plateau(rows, results.results_meta(json_path)):
+        print(comparison.plateau_text(record["table"], plateau), file=sys.stderr)
     print(
         json.dumps({"csv": str(csv_path), "json": str(json_path), "rows": n})
         if as_json
@@ -471,7 +492,7 @@ def _report(args: argparse.Namespace, registry: JobRegistry) -> int:
     table = rows[0]["table"] if rows else ""
     if table not in PAPER:
         raise InputError(f"{args.csv}: no rows of a known table")
-    vs = results.verdicts(table, rows)
+    vs = comparison.verdicts(table, rows)
     if args.json:
         print(json.dumps([v.__dict__ for v in vs]))
         return 0

@@ -5,10 +5,10 @@ by side on several GPUs or CPU slots (`cpu_sharing`: how much a CPU job slows be
 Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, `cpu_slots`, `cpu_sharing`, and
 `JobOverhead` with `job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind,
 device and data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite`
-asks bertlab.estimates for each job, which may time a training step of the model here.
+asks bertlab.training.job_estimates for each job, which may time a training step of the model here.
 
-Imports bertlab.ablations.planning, bertlab.errors, bertlab.estimates, bertlab.formatting,
-bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.runfolder.
+Imports bertlab.ablations.planning, bertlab.errors, bertlab.training.estimates / job_estimates, bertlab.formatting,
+bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.storage.runfolder.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bertlab.ablations.planning import SuiteSpec, plan
+from bertlab.ablations.planning import PlannedRun, SuiteSpec, plan
 from bertlab.errors import InputError
-from bertlab.estimates import TIME_BUDGET_NOTE, estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, run_dirs
-from bertlab.jobs.spec import JobError, parse_recipe_args, pretrain_config
-from bertlab.runfolder import REPO_ROOT, read_job_file, read_metrics, read_run_config, read_status
+from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config
+from bertlab.storage.runfolder import REPO_ROOT, read_job_file, read_metrics, read_run_config, read_status
+from bertlab.training.estimates import TIME_BUDGET_NOTE
+from bertlab.training.job_estimates import estimate_spec
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def estimate_suite(
     progress: Callable[[str], None] | None = None,
 ) -> SuiteEstimate:
     """Every run of the suite with the estimate the Train page gives the same job
-    (bertlab.estimates.estimate_spec: the real model, the task's real token counts, throughput
+    (bertlab.training.job_estimates.estimate_spec: the real model, the task's real token counts, throughput
     measured in an earlier run or timed here), plus the job's start-up and end (`job_overhead`,
     from earlier jobs in `registry`'s folder, else measured defaults). A fine-tuning run of a variant
     that is still to be pretrained is estimated on that variant's model shape. A reused pretraining
@@ -205,78 +206,120 @@ def estimate_suite(
     CPU), so that a terminal can say what it waits for."""
     if gpus is None:  # the queue's GPUs decide where its jobs run (a JobRegistry made with gpus=0 queues CPU jobs)
         gpus = registry.gpus if registry is not None else gpu_count()
-    device = spec.device_kind(gpus)
-    on_gpu = device == "cuda"
-    slots = max(1, gpus) if on_gpu else cpu_slots(registry)
-    slowdown, sharing = (
-        (1.0, "") if on_gpu else cpu_sharing(slots, spec.threads or default_threads(slots), os.cpu_count())
-    )
+    queue = _queue(spec, gpus, registry)
     runs_dir = registry.root if registry is not None else None
-    shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
     shapes: dict[str, object] = {}  # variant -> the config of the model its pretraining job writes
-    seen: dict[tuple, tuple[int | None, float, str]] = {}  # a job's arguments but its seed -> its estimate
+    seen: dict[tuple, tuple[int | None, float, str, bool]] = {}  # a job's arguments but its seed -> its estimate
     overheads: dict[tuple, JobOverhead] = {}  # a job's kind and data -> its start-up and end
     out = []
     for r in plan(spec, "estimate"):
-        job = replace(r.spec, device=device)
-        model_config = None
-        ns = parse_recipe_args(job.kind, job.args)
-        if r.column == "pretraining":
-            cfg = pretrain_config(ns, REPO_ROOT)
-            shapes[r.variant] = cfg.model_config(cfg.vocab_size)
-            data = _data_key("pretrain", {"corpus": cfg.corpus})
-        else:
-            data = _data_key("finetune", vars(ns))
-            if r.needs:  # the model is written by an earlier job: its shape, the shipped model's vocabulary
-                job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
-                model_config = shapes[r.needs]
+        job, data, model_config = _planned_job(r, queue.device, shapes)
         if (job.kind, data) not in overheads:
-            overheads[job.kind, data] = job_overhead(job.kind, device, data, runs_dir)
-        overhead = overheads[job.kind, data]
-        left, running, reused = 1.0, False, spec.reused(r.variant) if r.column == "pretraining" else None
-        if reused:
-            left, running = _left_of(reused, registry)
-            if not left:
-                out.append(
-                    RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {reused}", 0.0, 0.0, "")
-                )
-                continue
+            overheads[job.kind, data] = job_overhead(job.kind, queue.device, data, runs_dir)
+        reused = spec.reused(r.variant) if r.column == "pretraining" else None
+        left, running = _left_of(reused, registry) if reused else (1.0, False)
+        if reused and not left:
+            out.append(RunEstimate(r.variant, r.column, 0, job.name, None, 0.0, f"reuses job {reused}", 0.0, 0.0, ""))
+            continue
         key = (job.kind, tuple(a for i, a in enumerate(job.args) if i == 0 or job.args[i - 1] != "--seed"), r.needs)
         if key not in seen:
             if progress is not None:
                 progress(job.name)
-            try:
-                est = estimate_spec(
-                    job, REPO_ROOT, runs_dir=runs_dir, measure=measure, model_config=model_config, gpus=gpus
-                )
-            except JobError as exc:
-                raise InputError(f"cannot estimate {job.name}: {exc}") from exc
-            seen[key] = (est.steps, est.total_s or 0.0, est.throughput_source, TIME_BUDGET_NOTE in est.notes)
-        steps, training_s, source, time_bound = seen[key]
-        start_s = 0.0 if running else overhead.start_s  # a reused job still running has started already
-        if reused:
-            steps, training_s = None if steps is None else round(steps * left), training_s * left
-            source = f"reuses job {reused}, {1 - left:.0%} done ({source})"
-        run_slowdown = slowdown
-        if time_bound and slowdown != 1.0:  # a time budget keeps its time beside other jobs: fewer steps fit in it
-            steps, run_slowdown = None if steps is None else max(1, round(steps / slowdown)), 1.0
-        seconds = start_s + training_s * run_slowdown + overhead.end_s
-        out.append(
-            RunEstimate(
-                r.variant,
-                r.column,
-                r.seed,
-                job.name,
-                steps,
-                seconds,
-                source,
-                start_s,
-                overhead.end_s,
-                overhead.source,
-                run_slowdown,
-            )
-        )
-    return SuiteEstimate(tuple(out), on_gpu, slots, budget_text(spec), sharing)
+            seen[key] = _training_estimate(job, runs_dir, measure, model_config, gpus)
+        out.append(_run_estimate(r, job, seen[key], overheads[job.kind, data], queue.slowdown, reused, left, running))
+    return SuiteEstimate(tuple(out), queue.on_gpu, queue.slots, budget_text(spec), queue.sharing)
+
+
+@dataclass(frozen=True)
+class _Queue:
+    """Where a suite's jobs run: the device, how many at once, and how much a CPU job's steps slow beside
+    the others (`cpu_sharing`)."""
+
+    device: str  # "cpu" or "cuda"
+    slots: int
+    slowdown: float
+    sharing: str
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device == "cuda"
+
+
+def _queue(spec: SuiteSpec, gpus: int, registry: JobRegistry | None) -> _Queue:
+    """Where the queue runs the suite's jobs: one a GPU on `gpus` GPUs, else its CPU slots side by side."""
+    device = spec.device_kind(gpus)
+    if device == "cuda":
+        return _Queue(device, max(1, gpus), 1.0, "")
+    slots = cpu_slots(registry)
+    return _Queue(device, slots, *cpu_sharing(slots, spec.threads or default_threads(slots), os.cpu_count()))
+
+
+def _planned_job(r: PlannedRun, device: str, shapes: dict[str, object]) -> tuple[JobSpec, tuple, object | None]:
+    """A planned run's job on `device`, the data its start-up and end depend on (`_data_key`), and the shape
+    of its starting model where an earlier job of the suite writes it (a fine-tuning run of a variant still
+    to be pretrained: that shape, with the shipped model's vocabulary). A pretraining run puts the shape of
+    the model it writes into `shapes`, for the fine-tuning runs after it."""
+    job = replace(r.spec, device=device)
+    ns = parse_recipe_args(job.kind, job.args)
+    if r.column == "pretraining":
+        cfg = pretrain_config(ns, REPO_ROOT)
+        shapes[r.variant] = cfg.model_config(cfg.vocab_size)
+        return job, _data_key("pretrain", {"corpus": cfg.corpus}), None
+    data = _data_key("finetune", vars(ns))
+    if not r.needs:
+        return job, data, None
+    shipped = str(REPO_ROOT / "checkpoints" / "bertlab-mini")
+    job = replace(job, args=tuple(shipped if a == "{model}" else a for a in job.args))
+    return job, data, shapes[r.needs]
+
+
+def _training_estimate(
+    job: JobSpec, runs_dir: Path | None, measure: bool, model_config: object | None, gpus: int
+) -> tuple[int | None, float, str, bool]:
+    """(steps, seconds until its last step, where the seconds a step come from, whether its time budget ends
+    it first) of one job, as the Train page estimates it."""
+    try:
+        est = estimate_spec(job, REPO_ROOT, runs_dir=runs_dir, measure=measure, model_config=model_config, gpus=gpus)
+    except JobError as exc:
+        raise InputError(f"cannot estimate {job.name}: {exc}") from exc
+    return est.steps, est.total_s or 0.0, est.throughput_source, TIME_BUDGET_NOTE in est.notes
+
+
+def _run_estimate(
+    r: PlannedRun,
+    job: JobSpec,
+    training: tuple[int | None, float, str, bool],
+    overhead: JobOverhead,
+    slowdown: float,
+    reused: str | None,
+    left: float,
+    running: bool,
+) -> RunEstimate:
+    """One run's wall time: its training (`_training_estimate`; a reused job's for the `left` share still to
+    run), slowed beside the queue's other CPU jobs (a time budget keeps its time and makes fewer steps),
+    plus its start-up and end."""
+    steps, training_s, source, time_bound = training
+    start_s = 0.0 if running else overhead.start_s  # a reused job still running has started already
+    if reused:
+        steps, training_s = None if steps is None else round(steps * left), training_s * left
+        source = f"reuses job {reused}, {1 - left:.0%} done ({source})"
+    run_slowdown = slowdown
+    if time_bound and slowdown != 1.0:  # a time budget keeps its time beside other jobs: fewer steps fit in it
+        steps, run_slowdown = None if steps is None else max(1, round(steps / slowdown)), 1.0
+    seconds = start_s + training_s * run_slowdown + overhead.end_s
+    return RunEstimate(
+        r.variant,
+        r.column,
+        r.seed,
+        job.name,
+        steps,
+        seconds,
+        source,
+        start_s,
+        overhead.end_s,
+        overhead.source,
+        run_slowdown,
+    )
 
 
 def cpu_slots(registry: JobRegistry | None) -> int:

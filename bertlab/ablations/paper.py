@@ -193,6 +193,13 @@ def parse_shape(key: str) -> tuple[int, int, int] | None:
     return (int(shape[1]), int(shape[2]), int(shape[3])) if shape else None
 
 
+def encoder_weights(key: str) -> int | None:
+    """The encoder weights of a model-shape row ('L2-H128-A4': layers x 12 x hidden^2), enough to rank shapes
+    by size; None for a row that is not a shape."""
+    shape = parse_shape(key)
+    return None if shape is None else shape[0] * 12 * shape[1] * shape[1]
+
+
 def variant_label(table: str, key: str) -> str:
     """The paper's label for a row; a model shape of our own ('L2-H128-A4') in the paper's Table 6 style."""
     shape = parse_shape(key)

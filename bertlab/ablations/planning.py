@@ -20,8 +20,8 @@ from bertlab.ablations.tables import FEATURE_LR, TABLES, Column, TableSpec, Vari
 from bertlab.config import PRESETS
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, FINETUNE_TASKS, JobSpec, default_task_data, in_folder
-from bertlab.pretrain_config import load_config_file
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
+from bertlab.training.pretrain_config import load_config_file
 
 BASE_RECIPE = "configs/default-model.yaml"
 BASE_VOCAB = "checkpoints/bertlab-mini/vocab.txt"

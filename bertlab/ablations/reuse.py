@@ -18,7 +18,7 @@ from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, read_job
 from bertlab.jobs.spec import parse_recipe_args, pretrain_config
-from bertlab.runfolder import JOB_FILE, REPO_ROOT, read_run_config
+from bertlab.storage.runfolder import JOB_FILE, REPO_ROOT, read_run_config
 
 
 def _recipe(args: tuple[str, ...]) -> dict:

@@ -1,9 +1,10 @@
 """What the Ablations page draws: the paper's table, ours beside it with verdicts, and figures.
 
-Takes the paper's tables (bertlab.ablations.paper) and tidy result rows (bertlab.ablations.results); returns rows (lists
-of dicts for st.dataframe or st.table), plotly figures and the page's notes. Nothing here runs a job or reads a file.
+Takes the paper's tables (bertlab.ablations.paper) and tidy result rows (bertlab.ablations.results), compared
+with them by bertlab.ablations.comparison; returns rows (lists of dicts for st.dataframe or st.table), plotly
+figures and the page's notes. Nothing here runs a job or reads a file.
 
-Imports plotly, bertlab.ablations' paper, results and tables, and bertlab.figures (colours); never streamlit.
+Imports plotly, bertlab.ablations' paper, comparison and tables, and bertlab.figures.answers (colours); never streamlit.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label, variant_label
-from bertlab.ablations.results import (
+from bertlab.ablations.comparison import (
     PLATEAU_EXIT,
     Verdict,
     compared_with_baseline,
@@ -26,8 +26,9 @@ from bertlab.ablations.results import (
     summarize,
     verdicts,
 )
+from bertlab.ablations.paper import AXIS_TITLES, PAPER, PAPER_COLUMN, our_label, short_label, variant_label
 from bertlab.ablations.tables import TABLES
-from bertlab.figures import BLUE, FONT, GREY
+from bertlab.figures.answers import BLUE, FONT, GREY
 
 GREEN = "#3b8f5a"
 RED = "#c0392b"

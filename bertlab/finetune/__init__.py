@@ -3,7 +3,7 @@ regression, token tagging and extractive QA, fine-tuned or feature-based.
 
 Modules, lowest first: tasks (task specs), metrics, data (readers), encoding (examples -> inputs
 -> answers), models (output layers), evaluation, predict (load + predict; the saved format),
-recipe (training with bertlab.training), args (the `bertlab finetune` arguments, torch-free) and
+recipe (training with bertlab.training.trainer), args (the `bertlab finetune` arguments, torch-free) and
 cli (the `bertlab finetune` command).
 
 `FinetuneConfig` and `run_finetuning` load on first use, so that a torch-free submodule

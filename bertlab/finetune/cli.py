@@ -4,7 +4,7 @@ queued as jobs (--grid paper) or reported (--grid-status).
 
 `add_args` (defined in bertlab.finetune.args, torch-free, which bertlab.jobs.spec uses to check a
 job's arguments) / `run` are what bertlab.cli calls. Imports bertlab.finetune.recipe (torch),
-bertlab.runfolder (the run's log.txt) and bertlab.finetune.grid (the job registry, for --grid);
+bertlab.storage.runfolder (the run's log.txt) and bertlab.finetune.grid (the job registry, for --grid);
 never streamlit.
 """
 
@@ -18,14 +18,14 @@ import sys
 import time
 from pathlib import Path
 
-from bertlab.checkpoint import default_model_path
 from bertlab.errors import InputError
 from bertlab.finetune.args import MAX_EPOCHS, add_args
 from bertlab.finetune.grid import PAPER_GRID, grid_status, settings, submit_grid
 from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 from bertlab.finetune.tasks import get_task
-from bertlab.runfolder import run_log, runs_root
-from bertlab.train_types import TrainConfig
+from bertlab.storage.checkpoint import default_model_path
+from bertlab.storage.runfolder import run_log, runs_root
+from bertlab.training.types import TrainConfig
 
 # flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
 _NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")

@@ -9,7 +9,7 @@
   windows, scored in the window where its start token has the most context, and mapped back to
   the original context characters through the tokenizer's offsets.
 
-Imports torch, bertlab.batching, bertlab.tokenizer, bertlab.errors and bertlab.finetune.data.
+Imports torch, bertlab.data.batching, bertlab.tokenizer, bertlab.errors and bertlab.finetune.data.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.tokenizer import BertTokenizer

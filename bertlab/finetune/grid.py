@@ -24,7 +24,7 @@ from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job
 from bertlab.jobs.spec import JobSpec
-from bertlab.runfolder import JOB_FILE
+from bertlab.storage.runfolder import JOB_FILE
 
 PAPER_GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 GRIDS_DIR = "grids"

@@ -10,7 +10,7 @@ config.json carries id2label / label2id / num_labels (and problem_type) at the t
 `transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
 Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
 
-Imports torch, bertlab.checkpoint (loading), bertlab.hardware (pick_device), bertlab.tokenizer, bertlab.finetune.
+Imports torch, bertlab.storage.checkpoint (loading), bertlab.hardware (pick_device), bertlab.tokenizer, bertlab.finetune.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from pathlib import Path
 
 import torch
 
-from bertlab.checkpoint import (
+from bertlab.config import BertConfig
+from bertlab.errors import CheckpointError, InputError
+from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
+from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
+from bertlab.finetune.evaluation import decode, run_model
+from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
+from bertlab.hardware import pick_device
+from bertlab.storage.checkpoint import (
     load_config,
     load_state,
     normalize_keys,
@@ -32,13 +39,6 @@ from bertlab.checkpoint import (
     save_checkpoint,
     weights_file,
 )
-from bertlab.config import BertConfig
-from bertlab.errors import CheckpointError, InputError
-from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
-from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
-from bertlab.finetune.evaluation import decode, run_model
-from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
-from bertlab.hardware import pick_device
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)

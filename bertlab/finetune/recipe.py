@@ -2,9 +2,9 @@
 
 `run_finetuning(FinetuneConfig(...), run_dir)` does one run in named steps (the config for this
 run, the head, the task setup, the budget in steps, the card). The loop itself is
-bertlab.training.train (budgets, warm-up, mixed precision, atomic checkpoints, resume, metrics,
+bertlab.training.trainer.train (budgets, warm-up, mixed precision, atomic checkpoints, resume, metrics,
 torchrun); this module supplies the `TrainTask` for a fine-tuning task and seeds the global RNGs
-(head init, dropout). The run folder layout is bertlab.runfolder's, with the final model in
+(head init, dropout). The run folder layout is bertlab.storage.runfolder's, with the final model in
 run_dir/model (and its model_card.json). The `bertlab finetune` command line is
 bertlab.finetune.cli.
 
@@ -28,8 +28,6 @@ from pathlib import Path
 
 import torch
 
-from bertlab.atomic import building
-from bertlab.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
 from bertlab.config import dataclass_from_dict, preset
 from bertlab.errors import CheckpointError, InputError
 from bertlab.finetune.data import Example, SequenceExample, TaggingExample, TaskData, load_task_data
@@ -39,8 +37,10 @@ from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TaskSpec, get_task
 from bertlab.hardware import hardware_description
-from bertlab.model_card import pretrained_length, read_card
-from bertlab.runfolder import (
+from bertlab.storage.atomic import building
+from bertlab.storage.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
+from bertlab.storage.model_card import pretrained_length, read_card
+from bertlab.storage.runfolder import (
     CHECKPOINT_DIR,
     RUN_CONFIG_FILE,
     VOCAB_FILE,
@@ -50,8 +50,8 @@ from bertlab.runfolder import (
     write_run_config,
 )
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training import TrainConfig, TrainResult, train
-from bertlab.training_runtime import process_rank
+from bertlab.training.runtime import process_rank
+from bertlab.training.trainer import TrainConfig, TrainResult, train
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ training run is: status.json goes preparing -> running (progress per layer probe
 of the pruning curves) -> finished or failed with the error, log.txt keeps the log, and
 result.json links to the result beside the model.
 
-Imports the interpret modules, bertlab.finetune's readers and bertlab.runfolder (the run folder).
+Imports the interpret modules, bertlab.finetune's readers and bertlab.storage.runfolder (the run folder).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from bertlab.interpret.heads import LabelledSentences, MaskedSentences, study_he
 from bertlab.interpret.probing import ProbeConfig, probe_layers
 from bertlab.interpret.saved import write_result
 from bertlab.interpret.targets import load_subject
-from bertlab.runfolder import (
+from bertlab.storage.runfolder import (
     failure_recorded,
     link_result,
     mark_preparing,

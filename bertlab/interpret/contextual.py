@@ -19,7 +19,7 @@ word at the same position in two sentences has the same layer-0 vector (`identic
 Every function takes any loaded model (a `LoadedModel`, a `FinetunedModel`, a `Subject`): it reads
 the encoder's hidden states only, so a fine-tuned encoder (frozen or not) is as welcome as a pretrained one.
 
-Imports numpy, torch, bertlab.batching, bertlab.errors, bertlab.attention (the built-in sample)
+Imports numpy, torch, bertlab.data.batching, bertlab.errors, bertlab.attention (the built-in sample)
 and bertlab.interpret.targets (the model as a `Subject`).
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from bertlab.attention import SAMPLE_PAIRS
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.interpret.targets import Subject, as_subject
 

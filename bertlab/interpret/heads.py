@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
 from bertlab.interpret.targets import Subject, as_subject, gradients_through, private_copy, whole_number

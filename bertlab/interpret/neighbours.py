@@ -11,7 +11,7 @@ A word's vector is the mean of its WordPieces' (as `bertlab.interpret.contextual
 as the tokenizer splits them (punctuation a word of its own); [CLS] and [SEP] are not words. The
 vectors are kept unit-length in float16 (cosine = dot product), at most `MAX_INDEX_MB` of them.
 
-Imports torch, bertlab.batching, bertlab.errors and bertlab.interpret.targets.
+Imports torch, bertlab.data.batching, bertlab.errors and bertlab.interpret.targets.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.interpret.targets import as_subject
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.finetune.data import TaggingExample
 from bertlab.finetune.encoding import IGNORE, encode_tagging

@@ -12,7 +12,7 @@ attention, A' = 0.5 A + 0.5 I (rows renormalised):
   token to one output token. Flow runs one max-flow per input token; `MAX_FLOW_EDGES` keeps it
   to interactive time (about a second at 4 layers x 31 tokens on one core).
 
-Imports numpy, networkx (a dependency of torch), torch, bertlab.batching, bertlab.errors,
+Imports numpy, networkx (a dependency of torch), torch, bertlab.data.batching, bertlab.errors,
 bertlab.inference (a pretrained model reads through its own `inspect`) and
 bertlab.interpret.targets (any other model, as a `Subject`).
 """
@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from bertlab.batching import pad_batch
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, is_whole_number
 from bertlab.inference import LoadedModel
 from bertlab.interpret.targets import as_subject

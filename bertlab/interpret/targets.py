@@ -10,7 +10,7 @@ modules share, so each refuses 2.5 or "4" with the same InputError, and `private
 of a model's modules that attribution and head importance hook instead of the shared model, and
 `gradients_through`, the autograd context they compute gradients in.
 
-Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.checkpoint, bertlab.batching,
+Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.storage.checkpoint, bertlab.data.batching,
 bertlab.errors.
 """
 
@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bertlab.batching import pad_batch
-from bertlab.checkpoint import load_config, resolve
+from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, is_whole_number
 from bertlab.finetune.predict import SHAPE_OF_ARCHITECTURE, FinetunedModel, load_finetuned
 from bertlab.inference import LoadedModel, load_model
+from bertlab.storage.checkpoint import load_config, resolve
 from bertlab.tokenizer import BertTokenizer
 
 

@@ -4,7 +4,7 @@ Owns the plotly figures of attributions, attention rollout/flow, contextual simi
 probing curves, head importance and pruning curves, `shaded_tokens_html` (the sentence with
 each token shaded by its score), and the sentences that say how to read them (`baseline_reading`,
 `probe_summary`, `pca_caption`, `layer0_note`, `sense_note`, `pieces_note`, `recipe_for`).
-Imports numpy, plotly, bertlab.figures (the shared look), bertlab.attention_figures and the
+Imports numpy, plotly, bertlab.figures.answers (the shared look), bertlab.figures.attention and the
 interpret result types; never streamlit.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.attention_figures import CAP_PERCENTILE, attention_heatmap, heatmap_cap
-from bertlab.figures import style_figure
+from bertlab.figures.answers import style_figure
+from bertlab.figures.attention import CAP_PERCENTILE, attention_heatmap, heatmap_cap
 from bertlab.finetune.answers import ExampleAnswer, FileAnswers
 from bertlab.finetune.tasks import label_text
 from bertlab.interpret.attribution import Attribution, shading
@@ -92,7 +92,7 @@ def raw_and_rollout_figures(maps: AttentionMaps, layer: int) -> tuple[go.Figure,
 
 def capped_maps_note(maps: AttentionMaps, layer: int) -> str:
     """A caption for `raw_and_rollout_figures` when either map's colours stop at a cap (long inputs,
-    where one strong cell would leave the rest white; see bertlab.attention_figures.heatmap_cap), else ""."""
+    where one strong cell would leave the rest white; see bertlab.figures.attention.heatmap_cap), else ""."""
     capped = [
         name
         for name, m in (("raw attention", maps.raw[layer]), ("rollout", maps.rollout[layer]))

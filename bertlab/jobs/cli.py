@@ -1,6 +1,6 @@
 """`bertlab jobs list|submit|show|cancel|resume|delete|estimate|tick`: the job registry from a terminal.
 
-The work is bertlab.jobs' (and bertlab.estimates' for `estimate`); this module parses and prints.
+The work is bertlab.jobs' (and bertlab.training.job_estimates' for `estimate`); this module parses and prints.
 `jobs submit --nodes N --master HOST:PORT` prints the torchrun line each machine runs instead of
 queueing the job.
 Torch-free at import, so `bertlab jobs list` starts fast.
@@ -13,12 +13,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from bertlab.estimates import Estimate, estimate_spec
 from bertlab.formatting import format_duration
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, waiting_for
 from bertlab.jobs.spec import DEVICES, KINDS, TRAINING_KINDS, JobError, JobSpec, spec_device
-from bertlab.train_types import BUDGET_LIMITS
+from bertlab.training.estimates import Estimate
+from bertlab.training.job_estimates import estimate_spec
+from bertlab.training.types import BUDGET_LIMITS
 
 
 def _job_row(job_id: str, kind: str, state: str, progress: str, note: str, id_width: int = 40) -> str:
@@ -185,105 +186,134 @@ def _print_node_commands(reg: JobRegistry, args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """`bertlab jobs ...`: call the registry and print text or `--json`."""
     reg = JobRegistry(args.runs)
-    cmd = args.jobs_command
-    if cmd == "list":
-        jobs = reg.list()
-        if args.json:
-            print(json.dumps([j.to_dict() for j in jobs], indent=2, default=str))
-        elif not jobs:
-            print(f"no jobs in {reg.root}")
-        else:
-            id_width = max(40, *(len(j.id) for j in jobs))
-            print(_job_header(id_width))
-            for j in jobs:
-                print(_job_line(j, id_width))
-        return 0
-    if cmd == "tick":
-        started = reg.tick()
-        print("started: " + (", ".join(started) if started else "nothing"))
-        return 0
-    if cmd in ("estimate", "submit"):
+    if args.jobs_command in ("estimate", "submit"):
         _take_json_flag(args)
-    if cmd == "estimate":
-        est = estimate_spec(_spec_from_args(args), runs_dir=reg.root)
-        _check_budget(est)
-        if args.json:
-            print(json.dumps(asdict(est) | {"fits": est.fits}, indent=2))
-        else:
-            print(est.summary())
-            print(
-                f"memory: weights {est.weights_gb:.2f} GB + gradients/AdamW {est.optimizer_gb:.2f} GB + "
-                f"activations {est.activations_gb:.2f} GB + overhead {est.overhead_gb:.2f} GB on {est.device_name}"
-            )
-            for note in est.notes:
-                print(f"note: {note}")
-        return 0
-    if cmd == "submit" and (args.nodes > 1 or args.master or args.run_dir):
+    return _COMMANDS[args.jobs_command](reg, args)
+
+
+def _list(reg: JobRegistry, args: argparse.Namespace) -> int:
+    jobs = reg.list()
+    if args.json:
+        print(json.dumps([j.to_dict() for j in jobs], indent=2, default=str))
+    elif not jobs:
+        print(f"no jobs in {reg.root}")
+    else:
+        id_width = max(40, *(len(j.id) for j in jobs))
+        print(_job_header(id_width))
+        for j in jobs:
+            print(_job_line(j, id_width))
+    return 0
+
+
+def _tick(reg: JobRegistry, args: argparse.Namespace) -> int:
+    started = reg.tick()
+    print("started: " + (", ".join(started) if started else "nothing"))
+    return 0
+
+
+def _estimate(reg: JobRegistry, args: argparse.Namespace) -> int:
+    est = estimate_spec(_spec_from_args(args), runs_dir=reg.root)
+    _check_budget(est)
+    if args.json:
+        print(json.dumps(asdict(est) | {"fits": est.fits}, indent=2))
+    else:
+        print(est.summary())
+        print(
+            f"memory: weights {est.weights_gb:.2f} GB + gradients/AdamW {est.optimizer_gb:.2f} GB + "
+            f"activations {est.activations_gb:.2f} GB + overhead {est.overhead_gb:.2f} GB on {est.device_name}"
+        )
+        for note in est.notes:
+            print(f"note: {note}")
+    return 0
+
+
+def _submit(reg: JobRegistry, args: argparse.Namespace) -> int:
+    if args.nodes > 1 or args.master or args.run_dir:
         return _print_node_commands(reg, args)
-    if cmd == "submit":
-        job = reg.submit(_spec_from_args(args))
-        print(json.dumps(job.to_dict(), default=str) if args.json else f"{job.id} {job.state}  ({job.run_dir})")
+    job = reg.submit(_spec_from_args(args))
+    print(json.dumps(job.to_dict(), default=str) if args.json else f"{job.id} {job.state}  ({job.run_dir})")
+    return 0
+
+
+def _show(reg: JobRegistry, args: argparse.Namespace) -> int:
+    if args.log < 0:
+        raise JobError(f"--log {args.log}: give the number of log lines to show, 0 (none) or more")
+    job = reg.get(args.job_id)
+    tail = reg.log_tail(job.id, args.log) if args.log else ""  # log_tail reads 0 lines as the whole log
+    if args.json:
+        print(json.dumps(job.to_dict() | {"log_tail": tail}, indent=2, default=str))
         return 0
-    if cmd == "show":
-        if args.log < 0:
-            raise JobError(f"--log {args.log}: give the number of log lines to show, 0 (none) or more")
-        job = reg.get(args.job_id)
-        tail = reg.log_tail(job.id, args.log) if args.log else ""  # log_tail reads 0 lines as the whole log
-        if args.json:
-            print(json.dumps(job.to_dict() | {"log_tail": tail}, indent=2, default=str))
-            return 0
+    print(_job_line(job))
+    print(f"folder   {job.run_dir}")
+    print(f"command  {job.command}")
+    last = job.status.get("last_train") or {}
+    if last:
+        print(
+            "train    "
+            + "  ".join(
+                f"{k}={v:.4g}"
+                for k, v in last.items()
+                if isinstance(v, float) and k not in ("time", "progress", "eta_s")
+            )
+        )
+    if job.status.get("last_eval"):
+        print(
+            "eval     "
+            + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float)))
+        )
+    if job.error:
+        print(f"error    {job.error}")
+    if tail:
+        print("--- log ---\n" + tail)
+    return 0
+
+
+def _cancel(reg: JobRegistry, args: argparse.Namespace) -> int:
+    job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
+    # without --wait a running job is still stopping (it saves a checkpoint first): say a cancel was asked for
+    if args.json:
+        print(json.dumps(job.to_dict() | {"cancel_requested": True}, default=str))
+    elif job.is_final:
         print(_job_line(job))
-        print(f"folder   {job.run_dir}")
-        print(f"command  {job.command}")
-        last = job.status.get("last_train") or {}
-        if last:
-            print(
-                "train    "
-                + "  ".join(
-                    f"{k}={v:.4g}"
-                    for k, v in last.items()
-                    if isinstance(v, float) and k not in ("time", "progress", "eta_s")
-                )
-            )
-        if job.status.get("last_eval"):
-            print(
-                "eval     "
-                + "  ".join(f"{k}={v:.4g}" for k, v in job.status["last_eval"].items() if isinstance(v, (int, float)))
-            )
-        if job.error:
-            print(f"error    {job.error}")
-        if tail:
-            print("--- log ---\n" + tail)
-        return 0
-    if cmd == "cancel":
-        job = reg.cancel(args.job_id, wait=args.wait, timeout_s=args.timeout)
-        # without --wait a running job is still stopping (it saves a checkpoint first): say a cancel was asked for
-        if args.json:
-            print(json.dumps(job.to_dict() | {"cancel_requested": True}, default=str))
-        elif job.is_final:
-            print(_job_line(job))
-        else:
-            print(
-                f"{_job_line(job)}\ncancel requested: {job.id} stops (a running job saves a checkpoint first); "
-                f"`bertlab jobs show {job.id}` follows it (--wait waits for it)"
-            )
-        return 0
-    if cmd == "resume" and args.interrupted and not args.job_id:
+    else:
+        print(
+            f"{_job_line(job)}\ncancel requested: {job.id} stops (a running job saves a checkpoint first); "
+            f"`bertlab jobs show {job.id}` follows it (--wait waits for it)"
+        )
+    return 0
+
+
+def _resume(reg: JobRegistry, args: argparse.Namespace) -> int:
+    if args.interrupted and not args.job_id:
         resumed = reg.resume_interrupted()
         if args.json:
             print(json.dumps([j.to_dict() for j in resumed], default=str))
         else:
             print("\n".join(_job_line(j) for j in resumed) or "no interrupted jobs to resume")
         return 0
-    elif cmd == "resume":
-        if args.job_id and args.interrupted:
-            raise JobError("give a job's id or --interrupted, not both")
-        if not args.job_id:
-            raise JobError("give the job's id, or --interrupted for every job whose process went away mid-run")
-        job = reg.resume(args.job_id)
-    else:
-        reg.delete(args.job_id)
-        print(json.dumps({"id": args.job_id, "deleted": True}) if args.json else f"deleted {args.job_id}")
-        return 0
+    if args.job_id and args.interrupted:
+        raise JobError("give a job's id or --interrupted, not both")
+    if not args.job_id:
+        raise JobError("give the job's id, or --interrupted for every job whose process went away mid-run")
+    job = reg.resume(args.job_id)
     print(json.dumps(job.to_dict(), default=str) if args.json else _job_line(job))
     return 0
+
+
+def _delete(reg: JobRegistry, args: argparse.Namespace) -> int:
+    reg.delete(args.job_id)
+    print(json.dumps({"id": args.job_id, "deleted": True}) if args.json else f"deleted {args.job_id}")
+    return 0
+
+
+# `bertlab jobs COMMAND` -> what runs it (each takes the registry and the parsed arguments, returns the exit code)
+_COMMANDS = {
+    "list": _list,
+    "tick": _tick,
+    "estimate": _estimate,
+    "submit": _submit,
+    "show": _show,
+    "cancel": _cancel,
+    "resume": _resume,
+    "delete": _delete,
+}

@@ -1,7 +1,7 @@
 """Jobs: pretraining, fine-tuning and interpretation studies (a probe, a head study) launched as
 background processes, queued per device.
 
-A job is a run folder (see bertlab.runfolder for its layout) plus the command line that fills it,
+A job is a run folder (see bertlab.storage.runfolder for its layout) plus the command line that fills it,
 saved as `job.json`. Everything lives on disk, so the Streamlit app, the CLI and the tests all
 see the same jobs, and a new `JobRegistry` (an app restart, another terminal) sees every earlier
 run. Run folders that `bertlab pretrain` / `bertlab finetune` made on their own (no job.json) are
@@ -44,8 +44,8 @@ with `--resume` (from scratch when no checkpoint was saved yet). Delete removes 
 refused while the job's processes are alive.
 
 The pieces around the registry: bertlab.jobs.spec (what a job runs, checked), bertlab.jobs.runs (jobs
-as read from disk), bertlab.estimates (cost before running), bertlab.hardware (process and GPU
-probes), bertlab.jobs.cli (`bertlab jobs ...`); bertlab.runfolder owns the files.
+as read from disk), bertlab.training.estimates (cost before running), bertlab.hardware (process and GPU
+probes), bertlab.jobs.cli (`bertlab jobs ...`); bertlab.storage.runfolder owns the files.
 
 Imports the standard library and those modules; the recipes (with torch) only to validate a job,
 so the supervisor and the `bertlab jobs` CLI stay small. Never imports streamlit.
@@ -65,7 +65,6 @@ import sys
 import time
 from pathlib import Path
 
-from bertlab.atomic import locked
 from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count, pid_alive, process_start_time
 from bertlab.jobs.runs import Job, error_from_log, read_job, waiting_for
 from bertlab.jobs.spec import (
@@ -79,7 +78,8 @@ from bertlab.jobs.spec import (
     pretrain_config,
     validate,
 )
-from bertlab.runfolder import (
+from bertlab.storage.atomic import locked
+from bertlab.storage.runfolder import (
     ACTIVE_STATES,
     FINAL_STATES,
     JOB_FILE,

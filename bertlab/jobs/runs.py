@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.hardware import pid_alive
-from bertlab.runfolder import (
+from bertlab.storage.runfolder import (
     ACTIVE_STATES,
     FINAL_STATES,
     JOB_FILE,

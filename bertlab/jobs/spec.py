@@ -23,17 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.config import PRESETS
-from bertlab.corpus import NAMED_SOURCES
-from bertlab.data_config import check_masked_lm_prob, max_predictions_for
+from bertlab.data.corpus import NAMED_SOURCES
+from bertlab.data.data_config import check_masked_lm_prob, max_predictions_for
 from bertlab.errors import InputError
 from bertlab.finetune.args import add_args as add_finetune_args
 from bertlab.finetune.args import check_features
 from bertlab.hardware import gpu_count
 from bertlab.interpret.args import DATA_ARGS as INTERPRET_DATA_ARGS
 from bertlab.interpret.args import add_args as add_interpret_args
-from bertlab.pretrain_config import PretrainConfig, load_config_file
-from bertlab.pretrain_config import add_args as add_pretrain_args
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
+from bertlab.training.pretrain_config import PretrainConfig, load_config_file
+from bertlab.training.pretrain_config import add_args as add_pretrain_args
 
 TRAINING_KINDS = ("pretrain", "finetune")  # the recipes that train (and so have an estimate)
 KINDS = (*TRAINING_KINDS, "interpret")  # interpret: a probe or head study, saved beside its model

@@ -23,7 +23,12 @@ import streamlit as st
 import torch
 
 from bertlab.app_pages import APP_PAGES, AppPage, app_page
-from bertlab.catalog import (
+from bertlab.errors import BertLabError
+from bertlab.explore import InputNote
+from bertlab.figures.answers import image_export_available, plotly_config, to_html, to_image
+from bertlab.inference import LoadedModel, load_model
+from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.storage.catalog import (
     HUB,
     CheckpointEntry,
     check_choice,
@@ -32,13 +37,8 @@ from bertlab.catalog import (
     runs_root,
     shipped_model_path,
 )
-from bertlab.errors import BertLabError
-from bertlab.explore import InputNote
-from bertlab.figures import image_export_available, plotly_config, to_html, to_image
-from bertlab.hub import GOOGLE_BERTS, cached_models, download, is_online
-from bertlab.inference import LoadedModel, load_model
-from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
-from bertlab.modelfolder import folder_stamp
+from bertlab.storage.hub import GOOGLE_BERTS, cached_models, download, is_online
+from bertlab.storage.modelfolder import folder_stamp
 from pages.common.admin import current_access
 
 log = logging.getLogger("bertlab.app")

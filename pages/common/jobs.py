@@ -11,7 +11,7 @@ from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobSpec, check_path_allowed
-from bertlab.runfolder import REPO_ROOT
+from bertlab.storage.runfolder import REPO_ROOT
 from pages.common.admin import current_access
 
 

@@ -1,0 +1,1 @@
+"""Pretraining data: raw text to documents (corpus), the objectives' specs, instances and batches."""

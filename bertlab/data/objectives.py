@@ -1,0 +1,105 @@
+"""The pretraining objectives: one frozen `Objective` per objective, registered in `OBJECTIVES`.
+
+An objective says how its instances are made (segment pairs or contiguous text; whether B is a
+random other document half the time), which positions are predicted (a masker, by name in
+bertlab.data.pretraining_data.MASKERS, or every position's next token), what the model needs (the NSP
+head, the attention direction), whether a training step has static shapes, and what the model card
+says. bertlab.data.pretraining_data, pretrain_config, pretrain and model_card read these fields instead
+of testing the objective's name, so a new objective (span masking, sentence order, ...) is one new
+`Objective` here plus its masker (`pretraining_data.register_masker`) and, if its loss is new, one
+function in bertlab.losses (the torch side, which this spec names by `loss`).
+
+Data only: imports bertlab.errors; no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bertlab.errors import InputError
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What one pretraining objective makes, trains and is called."""
+
+    name: str  # the `data.objective` value, e.g. "mlm_nsp"
+    paired: bool  # inputs are [CLS] A [SEP] B [SEP] with segments A/B; else [CLS] text [SEP]
+    nsp: bool  # next sentence prediction: B is a random document half the time, the NSP head and loss
+    masker: str | None  # which masker chooses the predicted positions (pretraining_data.MASKERS); None: none
+    next_token_labels: bool  # the label at position t is the token at t+1 (a left-to-right LM)
+    attention_direction: str  # BertConfig.attention_direction: "bidirectional" | "left_to_right"
+    description: str  # the model card's sentence
+    short: str  # the model card's "Pretraining tasks" entry
+    loss: str  # its loss in bertlab.losses.LOSSES (torch-side), which runs the model's heads
+
+    @property
+    def static_shapes(self) -> bool:
+        """Masked positions are capped (max_predictions_per_seq), so a compiled step traces once;
+        a next-token LM scores every position and its shapes follow the data."""
+        return self.masker is not None and not self.next_token_labels
+
+
+OBJECTIVES: dict[str, Objective] = {}
+
+
+def register_objective(objective: Objective) -> Objective:
+    """Add an objective (its masker, if new, goes to `pretraining_data.register_masker`)."""
+    OBJECTIVES[objective.name] = objective
+    return objective
+
+
+def get_objective(name: str) -> Objective:
+    """The registered objective called `name`.
+
+    Raises:
+        InputError: no objective has that name.
+    """
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise InputError(f"objective must be one of {tuple(OBJECTIVES)}, not {name!r}") from None
+
+
+register_objective(
+    Objective(
+        "mlm_nsp",
+        paired=True,
+        nsp=True,
+        masker="bert",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="masked LM + next sentence prediction, as in Devlin et al. 2018",
+        short="masked LM + next sentence prediction",
+        loss="masked_lm_nsp",
+    )
+)
+# No NSP keeps MLM + NSP's packing and segment embeddings (B is then always the real continuation),
+# so the ablation changes the loss only.
+register_objective(
+    Objective(
+        "mlm",
+        paired=True,
+        nsp=False,
+        masker="bert",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="masked LM only: the paper's No NSP ablation (same input packing, no NSP loss or head)",
+        short="masked LM only (no next sentence prediction)",
+        loss="masked_lm",
+    )
+)
+register_objective(
+    Objective(
+        "ltr",
+        paired=False,
+        nsp=False,
+        masker=None,
+        next_token_labels=True,
+        attention_direction="left_to_right",
+        description="left-to-right LM without NSP: the paper's LTR & No NSP ablation (causal attention, "
+        "next-token loss)",
+        short="left-to-right LM (no next sentence prediction)",
+        loss="masked_lm",
+    )
+)

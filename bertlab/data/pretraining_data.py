@@ -1,0 +1,599 @@
+"""Documents -> pretraining instances -> batches, faithful to google-research/bert's
+`create_pretraining_data.py`.
+
+Owns: the data config (`DataConfig`), segment pairs A/B with 50% IsNext / 50% NotNext (B from
+another document, the unused sentences put back), `short_seq_prob`, `truncate_seq_pair`, the
+masked-LM choice (15% of tokens; 80% [MASK] / 10% random / 10% kept; whole-word option), static
+(`dupe_factor` copies) and dynamic (fresh masks every epoch) masking, instances and labels as
+the objective says (bertlab.data.objectives: MLM+NSP, MLM only, left-to-right LM; maskers by name in
+`MASKERS`), a cache keyed by a hash of everything that made the data,
+collation into padded batches, and explanations of any instance for the app.
+
+One deliberate departure: the 10% random replacement draws from the vocabulary *minus* the
+special tokens ([PAD] [UNK] [CLS] [SEP] [MASK]); Google's script draws from the whole vocabulary.
+A random [SEP] or [CLS] in the middle of a sentence would teach nothing about words and can
+mislead the NSP head (a second [SEP] looks like a segment boundary), and a random [MASK] would
+turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
+token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
+
+Imports numpy, torch (for batches), bertlab.storage.atomic, bertlab.data.batching, bertlab.data.corpus, bertlab.data.objectives
+and bertlab.tokenizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bertlab.data.batching import pad_batch
+from bertlab.data.corpus import Document, split_sentences
+from bertlab.data.data_config import DataConfig
+from bertlab.data.objectives import get_objective
+from bertlab.errors import InputError
+from bertlab.storage.atomic import atomic_file
+from bertlab.tokenizer import BertTokenizer
+
+log = logging.getLogger(__name__)
+
+KIND_NONE, KIND_MASK, KIND_RANDOM, KIND_KEEP = 0, 1, 2, 3
+KIND_NAMES = {KIND_NONE: "", KIND_MASK: "mask", KIND_RANDOM: "random", KIND_KEEP: "keep"}
+IS_NEXT, NOT_NEXT = 0, 1  # label 0 = IsNext, as in Google's and Hugging Face's code
+
+
+def num_to_predict(num_tokens: int, config: DataConfig) -> int:
+    """How many of an instance's `num_tokens` tokens ([CLS] and [SEP] included, as Google's script
+    counts) are chosen for the masked LM: `masked_lm_prob` of them, rounded (at least 1), at most
+    `max_predictions_per_seq`. With whole-word masking fewer may be chosen (a word that would go past
+    this number is skipped)."""
+    return min(config.max_predictions_per_seq, max(1, int(round(num_tokens * config.masked_lm_prob))))
+
+
+@dataclass
+class Instance:
+    """One pretraining example (token ids; for static masking already masked).
+
+    Attributes:
+        input_ids: [CLS] A [SEP] B [SEP] (or [CLS] text [SEP] without NSP).
+        a_len: number of tokens of A (so the first [SEP] is at index a_len + 1).
+        masked_positions / masked_labels / mask_kinds: the chosen tokens, their original ids and
+            what each became (KIND_MASK / KIND_RANDOM / KIND_KEEP).
+        is_random_next: True for NotNext.
+        doc_a / doc_b: source document indices (doc_b == doc_a for IsNext).
+    """
+
+    input_ids: list[int]
+    a_len: int
+    is_random_next: bool
+    doc_a: int
+    doc_b: int
+    masked_positions: list[int] = dataclasses.field(default_factory=list)
+    masked_labels: list[int] = dataclasses.field(default_factory=list)
+    mask_kinds: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def segment_ids(self) -> list[int]:
+        n_a = self.a_len + 2
+        return [0] * n_a + [1] * (len(self.input_ids) - n_a)
+
+
+# --------------------------------------------------------------------------------------
+# Google's algorithm
+# --------------------------------------------------------------------------------------
+def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random) -> None:
+    """Trim the longer side, from the front or the back at random, until both fit."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng.random() < 0.5:
+            del trunc[0]
+        else:
+            trunc.pop()
+
+
+def create_pair_instances(
+    documents: Sequence[Sequence[list[int]]],
+    document_index: int,
+    config: DataConfig,
+    cls_id: int,
+    sep_id: int,
+    rng: random.Random,
+    partner_documents: Sequence[Sequence[list[int]]] | None = None,
+) -> list[Instance]:
+    """Segment pairs from one document (unmasked), as google-research/bert does.
+
+    `partner_documents` (default: `documents`) is where NotNext B segments come from.
+    """
+    document = documents[document_index]
+    partners = documents if partner_documents is None else partner_documents
+    max_num_tokens = config.max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < config.short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    instances = []
+    current_chunk: list[list[int]] = []
+    current_length = 0
+    i = 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            if current_chunk:
+                a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+                tokens_a = [t for j in range(a_end) for t in current_chunk[j]]
+                tokens_b: list[int] = []
+                doc_b = document_index
+                if len(current_chunk) == 1 and config.random_next_prob <= 0:
+                    # never a random B (No NSP): one long sentence is cut in two instead
+                    seg = current_chunk[0]
+                    cut = rng.randint(1, len(seg) - 1) if len(seg) >= 2 else len(seg)
+                    tokens_a, tokens_b = list(seg[:cut]), list(seg[cut:])
+                    is_random_next = False
+                elif len(current_chunk) == 1 or rng.random() < config.random_next_prob:
+                    is_random_next = True
+                    target_b_length = target_seq_length - len(tokens_a)
+                    for _ in range(10):
+                        doc_b = rng.randint(0, len(partners) - 1)
+                        if partners is not documents or doc_b != document_index:
+                            break
+                    random_document = partners[doc_b]
+                    random_start = rng.randint(0, len(random_document) - 1)
+                    for j in range(random_start, len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    i -= len(current_chunk) - a_end  # put the unused segments back
+                else:
+                    is_random_next = False
+                    for j in range(a_end, len(current_chunk)):
+                        tokens_b.extend(current_chunk[j])
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                if tokens_a and tokens_b:
+                    ids = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
+                    instances.append(Instance(ids, len(tokens_a), is_random_next, document_index, doc_b))
+            current_chunk = []
+            current_length = 0
+        i += 1
+    return instances
+
+
+def create_single_instances(
+    document: Sequence[list[int]], document_index: int, config: DataConfig, cls_id: int, sep_id: int, rng: random.Random
+) -> list[Instance]:
+    """Contiguous text packed into [CLS] text [SEP] (the objectives without NSP)."""
+    max_num_tokens = config.max_seq_length - 2
+    target = max_num_tokens if rng.random() >= config.short_seq_prob else rng.randint(2, max_num_tokens)
+    out, chunk = [], []
+    for sent in document:
+        chunk.extend(sent)
+        while len(chunk) >= target:
+            out.append(Instance([cls_id, *chunk[:target], sep_id], target, False, document_index, document_index))
+            chunk = chunk[target:]
+            target = max_num_tokens if rng.random() >= config.short_seq_prob else rng.randint(2, max_num_tokens)
+    if chunk:
+        out.append(Instance([cls_id, *chunk, sep_id], len(chunk), False, document_index, document_index))
+    return out
+
+
+def pair_config(config: DataConfig) -> DataConfig:
+    """The config pairs are made with: without NSP, B is never a random other document."""
+    return config if config.objective_spec.nsp else dataclasses.replace(config, random_next_prob=0.0)
+
+
+class Masker:
+    """Google's `create_masked_lm_predictions`, with every probability a config field."""
+
+    def __init__(self, tokenizer: BertTokenizer, config: DataConfig):
+        self.config = config
+        self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
+        size = max(tokenizer.vocab.values()) + 1
+        self.continuation = np.zeros(size, dtype=bool)
+        for tok, i in tokenizer.vocab.items():
+            self.continuation[i] = tok.startswith("##")
+        # the random 10%: the whole vocabulary except the special tokens (Google: the whole vocabulary;
+        # see `DataConfig.random_token_prob`)
+        specials = tokenizer.special_ids
+        self.random_pool = [i for i in range(size) if i not in specials]
+        self.keep_share = config.keep_token_prob / (1.0 - config.mask_token_prob) if config.mask_token_prob < 1 else 0.0
+
+    def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Returns (masked ids, positions, original ids at those positions, kinds)."""
+        cfg = self.config
+        cand: list[list[int]] = []
+        for i, t in enumerate(ids):
+            if t == self.cls_id or t == self.sep_id:
+                continue
+            if cfg.whole_word_mask and cand and self.continuation[t]:
+                cand[-1].append(i)
+            else:
+                cand.append([i])
+        rng.shuffle(cand)
+        out = list(ids)
+        target = num_to_predict(len(ids), cfg)
+        chosen: list[tuple[int, int, int]] = []
+        covered: set[int] = set()
+        for index_set in cand:
+            if len(chosen) >= target:
+                break
+            if len(chosen) + len(index_set) > target:
+                continue
+            if any(i in covered for i in index_set):
+                continue
+            for i in index_set:
+                covered.add(i)
+                if rng.random() < cfg.mask_token_prob:
+                    out[i], kind = self.mask_id, KIND_MASK
+                elif rng.random() < self.keep_share:
+                    kind = KIND_KEEP
+                else:
+                    out[i], kind = self.random_pool[rng.randint(0, len(self.random_pool) - 1)], KIND_RANDOM
+                chosen.append((i, ids[i], kind))
+        chosen.sort()
+        return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
+
+
+# Maskers by the name an Objective gives (`Objective.masker`): each is made from the tokenizer and
+# the data config, and called on an instance's ids with an RNG like `Masker`.
+MaskerFactory = Callable[[BertTokenizer, DataConfig], Callable[..., tuple[list[int], list[int], list[int], list[int]]]]
+MASKERS: dict[str, MaskerFactory] = {"bert": Masker}
+
+
+def register_masker(name: str, factory: MaskerFactory) -> None:
+    """Add a masker an `Objective` can name (e.g. span masking)."""
+    MASKERS[name] = factory
+
+
+def make_masker(tokenizer: BertTokenizer, config: DataConfig):
+    """The masker of the config's objective, or None for an objective that masks nothing."""
+    name = config.objective_spec.masker
+    return None if name is None else MASKERS[name](tokenizer, config)
+
+
+def tokenize_documents(
+    documents: Sequence[Document], tokenizer: BertTokenizer, batch: int = 20000
+) -> list[list[list[int]]]:
+    """Every sentence to token ids, in big batches (parallel in Rust)."""
+    flat = [s for d in documents for s in d]
+    ids: list[list[int]] = []
+    for start in range(0, len(flat), batch):
+        ids.extend(tokenizer.tokenize_batch(flat[start : start + batch]))
+    out, k = [], 0
+    for d in documents:
+        sents = [s for s in ids[k : k + len(d)] if s]
+        k += len(d)
+        if sents:
+            out.append(sents)
+    return out
+
+
+def create_instances(
+    token_docs: Sequence[Sequence[list[int]]],
+    tokenizer: BertTokenizer,
+    config: DataConfig,
+    seed: int,
+    dupe_factor: int | None = None,
+    mask: bool = True,
+) -> list[Instance]:
+    """All instances of a tokenized corpus (dupe_factor passes over the shuffled documents)."""
+    rng = random.Random(seed)
+    docs = list(token_docs)
+    order = list(range(len(docs)))
+    rng.shuffle(order)
+    docs = [docs[i] for i in order]
+    masker = make_masker(tokenizer, config)
+    paired = config.objective_spec.paired
+    dupe = config.dupe_factor if dupe_factor is None else dupe_factor
+    instances: list[Instance] = []
+    for _ in range(dupe):
+        for di in range(len(docs)):
+            if paired:
+                made = create_pair_instances(docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
+            else:
+                made = create_single_instances(docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+            for inst in made:
+                inst.doc_a, inst.doc_b = order[inst.doc_a], order[inst.doc_b]
+                if mask and masker is not None:
+                    apply_mask(inst, masker, rng)
+            instances.extend(made)
+    rng.shuffle(instances)
+    return instances
+
+
+def apply_mask(inst: Instance, masker: Callable, rng: random.Random) -> Instance:
+    inst.input_ids, inst.masked_positions, inst.masked_labels, inst.mask_kinds = masker(inst.input_ids, rng)
+    return inst
+
+
+# --------------------------------------------------------------------------------------
+# Storage and cache
+# --------------------------------------------------------------------------------------
+def pack(instances: Sequence[Instance]) -> dict[str, np.ndarray]:
+    """Flat numpy arrays (no pickle) for saving and for fast random access."""
+    lens = np.array([len(x.input_ids) for x in instances], dtype=np.int64)
+    mlens = np.array([len(x.masked_positions) for x in instances], dtype=np.int64)
+    return {
+        "ids": np.fromiter((t for x in instances for t in x.input_ids), dtype=np.int32, count=int(lens.sum())),
+        "offsets": np.concatenate([[0], np.cumsum(lens)]),
+        "a_len": np.array([x.a_len for x in instances], dtype=np.int32),
+        "is_random_next": np.array([x.is_random_next for x in instances], dtype=bool),
+        "doc_a": np.array([x.doc_a for x in instances], dtype=np.int32),
+        "doc_b": np.array([x.doc_b for x in instances], dtype=np.int32),
+        "m_pos": np.fromiter(
+            (t for x in instances for t in x.masked_positions), dtype=np.int32, count=int(mlens.sum())
+        ),
+        "m_lab": np.fromiter((t for x in instances for t in x.masked_labels), dtype=np.int32, count=int(mlens.sum())),
+        "m_kind": np.fromiter((t for x in instances for t in x.mask_kinds), dtype=np.int8, count=int(mlens.sum())),
+        "m_offsets": np.concatenate([[0], np.cumsum(mlens)]),
+    }
+
+
+class InstanceStore:
+    """Random access over packed instances."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.a = arrays
+
+    def __len__(self) -> int:
+        return len(self.a["a_len"])
+
+    def __getitem__(self, i: int) -> Instance:
+        a = self.a
+        s, e = a["offsets"][i], a["offsets"][i + 1]
+        ms, me = a["m_offsets"][i], a["m_offsets"][i + 1]
+        return Instance(
+            input_ids=a["ids"][s:e].tolist(),
+            a_len=int(a["a_len"][i]),
+            is_random_next=bool(a["is_random_next"][i]),
+            doc_a=int(a["doc_a"][i]),
+            doc_b=int(a["doc_b"][i]),
+            masked_positions=a["m_pos"][ms:me].tolist(),
+            masked_labels=a["m_lab"][ms:me].tolist(),
+            mask_kinds=a["m_kind"][ms:me].tolist(),
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.a["offsets"][-1])
+
+    def save(self, path: Path) -> None:
+        """Write the arrays as one .npz, atomically: under this writer's own temporary name, then
+        renamed, so ranks or runs that save the same cache file at once never collide."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as tmp, open(tmp, "xb") as f:
+            np.savez(f, **self.a)
+
+    @classmethod
+    def load(cls, path: Path) -> InstanceStore:
+        with np.load(path, allow_pickle=False) as f:
+            return cls({k: f[k] for k in f.files})
+
+
+def data_cache_key(corpus_fingerprint: str, tokenizer: BertTokenizer, config: DataConfig, seed: int, split: str) -> str:
+    """Hash of everything that made the data, so a changed config never reuses stale data."""
+    h = hashlib.sha256()
+    h.update(corpus_fingerprint.encode())
+    h.update(json.dumps(sorted(tokenizer.vocab.items())).encode())
+    h.update(str(tokenizer.lowercase).encode())
+    h.update(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
+    h.update(f"{seed}:{split}:v1".encode())
+    return h.hexdigest()[:20]
+
+
+def split_heldout(n_docs: int, config: DataConfig, seed: int) -> tuple[list[int], list[int]]:
+    """Deterministic split of document indices into (train, held-out)."""
+    rng = random.Random(seed + 7919)
+    order = list(range(n_docs))
+    rng.shuffle(order)
+    k = max(config.min_heldout_documents, int(round(n_docs * config.heldout_fraction)))
+    k = min(k, max(0, n_docs - 2))
+    return sorted(order[k:]), sorted(order[:k])
+
+
+# --------------------------------------------------------------------------------------
+# Batches
+# --------------------------------------------------------------------------------------
+def collate(
+    instances: Sequence[Instance], config: DataConfig, pad_id: int = 0, pad_to: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Pad to the longest instance (or to `pad_to`); labels -100 where nothing is predicted.
+
+    With an objective's `next_token_labels` (the `ltr` objective) the label at position t is the
+    token at t+1 (next-token prediction); with its `nsp`, `nsp_labels` (0 = IsNext) too.
+    """
+    B, T = len(instances), max(max(len(x.input_ids) for x in instances), pad_to or 0)  # noqa: N806
+    objective = config.objective_spec
+    paired = objective.paired
+    types = (
+        [[0] * min(len(x.input_ids), x.a_len + 2) + [1] * max(0, len(x.input_ids) - x.a_len - 2) for x in instances]
+        if paired
+        else None
+    )
+    batch: dict = pad_batch([x.input_ids for x in instances], pad_id, types, pad_to)
+    labels = np.full((B, T), -100, dtype=np.int64)
+    for b, x in enumerate(instances):
+        n = len(x.input_ids)
+        if objective.next_token_labels:
+            labels[b, : n - 1] = x.input_ids[1:n]
+        elif x.masked_positions:
+            labels[b, x.masked_positions] = x.masked_labels
+    batch["mlm_labels"] = torch.from_numpy(labels)
+    batch["num_tokens"] = int(batch["attention_mask"].sum())
+    if objective.nsp:
+        batch["nsp_labels"] = torch.tensor([NOT_NEXT if x.is_random_next else IS_NEXT for x in instances])
+    return batch
+
+
+class PretrainingBatches:
+    """Epoch-ordered batches over a store, deterministic for (seed, epoch); dynamic masking
+    draws fresh masks from an RNG seeded by (seed, epoch, instance)."""
+
+    def __init__(self, store: InstanceStore, config: DataConfig, tokenizer: BertTokenizer, batch_size: int, seed: int):
+        self.store, self.config, self.batch_size, self.seed = store, config, batch_size, seed
+        self.pad_id = tokenizer.pad_id
+        self.masker = make_masker(tokenizer, config) if config.masking == "dynamic" else None
+
+    def num_batches(self, world: int = 1) -> int:
+        return (len(self.store) // self.batch_size) // world
+
+    def __call__(self, epoch: int, start: int = 0, rank: int = 0, world: int = 1) -> Iterator[dict[str, torch.Tensor]]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.store))
+        n = self.num_batches(world)
+        for k in range(start, n):
+            g = k * world + rank
+            idx = order[g * self.batch_size : (g + 1) * self.batch_size]
+            items = []
+            for i in idx:
+                inst = self.store[int(i)]
+                if self.masker is not None:
+                    apply_mask(inst, self.masker, random.Random(hash((self.seed, epoch, int(i))) & 0xFFFFFFFF))
+                items.append(inst)
+            # every training batch as wide as the phase's sequences: one shape for a compiled step
+            # (nearly every batch has a full-length instance anyway)
+            yield collate(items, self.config, self.pad_id, pad_to=self.config.max_seq_length)
+
+
+# --------------------------------------------------------------------------------------
+# Explanations (for the app and for curious users)
+# --------------------------------------------------------------------------------------
+@dataclass
+class ExplainedInstance:
+    """A human-readable view of one instance.
+
+    Attributes:
+        tokens: the input after masking. original_tokens: before masking.
+        kinds: per position, "" (not chosen) / "mask" / "random" / "keep".
+        a_end: index of the first [SEP] (A is tokens[1:a_end]).
+        is_next: True for IsNext. reason: why, in plain words.
+    """
+
+    tokens: list[str]
+    original_tokens: list[str]
+    kinds: list[str]
+    segment_ids: list[int]
+    a_end: int
+    is_next: bool
+    doc_a: int
+    doc_b: int
+    reason: str
+    num_chosen: int = 0
+
+
+def explain_instance(
+    inst: Instance, tokenizer: BertTokenizer, doc_names: Sequence[str] | None = None, objective: str = "mlm_nsp"
+) -> ExplainedInstance:
+    tokens = tokenizer.convert_ids_to_tokens(inst.input_ids)
+    original = list(tokens)
+    kinds = [""] * len(tokens)
+    for p, lab, k in zip(inst.masked_positions, inst.masked_labels, inst.mask_kinds, strict=True):
+        original[p] = tokenizer.id_to_token.get(lab, "[UNK]")
+        kinds[p] = KIND_NAMES[k]
+
+    def name(d: int) -> str:
+        return doc_names[d] if doc_names and d < len(doc_names) else f"document {d}"
+
+    spec = get_objective(objective)
+    if spec.paired and not spec.nsp:
+        reason = (
+            "No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
+            f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs."
+        )
+    elif not spec.nsp:
+        reason = "No next-sentence task: the input is one stretch of contiguous text from " + name(inst.doc_a) + "."
+    elif inst.is_random_next:
+        reason = (
+            f"NotNext: the coin flip (50%) chose a random B, so B was taken from {name(inst.doc_b)}, "
+            f"not from {name(inst.doc_a)} where A comes from; the sentences that really followed A were put back for later instances."
+        )
+    else:
+        reason = f"IsNext: B is the text that really follows A in {name(inst.doc_a)}."
+    return ExplainedInstance(
+        tokens=tokens,
+        original_tokens=original,
+        kinds=kinds,
+        segment_ids=inst.segment_ids if spec.paired else [0] * len(tokens),
+        a_end=inst.a_len + 1,
+        is_next=not inst.is_random_next,
+        doc_a=inst.doc_a,
+        doc_b=inst.doc_b,
+        reason=reason,
+        num_chosen=len(inst.masked_positions),
+    )
+
+
+OTHER_DOCUMENTS = [
+    "The river rises in the hills to the north. It flows south through farmland and two small towns. "
+    "In spring the water is high and fast. Fishermen come from far away to catch trout.",
+    "The recipe needs flour, butter and sugar. Mix them slowly in a large bowl. "
+    "Bake the dough for twenty minutes. Let the cake cool before you cut it.",
+    "The match began at noon under a grey sky. The home team scored early in the first half. "
+    "The visitors equalised just before the break. Nobody scored again, and the game ended in a draw.",
+]
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def _user_document_name(i: int) -> str:
+    return f"your {_ORDINALS[i]} document" if i < len(_ORDINALS) else f"your document {i + 1}"
+
+
+def text_to_documents(text: str) -> list[Document]:
+    """User text -> documents: blank lines separate documents; sentences are split for the user."""
+    docs = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        sents = split_sentences(block)
+        if sents:
+            docs.append(sents)
+    return docs
+
+
+def explain_text(
+    text: str, tokenizer: BertTokenizer, config: DataConfig | None = None, seed: int = 0
+) -> list[ExplainedInstance]:
+    """Take `text` through the pretraining pipeline and explain every instance made from it.
+
+    Blank lines separate documents. NotNext B segments come from the user's other documents; only
+    when they typed one document are a few built-in texts added as partners, so a single paragraph
+    still gets NotNext examples. Documents are named "your first document", "the built-in text
+    '...'" (never "document B", which reads as segment B).
+    """
+    config = config or DataConfig()
+    docs = text_to_documents(text)
+    if not docs:
+        raise InputError("the text is empty; type a few sentences (blank lines separate documents)")
+    names_all = [_user_document_name(i) for i in range(len(docs))] + [
+        f'the built-in text "{t[:30]}..."' for t in OTHER_DOCUMENTS
+    ]
+    token_docs, names = [], []
+    n_user = 0
+    for i, d in enumerate(docs + [split_sentences(t) for t in OTHER_DOCUMENTS]):
+        sents = [ids for ids in tokenizer.tokenize_batch(d) if ids]
+        if sents:
+            token_docs.append(sents)
+            names.append(names_all[i])
+            n_user += i < len(docs)
+    if n_user == 0:
+        raise InputError("the text has no tokens the model knows")
+    if n_user >= 2:  # the user's own documents are the partners: no built-in text in their examples
+        token_docs, names = token_docs[:n_user], names[:n_user]
+    rng = random.Random(seed)
+    masker = make_masker(tokenizer, config)
+    out = []
+    for di in range(n_user):
+        if config.objective_spec.paired:
+            made = create_pair_instances(token_docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
+        else:
+            made = create_single_instances(token_docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+        for inst in made:
+            if masker is not None:
+                apply_mask(inst, masker, rng)
+            out.append(explain_instance(inst, tokenizer, names, config.objective))
+    return out

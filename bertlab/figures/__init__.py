@@ -1,0 +1,1 @@
+"""The pages' figures (Plotly): answers, attention maps and grids, the paper's diagrams."""

@@ -1,0 +1,160 @@
+"""The pretraining objectives' losses: one function per loss, registered by name in `LOSSES`.
+
+An objective's torch-free spec (bertlab.data.objectives.Objective) names its loss (`Objective.loss`);
+the pretraining recipe looks it up here and calls it on the model and a batch. A loss runs the model
+(which returns head outputs, not a loss) and returns an `ObjectiveOutput`: the scalar to minimise and
+the metric sums the trainer logs. The sums follow one naming rule that `summarize` reads for every
+objective: `<part>_correct` and `<part>_count` give `<part>_acc`, `<part>_loss_sum` and
+`<part>_count` give `<part>_loss`.
+
+A new objective (sentence order, replaced-token detection, distillation) is one function here,
+registered with `register_loss`, plus one `Objective` entry naming it.
+
+Imports torch, bertlab.model (its output type) and bertlab.errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.errors import InputError
+from bertlab.model import PreTrainingOutput
+
+IGNORE = -100  # the label of positions that are not predicted
+
+
+@dataclass
+class ObjectiveOutput:
+    """What a loss returns.
+
+    Attributes:
+        loss: the scalar (fp32) that backward() takes.
+        sums: metric sums over the batch for the logs, e.g. {"mlm_correct": 3.0, "mlm_count": 20.0,
+            "mlm_loss_sum": 141.2, "nsp_correct": 5.0, "nsp_count": 8.0}.
+        output: the model's own output, for callers that want the logits too.
+    """
+
+    loss: torch.Tensor
+    sums: dict[str, float] = field(default_factory=dict)
+    output: Any = None
+
+
+ObjectiveLoss = Callable[[nn.Module, dict[str, torch.Tensor], "int | None"], ObjectiveOutput]
+LOSSES: dict[str, ObjectiveLoss] = {}
+
+
+def register_loss(name: str) -> Callable[[ObjectiveLoss], ObjectiveLoss]:
+    """Decorator: register `fn(model, batch, prediction_cap) -> ObjectiveOutput` under `name`."""
+
+    def add(fn: ObjectiveLoss) -> ObjectiveLoss:
+        LOSSES[name] = fn
+        return fn
+
+    return add
+
+
+def get_loss(name: str) -> ObjectiveLoss:
+    """The registered loss called `name`.
+
+    Raises:
+        InputError: no loss has that name.
+    """
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise InputError(f"no pretraining loss is called {name!r}; known: {', '.join(LOSSES)}") from None
+
+
+def summarize(sums: dict[str, float]) -> dict[str, float]:
+    """Rates from summed metrics: `<part>_acc` and `<part>_loss` for every `<part>_count`."""
+    out = {}
+    for key, count in sums.items():
+        if not key.endswith("_count") or not count:
+            continue
+        part = key.removesuffix("_count")
+        if f"{part}_correct" in sums:
+            out[f"{part}_acc"] = sums[f"{part}_correct"] / count
+        if f"{part}_loss_sum" in sums:
+            out[f"{part}_loss"] = sums[f"{part}_loss_sum"] / count
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Scores of one head
+# --------------------------------------------------------------------------------------
+def masked_lm_score(out: PreTrainingOutput, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Masked-LM (or next-token) cross-entropy, mean over the predicted positions, in fp32, with the
+    number of correct top-1 predictions and of predicted positions.
+
+    Args:
+        out: the model's output, scored at `labels != IGNORE` (mlm_logits (N, V), or (B, K, V) slots).
+        labels: (B, T) long, the token to predict at each predicted position and IGNORE elsewhere.
+    """
+    logits = out.mlm_logits
+    if out.mlm_slots is not None:
+        # fixed slots: no data-dependent shape; unused slots get the ignore label
+        positions, slot_used = out.mlm_slots
+        targets = labels.gather(1, positions).masked_fill(~slot_used, IGNORE)  # (B, K)
+        count = slot_used.sum()
+        loss_sum = F.cross_entropy(
+            logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum"
+        )
+        correct = ((logits.argmax(-1) == targets) & slot_used).sum()
+        return loss_sum / count.clamp(min=1), correct, count
+    targets = labels[labels != IGNORE]  # (N,)
+    loss = F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0
+    correct = (logits.argmax(-1) == targets).sum()
+    return loss, correct, torch.tensor(targets.numel(), device=targets.device)
+
+
+def sentence_pair_score(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy (fp32) and correct count of a two-way sentence-pair head (NSP; sentence order)."""
+    return F.cross_entropy(logits.float(), labels), (logits.argmax(-1) == labels).sum()
+
+
+def _mlm_sums(loss: torch.Tensor, correct: torch.Tensor, count: torch.Tensor) -> dict[str, float]:
+    return {
+        "mlm_correct": float(correct),
+        "mlm_count": float(count),
+        "mlm_loss_sum": float(loss.detach()) * float(count),
+    }
+
+
+def _encoder_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in batch}
+
+
+# --------------------------------------------------------------------------------------
+# The paper's objectives
+# --------------------------------------------------------------------------------------
+@register_loss("masked_lm")
+def masked_lm(model: nn.Module, batch: dict[str, torch.Tensor], prediction_cap: int | None = None) -> ObjectiveOutput:
+    """Cross-entropy at the labelled positions: the masked LM (No NSP) or, with every position
+    labelled with its next token and causal attention, the left-to-right LM."""
+    labels = batch["mlm_labels"]
+    out = model(**_encoder_inputs(batch), mlm_positions=labels != IGNORE, prediction_cap=prediction_cap)
+    loss, correct, count = masked_lm_score(out, labels)
+    return ObjectiveOutput(loss, _mlm_sums(loss, correct, count), out)
+
+
+@register_loss("masked_lm_nsp")
+def masked_lm_nsp(
+    model: nn.Module, batch: dict[str, torch.Tensor], prediction_cap: int | None = None
+) -> ObjectiveOutput:
+    """BERT's pretraining loss: masked LM + next sentence prediction (Devlin et al. 2018, §3.1),
+    the sum of the two means. NSP label 0 = IsNext, as in Google's checkpoints."""
+    labels, nsp_labels = batch["mlm_labels"], batch.get("nsp_labels")
+    out = model(**_encoder_inputs(batch), mlm_positions=labels != IGNORE, prediction_cap=prediction_cap)
+    loss, correct, count = masked_lm_score(out, labels)
+    sums = _mlm_sums(loss, correct, count)
+    if nsp_labels is not None and out.nsp_logits is not None:
+        nsp_loss, nsp_correct = sentence_pair_score(out.nsp_logits, nsp_labels)
+        loss = loss + nsp_loss
+        sums.update(nsp_correct=float(nsp_correct), nsp_count=float(nsp_labels.numel()))
+    return ObjectiveOutput(loss, sums, out)

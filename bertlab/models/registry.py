@@ -1,0 +1,115 @@
+"""Model families: one `Family` entry per architecture, found from `config.json`'s `model_type`.
+
+A family (BERT today) is one module under `bertlab.models` plus one entry here. The entry is
+torch-free: what the family is called, which `model_type` values it answers to, which heads a
+folder of it can hold, and the module that implements it (`implementation`), imported only when a
+model is built or loaded. That module provides the `FamilyImplementation` functions: parse the
+config, build the model, map Hugging Face's weight names onto ours, say which heads a state dict
+holds and which class name to save under. This is the shape of transformers' auto mapping (a
+`model_type` -> module name table, modules imported lazily), so the catalog, the hub list and the
+jobs can ask "is this a model we open?" without importing torch.
+
+The heads a family can hold, by name: "mlm" (masked LM), "nsp" (next sentence prediction), "sop"
+(sentence order), "rtd" (replaced-token detection), "lm" (next token). Pages read these names to
+say what a model lacks.
+
+Imports bertlab.errors only; no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from bertlab.errors import CheckpointError
+
+HEAD_TITLES = {
+    "mlm": "masked LM",
+    "nsp": "next sentence prediction",
+    "sop": "sentence order prediction",
+    "rtd": "replaced-token detection",
+}
+
+
+class FamilyImplementation(Protocol):
+    """What a family's module provides (torch-side; see bertlab.models.bert)."""
+
+    def config_from_hf(self, raw: dict, source: str) -> Any: ...
+
+    def build(self, config: Any) -> Any: ...
+
+    def normalize_keys(self, state: dict) -> dict: ...
+
+    def expected_shapes(self, config: Any) -> dict[str, tuple[int, ...]]: ...
+
+    def heads_in(self, config: Any, state: Mapping[str, Any]) -> tuple[str, ...]: ...
+
+    def architecture(self, config: Any) -> str: ...
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: its names and where its implementation lives."""
+
+    name: str  # what the pages call it, e.g. "BERT"
+    model_types: tuple[str, ...]  # config.json `model_type` values it opens
+    heads: tuple[str, ...]  # the heads a folder of this family can hold (HEAD_TITLES' keys)
+    implementation: str  # module path, imported on first use
+
+    def load(self) -> FamilyImplementation:
+        """The implementing module (imported here, by name, so that this registry stays torch-free)."""
+        module: ModuleType = importlib.import_module(self.implementation)
+        return module  # type: ignore[return-value]
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    """Add a family under each of its `model_types` (a later entry for a type replaces an earlier one)."""
+    for model_type in family.model_types:
+        FAMILIES[model_type] = family
+    return family
+
+
+def unregister_family(family: Family) -> None:
+    """Remove a family's entries (tests that register a toy family clean up with this)."""
+    for model_type in family.model_types:
+        if FAMILIES.get(model_type) is family:
+            del FAMILIES[model_type]
+
+
+def build_model(config: Any) -> Any:
+    """A freshly initialised model of `config`'s family (found from its `model_type`)."""
+    return family_for({"model_type": config.model_type}, type(config).__name__).load().build(config)
+
+
+def known_model_types() -> tuple[str, ...]:
+    return tuple(FAMILIES)
+
+
+def model_type_of(raw: Mapping[str, Any]) -> str:
+    """config.json's `model_type`; folders written before it was saved (or by old BERT tools) are BERT."""
+    value = raw.get("model_type", "bert")
+    return value if isinstance(value, str) else repr(value)
+
+
+def family_for(raw: Mapping[str, Any], source: str = "config.json") -> Family:
+    """The family that opens a folder with this config.json content.
+
+    Raises:
+        CheckpointError: no registered family has that `model_type`.
+    """
+    model_type = model_type_of(raw)
+    try:
+        return FAMILIES[model_type]
+    except KeyError:
+        raise CheckpointError(
+            f"{source}: model_type is {model_type!r}; BERT Lab opens {', '.join(repr(t) for t in FAMILIES)}"
+        ) from None
+
+
+register_family(Family("BERT", ("bert",), heads=("mlm", "nsp"), implementation="bertlab.models.bert"))
