@@ -85,7 +85,7 @@ def save_checkpoint(
     model: torch.nn.Module,
     tokenizer: BertTokenizer | None,
     config: BertConfig | None = None,
-    architecture: str = "BertForPreTraining",
+    architecture: str | None = None,
     extra_config: dict | None = None,
     extra_files: dict[str, Any] | None = None,
     dtype: torch.dtype | None = None,
@@ -93,12 +93,16 @@ def save_checkpoint(
     """Write a checkpoint directory atomically (never half-written, even if killed mid-write).
 
     Args:
+        architecture: the transformers class name written in config.json; None asks the config's
+            family (bertlab.models.registry), e.g. "BertForPreTraining".
         extra_config: merged into the `bertlab` section of config.json (task labels, ...).
         extra_files: name -> JSON-able object, or bytes, written beside the weights.
         dtype: e.g. torch.float16 for a smaller shipped file.
     """
     directory = Path(directory)
     config = config or model.config
+    if architecture is None:
+        architecture = family_for({"model_type": config.model_type}, type(config).__name__).load().architecture(config)
     with atomic_dir(directory) as tmp:
         cfg = config.to_hf_dict(architecture, extra_config)
         if dtype is not None:

@@ -49,6 +49,7 @@ from bertlab.hardware import hardware_description
 from bertlab.losses import get_loss, summarize
 from bertlab.model import BertForPreTraining
 from bertlab.models.registry import build_model as new_model_of_family
+from bertlab.models.registry import family_for
 from bertlab.storage.atomic import building
 from bertlab.storage.checkpoint import load_pretraining_model, save_checkpoint
 from bertlab.storage.model_card import recipe_deviations
@@ -405,7 +406,7 @@ def _run_pretraining(
     tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
     train_stores, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
     train_store = train_stores[0]
-    model_config = cfg.model_config(len(tokenizer))
+    model_config = family_config(cfg, len(tokenizer))
     model, init_info = build_model(cfg, model_config, run_dir, saved)
     write_run_config(
         run_dir,
@@ -456,6 +457,19 @@ def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: 
             eval_instances=64,
         )
     return cfg, saved
+
+
+def family_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+    """The model config of the run's family: the size preset and the objective's heads
+    (`PretrainConfig.model_config`), read by the family (bertlab.models.registry) as from config.json,
+    so a family can add its own fields."""
+    shared = cfg.model_config(vocab_size)
+    source = f"model_type={cfg.model_type}"
+    return (
+        family_for({"model_type": cfg.model_type}, source)
+        .load()
+        .config_from_hf({**shared.to_hf_dict(), "model_type": cfg.model_type}, source)
+    )
 
 
 def build_model(

@@ -22,6 +22,7 @@ from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.data.corpus import DEFAULT_CORPUS
 from bertlab.data.data_config import DataConfig
 from bertlab.errors import InputError
+from bertlab.models.registry import known_model_types
 from bertlab.training.types import TrainConfig
 
 
@@ -31,6 +32,7 @@ class PretrainConfig:
 
     name: str = "bertlab-run"
     size: str = "mini"  # a preset: tiny, mini, small, medium, base, large
+    model_type: str = "bert"  # the model family the run builds (bertlab.models.registry), as in config.json
     model_overrides: dict = field(default_factory=dict)  # BertConfig fields, e.g. {"num_layers": 2}
     corpus: tuple[str, ...] = (DEFAULT_CORPUS,)  # files, folders, "default" (gensim's Wikipedia sample), "hf:..."
     corpus_format: str = "auto"  # auto | google | prose | wikitext | jsonl
@@ -115,6 +117,8 @@ class PretrainConfig:
                 c = data[k] or ()
                 data[k] = tuple([c] if isinstance(c, str) else c)
         cfg = cls(**data)
+        if cfg.model_type not in known_model_types():
+            raise InputError(f"model_type must be one of {', '.join(known_model_types())}, not {cfg.model_type!r}")
         for name in ("phase2", "eval_data"):
             if not isinstance(getattr(cfg, name), dict):
                 raise InputError(f"{name} must be a mapping of data fields, e.g. {{max_seq_length: 128}}")
