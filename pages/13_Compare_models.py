@@ -27,7 +27,7 @@ from pages.common import (
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = require_model(needs=("mlm",))
 
 
 @st.cache_resource(show_spinner="Loading the second model…", max_entries=2)

@@ -25,7 +25,7 @@ from pages.common import concept, require_model, setup_page, show_error, show_fi
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = require_model(needs=("mlm",))
 
 TYPE, CLICK = "Type [MASK] yourself", "Click words to mask them"
 

@@ -122,6 +122,27 @@ def test_picker_typed_folder(app_env, tmp_path):
     assert_clean(at)
 
 
+def test_a_model_without_a_masked_lm_head_is_named_on_the_pages_that_need_one(app_env, tmp_path):
+    """A folder with the encoder only (a classifier's, an ELECTRA discriminator's) opens; Fill-mask says
+    what it lacks and which pages can use it, and Attention works with it."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "encoder-only"
+    shutil.copytree(app_env, folder)
+    state = {k: v for k, v in load_file(folder / "model.safetensors").items() if not k.startswith("cls.")}
+    save_file(state, folder / "model.safetensors")
+    at = open_page()
+    at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+    at.text_input(key="bertlab_model_typed").input(str(folder)).run()
+    at.switch_page(FILL).run()
+    assert not at.exception and not at.error
+    assert "needs a masked LM head" in messages(at) and "Attention" in messages(at)
+    at.switch_page(ATTENTION).run()
+    assert_clean(at)
+
+
 def test_picker_hub_id_offline(app_env):
     at = open_page()
     at.selectbox(key="bertlab_model_choice").set_value("__other__").run()

@@ -28,6 +28,7 @@ from bertlab.explore import InputNote
 from bertlab.figures.answers import image_export_available, plotly_config, to_html, to_image
 from bertlab.inference import LoadedModel, load_model
 from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.models.registry import HEAD_TITLES
 from bertlab.storage.catalog import (
     HUB,
     CheckpointEntry,
@@ -266,11 +267,27 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
         return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
 
 
-def require_model() -> LoadedModel:
-    """The chosen model, or an error message and `st.stop()`: the page never goes on without one."""
+def require_model(needs: tuple[str, ...] = ()) -> LoadedModel:
+    """The chosen model, or an error message and `st.stop()`: the page never goes on without one.
+
+    `needs`: heads the page cannot work without ("mlm", "nsp": bertlab.models.registry.HEAD_TITLES);
+    a model lacking one gets a message naming what it has and the pages that can use it."""
     lm, message = load_chosen_model()
     if lm is None:
         st.error(message, icon=":material/warning:")
+        st.stop()
+    missing = [HEAD_TITLES.get(h, h) for h in needs if h not in lm.heads]
+    if missing:
+        has = (
+            ", ".join(HEAD_TITLES.get(h, h) for h in lm.heads)
+            or "no pretraining head (a fine-tuned classifier or a bare encoder)"
+        )
+        st.info(
+            f"This page needs a {' and a '.join(missing)} head, and the model picked has {has}. "
+            "Pick a pretrained model in the sidebar; Attention and What each layer knows read only the encoder "
+            "and work with this one.",
+            icon=":material/info:",
+        )
         st.stop()
     with st.sidebar:
         c = lm.config
