@@ -54,9 +54,9 @@ import numpy as np
 import torch
 
 from bertlab.ablations.planning import SUITE_RECIPE
+from bertlab.atomic import read_json, write_json_atomic
 from bertlab.data.corpus import load_corpus
 from bertlab.data.pretraining_data import InstanceStore, collate, split_heldout
-from bertlab.storage.atomic import read_json, write_json_atomic
 from bertlab.storage.runfolder import read_status, snapshot_dir, snapshot_root
 from bertlab.training.pretrain import prepare_data, prepare_tokenizer
 from bertlab.training.pretrain_config import load_config_file

@@ -224,7 +224,7 @@ def _pretrain() -> tuple[AddArgs, Run]:
 
 
 def _export() -> tuple[AddArgs, Run]:
-    from bertlab.storage import export  # deferred: torch
+    from bertlab.training import export  # deferred: torch
 
     return export.add_args, export.run
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import WordPieceTrainer
 
+from bertlab.atomic import write_text_atomic
 from bertlab.errors import CheckpointError, InputError
-from bertlab.storage.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
 

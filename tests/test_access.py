@@ -1,4 +1,4 @@
-"""Who may manage jobs (bertlab/access.py), and the pages that ask: a shared app (server.address
+"""Who may manage jobs (bertlab/jobs/access.py), and the pages that ask: a shared app (server.address
 0.0.0.0) refuses to launch, cancel or delete without the admin token and allows it with the token;
 on loopback nothing changes. No background process starts: the queue's tick() is off (app_env).
 """
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_pages_jobs import JOBS, TRAIN, app_env, fake_run, open_page  # noqa: F401  (app_env: a fixture)
 
-from bertlab.access import ADMIN_TOKEN_ENV, AdminToken, admin_token, is_shared, job_access, startup_message
 from bertlab.app_pages import page_titled
+from bertlab.jobs.access import ADMIN_TOKEN_ENV, AdminToken, admin_token, is_shared, job_access, startup_message
 from bertlab.jobs.registry import JobRegistry
 
 TOKEN = "class-of-30-secret-token"
@@ -152,8 +152,8 @@ def test_loopback_pages_are_unchanged(app_env):  # noqa: F811
 def test_a_full_job_queue_does_not_hold_up_exploring(app_env):  # noqa: F811
     """30 queued jobs of one user, and the queue's lock held (as while a job launches): the exploring
     pages answer anyway, because nothing on them reads or waits on the job queue."""
+    from bertlab.atomic import locked
     from bertlab.jobs.spec import JobSpec
-    from bertlab.storage.atomic import locked
     from bertlab.storage.runfolder import RUNS_LOCK_FILE
 
     registry = JobRegistry(app_env)

@@ -1,11 +1,11 @@
-"""bertlab/storage/atomic.py: atomic JSON, text and directory writes, and the lock."""
+"""bertlab/atomic.py: atomic JSON, text and directory writes, and the lock."""
 
 import json
 import os
 
 import pytest
 
-from bertlab.storage.atomic import (
+from bertlab.atomic import (
     atomic_dir,
     atomic_file,
     building,

@@ -1,4 +1,4 @@
-"""bertlab/storage/export.py: `bertlab export` turns a finished tiny pretraining run into a float16
+"""bertlab/training/export.py: `bertlab export` turns a finished tiny pretraining run into a float16
 checkpoint folder with its model card (learning curve, stop/resume history, the note)."""
 
 import json
@@ -8,7 +8,7 @@ from test_pretrain import _config
 
 from bertlab.cli import main
 from bertlab.storage.checkpoint import read_weights
-from bertlab.storage.export import learning_curve
+from bertlab.training.export import learning_curve
 from bertlab.training.pretrain import run_pretraining
 
 

@@ -21,7 +21,7 @@ $OUT after each pack holds at most 8 files, as a run call brings back (ablate.sh
 so that a CPU session can fine-tune more seeds of the same models and merge columns with
 `bertlab --runs DEST/runs ablate collect SUITE --into results/ablations/<table>.csv`.
 
-Imports bertlab (ablations.results and suites, jobs.registry, runfolder; bertlab.storage.export, with torch, only
+Imports bertlab (ablations.results and suites, jobs.registry, runfolder; bertlab.training.export, with torch, only
 when a model is exported).
 """
 
@@ -103,7 +103,7 @@ def export_models(records: list[dict], registry: JobRegistry, work: Path) -> lis
                 continue
             target = work / "models" / run.job / MODEL_DIR
             if not (target / "config.json").is_file():
-                from bertlab.storage.export import export_run  # deferred: torch
+                from bertlab.training.export import export_run  # deferred: torch
 
                 tmp = target.with_name("model.tmp")
                 shutil.rmtree(tmp, ignore_errors=True)

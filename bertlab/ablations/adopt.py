@@ -25,11 +25,11 @@ from pathlib import Path
 
 from bertlab.ablations.planning import BASE_RECIPE, SuiteSpec, plan
 from bertlab.ablations.suites import SUITE_FILE, commit_id, hardware_text, new_suite_dir
+from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job
 from bertlab.jobs.spec import JobError, parse_recipe_args
-from bertlab.storage.atomic import write_json_atomic
 from bertlab.storage.runfolder import REPO_ROOT, is_run_dir, read_run_config, read_status
 
 # arguments that change where a run writes or what it prints, not what it computes; the device is compared

@@ -30,9 +30,9 @@ from pathlib import Path
 from bertlab.ablations import results
 from bertlab.ablations.suites import suite_runs
 from bertlab.ablations.tables import FEATURE_LR, TABLES
+from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
-from bertlab.storage.atomic import write_json_atomic
 
 # What makes two model records the same model: a re-run of a column must fine-tune the very checkpoint
 # (the same pretraining run: its name, objective and how far it trained).

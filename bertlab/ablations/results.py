@@ -23,9 +23,9 @@ from pathlib import Path
 from bertlab.ablations.paper import CITATION, PAPER, encoder_weights
 from bertlab.ablations.suites import suite_runs
 from bertlab.ablations.tables import TABLES
+from bertlab.atomic import write_json_atomic
 from bertlab.errors import InputError
 from bertlab.jobs.registry import JobRegistry
-from bertlab.storage.atomic import write_json_atomic
 from bertlab.storage.model_card import read_card
 from bertlab.storage.runfolder import REPO_ROOT, model_dir, read_metrics
 

@@ -25,12 +25,12 @@ from pathlib import Path
 from bertlab.ablations.estimate import estimate_suite
 from bertlab.ablations.planning import BASE_RECIPE, PlannedRun, SuiteSpec, plan, recipe_changes, task_args
 from bertlab.ablations.reuse import reused_job
+from bertlab.atomic import write_json_atomic
 from bertlab.errors import BertLabError, InputError
 from bertlab.hardware import gpu_stats
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
 from bertlab.jobs.spec import validate
-from bertlab.storage.atomic import write_json_atomic
 from bertlab.storage.modelfolder import has_config
 from bertlab.storage.runfolder import JOB_FILE, REPO_ROOT, is_run_dir, model_dir
 

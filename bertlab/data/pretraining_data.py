@@ -16,7 +16,7 @@ mislead the NSP head (a second [SEP] looks like a segment boundary), and a rando
 turn a "random" case into a "mask" case. Five tokens in thousands change the share of any other
 token by well under 0.1%, so the recipe is the paper's in effect (see `DataConfig.random_token_prob`).
 
-Imports numpy, torch (for batches), bertlab.storage.atomic, bertlab.data.batching, bertlab.data.corpus, bertlab.data.objectives
+Imports numpy, torch (for batches), bertlab.atomic, bertlab.data.batching, bertlab.data.corpus, bertlab.data.objectives
 and bertlab.tokenizer.
 """
 
@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlab.atomic import atomic_file
 from bertlab.data.batching import pad_batch
 from bertlab.data.corpus import Document, split_sentences
 from bertlab.data.data_config import DataConfig
 from bertlab.data.objectives import get_objective
 from bertlab.errors import InputError
-from bertlab.storage.atomic import atomic_file
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)

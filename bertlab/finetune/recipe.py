@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from bertlab.atomic import building
 from bertlab.config import dataclass_from_dict, preset
 from bertlab.errors import CheckpointError, InputError
 from bertlab.finetune.data import Example, SequenceExample, TaggingExample, TaskData, load_task_data
@@ -37,7 +38,6 @@ from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TaskSpec, get_task
 from bertlab.hardware import hardware_description
-from bertlab.storage.atomic import building
 from bertlab.storage.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
 from bertlab.storage.model_card import pretrained_length, read_card
 from bertlab.storage.runfolder import (

@@ -5,7 +5,7 @@ probes, `probing.ProbeResult`) and `heads-<task>.json` (head importance and prun
 `heads.HeadStudy`). Every reader and writer goes through `result_path`, `write_result` and
 `read_results`.
 
-Imports bertlab.storage.atomic and bertlab.errors only.
+Imports bertlab.atomic and bertlab.errors only.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bertlab.atomic import read_json, write_json_atomic
 from bertlab.errors import InputError
-from bertlab.storage.atomic import read_json, write_json_atomic
 
 FOLDER = "interpret"
 KINDS = ("probe", "heads")

@@ -65,6 +65,7 @@ import sys
 import time
 from pathlib import Path
 
+from bertlab.atomic import locked
 from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count, pid_alive, process_start_time
 from bertlab.jobs.runs import Job, error_from_log, read_job, waiting_for
 from bertlab.jobs.spec import (
@@ -78,7 +79,6 @@ from bertlab.jobs.spec import (
     pretrain_config,
     validate,
 )
-from bertlab.storage.atomic import locked
 from bertlab.storage.runfolder import (
     ACTIVE_STATES,
     FINAL_STATES,

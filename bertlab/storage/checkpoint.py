@@ -6,13 +6,13 @@ Directories written by `transformers` (`model.safetensors` or `pytorch_model.bin
 and a Hub id loads from the local Hugging Face cache, or is downloaded there (`bertlab.storage.hub.download`:
 one weights file, safetensors first) when online. Nothing untrusted is unpickled:
 safetensors, or `torch.load(weights_only=True)`. Writes are atomic: a temporary directory is
-filled, then renamed into place (bertlab.storage.atomic).
+filled, then renamed into place (bertlab.atomic).
 
 Also owns where the shipped default model lies (`default_model_path`). The folder's file names and
 the cheap checks on it (`is_model_folder`, `folder_stamp`) live in the torch-free
 `bertlab.storage.modelfolder`, re-exported here.
 
-Imports torch, safetensors, bertlab.storage.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
+Imports torch, safetensors, bertlab.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
 bertlab.errors, bertlab.hardware (pick_device), bertlab.storage.hub (Hub ids), bertlab.storage.modelfolder and
 bertlab.storage.runfolder (the repository root).
 """
@@ -31,13 +31,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from bertlab.atomic import atomic_dir
 from bertlab.config import BertConfig
 from bertlab.errors import CheckpointError, InputError
 from bertlab.models import bert
 from bertlab.models.bert import normalize_keys as normalize_keys  # BERT task models (finetune) read BERT weights
 from bertlab.models.registry import FamilyImplementation, family_for
 from bertlab.storage import hub
-from bertlab.storage.atomic import atomic_dir
 from bertlab.storage.modelfolder import (
     CONFIG_FILE,
     PYTORCH_FILE,

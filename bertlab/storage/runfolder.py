@@ -16,9 +16,9 @@
         result.json         a link to a result kept elsewhere (an interpret job's, beside its model)
 
 Every other module names these files through this one. Reads are forgiving (a missing or
-half-written file reads as empty), writes are atomic (bertlab.storage.atomic).
+half-written file reads as empty), writes are atomic (bertlab.atomic).
 
-Standard library only (no torch); imports bertlab.storage.atomic, bertlab.errors, bertlab.formatting (an
+Standard library only (no torch); imports bertlab.atomic, bertlab.errors, bertlab.formatting (an
 error on one line), bertlab.storage.modelfolder (is the model written) and bertlab.hardware (process probes, to refuse a folder another live process
 trains). `run_log` keeps a command-line run's log lines in its log.txt, as a job's are.
 """
@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bertlab.atomic import locked, read_json, update_json, write_json_atomic, write_text_atomic
 from bertlab.errors import InputError
 from bertlab.formatting import one_line
 from bertlab.hardware import ancestors, own_start_time, pid_alive
-from bertlab.storage.atomic import locked, read_json, update_json, write_json_atomic, write_text_atomic
 from bertlab.storage.modelfolder import has_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ A pretraining run with `train.snapshots: true` keeps fp16 checkpoints at log-spa
 of them once and the file is saved in the run folder; `bertlab export` copies it beside a shipped
 checkpoint, so the history of the shipped model needs no snapshots at all.
 
-Imports bertlab.attention, bertlab.storage.atomic, bertlab.inference and bertlab.storage.runfolder (file names,
+Imports bertlab.attention, bertlab.atomic, bertlab.inference and bertlab.storage.runfolder (file names,
 snapshot folders and metrics); never streamlit.
 """
 
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bertlab.atomic import read_json, write_text_atomic
 from bertlab.attention import HEAD_STATS, head_statistics
 from bertlab.errors import InputError
-from bertlab.storage.atomic import read_json, write_text_atomic
 from bertlab.storage.runfolder import list_snapshots, read_metrics
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ Its settings are a `PretrainConfig`, read and checked by bertlab.training.pretra
 holds the config, the tokenizer (trained once and kept as vocab.txt), metrics, checkpoints and
 the final model (bertlab.storage.runfolder owns the layout). The recipe seeds the global
 RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_args` / `run`
-(`bertlab pretrain`); `bertlab export` (a finished run as a shipped checkpoint) is bertlab.storage.export.
+(`bertlab pretrain`); `bertlab export` (a finished run as a shipped checkpoint) is bertlab.training.export.
 
 Imports the lower layers: atomic, pretrain_config, corpus, tokenizer, pretraining_data, model, checkpoint,
 hardware, runfolder, training, and history and model_card for the story of the model a run continues (its
@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from bertlab.atomic import building
 from bertlab.config import BertConfig
 from bertlab.data.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
 from bertlab.data.pretraining_data import (
@@ -50,7 +51,6 @@ from bertlab.losses import get_loss, summarize
 from bertlab.model import BertForPreTraining
 from bertlab.models.registry import build_model as new_model_of_family
 from bertlab.models.registry import family_for
-from bertlab.storage.atomic import building
 from bertlab.storage.checkpoint import load_pretraining_model, save_checkpoint
 from bertlab.storage.model_card import recipe_deviations
 from bertlab.storage.runfolder import (

@@ -4,7 +4,7 @@ SIGTERM/SIGINT handling, batches prefetched in a thread, the metrics writer, the
 (optimizer, scaler, progress, RNG) that every checkpoint saves beside the model, and the clean-up
 of saves a kill interrupted.
 
-Imports torch, numpy, bertlab.storage.atomic (atomic directories), bertlab.storage.runfolder (file names),
+Imports torch, numpy, bertlab.atomic (atomic directories), bertlab.storage.runfolder (file names),
 bertlab.storage.checkpoint and bertlab.storage.modelfolder (what a complete checkpoint is) and bertlab.training.types; never streamlit.
 """
 
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from bertlab.atomic import atomic_dir, recover_dir
 from bertlab.errors import DistributedError, InputError
-from bertlab.storage.atomic import atomic_dir, recover_dir
 from bertlab.storage.checkpoint import is_checkpoint_dir
 from bertlab.storage.modelfolder import has_config
 from bertlab.storage.runfolder import (

@@ -1,5 +1,5 @@
 """The admin token of a shared app, in page form: the field on the Train, Jobs and Ablations pages,
-and the console line at start-up. The rule itself is bertlab.access.job_access."""
+and the console line at start-up. The rule itself is bertlab.jobs.access.job_access."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import streamlit as st
 
-from bertlab.access import Access, AdminToken, admin_token, is_shared, job_access, startup_message
+from bertlab.jobs.access import Access, AdminToken, admin_token, is_shared, job_access, startup_message
 
 TOKEN_KEY = "bertlab_admin_token"  # what this session typed; kept across pages (widget state is not)
 _FIELD_KEY = "bertlab_admin_token_field"
