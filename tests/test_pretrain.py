@@ -108,7 +108,7 @@ def test_auto_compile_keeps_the_compiled_step_only_where_it_measured_faster(
     # No real compiling in a test: torch.compile stands in as a wrapper. No wall clock either (under load
     # a real 50 ms sleep was lost in the noise): the trainer's clock moves only when the model runs, 10 ms
     # a step for the kind that should win and 60 ms for the other.
-    monkeypatch.setattr("bertlab.training.trainer.compile_pays", lambda *a: (True, "assumed to pay"))
+    monkeypatch.setattr("bertlab.training.auto_compile.compile_pays", lambda *a: (True, "assumed to pay"))
     clock = [time.time()]
     monkeypatch.setattr(
         "bertlab.training.trainer.time", types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime)

@@ -1,5 +1,6 @@
-"""bertlab.training.trainer: the config's checks, budgets and log-spaced snapshot steps (the loop itself runs
-in test_pretrain and test_finetune_recipe; the optimizer and LR schedule in test_optimization)."""
+"""bertlab.training.trainer (and train_log, its train lines' ETA): the config's checks, budgets and log-spaced
+snapshot steps (the loop itself runs in test_pretrain and test_finetune_recipe, compile='auto' there too; the
+optimizer and LR schedule in test_optimization)."""
 
 import pytest
 import torch
@@ -91,18 +92,13 @@ def test_a_negative_grad_clip_is_refused():
         TrainConfig(max_steps=10, grad_clip=-1.0)
 
 
-def test_the_trainers_eta_follows_the_recent_pace_of_this_attempt(monkeypatch):
+def test_the_trainers_eta_follows_the_recent_pace_of_this_attempt():
     """A run that went fast alone, resumed on a machine now shared, kept its old pace in the terminal's and
     the progress bar's ETA ('37 s' with four minutes of steps left): the ETA is now the last lines' pace."""
-    from collections import deque
-    from types import SimpleNamespace
+    from bertlab.training.train_log import LogWindow
 
-    from bertlab.training.trainer import Trainer
-
-    clock = iter([100.0, 110.0, 120.0])
-    monkeypatch.setattr("bertlab.training.trainer.time.time", lambda: next(clock))
     # resumed at 80% after 40 s of training (0.5 s a percent alone); now 10 s a percent
-    trainer = SimpleNamespace(pace_points=deque([(90.0, 0.80)], maxlen=5), progress=SimpleNamespace(train_time_s=40.0))
-    assert Trainer._eta_s(trainer, 0.81) == pytest.approx(10 / 0.01 * 0.19)  # not 40 / 0.81 * 0.19, about 9 s
-    assert Trainer._eta_s(trainer, 0.82) == pytest.approx(20 / 0.02 * 0.18)
-    assert Trainer._eta_s(trainer, 1.0) == 0.0
+    window = LogWindow(0.80, now=90.0)
+    assert window.eta_s(0.81, 40.0, now=100.0) == pytest.approx(10 / 0.01 * 0.19)  # not 40 / 0.81 * 0.19, about 9 s
+    assert window.eta_s(0.82, 40.0, now=110.0) == pytest.approx(20 / 0.02 * 0.18)
+    assert window.eta_s(1.0, 40.0, now=120.0) == 0.0

@@ -2,19 +2,21 @@
 
 Owns: the budget in steps, tokens or wall-clock time that drives the LR schedule (`Progress`,
 with `TrainConfig` and `TrainTask` defined in bertlab.training.types and re-exported here), gradient
-accumulation and clipping, the fp16 grad scaler,
+accumulation and clipping, the fp16 grad scaler, steps whose gradients are not finite,
 periodic evaluation, log-spaced snapshots, atomic checkpoints with exact resume, graceful
 SIGTERM/SIGINT, and torchrun / DDP. `Trainer` runs these as named steps: set-up, resume,
 accumulate + optimizer step, log, evaluate, save or stop, and the final model with its card. The
 optimizer, the LR schedule and the choice of mixed precision (bf16 autocast on CUDA, fp16 where
-bf16 is missing, fp32 on CPU) are bertlab.training.optimization's.
+bf16 is missing, fp32 on CPU) are bertlab.training.optimization's; whether and when to compile
+(compile='auto') bertlab.training.auto_compile's; what a train line adds up and its ETA
+bertlab.training.train_log's.
 
 Everything a run writes goes into its run folder (bertlab.storage.runfolder owns the layout). What a task
 supplies (pretraining and each fine-tuning task): see `TrainTask`. The trainer never seeds the
 global RNGs: the recipes do, before they build the model.
 
-Imports torch and bertlab.storage.checkpoint / errors / formatting / hardware / optimization / runfolder /
-train_types / training_runtime; never streamlit.
+Imports torch and bertlab.storage.checkpoint / errors / formatting / hardware / storage.runfolder /
+training.auto_compile / optimization / runtime / train_log / types; never streamlit.
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ import contextlib
 import logging
 import math
 import os
-import statistics
 import time
-from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -46,11 +46,10 @@ from bertlab.storage.runfolder import (
     truncate_metrics,
     update_status,
 )
+from bertlab.training.auto_compile import CompileTracker
 from bertlab.training.optimization import (
-    COMPILE_PROBE_STEPS,
     autocast_context,
     build_optimizer,
-    compile_pays,
     compile_plan,
     group_lr,
     lr_factor,
@@ -72,6 +71,7 @@ from bertlab.training.runtime import (
     save_training_state,
     set_rng_state,
 )
+from bertlab.training.train_log import LogWindow
 from bertlab.training.types import Progress, TrainConfig, TrainTask
 
 log = logging.getLogger(__name__)
@@ -213,11 +213,11 @@ class Trainer:
     def start(self) -> None:
         """Wrap the model (compile, DDP), mark the run running, open the metrics and the progress bar."""
         cfg, info = self.cfg, self.info
-        self.compile_plan = compile_plan(
+        plan = compile_plan(
             cfg, self.task.static_shapes, info.world, self.progress.train_time_s, self.device.type, self.num_layers()
         )
-        self.compile_state: dict = {"compile": self.compile_plan}
-        self.wrap_model(compiled=self.compile_plan == "now")
+        self.compiling = CompileTracker(plan, self.device.type, self.num_layers(), self.progress, cfg)
+        self.wrap_model(compiled=plan == "now")
         self.warmup = warmup_fraction(cfg)
         self.writer = MetricsWriter(self.run_dir) if info.is_main else None
         if info.is_main:
@@ -232,7 +232,7 @@ class Trainer:
                 device=str(self.device),
                 world_size=info.world,
                 precision=self.precision,
-                compile=self.compile_plan,
+                compile=plan,
                 error=None,
             )
         self.per_epoch = self.task.batches_per_epoch(info.world)
@@ -248,16 +248,8 @@ class Trainer:
                 dynamic_ncols=True,
                 mininterval=1.0,
             )
-        self.sums: dict[str, float] = {}
-        self.first_step, self.start_fraction = self.progress.step, self.progress.fraction(cfg)
-        self.start_time_s = self.progress.train_time_s
-        self.eager_times: list[float] = []
-        self.first_compiled_s: float | None = None
-        self.compiled_times: list[float] = []  # compile='auto': steps after compiling, to check it paid
-        self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
+        self.window = LogWindow(self.progress.fraction(cfg), time.time())
         self.last_save_time = time.time()
-        # (wall time, share of the budget done) at this attempt's start and its last train lines: the ETA's pace
-        self.pace_points: deque[tuple[float, float]] = deque([(time.time(), self.start_fraction)], maxlen=5)
 
     def wrap_model(self, compiled: bool) -> None:
         """The module the steps run: the model, compiled or not, inside DDP when there are several processes."""
@@ -268,74 +260,21 @@ class Trainer:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = DDP(self.train_model, device_ids=device_ids, find_unused_parameters=False)
 
-    def decide_compile(self, step_s: float) -> None:
-        """compile='auto': after a few eager steps, compile when the time the rest of the run would
-        save pays for compiling (see optimization.compile_pays); say what was decided and why."""
-        p = self.progress
-        if self.compile_plan != "decide" or p.step - self.first_step < COMPILE_PROBE_STEPS:
-            return
-        frac = p.fraction(self.cfg)
-        remaining_s = step_s * (self.cfg.max_steps - p.step) if self.cfg.max_steps else float("inf")
-        if frac > self.start_fraction:  # token or time budgets: project from the share done so far
-            rate = (p.train_time_s - self.start_time_s) / (frac - self.start_fraction)
-            remaining_s = min(remaining_s, rate * (1 - frac))
-        pays, why = compile_pays(remaining_s, self.device.type, self.num_layers())
-        self.compile_plan = "yes" if pays else "no"
-        self.compile_state = {"compile": self.compile_plan, "compile_reason": why}
-        log.info("compile=auto at step %d: %s", p.step, why)
-        if pays:
-            self.wrap_model(compiled=True)
-        if self.info.is_main:
-            update_status(self.run_dir, **self.compile_state)
-
     def num_layers(self) -> int:
         """The encoder's depth, which the compile time grows with (4, mini's, for a model without a BertConfig)."""
         config = getattr(self.model, "config", None)  # BertForPreTraining and the task models carry one
         return getattr(config, "num_layers", 4)
 
     def track_compile(self, step_s: float) -> None:
-        """Time eager steps (the first, warming up, aside) until compile='auto' decides; time the first
-        compiled step against an eager one to report how long compiling took."""
-        if self.compile_plan == "decide":
-            if self.progress.step - self.first_step >= 2:
-                self.eager_times.append(step_s)
-            if self.eager_times:
-                self.decide_compile(statistics.median(self.eager_times))
-        elif self.compile_plan in ("now", "yes") and "compile_s" not in self.compile_state:
-            if self.first_compiled_s is None:
-                self.first_compiled_s = step_s
-            else:  # no eager step timed (compile=true): the second compiled step stands in
-                eager = statistics.median(self.eager_times) if self.eager_times else step_s
-                self.note_compile_time(self.first_compiled_s, eager)
-        elif self.compile_plan == "yes" and len(self.compiled_times) < COMPILE_PROBE_STEPS:
-            self.compiled_times.append(step_s)
-            if len(self.compiled_times) == COMPILE_PROBE_STEPS:
-                self.keep_faster(statistics.median(self.compiled_times), statistics.median(self.eager_times))
-
-    def keep_faster(self, compiled_s: float, eager_s: float) -> None:
-        """compile='auto' compiled on an expected gain: measure it, and go back to eager steps where the
-        compiled step is not faster on this machine (the compile time is spent either way)."""
-        speedup = eager_s / max(1e-9, compiled_s)
-        self.compile_state["compile_speedup"] = round(speedup, 2)
-        if speedup > 1.0:
-            log.info("compiled step %.3f s against %.3f s eager (%.2fx): keeping it", compiled_s, eager_s, speedup)
-        else:
-            self.compile_plan = "no"
-            why = f"compiled step measured {compiled_s:.3f} s against {eager_s:.3f} s eager ({speedup:.2f}x): back to eager"
-            reason = self.compile_state.get("compile_reason", "")
-            self.compile_state.update(compile="no", compile_reason=f"{reason}; {why}" if reason else why)
-            log.info("compile=auto: %s", why)
-            self.wrap_model(compiled=False)
+        """Hand the step's time to the compile tracker (bertlab.training.auto_compile); wrap the model again
+        and say so in the status when it decides or measures something."""
+        change = self.compiling.observe(step_s, self.progress)
+        if change is None:
+            return
+        if change.compiled is not None:
+            self.wrap_model(compiled=change.compiled)
         if self.info.is_main:
-            update_status(self.run_dir, **self.compile_state)
-
-    def note_compile_time(self, step_s: float, eager_step_s: float) -> None:
-        """After the first compiled step: how long compiling took (that step's time less an eager step's)."""
-        compile_s = max(0.0, step_s - eager_step_s)
-        self.compile_state["compile_s"] = round(compile_s, 1)
-        log.info("compiled the training step in %.0f s", compile_s)
-        if self.info.is_main:
-            update_status(self.run_dir, compile_s=round(compile_s, 1))
+            update_status(self.run_dir, **change.status)
 
     # --- the loop --------------------------------------------------------------------------
     def loop(self) -> TrainResult:
@@ -396,7 +335,7 @@ class Trainer:
             sync = self.train_model.no_sync() if info.world > 1 and not last else contextlib.nullcontext()
             with sync:
                 self.accumulate(b, len(group))
-            self.window_seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
+            self.window.seqs += int(b["input_ids"].shape[0]) if "input_ids" in b else 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         # the global norm (the same on every rank); max_norm=inf measures it without clipping
@@ -421,7 +360,7 @@ class Trainer:
         p.batch_in_epoch += len(group)
         p.tokens += step_tokens
         p.train_time_s += time.time() - t0
-        self.window_tokens += step_tokens
+        self.window.tokens += step_tokens
         if self.bar is not None:
             self.bar.update(1)
         return grad_norm
@@ -466,32 +405,15 @@ class Trainer:
             self.scaler.scale(loss).backward()
         else:
             loss.backward()
-        for k, v in stats.items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
-        self.sums["loss_sum"] = self.sums.get("loss_sum", 0.0) + float(loss.detach()) * group_size
-        self.sums["batches"] = self.sums.get("batches", 0.0) + 1
-
-    def _eta_s(self, frac: float) -> float:
-        """Seconds left at the pace of the last few train lines of this attempt (wall clock: evaluations and
-        checkpoints included, a machine now shared included), where the average over every attempt kept a
-        resumed run at the pace it had alone; before a second line, the training time so far projected."""
-        now = time.time()
-        self.pace_points.append((now, frac))
-        then, done_then = self.pace_points[0]
-        if frac >= 1:
-            return 0.0
-        if frac > done_then and now > then:
-            return max(0.0, (now - then) / (frac - done_then) * (1 - frac))
-        p = self.progress
-        return max(0.0, p.train_time_s / frac * (1 - frac)) if frac > 0 else float("nan")
+        self.window.add_batch(stats, float(loss.detach()), group_size)
 
     def log_train(self, grad_norm: float) -> None:
         """One train line (loss, LR, speed, ETA and the task's rates) over the steps since the last one."""
         p, info = self.progress, self.info
-        total = all_reduce_sum(self.sums, info, self.device)
-        elapsed = max(1e-9, time.time() - self.window_start)
+        total = all_reduce_sum(self.window.sums, info, self.device)
+        elapsed = max(1e-9, time.time() - self.window.start)
         frac = p.fraction(self.cfg)
-        eta = self._eta_s(frac)
+        eta = self.window.eta_s(frac, p.train_time_s, time.time())
         record = {
             "split": "train",
             "step": p.step,
@@ -502,8 +424,8 @@ class Trainer:
             "grad_norm": grad_norm,
             "skipped_steps": p.skipped_steps,
             "tokens": p.tokens,
-            "tokens_per_s": self.window_tokens / elapsed,
-            "seq_per_s": self.window_seqs * info.world / elapsed,
+            "tokens_per_s": self.window.tokens / elapsed,
+            "seq_per_s": self.window.seqs * info.world / elapsed,
             "progress": frac,
             "eta_s": eta,
             **self.task.summarize(total),
@@ -518,8 +440,7 @@ class Trainer:
             update_status(self.run_dir, step=p.step, progress=frac, eta_s=eta, last_train=record)
             if self.bar is not None:
                 self.bar.set_postfix(loss=f"{record['loss']:.3f}", eta=format_duration(eta))
-        self.sums = {}
-        self.window_start, self.window_tokens, self.window_seqs = time.time(), 0, 0
+        self.window.reset(time.time())
 
     def evaluate_on_schedule(self) -> None:
         """Evaluate every `eval_every` steps, and at snapshot steps (keeping a snapshot of the model)."""
@@ -623,7 +544,7 @@ class Trainer:
                 "metrics": {k: round(v, 4) for k, v in self.last_eval.items()},
                 "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "precision": self.precision,
-                **self.compile_state,
+                **self.compiling.state,
             }
             self.task.save_model(model_dir(self.run_dir), self.model, {**self.extra_state, "card_updates": final})
             update_status(self.run_dir, state="finished", step=p.step, progress=1.0, eta_s=0, ended=time.time())
