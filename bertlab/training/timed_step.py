@@ -3,9 +3,10 @@ model and head on random tokens, in the precision and on the CPU threads the job
 (`measured_step_seconds`); a micro-batch too long to time whole is extended along a line through two
 smaller ones (`_micro_batch_seconds`). `timed_micro_batch` is what the estimates call.
 
-Imports the standard library and bertlab.hardware / training.memory_estimate (a model too big to build
-here) / training.types (the precision a job asks for); torch, the model classes and the optimizer's
-precision rules only inside the functions that time (deferred so the jobs CLI starts without torch).
+Imports the standard library and bertlab.config / hardware / training.memory_estimate (a model too big to
+build here) / training.types (the precision a job asks for); torch, the model classes, the pretraining loss
+(bertlab.losses) and the optimizer's precision rules only inside the functions that time (deferred so the
+jobs CLI starts without torch).
 """
 
 from __future__ import annotations
