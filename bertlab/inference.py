@@ -256,10 +256,9 @@ class LoadedModel:
         self.device = next(model.parameters()).device
         self.max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
         # the heads whose weights the folder held; a model built in memory has the heads it was built with
-        built = ("mlm",) + (("nsp",) if model.cls.seq_relationship is not None else ())
-        self.heads: tuple[str, ...] = tuple(self.info.get("heads", built))
+        self.heads: tuple[str, ...] = tuple(self.info.get("heads", model.heads))
         self.has_mlm = "mlm" in self.heads
-        self.has_nsp = "nsp" in self.heads and model.cls.seq_relationship is not None
+        self.has_nsp = "nsp" in self.heads
 
     def _need_mlm(self, what: str) -> None:
         """InputError when the folder has no masked-LM head (a fine-tuned classifier, an encoder)."""

@@ -394,6 +394,11 @@ class BertForPreTraining(nn.Module):
     def tie_weights(self) -> None:
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
 
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The heads this model has (bertlab.models.registry.HEAD_TITLES' names)."""
+        return ("mlm",) + (("nsp",) if self.cls.seq_relationship is not None else ())
+
     def forward(
         self,
         input_ids: torch.Tensor,

@@ -64,6 +64,7 @@ class LengthBertForPreTraining(BertForPreTraining):
 ENCODER_PREFIXES = bert.ENCODER_PREFIXES
 OPTIONAL_PREFIXES = bert.OPTIONAL_PREFIXES
 normalize_keys = bert.normalize_keys
+load_tokenizer = bert.load_tokenizer
 
 
 def config_from_hf(raw: dict, source: str) -> LengthBertConfig:

@@ -5,18 +5,20 @@ The architecture itself is bertlab.model (BertModel, BertForPreTraining); this m
 checkpoint reader asks about it. Names are Google's and Hugging Face's, key for key: the encoder
 under `bert.`, the masked-LM head under `cls.predictions.`, the NSP head at `cls.seq_relationship`.
 
-Imports torch, bertlab.config, bertlab.model.
+Imports torch, bertlab.config, bertlab.model, bertlab.tokenizer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bertlab.config import BertConfig
 from bertlab.model import TIED_KEYS, BertForPreTraining
+from bertlab.tokenizer import BertTokenizer
 
 ENCODER_PREFIXES = ("bert.",)  # a folder without these weights is not a BERT
 OPTIONAL_PREFIXES = ("bert.pooler.",)  # BertForMaskedLM has no pooler; only NSP needs it
@@ -102,6 +104,11 @@ def heads_in(config: BertConfig, state: Mapping[str, Any]) -> tuple[str, ...]:
     if config.use_nsp_head and all(k in state for k in NSP_KEYS):
         heads.append("nsp")
     return tuple(heads)
+
+
+def load_tokenizer(directory: Path, config: BertConfig) -> BertTokenizer:
+    """The folder's WordPiece tokenizer (vocab.txt, or transformers' tokenizer.json)."""
+    return BertTokenizer.from_dir(directory, config.max_position_embeddings)
 
 
 def architecture(config: BertConfig) -> str:

@@ -9,6 +9,15 @@ holds and which class name to save under. This is the shape of transformers' aut
 `model_type` -> module name table, modules imported lazily), so the catalog, the hub list and the
 jobs can ask "is this a model we open?" without importing torch.
 
+What `build` returns is what the inference API, the pages and the trainer use, so every family's
+pretraining model keeps BERT's surface: `forward(input_ids, token_type_ids, attention_mask,
+mlm_positions, head_mask, output_attentions, output_hidden_states, prediction_cap)` returning a
+`bertlab.model.PreTrainingOutput` (or a subclass with the family's own head outputs), `.bert` the
+encoder (called as `BertModel` is, returning an `EncoderOutput`; a property where Hugging Face names
+it otherwise, so the weights keep Hugging Face's names), `.config` (num_layers, num_heads,
+hidden_size, vocab_size, max_position_embeddings), `.heads`, `layer_logits(hidden)`,
+`num_parameters()` and `set_dropout(p)`. The tokenizer it loads keeps `bertlab.tokenizer.BertTokenizer`'s.
+
 The heads a family can hold, by name: "mlm" (masked LM), "nsp" (next sentence prediction), "sop"
 (sentence order), "rtd" (replaced-token detection), "lm" (next token). Pages read these names to
 say what a model lacks.
@@ -48,6 +57,11 @@ class FamilyImplementation(Protocol):
     def heads_in(self, config: Any, state: Mapping[str, Any]) -> tuple[str, ...]: ...
 
     def architecture(self, config: Any) -> str: ...
+
+    def load_tokenizer(self, directory: Any, config: Any) -> Any: ...
+
+    ENCODER_PREFIXES: tuple[str, ...]  # weights a folder of the family must hold
+    OPTIONAL_PREFIXES: tuple[str, ...]  # ... except these (e.g. BERT's pooler, which only NSP needs)
 
 
 @dataclass(frozen=True)

@@ -310,7 +310,7 @@ def load_pretraining_model(
     model = impl.build(config)
     missing = load_state(model, state, source, impl.ENCODER_PREFIXES, impl.OPTIONAL_PREFIXES)
     heads = impl.heads_in(config, state)
-    tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
+    tokenizer = impl.load_tokenizer(directory, config)
     if len(tokenizer) > config.vocab_size:
         raise CheckpointError(
             f"{directory}/vocab.txt has {len(tokenizer)} tokens but config.json says vocab_size={config.vocab_size}"
