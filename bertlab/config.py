@@ -148,6 +148,9 @@ PRESETS: dict[str, BertConfig] = {
 }
 
 
+BERT_FIELDS = frozenset(f.name for f in dataclasses.fields(BertConfig))  # what `preset` overrides may set
+
+
 def preset(name: str, **overrides: Any) -> BertConfig:
     """A preset size (tiny, mini, small, medium, base, large) with optional field overrides."""
     if name not in PRESETS:

@@ -165,6 +165,17 @@ def test_the_pretrain_config_names_only_registered_families():
     with pytest.raises(InputError, match="model_type must be one of"):
         PretrainConfig.from_dict({"model_type": "gpt2"})
     assert PretrainConfig.from_dict({}).model_type == "bert"
+    with pytest.raises(InputError, match="unknown key.*num_layer;"):  # a typo, refused before the run
+        PretrainConfig.from_dict({"model_overrides": {"num_layer": 2}})
+
+
+def test_a_family_reads_its_own_config_keys_from_model_overrides(toy_family_and_objective, monkeypatch):
+    monkeypatch.setitem(FAMILIES, "length_bert", dataclasses.replace(TOY_FAMILY, config_keys=("length_scale",)))
+    cfg = PretrainConfig.from_dict(
+        {"model_type": "length_bert", "model_overrides": {"length_scale": 2, "num_layers": 1}}
+    )
+    assert cfg.family_overrides == {"length_scale": 2}
+    assert cfg.model_config(100).num_layers == 1
 
 
 def test_family_for_finds_bert_by_default_and_names_what_it_opens():

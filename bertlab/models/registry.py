@@ -72,6 +72,9 @@ class Family:
     model_types: tuple[str, ...]  # config.json `model_type` values it opens
     heads: tuple[str, ...]  # the heads a folder of this family can hold (HEAD_TITLES' keys)
     implementation: str  # module path, imported on first use
+    # config.json keys its config reads beyond BERT's (e.g. ALBERT's embedding_size): a pretraining
+    # run's model_overrides may set them, and any other unknown key is a typo, refused before a run starts
+    config_keys: tuple[str, ...] = ()
 
     def load(self) -> FamilyImplementation:
         """The implementing module (imported here, by name, so that this registry stays torch-free)."""

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.config import BertConfig, coerce_field, dataclass_from_dict, preset
+from bertlab.config import BERT_FIELDS, BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.data.corpus import DEFAULT_CORPUS
 from bertlab.data.data_config import DataConfig
 from bertlab.errors import InputError
-from bertlab.models.registry import known_model_types
+from bertlab.models.registry import family_for, known_model_types
 from bertlab.training.types import TrainConfig
 
 
@@ -79,15 +79,33 @@ class PretrainConfig:
         return at
 
     def model_config(self, vocab_size: int) -> BertConfig:
+        """The BERT-shaped part of the model's config: the size preset, the objective's heads and
+        attention, and the BertConfig fields of `model_overrides` (the family's own keys, such as
+        ALBERT's embedding_size, are `family_overrides`, which the family reads)."""
         objective = self.data.objective_spec  # which heads and attention the objective needs
         overrides = {
             "vocab_size": vocab_size,
             "use_nsp_head": objective.nsp,
             "attention_direction": objective.attention_direction,
         }
-        overrides.update(self.model_overrides)
+        overrides.update({k: v for k, v in self.model_overrides.items() if k in BERT_FIELDS})
         overrides.setdefault("max_position_embeddings", 512)
         return preset(self.size, **overrides)
+
+    @property
+    def family_overrides(self) -> dict:
+        """`model_overrides` keys that are the family's own (config.json keys), checked against its entry.
+
+        Raises:
+            InputError: a key neither BertConfig nor the family knows (a typo).
+        """
+        own = family_for({"model_type": self.model_type}, "model_type").config_keys
+        unknown = sorted(k for k in self.model_overrides if k not in BERT_FIELDS and k not in own)
+        if unknown:
+            raise InputError(
+                f"model_overrides: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(BERT_FIELDS | set(own)))}"
+            )
+        return {k: v for k, v in self.model_overrides.items() if k in own}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +137,7 @@ class PretrainConfig:
         cfg = cls(**data)
         if cfg.model_type not in known_model_types():
             raise InputError(f"model_type must be one of {', '.join(known_model_types())}, not {cfg.model_type!r}")
+        cfg.family_overrides  # noqa: B018  (checks model_overrides' keys now, not mid-run)
         for name in ("phase2", "eval_data"):
             if not isinstance(getattr(cfg, name), dict):
                 raise InputError(f"{name} must be a mapping of data fields, e.g. {{max_seq_length: 128}}")
