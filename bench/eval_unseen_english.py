@@ -13,7 +13,7 @@ ever evaluated on (never trained on):
 - sst2: SST-2 dev sentences (movie-review snippets)
 
 Masked LM: each sentence alone, `[CLS] sentence [SEP]`, masked the paper's way by
-`bertlab.data.pretraining_data.Masker` (15% of tokens, 80% [MASK] / 10% random / 10% kept) with a fixed
+`bertlab.data.maskers.Masker` (15% of tokens, 80% [MASK] / 10% random / 10% kept) with a fixed
 seed; accuracy and cross-entropy at the masked positions. Models with other vocabularies mask other
 tokens, so the masked-token count is printed too.
 NSP: from EWT documents, 50% IsNext (a sentence and the next one of its document) and 50% NotNext
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from bertlab.data.pretraining_data import DataConfig, Masker
+from bertlab.data.data_config import DataConfig
+from bertlab.data.maskers import Masker
 from bertlab.inference import LoadedModel, load_model
 from bertlab.losses import masked_lm
 from bertlab.storage.model_card import model_card_markdown

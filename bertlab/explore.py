@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bertlab.data.data_config import DataConfig, max_predictions_for
-from bertlab.data.pretraining_data import num_to_predict
+from bertlab.data.maskers import num_to_predict
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess, fill_text
 from bertlab.storage.model_card import corpus_words
@@ -369,7 +369,7 @@ def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
 def chosen_count_text(num_tokens: int, num_chosen: int, config: DataConfig) -> str:
     """Why an example of `num_tokens` tokens ([CLS] and [SEP] included) has `num_chosen` chosen for
     the masked LM, as markdown: `masked_lm_prob` of the tokens, rounded, capped at
-    `max_predictions_per_seq`, as Google's script counts (`bertlab.data.pretraining_data.num_to_predict`).
+    `max_predictions_per_seq`, as Google's script counts (`bertlab.data.maskers.num_to_predict`).
 
     '15% of the 27 tokens ([CLS] and [SEP] count, as in Google's script) = 4.05, rounded to **4**
     (the cap is 10 per example: 15% of the 64-token maximum, rounded up)'

@@ -21,7 +21,7 @@ from test_pretrain import _config
 from torch import nn
 
 from bertlab.config import BertConfig
-from bertlab.data import pretraining_data
+from bertlab.data import maskers
 from bertlab.data.objectives import OBJECTIVES, Objective
 from bertlab.errors import CheckpointError, InputError
 from bertlab.inference import load_model
@@ -129,7 +129,7 @@ def toy_family_and_objective(monkeypatch):
     """The family, the objective, its masker and its loss, registered for this test only."""
     register_family(TOY_FAMILY)
     monkeypatch.setitem(OBJECTIVES, TOY_OBJECTIVE.name, TOY_OBJECTIVE)
-    monkeypatch.setitem(pretraining_data.MASKERS, "first_word", FirstWordMasker)
+    monkeypatch.setitem(maskers.MASKERS, "first_word", FirstWordMasker)
     monkeypatch.setitem(LOSSES, "first_word_and_length", first_word_and_length)
     yield
     unregister_family(TOY_FAMILY)

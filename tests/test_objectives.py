@@ -9,7 +9,7 @@ import random
 import pytest
 from test_pretrain import _config
 
-from bertlab.data import pretraining_data
+from bertlab.data import maskers
 from bertlab.data.objectives import OBJECTIVES, Objective, get_objective
 from bertlab.data.pretraining_data import DataConfig, collate, create_instances, tokenize_documents
 from bertlab.errors import InputError
@@ -40,7 +40,7 @@ class FirstWordMasker:
     def __call__(self, ids, rng: random.Random):
         out = list(ids)
         out[1] = self.mask_id
-        return out, [1], [ids[1]], [pretraining_data.KIND_MASK]
+        return out, [1], [ids[1]], [maskers.KIND_MASK]
 
 
 TOY = Objective(
@@ -60,7 +60,7 @@ TOY = Objective(
 def toy_objective(monkeypatch):
     """One spec and one masker, registered for this test only."""
     monkeypatch.setitem(OBJECTIVES, TOY.name, TOY)
-    monkeypatch.setitem(pretraining_data.MASKERS, "first_word", FirstWordMasker)
+    monkeypatch.setitem(maskers.MASKERS, "first_word", FirstWordMasker)
     return TOY
 
 

@@ -8,13 +8,10 @@ import numpy as np
 import pytest
 from conftest import WORDS
 
+from bertlab.data.maskers import KIND_KEEP, KIND_MASK, KIND_RANDOM, Masker
 from bertlab.data.pretraining_data import (
-    KIND_KEEP,
-    KIND_MASK,
-    KIND_RANDOM,
     DataConfig,
     InstanceStore,
-    Masker,
     PretrainingBatches,
     collate,
     create_instances,

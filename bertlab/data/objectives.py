@@ -2,11 +2,11 @@
 
 An objective says how its instances are made (segment pairs or contiguous text; whether B is a
 random other document half the time), which positions are predicted (a masker, by name in
-bertlab.data.pretraining_data.MASKERS, or every position's next token), what the model needs (the NSP
+bertlab.data.maskers.MASKERS, or every position's next token), what the model needs (the NSP
 head, the attention direction), whether a training step has static shapes, and what the model card
 says. bertlab.data.pretraining_data, pretrain_config, pretrain and model_card read these fields instead
 of testing the objective's name, so a new objective (span masking, sentence order, ...) is one new
-`Objective` here plus its masker (`pretraining_data.register_masker`) and, if its loss is new, one
+`Objective` here plus its masker (`maskers.register_masker`) and, if its loss is new, one
 function in bertlab.losses (the torch side, which this spec names by `loss`).
 
 Data only: imports bertlab.errors; no torch.
@@ -26,7 +26,7 @@ class Objective:
     name: str  # the `data.objective` value, e.g. "mlm_nsp"
     paired: bool  # inputs are [CLS] A [SEP] B [SEP] with segments A/B; else [CLS] text [SEP]
     nsp: bool  # next sentence prediction: B is a random document half the time, the NSP head and loss
-    masker: str | None  # which masker chooses the predicted positions (pretraining_data.MASKERS); None: none
+    masker: str | None  # which masker chooses the predicted positions (bertlab.data.maskers.MASKERS); None: none
     next_token_labels: bool  # the label at position t is the token at t+1 (a left-to-right LM)
     attention_direction: str  # BertConfig.attention_direction: "bidirectional" | "left_to_right"
     description: str  # the model card's sentence
@@ -44,7 +44,7 @@ OBJECTIVES: dict[str, Objective] = {}
 
 
 def register_objective(objective: Objective) -> Objective:
-    """Add an objective (its masker, if new, goes to `pretraining_data.register_masker`)."""
+    """Add an objective (its masker, if new, goes to `maskers.register_masker`)."""
     OBJECTIVES[objective.name] = objective
     return objective
 

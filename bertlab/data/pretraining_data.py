@@ -5,8 +5,8 @@ Owns: the data config (`DataConfig`), segment pairs A/B with 50% IsNext / 50% No
 another document, the unused sentences put back), `short_seq_prob`, `truncate_seq_pair`, the
 masked-LM choice (15% of tokens; 80% [MASK] / 10% random / 10% kept; whole-word option), static
 (`dupe_factor` copies) and dynamic (fresh masks every epoch) masking, instances and labels as
-the objective says (bertlab.data.objectives: MLM+NSP, MLM only, left-to-right LM; maskers by name in
-`MASKERS`), a cache keyed by a hash of everything that made the data,
+the objective says (bertlab.data.objectives: MLM+NSP, MLM only, left-to-right LM; the maskers are
+bertlab.data.maskers'), a cache keyed by a hash of everything that made the data,
 collation into padded batches, and explanations of any instance for the app.
 
 One deliberate departure: the 10% random replacement draws from the vocabulary *minus* the
@@ -38,23 +38,17 @@ from bertlab.atomic import atomic_file
 from bertlab.data.batching import pad_batch
 from bertlab.data.corpus import Document, split_sentences
 from bertlab.data.data_config import DataConfig
+from bertlab.data.maskers import (
+    KIND_NAMES,
+    make_masker,
+)
 from bertlab.data.objectives import get_objective
 from bertlab.errors import InputError
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
-KIND_NONE, KIND_MASK, KIND_RANDOM, KIND_KEEP = 0, 1, 2, 3
-KIND_NAMES = {KIND_NONE: "", KIND_MASK: "mask", KIND_RANDOM: "random", KIND_KEEP: "keep"}
 IS_NEXT, NOT_NEXT = 0, 1  # label 0 = IsNext, as in Google's and Hugging Face's code
-
-
-def num_to_predict(num_tokens: int, config: DataConfig) -> int:
-    """How many of an instance's `num_tokens` tokens ([CLS] and [SEP] included, as Google's script
-    counts) are chosen for the masked LM: `masked_lm_prob` of them, rounded (at least 1), at most
-    `max_predictions_per_seq`. With whole-word masking fewer may be chosen (a word that would go past
-    this number is skipped)."""
-    return min(config.max_predictions_per_seq, max(1, int(round(num_tokens * config.masked_lm_prob))))
 
 
 @dataclass
@@ -186,75 +180,6 @@ def create_single_instances(
 def pair_config(config: DataConfig) -> DataConfig:
     """The config pairs are made with: without NSP, B is never a random other document."""
     return config if config.objective_spec.nsp else dataclasses.replace(config, random_next_prob=0.0)
-
-
-class Masker:
-    """Google's `create_masked_lm_predictions`, with every probability a config field."""
-
-    def __init__(self, tokenizer: BertTokenizer, config: DataConfig):
-        self.config = config
-        self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
-        size = max(tokenizer.vocab.values()) + 1
-        self.continuation = np.zeros(size, dtype=bool)
-        for tok, i in tokenizer.vocab.items():
-            self.continuation[i] = tok.startswith("##")
-        # the random 10%: the whole vocabulary except the special tokens (Google: the whole vocabulary;
-        # see `DataConfig.random_token_prob`)
-        specials = tokenizer.special_ids
-        self.random_pool = [i for i in range(size) if i not in specials]
-        self.keep_share = config.keep_token_prob / (1.0 - config.mask_token_prob) if config.mask_token_prob < 1 else 0.0
-
-    def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int], list[int]]:
-        """Returns (masked ids, positions, original ids at those positions, kinds)."""
-        cfg = self.config
-        cand: list[list[int]] = []
-        for i, t in enumerate(ids):
-            if t == self.cls_id or t == self.sep_id:
-                continue
-            if cfg.whole_word_mask and cand and self.continuation[t]:
-                cand[-1].append(i)
-            else:
-                cand.append([i])
-        rng.shuffle(cand)
-        out = list(ids)
-        target = num_to_predict(len(ids), cfg)
-        chosen: list[tuple[int, int, int]] = []
-        covered: set[int] = set()
-        for index_set in cand:
-            if len(chosen) >= target:
-                break
-            if len(chosen) + len(index_set) > target:
-                continue
-            if any(i in covered for i in index_set):
-                continue
-            for i in index_set:
-                covered.add(i)
-                if rng.random() < cfg.mask_token_prob:
-                    out[i], kind = self.mask_id, KIND_MASK
-                elif rng.random() < self.keep_share:
-                    kind = KIND_KEEP
-                else:
-                    out[i], kind = self.random_pool[rng.randint(0, len(self.random_pool) - 1)], KIND_RANDOM
-                chosen.append((i, ids[i], kind))
-        chosen.sort()
-        return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
-
-
-# Maskers by the name an Objective gives (`Objective.masker`): each is made from the tokenizer and
-# the data config, and called on an instance's ids with an RNG like `Masker`.
-MaskerFactory = Callable[[BertTokenizer, DataConfig], Callable[..., tuple[list[int], list[int], list[int], list[int]]]]
-MASKERS: dict[str, MaskerFactory] = {"bert": Masker}
-
-
-def register_masker(name: str, factory: MaskerFactory) -> None:
-    """Add a masker an `Objective` can name (e.g. span masking)."""
-    MASKERS[name] = factory
-
-
-def make_masker(tokenizer: BertTokenizer, config: DataConfig):
-    """The masker of the config's objective, or None for an objective that masks nothing."""
-    name = config.objective_spec.masker
-    return None if name is None else MASKERS[name](tokenizer, config)
 
 
 def tokenize_documents(

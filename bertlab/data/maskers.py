@@ -1,0 +1,102 @@
+"""Maskers: which positions of an instance the masked LM predicts, and what it sees there.
+
+`Masker` is Google's `create_masked_lm_predictions` (15% of tokens; 80% [MASK] / 10% random / 10%
+kept; whole-word option), every probability a `DataConfig` field; `SpanMasker` is SpanBERT's (Joshi
+et al. 2019): spans of whole words. An `Objective` names its masker (`Objective.masker`), found in
+`MASKERS`; `register_masker` adds one.
+
+One deliberate departure from Google: the 10% random replacement draws from the vocabulary *minus*
+the special tokens (see bertlab.data.pretraining_data's docstring and `DataConfig.random_token_prob`).
+
+Imports numpy, bertlab.data.data_config and bertlab.tokenizer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bertlab.data.data_config import DataConfig
+from bertlab.tokenizer import BertTokenizer
+
+KIND_NONE, KIND_MASK, KIND_RANDOM, KIND_KEEP = 0, 1, 2, 3
+KIND_NAMES = {KIND_NONE: "", KIND_MASK: "mask", KIND_RANDOM: "random", KIND_KEEP: "keep"}
+
+
+def num_to_predict(num_tokens: int, config: DataConfig) -> int:
+    """How many of an instance's `num_tokens` tokens ([CLS] and [SEP] included, as Google's script
+    counts) are chosen for the masked LM: `masked_lm_prob` of them, rounded (at least 1), at most
+    `max_predictions_per_seq`. With whole-word masking fewer may be chosen (a word that would go past
+    this number is skipped)."""
+    return min(config.max_predictions_per_seq, max(1, int(round(num_tokens * config.masked_lm_prob))))
+
+
+class Masker:
+    """Google's `create_masked_lm_predictions`, with every probability a config field."""
+
+    def __init__(self, tokenizer: BertTokenizer, config: DataConfig):
+        self.config = config
+        self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
+        size = max(tokenizer.vocab.values()) + 1
+        self.continuation = np.zeros(size, dtype=bool)
+        for tok, i in tokenizer.vocab.items():
+            self.continuation[i] = tok.startswith("##")
+        # the random 10%: the whole vocabulary except the special tokens (Google: the whole vocabulary;
+        # see `DataConfig.random_token_prob`)
+        specials = tokenizer.special_ids
+        self.random_pool = [i for i in range(size) if i not in specials]
+        self.keep_share = config.keep_token_prob / (1.0 - config.mask_token_prob) if config.mask_token_prob < 1 else 0.0
+
+    def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Returns (masked ids, positions, original ids at those positions, kinds)."""
+        cfg = self.config
+        cand: list[list[int]] = []
+        for i, t in enumerate(ids):
+            if t == self.cls_id or t == self.sep_id:
+                continue
+            if cfg.whole_word_mask and cand and self.continuation[t]:
+                cand[-1].append(i)
+            else:
+                cand.append([i])
+        rng.shuffle(cand)
+        out = list(ids)
+        target = num_to_predict(len(ids), cfg)
+        chosen: list[tuple[int, int, int]] = []
+        covered: set[int] = set()
+        for index_set in cand:
+            if len(chosen) >= target:
+                break
+            if len(chosen) + len(index_set) > target:
+                continue
+            if any(i in covered for i in index_set):
+                continue
+            for i in index_set:
+                covered.add(i)
+                if rng.random() < cfg.mask_token_prob:
+                    out[i], kind = self.mask_id, KIND_MASK
+                elif rng.random() < self.keep_share:
+                    kind = KIND_KEEP
+                else:
+                    out[i], kind = self.random_pool[rng.randint(0, len(self.random_pool) - 1)], KIND_RANDOM
+                chosen.append((i, ids[i], kind))
+        chosen.sort()
+        return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
+
+
+# Maskers by the name an Objective gives (`Objective.masker`): each is made from the tokenizer and
+# the data config, and called on an instance's ids with an RNG like `Masker`.
+MaskerFactory = Callable[[BertTokenizer, DataConfig], Callable[..., tuple[list[int], list[int], list[int], list[int]]]]
+MASKERS: dict[str, MaskerFactory] = {"bert": Masker}
+
+
+def register_masker(name: str, factory: MaskerFactory) -> None:
+    """Add a masker an `Objective` can name (e.g. span masking)."""
+    MASKERS[name] = factory
+
+
+def make_masker(tokenizer: BertTokenizer, config: DataConfig):
+    """The masker of the config's objective, or None for an objective that masks nothing."""
+    name = config.objective_spec.masker
+    return None if name is None else MASKERS[name](tokenizer, config)
