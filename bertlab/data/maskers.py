@@ -100,3 +100,82 @@ def make_masker(tokenizer: BertTokenizer, config: DataConfig):
     """The masker of the config's objective, or None for an objective that masks nothing."""
     name = config.objective_spec.masker
     return None if name is None else MASKERS[name](tokenizer, config)
+
+
+SPAN_GEOMETRIC_P = 0.2  # SpanBERT: span length in words ~ Geometric(0.2), mean 5 ...
+SPAN_MAX_WORDS = 10  # ... clipped at 10 words (mean 3.8)
+
+
+class SpanMasker(Masker):
+    """SpanBERT's masking (Joshi et al. 2019, §3.1): spans of whole words, each span's length in
+    words drawn from Geometric(0.2) clipped at 10 and its start a random word, until the share of
+    tokens `masked_lm_prob` asks (`num_to_predict`, so never past `max_predictions_per_seq`). The
+    80/10/10 choice is made per span, as in the paper: all its tokens [MASK], all random, or all kept.
+
+    A span stays inside its segment ([CLS] and [SEP] are never chosen). A span longer than what is
+    left of the budget is cut to the words that fit; attempts are bounded, so a short sequence may end
+    with fewer masked tokens than the budget, as Google's masker may.
+    """
+
+    def _words(self, ids: Sequence[int]) -> list[list[list[int]]]:
+        """Segments, each a list of words, each the positions of its WordPieces."""
+        segments: list[list[list[int]]] = [[]]
+        for i, t in enumerate(ids):
+            if t == self.cls_id or t == self.sep_id:
+                if segments[-1]:
+                    segments.append([])
+                continue
+            if segments[-1] and self.continuation[t]:
+                segments[-1][-1].append(i)
+            else:
+                segments[-1].append([i])
+        return [s for s in segments if s]
+
+    @staticmethod
+    def span_length(rng: random.Random) -> int:
+        """Words in one span: Geometric(SPAN_GEOMETRIC_P) on 1, 2, ..., clipped at SPAN_MAX_WORDS."""
+        length = 1
+        while length < SPAN_MAX_WORDS and rng.random() >= SPAN_GEOMETRIC_P:
+            length += 1
+        return length
+
+    def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int], list[int]]:
+        cfg = self.config
+        segments = self._words(ids)
+        target = num_to_predict(len(ids), cfg)
+        out = list(ids)
+        chosen: list[tuple[int, int, int]] = []
+        covered: set[int] = set()
+        for _ in range(8 * max(1, target)):
+            if len(chosen) >= target or not segments:
+                break
+            words = segments[rng.randrange(len(segments))]
+            start = rng.randrange(len(words))
+            span = words[start : start + self.span_length(rng)]
+            positions: list[int] = []
+            for word in span:  # whole words only, as many as the budget leaves room for
+                if len(chosen) + len(positions) + len(word) > target:
+                    break
+                positions.extend(word)
+            if not positions or any(i in covered for i in positions):
+                continue
+            r = rng.random()
+            kind = (
+                KIND_MASK
+                if r < cfg.mask_token_prob
+                else KIND_KEEP
+                if r < cfg.mask_token_prob + cfg.keep_token_prob
+                else KIND_RANDOM
+            )
+            for i in positions:
+                covered.add(i)
+                if kind == KIND_MASK:
+                    out[i] = self.mask_id
+                elif kind == KIND_RANDOM:
+                    out[i] = self.random_pool[rng.randint(0, len(self.random_pool) - 1)]
+                chosen.append((i, ids[i], kind))
+        chosen.sort()
+        return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
+
+
+MASKERS["span"] = SpanMasker

@@ -103,3 +103,19 @@ register_objective(
         loss="masked_lm",
     )
 )
+# SpanBERT (Joshi et al. 2019): single segments and no NSP, as in the paper; spans of whole words
+# masked (bertlab.data.maskers.SpanMasker). The span-boundary objective (SBO) is not built.
+register_objective(
+    Objective(
+        "span",
+        paired=False,
+        nsp=False,
+        masker="span",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="SpanBERT's span masking (Joshi et al. 2019): spans of whole words, lengths from "
+        "Geometric(0.2) clipped at 10, single segments, no NSP",
+        short="masked LM over word spans (SpanBERT)",
+        loss="masked_lm",
+    )
+)
