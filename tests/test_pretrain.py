@@ -281,7 +281,7 @@ def test_snapshots_are_written_at_log_spaced_steps_and_load(tmp_path, vocab_file
     evals = {m["step"] for m in read_metrics(tmp_path / "run") if m["split"] == "eval"}
     assert {10, 20, 25} <= evals  # every snapshot has its held-out score
     # the exported model carries its learning history and its card the held-out curve
-    from bertlab.storage.export import export_run
+    from bertlab.training.export import export_run
     from bertlab.training.history import load_history
 
     out = export_run(tmp_path / "run", tmp_path / "shipped")
@@ -475,7 +475,7 @@ def test_continued_pretraining_starts_from_a_checkpoint(tmp_path, vocab_file):
     without dropout keeps the config's dropout for later fine-tuning; a misfit is a clear error."""
     first = run_pretraining(_config(tmp_path, vocab_file, max_steps=6), tmp_path / "one", progress_bar=False)
     assert first.state == "finished"
-    from bertlab.storage.export import export_run
+    from bertlab.training.export import export_run
 
     base = export_run(tmp_path / "one", tmp_path / "base", fp16=False)  # a checkpoint of its own, as shipped
     import dataclasses
@@ -885,7 +885,7 @@ def test_a_continued_run_carries_the_earlier_stage_curve_and_history(tmp_path, v
     started from gives the same story (what it carries was kept in its own run folder)."""
     import dataclasses
 
-    from bertlab.storage.export import export_run
+    from bertlab.training.export import export_run
     from bertlab.training.history import load_history
 
     first = _config(tmp_path, vocab_file, max_steps=12, eval_every=6, snapshots="true")
