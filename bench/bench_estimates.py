@@ -5,7 +5,7 @@
     python -m bench.bench_estimates --data ../shared/data --estimates 5    # each estimate 5 times: its spread
 
 (from the repository root). For each job it does what a user of the Train page does: estimate the job
-(`bertlab.training.job_estimates.estimate_spec`, which times a few steps of the job's own model, head and batch on this
+(`bertlab.jobs.estimates.spec.estimate_spec`, which times a few steps of the job's own model, head and batch on this
 machine, with no earlier runs to read from), then run it as the jobs runner does (`python -m bertlab
 <kind> ... --run-dir DIR`, one thread unless told) and read the training time the run records (its last
 evaluation's `train_s`: steps only, no data preparation or evaluation, as the estimate counts). The ratio
@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertlab.jobs.estimates.spec import estimate_spec
+from bertlab.jobs.estimates.timed_step import measured_step_seconds
 from bertlab.jobs.spec import JobSpec, build_command, finetune_args, pretrain_args
-from bertlab.training.job_estimates import estimate_spec
-from bertlab.training.timed_step import measured_step_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,6 +14,7 @@ from bertlab.errors import BertLabError
 from bertlab.finetune.args import FEATURE_CHOICES, MAX_EPOCHS
 from bertlab.finetune.tasks import get_task, suggested_learning_rate
 from bertlab.formatting import format_duration
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import (
     FINETUNE_TASKS,
@@ -28,7 +29,6 @@ from bertlab.storage.catalog import find_checkpoints
 from bertlab.storage.model_card import pretrained_length, read_card
 from bertlab.storage.modelfolder import hidden_width
 from bertlab.storage.runfolder import REPO_ROOT
-from bertlab.training.job_estimates import estimate_spec
 from pages.common import chosen_model, concept, setup_page
 from pages.common.admin import job_access_field
 

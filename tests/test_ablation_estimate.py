@@ -16,8 +16,8 @@ from test_finetune_recipe import write_sst2
 
 from bertlab.ablations import estimate, planning
 from bertlab.ablations.cli import add_args, run
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.registry import JobRegistry
-from bertlab.training.job_estimates import estimate_spec
 
 MRPC = ("mrpc", 64, 64)  # a fine-tuning job's data: task, train examples, dev examples
 _EXAMPLES = ("max_train_examples", "max_eval_examples")

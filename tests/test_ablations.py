@@ -27,10 +27,10 @@ from bertlab.ablations.paper import CITATION
 from bertlab.ablations.tables import TABLES
 from bertlab.app_pages import page_titled
 from bertlab.errors import InputError
+from bertlab.jobs.estimates.task_tokens import pretraining_tokens
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, waiting_for
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config
-from bertlab.training.task_tokens import pretraining_tokens
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -238,7 +238,7 @@ def test_a_suite_on_gpus_records_their_names(tmp_path, monkeypatch):
 
 
 def test_the_estimate_lists_each_run_and_agrees_with_the_train_page(tmp_path):
-    from bertlab.training.job_estimates import estimate_spec
+    from bertlab.jobs.estimates.spec import estimate_spec
 
     data = tmp_path / "data"
     write_sst2(data / "glue" / "SST-2", n=40)

@@ -1,4 +1,4 @@
-"""bertlab/training/estimates.py and the modules it is made of (job_estimates, memory_estimate, step_time,
+"""bertlab/jobs/estimates/estimate.py and the modules it is made of (job_estimates, memory_estimate, step_time,
 timed_step): parameters, memory and time of a run before it starts."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from conftest import REPO, tiny_spec
 
 from bertlab.config import BertConfig, preset
+from bertlab.jobs.estimates.estimate import compile_seconds, estimate
+from bertlab.jobs.estimates.memory import count_parameters
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.spec import JobError, JobSpec
-from bertlab.training.estimates import compile_seconds, estimate
-from bertlab.training.job_estimates import estimate_spec
-from bertlab.training.memory_estimate import count_parameters
 
 
 def test_parameter_count_matches_the_model():
@@ -99,7 +99,7 @@ def test_estimate_reads_finetuning_runs_too(runs):
 
 def test_an_earlier_cpu_run_on_other_threads_is_not_the_same_job(runs, monkeypatch):
     """A step on 1 thread took ~1.4x one on 2 here: an earlier --threads 1 run's rate is not a 2-thread job's."""
-    monkeypatch.setattr("bertlab.training.step_time.default_threads", lambda: 2)
+    monkeypatch.setattr("bertlab.jobs.estimates.step_time.default_threads", lambda: 2)
     run = runs / "one-thread"
     run.mkdir(parents=True)
     train = {"batch_size": 32, "num_threads": 1}
@@ -216,8 +216,8 @@ def _write_sst2(folder, n: int = 160):
 
 def test_a_finetuning_estimate_counts_the_real_tokens_of_the_task_and_the_shipped_model(runs, tmp_path):
     from bertlab.finetune.cli import config_from_args
+    from bertlab.jobs.estimates.task_tokens import task_tokens
     from bertlab.jobs.spec import finetune_args, parse_recipe_args
-    from bertlab.training.task_tokens import task_tokens
 
     data = _write_sst2(tmp_path / "sst2")
     args = finetune_args("sst2", str(data), max_steps=10, batch_size=16)
@@ -271,8 +271,8 @@ def test_a_bilstm_job_is_estimated_with_its_bilstm(runs, tmp_path, monkeypatch):
     """The + BiLSTM ablation row: its head is timed (and tabulated) with the BiLSTM, and an earlier
     run without one is not taken as its throughput."""
     import bertlab.finetune.models as models
+    from bertlab.jobs.estimates.timed_step import measured_step_seconds
     from bertlab.jobs.spec import finetune_args
-    from bertlab.training.timed_step import measured_step_seconds
 
     data = _write_sst2(tmp_path / "sst2")
     plain = (*finetune_args("sst2", str(data), max_steps=10, batch_size=16), "--size", "tiny")
@@ -325,7 +325,7 @@ def test_a_busy_machine_is_named_beside_a_time_timed_here(runs, monkeypatch):
 
 
 def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from_one_row():
-    from bertlab.training.timed_step import MEASURE_MAX_STEP_S, _micro_batch_seconds
+    from bertlab.jobs.estimates.timed_step import MEASURE_MAX_STEP_S, _micro_batch_seconds
 
     calls = []
 
@@ -357,7 +357,7 @@ def test_a_micro_batch_too_long_to_time_is_extended_along_a_line_not_scaled_from
 def test_the_two_points_of_an_extended_line_are_timed_twice_and_keep_their_faster_time():
     """A busy moment under one point tilts the line, and extending it to the micro-batch multiplies the
     error: each point is timed again, the other one timed in between, and the faster time of each is used."""
-    from bertlab.training.timed_step import _micro_batch_seconds
+    from bertlab.jobs.estimates.timed_step import _micro_batch_seconds
 
     calls = []
     disturbed = {(8, 0): 0.1, (16, 1): 0.2}  # other work on the machine under these timings
@@ -383,7 +383,7 @@ def test_a_step_that_is_mostly_fixed_cost_is_timed_whole_when_its_line_puts_it_u
     steps take nearly as long as the whole one, and their nearly flat line would multiply their noise
     when extended 4-8x. Where the line (of each point's faster time) puts the whole micro-batch under
     MEASURE_WHOLE_MAX_STEP_S, it is timed whole instead."""
-    from bertlab.training.timed_step import MEASURE_WHOLE_MAX_STEP_S, _micro_batch_seconds
+    from bertlab.jobs.estimates.timed_step import MEASURE_WHOLE_MAX_STEP_S, _micro_batch_seconds
 
     calls = []
 
@@ -403,7 +403,7 @@ def test_a_step_that_is_mostly_fixed_cost_is_timed_whole_when_its_line_puts_it_u
 
 
 def test_a_step_is_timed_in_the_precision_the_job_will_train_in(monkeypatch):
-    import bertlab.training.timed_step as timed_step
+    import bertlab.jobs.estimates.timed_step as timed_step
 
     cfg = preset("tiny", vocab_size=300)
     kw = dict(batch_size=4, seq_length=16, max_steps=3, device="cpu", pretraining=True)
@@ -422,9 +422,9 @@ def test_a_bilstm_head_is_timed_on_rows_padded_as_the_jobs_are(monkeypatch):
     as long as the batch and the others shorter, averaging the task's real tokens a row (timing every row
     full over-estimated a frozen-feature UPOS job 1.65x). A head without a BiLSTM is timed on full rows."""
     import bertlab.finetune.models as models
-    import bertlab.training.timed_step as timed_step
+    import bertlab.jobs.estimates.timed_step as timed_step
     from bertlab.finetune.models import HeadConfig
-    from bertlab.training.task_tokens import TaskTokens
+    from bertlab.jobs.estimates.task_tokens import TaskTokens
 
     seen = []
     real_forward = models.BertForTokenClassification.forward
@@ -543,7 +543,7 @@ def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):
     step was timed on the app's one (the Train page's estimate came out ~2x long on a quiet machine)."""
     import torch
 
-    import bertlab.training.timed_step as timed_step
+    import bertlab.jobs.estimates.timed_step as timed_step
     from bertlab.hardware import default_threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
@@ -554,7 +554,7 @@ def test_a_step_is_timed_on_the_threads_the_job_will_have(monkeypatch):
     real = torch.set_num_threads
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
     monkeypatch.setattr(timed_step, "default_threads", lambda: 2)
-    monkeypatch.setattr("bertlab.training.step_time.default_threads", lambda: 2)  # an earlier run's threads too
+    monkeypatch.setattr("bertlab.jobs.estimates.step_time.default_threads", lambda: 2)  # an earlier run's threads too
     before = torch.get_num_threads()
     timed_step.measured_step_seconds.cache_clear()
     estimate(preset("tiny", vocab_size=300), batch_size=4, seq_length=16, max_steps=3, device="cpu", threads=0)

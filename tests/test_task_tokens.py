@@ -1,10 +1,10 @@
-"""bertlab.training.task_tokens: padded lengths under dynamic padding, and the fallback when data cannot be read."""
+"""bertlab.jobs.estimates.task_tokens: padded lengths under dynamic padding, and the fallback when data cannot be read."""
 
 from __future__ import annotations
 
 import pytest
 
-from bertlab.training.task_tokens import TYPICAL_TOKENS, padded_length, typical_tokens
+from bertlab.jobs.estimates.task_tokens import TYPICAL_TOKENS, padded_length, typical_tokens
 
 
 def test_padded_length_pads_each_batch_to_its_longest_row():

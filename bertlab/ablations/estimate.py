@@ -5,9 +5,9 @@ by side on several GPUs or CPU slots (`cpu_sharing`: how much a CPU job slows be
 Owns: `RunEstimate`, `SuiteEstimate`, `estimate_suite`, `budget_text`, `cpu_slots`, `cpu_sharing`, and
 `JobOverhead` with `job_overhead` (a job's start-up and end: read from earlier finished jobs of the same kind,
 device and data in the runs folder, else `DEFAULT_OVERHEAD`, measured). Torch-free at import; `estimate_suite`
-asks bertlab.training.job_estimates for each job, which may time a training step of the model here.
+asks bertlab.jobs.estimates.spec for each job, which may time a training step of the model here.
 
-Imports bertlab.ablations.planning, bertlab.errors, bertlab.training.estimates / job_estimates, bertlab.formatting,
+Imports bertlab.ablations.planning, bertlab.errors, bertlab.jobs.estimates.estimate / job_estimates, bertlab.formatting,
 bertlab.hardware, bertlab.jobs (registry, runs, spec) and bertlab.storage.runfolder.
 """
 
@@ -23,12 +23,12 @@ from bertlab.ablations.planning import PlannedRun, SuiteSpec, plan
 from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.hardware import cpu_slots_setting, default_threads, gpu_count
+from bertlab.jobs.estimates.estimate import TIME_BUDGET_NOTE
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job, run_dirs
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config
 from bertlab.storage.runfolder import REPO_ROOT, read_job_file, read_metrics, read_run_config, read_status
-from bertlab.training.estimates import TIME_BUDGET_NOTE
-from bertlab.training.job_estimates import estimate_spec
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def estimate_suite(
     progress: Callable[[str], None] | None = None,
 ) -> SuiteEstimate:
     """Every run of the suite with the estimate the Train page gives the same job
-    (bertlab.training.job_estimates.estimate_spec: the real model, the task's real token counts, throughput
+    (bertlab.jobs.estimates.spec.estimate_spec: the real model, the task's real token counts, throughput
     measured in an earlier run or timed here), plus the job's start-up and end (`job_overhead`,
     from earlier jobs in `registry`'s folder, else measured defaults). A fine-tuning run of a variant
     that is still to be pretrained is estimated on that variant's model shape. A reused pretraining

@@ -9,6 +9,6 @@ the `bertlab jobs` CLI and the ablation suites use them.
 - view: what the pages draw about jobs (tables, live numbers, curves, what a state means).
 - cli: `bertlab jobs ...`.
 
-bertlab.storage.runfolder owns the files; bertlab.training.estimates the cost before running. Nothing here
+bertlab.storage.runfolder owns the files; bertlab.jobs.estimates.estimate the cost before running. Nothing here
 imports streamlit, and importing the package imports none of its modules.
 """

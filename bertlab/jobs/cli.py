@@ -1,6 +1,6 @@
 """`bertlab jobs list|submit|show|cancel|resume|delete|estimate|tick`: the job registry from a terminal.
 
-The work is bertlab.jobs' (and bertlab.training.job_estimates' for `estimate`); this module parses and prints.
+The work is bertlab.jobs' (and bertlab.jobs.estimates.spec' for `estimate`); this module parses and prints.
 `jobs submit --nodes N --master HOST:PORT` prints the torchrun line each machine runs instead of
 queueing the job.
 Torch-free at import, so `bertlab jobs list` starts fast.
@@ -14,11 +14,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertlab.formatting import format_duration
+from bertlab.jobs.estimates.estimate import Estimate
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, waiting_for
 from bertlab.jobs.spec import DEVICES, KINDS, TRAINING_KINDS, JobError, JobSpec, spec_device
-from bertlab.training.estimates import Estimate
-from bertlab.training.job_estimates import estimate_spec
 from bertlab.training.types import BUDGET_LIMITS
 
 

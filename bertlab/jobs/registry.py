@@ -44,7 +44,7 @@ with `--resume` (from scratch when no checkpoint was saved yet). Delete removes 
 refused while the job's processes are alive.
 
 The pieces around the registry: bertlab.jobs.spec (what a job runs, checked), bertlab.jobs.runs (jobs
-as read from disk), bertlab.training.estimates (cost before running), bertlab.hardware (process and GPU
+as read from disk), bertlab.jobs.estimates.estimate (cost before running), bertlab.hardware (process and GPU
 probes), bertlab.jobs.cli (`bertlab jobs ...`); bertlab.storage.runfolder owns the files.
 
 Imports the standard library and those modules; the recipes (with torch) only to validate a job,

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from bertlab.formatting import format_duration
+from bertlab.jobs.estimates.estimate import Estimate
 from bertlab.jobs.metric_lines import (
     chance_levels,
     chance_of,
@@ -26,7 +27,6 @@ from bertlab.jobs.metric_lines import (
 from bertlab.jobs.progress import caught_up, eta_s
 from bertlab.jobs.runs import Job
 from bertlab.jobs.states import WAITING_STATES
-from bertlab.training.estimates import Estimate
 
 
 def format_count(n: int | float | None) -> str:

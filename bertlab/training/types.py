@@ -26,7 +26,7 @@ SCHEDULES = ("linear", "cosine", "constant", "wsd")  # the decays bertlab.traini
 BUDGET_LIMITS = {"max_steps": 10**10, "max_tokens": 10**15, "max_time_s": 10**9}
 
 # torch.compile's cost and gain, read by the trainer's compile="auto" (bertlab.training.optimization) and by
-# the estimates (bertlab.training.estimates). Cost: one-off seconds before the first step, most of it per
+# the estimates (bertlab.jobs.estimates.estimate). Cost: one-off seconds before the first step, most of it per
 # traced layer: ~100 s for the 4-layer mini on a 2-core CPU (150-450 s on a busy AVX2-only one).
 COMPILE_BASE_S = {"cpu": 40.0, "cuda": 20.0}
 COMPILE_PER_LAYER_S = {"cpu": 15.0, "cuda": 5.0}

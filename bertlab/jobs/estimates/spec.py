@@ -21,10 +21,10 @@ from bertlab.config import BertConfig, preset
 from bertlab.data.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
+from bertlab.jobs.estimates.estimate import Estimate, estimate, with_compile
+from bertlab.jobs.estimates.task_tokens import pretraining_tokens, task_tokens, typical_tokens
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.storage.modelfolder import CONFIG_FILE
-from bertlab.training.estimates import Estimate, estimate, with_compile
-from bertlab.training.task_tokens import pretraining_tokens, task_tokens, typical_tokens
 
 if TYPE_CHECKING:  # annotations only
     from bertlab.data.data_config import DataConfig

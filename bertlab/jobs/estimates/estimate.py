@@ -2,12 +2,12 @@
 `estimate`, which puts one together for a model shape, a batch and a budget.
 
 A labelled estimate, not a promise. Memory comes from the usual per-parameter and per-activation
-formulas (bertlab.training.memory_estimate). Time is steps x seconds a step, where a step's tokens are the
+formulas (bertlab.jobs.estimates.memory). Time is steps x seconds a step, where a step's tokens are the
 job's real token counts: a fine-tuning batch is padded to its longest row (dynamic padding), so its length
 comes from the task's own data run through the model's own tokenizer (`task_tokens`), not from
 max_seq_length. Seconds a step come from an earlier run, from timing a few steps here now or from a table
-(bertlab.training.step_time). Compiling the model (`torch.compile`) adds `compile_s` in front. A job
-spec's estimate (its real model, data and phases) is bertlab.training.job_estimates'.
+(bertlab.jobs.estimates.step_time). Compiling the model (`torch.compile`) adds `compile_s` in front. A job
+spec's estimate (its real model, data and phases) is bertlab.jobs.estimates.spec'.
 
 Imports the standard library and bertlab.config / formatting / jobs.spec (JobError) /
 training.memory_estimate / step_time / timed_step (a busy machine) / task_tokens / types (the compile
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 from bertlab.config import BertConfig
 from bertlab.formatting import format_duration
+from bertlab.jobs.estimates.memory import memory_use
+from bertlab.jobs.estimates.step_time import device_info, step_seconds
+from bertlab.jobs.estimates.task_tokens import TaskTokens
+from bertlab.jobs.estimates.timed_step import busy_note
 from bertlab.jobs.spec import JobError
 from bertlab.training import types as train_types
-from bertlab.training.memory_estimate import memory_use
-from bertlab.training.step_time import device_info, step_seconds
-from bertlab.training.task_tokens import TaskTokens
-from bertlab.training.timed_step import busy_note
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from bertlab.finetune.models import HeadConfig

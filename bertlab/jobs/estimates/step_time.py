@@ -1,6 +1,6 @@
 """Seconds an optimizer step of a training run takes, from the first of: an earlier run of the same job
 shape on the same kind of device (`_measured_in_run`), a few steps of the job's model timed here now
-(bertlab.training.timed_step), or, for a model too big to time here, its training FLOPs over a tabulated
+(bertlab.jobs.estimates.timed_step), or, for a model too big to time here, its training FLOPs over a tabulated
 FLOP/s (`TABULATED_FLOPS`). Also what the device is (`device_info`: its name, memory and FLOP/s).
 
 Imports the standard library and bertlab.config / hardware / jobs.runs and storage.runfolder (earlier
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from bertlab.config import BertConfig
 from bertlab.hardware import default_threads, gpu_stats
+from bertlab.jobs.estimates.timed_step import timed_micro_batch
 from bertlab.jobs.runs import run_dirs
 from bertlab.storage.runfolder import read_metrics, read_run_config, read_status, runs_root
-from bertlab.training.timed_step import timed_micro_batch
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from bertlab.finetune.models import HeadConfig

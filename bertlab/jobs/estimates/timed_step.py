@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from bertlab.config import BertConfig
 from bertlab.hardware import default_threads
+from bertlab.jobs.estimates.memory import count_parameters
 from bertlab.training import types as train_types
-from bertlab.training.memory_estimate import count_parameters
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from collections.abc import Callable

@@ -1,7 +1,7 @@
 """How many tokens a training job's steps really hold: a fine-tuning job's training rows encoded as
 the recipe encodes them, with the tokenizer of the model it starts from, and padded batch by batch to
 the longest row (dynamic padding); a pretraining job's instances made as its run makes them from a
-sample of its corpus. bertlab.training.estimates turns these counts into steps and seconds.
+sample of its corpus. bertlab.jobs.estimates.estimate turns these counts into steps and seconds.
 
 Imports the standard library and bertlab.errors; the fine-tuning recipe, the checkpoint reader and
 the tokenizer only inside the functions that read task data (deferred: they import torch, and the
