@@ -164,17 +164,20 @@ def guess_lowercase(vocab: dict[str, int]) -> bool:
 class BertTokenizer:
     """BERT's WordPiece tokenizer (basic tokenization + WordPiece), backed by Rust `tokenizers`."""
 
+    # the special tokens by role; a subclass for another family names its own (RoBERTa's <s>, </s>, ...)
+    pad_token, unk_token, cls_token, sep_token, mask_token = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+
     def __init__(self, tokenizer: Tokenizer, lowercase: bool, model_max_length: int = 512):
         self._tok = tokenizer
         self.lowercase = lowercase
         self.model_max_length = model_max_length
         self.vocab = tokenizer.get_vocab()
         self.id_to_token = {i: t for t, i in self.vocab.items()}
-        self.pad_id = self.vocab["[PAD]"]
-        self.unk_id = self.vocab["[UNK]"]
-        self.cls_id = self.vocab["[CLS]"]
-        self.sep_id = self.vocab["[SEP]"]
-        self.mask_id = self.vocab["[MASK]"]
+        self.pad_id = self.vocab[self.pad_token]
+        self.unk_id = self.vocab[self.unk_token]
+        self.cls_id = self.vocab[self.cls_token]
+        self.sep_id = self.vocab[self.sep_token]
+        self.mask_id = self.vocab[self.mask_token]
         self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
 
     # --- construction -------------------------------------------------------------------
@@ -395,7 +398,7 @@ class BertTokenizer:
         return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.id_to_token.get(int(i), "[UNK]") for i in ids]
+        return [self.id_to_token.get(int(i), self.unk_token) for i in ids]
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         return [self.vocab.get(t, self.unk_id) for t in tokens]
