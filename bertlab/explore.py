@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from bertlab.data.data_config import DataConfig, max_predictions_for
 from bertlab.data.maskers import num_to_predict
 from bertlab.errors import InputError
-from bertlab.inference import FillMaskResult, LayerGuess, fill_text
+from bertlab.inference import FillMaskResult, LayerGuess
 from bertlab.storage.model_card import corpus_words
-from bertlab.tokenizer import BertTokenizer
+from bertlab.tokenizer import BertTokenizer, fill_text
 
 MASK = "[MASK]"
 

@@ -22,7 +22,7 @@ from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.storage.checkpoint import default_model_path, load_pretraining_model
-from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
+from bertlab.tokenizer import BertTokenizer, Encoding, attached_to_left, fill_text, mask_any_case, whole_word
 
 log = logging.getLogger(__name__)
 
@@ -155,79 +155,6 @@ def _as_list(texts: object, what: str) -> list:
     raise InputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}")
 
 
-def whole_word(tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
-    """The word `token` forms at `position` with the ## pieces around it.
-
-    A `##` answer is glued to the word on its left only where the position was already inside
-    a word (`attached`): a ## piece of a word the user typed ('cat ##s' -> '##z' gives 'catz'),
-    a [MASK] typed against the word before it ('cat[MASK]'), or a [MASK] right after another
-    [MASK] (whole-word masking: 'play' + '##ing' gives 'playing'). Elsewhere the model proposes a
-    sub-word piece for a position that stands as its own word, and gluing it would make up a word
-    ('is' + '##s' -> 'iss'): it is shown as what it is, 'is + ##s'.
-
-    Args:
-        attached: whether the position continues the word on its left as typed; None reads it
-            from `tokens` (True only when `tokens[position]` is itself a ## piece).
-    """
-    if attached is None:
-        attached = tokens[position].startswith("##")
-    left = ""
-    if token.startswith("##"):
-        i = position - 1
-        while i > 0 and tokens[i].startswith("##"):
-            left = tokens[i][2:] + left
-            i -= 1
-        if i > 0 and tokens[i] not in ("[CLS]", "[SEP]", "[MASK]"):
-            left = tokens[i] + left
-    right = ""
-    j = position + 1
-    while j < len(tokens) and tokens[j].startswith("##"):
-        right += tokens[j][2:]
-        j += 1
-    if left and not attached:
-        return f"{left} + {token}{right}"
-    core = token[2:] if token.startswith("##") else token
-    return left + core + right
-
-
-def attached_to_left(enc: Encoding, position: int) -> bool:
-    """Whether the token at `position` continues the word on its left as the user typed it: a ##
-    piece, a token typed with no space after the previous one ('cat[MASK]'), or a [MASK] after a
-    [MASK] (one masked word). See `whole_word`."""
-    p = position
-    if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
-        return False
-    if enc.tokens[p].startswith("##") or enc.tokens[p - 1] == "[MASK]":
-        return True
-    return enc.offsets[p - 1][1] == enc.offsets[p][0]
-
-
-def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
-    """`text` as the user typed it, with the [MASK] at each token position replaced by a token.
-
-    A `##` piece joins the word before it where the [MASK] was inside a word ("cat[MASK]" +
-    "##s" -> "cats"; "[MASK] [MASK]" + "play", "##ing" -> "playing"); after a word typed on its
-    own it is shown as a piece ("is [MASK]" + "##s" -> "is + ##s", not "iss"; see `whole_word`).
-    When the input was truncated, the part of `text` the model never read is dropped.
-    """
-    end = len(text)
-    if enc.truncated:
-        end = max((stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0)
-    out = text[:end]
-    for p, token in sorted(zip(positions, tokens, strict=True), reverse=True):
-        start, stop = enc.offsets[p]
-        left = out[:start]
-        if token.startswith("##"):
-            if attached_to_left(enc, p) or p - 1 in positions:
-                left, token = left.rstrip(), token[2:]
-            else:
-                left, token = left.rstrip(), " + " + token
-        elif left and left[-1].isalnum():
-            token = " " + token  # "cat[MASK]" typed without a space
-        out = left + token + out[stop:]
-    return out
-
-
 # --------------------------------------------------------------------------------------
 # The loaded model
 # --------------------------------------------------------------------------------------
@@ -259,6 +186,10 @@ class LoadedModel:
         self.heads: tuple[str, ...] = tuple(self.info.get("heads", model.heads))
         self.has_mlm = "mlm" in self.heads
         self.has_nsp = "nsp" in self.heads
+        # A pair folder (ELECTRA's run) opens as its generator, the masked LM: pages that need one
+        # use this model; the others (attention, layers, replaced-token detection, fine-tuning) use
+        # the discriminator, load_model(halves["discriminator"]). Empty for a folder of one model.
+        self.halves: dict[str, str] = dict(self.info.get("halves", {}))
 
     def _need_mlm(self, what: str) -> None:
         """InputError when the folder has no masked-LM head (a fine-tuned classifier, an encoder)."""

@@ -2,7 +2,9 @@
 
 Owns: loading a BERT `vocab.txt` (cased or uncased), training a new vocabulary from text files,
 encoding single sentences and pairs with [CLS]/[SEP] and segment ids, truncation with a clear
-signal, and offsets that map pieces back to words. Imports `tokenizers` and bertlab.errors only.
+signal, offsets that map pieces back to words, and how an answer reads as a word of the text typed
+(`whole_word`, `fill_text`: a ## piece joins the word it continues). Imports `tokenizers`,
+bertlab.atomic and bertlab.errors.
 """
 
 from __future__ import annotations
@@ -405,3 +407,79 @@ class BertTokenizer:
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+
+# --------------------------------------------------------------------------------------
+# Words from WordPieces: how an answer reads in the text the user typed
+# --------------------------------------------------------------------------------------
+def whole_word(tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
+    """The word `token` forms at `position` with the ## pieces around it.
+
+    A `##` answer is glued to the word on its left only where the position was already inside
+    a word (`attached`): a ## piece of a word the user typed ('cat ##s' -> '##z' gives 'catz'),
+    a [MASK] typed against the word before it ('cat[MASK]'), or a [MASK] right after another
+    [MASK] (whole-word masking: 'play' + '##ing' gives 'playing'). Elsewhere the model proposes a
+    sub-word piece for a position that stands as its own word, and gluing it would make up a word
+    ('is' + '##s' -> 'iss'): it is shown as what it is, 'is + ##s'.
+
+    Args:
+        attached: whether the position continues the word on its left as typed; None reads it
+            from `tokens` (True only when `tokens[position]` is itself a ## piece).
+    """
+    if attached is None:
+        attached = tokens[position].startswith("##")
+    left = ""
+    if token.startswith("##"):
+        i = position - 1
+        while i > 0 and tokens[i].startswith("##"):
+            left = tokens[i][2:] + left
+            i -= 1
+        if i > 0 and tokens[i] not in ("[CLS]", "[SEP]", "[MASK]"):
+            left = tokens[i] + left
+    right = ""
+    j = position + 1
+    while j < len(tokens) and tokens[j].startswith("##"):
+        right += tokens[j][2:]
+        j += 1
+    if left and not attached:
+        return f"{left} + {token}{right}"
+    core = token[2:] if token.startswith("##") else token
+    return left + core + right
+
+
+def attached_to_left(enc: Encoding, position: int) -> bool:
+    """Whether the token at `position` continues the word on its left as the user typed it: a ##
+    piece, a token typed with no space after the previous one ('cat[MASK]'), or a [MASK] after a
+    [MASK] (one masked word). See `whole_word`."""
+    p = position
+    if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
+        return False
+    if enc.tokens[p].startswith("##") or enc.tokens[p - 1] == "[MASK]":
+        return True
+    return enc.offsets[p - 1][1] == enc.offsets[p][0]
+
+
+def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
+    """`text` as the user typed it, with the [MASK] at each token position replaced by a token.
+
+    A `##` piece joins the word before it where the [MASK] was inside a word ("cat[MASK]" +
+    "##s" -> "cats"; "[MASK] [MASK]" + "play", "##ing" -> "playing"); after a word typed on its
+    own it is shown as a piece ("is [MASK]" + "##s" -> "is + ##s", not "iss"; see `whole_word`).
+    When the input was truncated, the part of `text` the model never read is dropped.
+    """
+    end = len(text)
+    if enc.truncated:
+        end = max((stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0)
+    out = text[:end]
+    for p, token in sorted(zip(positions, tokens, strict=True), reverse=True):
+        start, stop = enc.offsets[p]
+        left = out[:start]
+        if token.startswith("##"):
+            if attached_to_left(enc, p) or p - 1 in positions:
+                left, token = left.rstrip(), token[2:]
+            else:
+                left, token = left.rstrip(), " + " + token
+        elif left and left[-1].isalnum():
+            token = " " + token  # "cat[MASK]" typed without a space
+        out = left + token + out[stop:]
+    return out

@@ -10,9 +10,10 @@ from torch.testing import assert_close
 
 from bertlab.errors import InputError
 from bertlab.hardware import pick_device
-from bertlab.inference import LoadedModel, fill_text, load_model, whole_word
+from bertlab.inference import LoadedModel, load_model
 from bertlab.model import BertForPreTraining
 from bertlab.storage.checkpoint import save_checkpoint
+from bertlab.tokenizer import fill_text, whole_word
 
 TEXTS = [
     "the cat sat on the [MASK].",
