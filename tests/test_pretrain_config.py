@@ -92,3 +92,13 @@ def test_the_help_lists_every_key_an_override_takes():
         if name in ("vocab", "init_from", "dropout") or not value:
             continue
         load_config_file(None, [item, "train.max_steps=5"])
+
+
+def test_the_help_lists_every_objective_and_family():
+    from bertlab.data.objectives import OBJECTIVES
+    from bertlab.models.registry import known_model_types
+    from bertlab.training.pretrain_config import override_keys
+
+    text = override_keys()
+    assert all(f"  {name}: " in text for name in OBJECTIVES)
+    assert all(t in text.split("model families (model_type=): ")[1] for t in known_model_types())

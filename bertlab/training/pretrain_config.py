@@ -6,8 +6,9 @@ Every value is checked when the config is read (types, ranges, the data sections
 `eval_data`), so a bad config fails before any data is prepared.
 
 Imports bertlab.config (presets, field coercion), bertlab.data.corpus (the default corpus's name),
-bertlab.errors, bertlab.data.pretraining_data (DataConfig) and bertlab.training.trainer (TrainConfig); yaml
-when a file or an override is read. The recipe that runs a config is bertlab.training.pretrain.
+bertlab.errors, bertlab.data.pretraining_data (DataConfig), bertlab.data.objectives (which family an
+objective trains) and bertlab.training.trainer (TrainConfig); yaml when a file or an override is read.
+The recipe that runs a config is bertlab.training.pretrain.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from bertlab.config import BERT_FIELDS, BertConfig, coerce_field, dataclass_from_dict, preset
 from bertlab.data.corpus import DEFAULT_CORPUS
 from bertlab.data.data_config import DataConfig
+from bertlab.data.objectives import OBJECTIVES, Objective
 from bertlab.errors import InputError
 from bertlab.models.registry import family_for, known_model_types
 from bertlab.training.types import TrainConfig
@@ -138,6 +140,7 @@ class PretrainConfig:
         if cfg.model_type not in known_model_types():
             raise InputError(f"model_type must be one of {', '.join(known_model_types())}, not {cfg.model_type!r}")
         cfg.family_overrides  # noqa: B018  (checks model_overrides' keys now, not mid-run)
+        check_objective_fits_family(cfg.data.objective_spec, cfg.model_type)
         for name in ("phase2", "eval_data"):
             if not isinstance(getattr(cfg, name), dict):
                 raise InputError(f"{name} must be a mapping of data fields, e.g. {{max_seq_length: 128}}")
@@ -152,6 +155,25 @@ class PretrainConfig:
         except InputError as exc:
             raise InputError(f"eval_data: {exc}") from None
         return cfg
+
+
+def check_objective_fits_family(objective: Objective, model_type: str) -> None:
+    """An objective made for one family (ELECTRA's) trains only that family, which trains with no other.
+
+    Raises:
+        InputError: the objective names another family, or the family has objectives of its own.
+    """
+    if objective.model_type not in (None, model_type):
+        raise InputError(
+            f"data.objective={objective.name} trains model_type={objective.model_type}, not {model_type}: "
+            f"set model_type={objective.model_type}"
+        )
+    own = [o.name for o in OBJECTIVES.values() if o.model_type == model_type]
+    if own and objective.name not in own:
+        raise InputError(
+            f"model_type={model_type} trains with data.objective={' or '.join(own)} only, not {objective.name}: "
+            f"set data.objective={own[0]}"
+        )
 
 
 def _parse_value(text: str) -> Any:
@@ -212,8 +234,15 @@ def override_keys() -> str:
         "keys (key=default), set as key=value after the config; lists as [a, b], mappings as {a: 1}:\n"
         f"{listed(defaults)}\n{listed(defaults.data, 'data.')}\n{listed(defaults.train, 'train.')}\n"
         "one budget is needed: train.max_steps, train.max_tokens or train.max_time_s (0 = none); "
-        "model_overrides takes BertConfig fields (num_layers, hidden_size, num_heads, intermediate_size, ...)"
+        "model_overrides takes BertConfig fields (num_layers, hidden_size, num_heads, intermediate_size, ...) "
+        "and the family's own keys\n"
+        f"{objectives_help()}\nmodel families (model_type=): {', '.join(known_model_types())}"
     )
+
+
+def objectives_help() -> str:
+    """One line per pretraining objective: `data.objective=NAME: what it is` (the help's list)."""
+    return "objectives (data.objective=):\n" + "\n".join(f"  {o.name}: {o.description}" for o in OBJECTIVES.values())
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
