@@ -100,5 +100,5 @@ def test_the_help_lists_every_objective_and_family():
     from bertlab.training.pretrain_config import override_keys
 
     text = override_keys()
-    assert all(f"  {name}: " in text for name in OBJECTIVES)
+    assert all(f" - {name}: " in text for name in OBJECTIVES)
     assert all(t in text.split("model families (model_type=): ")[1] for t in known_model_types())

@@ -27,6 +27,8 @@ from bertlab.errors import InputError
 from bertlab.models.registry import family_for, known_model_types
 from bertlab.training.types import TrainConfig
 
+TOKENIZERS = ("wordpiece", "bpe")  # BERT's WordPiece; RoBERTa's byte-level BPE (bertlab.bpe_tokenizer)
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -38,9 +40,10 @@ class PretrainConfig:
     model_overrides: dict = field(default_factory=dict)  # BertConfig fields, e.g. {"num_layers": 2}
     corpus: tuple[str, ...] = (DEFAULT_CORPUS,)  # files, folders, "default" (gensim's Wikipedia sample), "hf:..."
     corpus_format: str = "auto"  # auto | google | prose | wikitext | jsonl
-    vocab: str | None = None  # an existing vocab.txt; None trains a new WordPiece vocabulary
+    vocab: str | None = None  # an existing vocab.txt (bpe: vocab.json, merges.txt beside it); None trains one
     vocab_size: int = 8192  # for a new vocabulary
-    lowercase: bool = True
+    lowercase: bool = True  # WordPiece's; a byte-level BPE is cased, as RoBERTa's
+    tokenizer: str = "wordpiece"  # one of TOKENIZERS: BERT's WordPiece, or RoBERTa's byte-level BPE ("bpe")
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
     cache_dir: str = "~/.cache/bertlab/data"
@@ -136,7 +139,13 @@ class PretrainConfig:
             if k in data:
                 c = data[k] or ()
                 data[k] = tuple([c] if isinstance(c, str) else c)
+        if data.get("tokenizer") == "bpe":
+            if data.get("lowercase") is True:
+                raise InputError("tokenizer=bpe is cased, as RoBERTa's byte-level BPE: leave out lowercase=true")
+            data["lowercase"] = False  # the default's True is WordPiece's
         cfg = cls(**data)
+        if cfg.tokenizer not in TOKENIZERS:
+            raise InputError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {cfg.tokenizer!r}")
         if cfg.model_type not in known_model_types():
             raise InputError(f"model_type must be one of {', '.join(known_model_types())}, not {cfg.model_type!r}")
         cfg.family_overrides  # noqa: B018  (checks model_overrides' keys now, not mid-run)
@@ -242,7 +251,7 @@ def override_keys() -> str:
 
 def objectives_help() -> str:
     """One line per pretraining objective: `data.objective=NAME: what it is` (the help's list)."""
-    return "objectives (data.objective=):\n" + "\n".join(f"  {o.name}: {o.description}" for o in OBJECTIVES.values())
+    return "objectives (data.objective=):\n" + "\n".join(f" - {o.name}: {o.description}" for o in OBJECTIVES.values())
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
