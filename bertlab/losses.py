@@ -118,6 +118,26 @@ def sentence_pair_score(logits: torch.Tensor, labels: torch.Tensor) -> tuple[tor
     return F.cross_entropy(logits.float(), labels), (logits.argmax(-1) == labels).sum()
 
 
+def replaced_token_score(
+    logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Replaced-token detection: binary cross-entropy (fp32) of P(replaced), mean over the real tokens
+    ([CLS] and [SEP] too, as ELECTRA's code and transformers' ElectraForPreTraining count them), with
+    the number of tokens judged right and of tokens judged.
+
+    Args:
+        logits: (B, T) the discriminator's logit of P(replaced).
+        replaced: (B, T) bool, whether the token it read differs from the original.
+        attention_mask: (B, T) 1 for real tokens, 0 for padding; None: all real.
+    """
+    real = torch.ones_like(replaced) if attention_mask is None else attention_mask.bool()
+    per_token = F.binary_cross_entropy_with_logits(logits.float(), replaced.float(), reduction="none")  # (B, T)
+    count = real.sum()
+    loss = (per_token * real).sum() / count.clamp(min=1)
+    correct = (((logits > 0) == replaced) & real).sum()
+    return loss, correct, count
+
+
 def _mlm_sums(loss: torch.Tensor, correct: torch.Tensor, count: torch.Tensor) -> dict[str, float]:
     return {
         "mlm_correct": float(correct),
@@ -158,3 +178,30 @@ def masked_lm_nsp(
         loss = loss + nsp_loss
         sums.update(nsp_correct=float(nsp_correct), nsp_count=float(nsp_labels.numel()))
     return ObjectiveOutput(loss, sums, out)
+
+
+RTD_WEIGHT = 50.0  # λ: the discriminator's loss weighs 50 times the generator's (Clark et al. 2020, §2)
+
+
+@register_loss("replaced_token_detection")
+def replaced_token_detection(
+    model: nn.Module, batch: dict[str, torch.Tensor], prediction_cap: int | None = None
+) -> ObjectiveOutput:
+    """ELECTRA's loss (Clark et al. 2020): the generator's masked-LM loss + λ x the discriminator's
+    replaced-token loss, λ = 50. The model (bertlab.models.electra.ElectraPair) fills the masked
+    positions with the generator's samples and returns what the discriminator read (`corrupted_ids`)
+    and judged (`rtd_logits`); a token counts as replaced where it differs from the original, so a
+    sample equal to the original counts as not replaced, as in the paper."""
+    labels = batch["mlm_labels"]
+    out = model(**_encoder_inputs(batch), mlm_positions=labels != IGNORE, prediction_cap=prediction_cap)
+    mlm_loss, correct, count = masked_lm_score(out, labels)
+    original = torch.where(labels != IGNORE, labels, batch["input_ids"])  # (B, T)
+    replaced = out.corrupted_ids != original
+    rtd_loss, rtd_correct, rtd_count = replaced_token_score(out.rtd_logits, replaced, batch.get("attention_mask"))
+    sums = _mlm_sums(mlm_loss, correct, count)
+    sums.update(
+        rtd_correct=float(rtd_correct),
+        rtd_count=float(rtd_count),
+        rtd_loss_sum=float(rtd_loss.detach()) * float(rtd_count),
+    )
+    return ObjectiveOutput(mlm_loss + RTD_WEIGHT * rtd_loss, sums, out)

@@ -248,6 +248,10 @@ class BertModel(nn.Module):
             bias = causal if bias is None else (bias + causal).clamp(min=neg)
         return bias
 
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) the first layer's input, `hidden_states[0]` (ALBERT projects its narrower embeddings here)."""
+        return self.embeddings(input_ids, token_type_ids)
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -286,7 +290,7 @@ class BertModel(nn.Module):
             and bool(attention_mask.all())
         ):
             attention_mask = None  # no padding: let SDPA pick its unmasked (fastest) kernel
-        x = self.embeddings(input_ids, token_type_ids)
+        x = self.embed(input_ids, token_type_ids)
         bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
@@ -446,17 +450,22 @@ class BertForPreTraining(nn.Module):
         hidden = enc.last_hidden_state
         slots = None
         if positions is not None and prediction_cap is not None:
-            mlm_logits = self.cls.predictions(hidden)  # (B, K, V): every slot, a shape known in advance
+            mlm_logits = self.layer_logits(hidden)  # (B, K, V): every slot, a shape known in advance
             slots = (positions, slot_used)
         elif positions is not None:
-            mlm_logits = self.cls.predictions(hidden[slot_used])  # (N, V), row-major like hidden[select]
+            mlm_logits = self.layer_logits(hidden[slot_used])  # (N, V), row-major like hidden[select]
         elif select is not None:
-            mlm_logits = self.cls.predictions(hidden[select])  # (N, V)
+            mlm_logits = self.layer_logits(hidden[select])  # (N, V)
         else:
-            mlm_logits = self.cls.predictions(hidden)  # (B, T, V)
-        heads = self.cls.seq_relationship
-        nsp_logits = heads(enc.pooled_output) if heads is not None else None  # (B, 2)
+            mlm_logits = self.layer_logits(hidden)  # (B, T, V)
+        nsp_logits = self.next_sentence_logits(enc.pooled_output)  # (B, 2) or None
         return PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc, mlm_slots=slots)
+
+    def next_sentence_logits(self, pooled: torch.Tensor) -> torch.Tensor | None:
+        """(B, 2) the NSP head on the pooled [CLS] vector (B, H); None without one (No NSP; ALBERT,
+        whose sentence-pair head is sentence order)."""
+        head = self.cls.seq_relationship
+        return head(pooled) if head is not None else None
 
     def layer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Apply the MLM head to any hidden state (B, T, H) -> (B, T, V), e.g. an earlier layer's."""

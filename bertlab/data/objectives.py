@@ -32,6 +32,9 @@ class Objective:
     description: str  # the model card's sentence
     short: str  # the model card's "Pretraining tasks" entry
     loss: str  # its loss in bertlab.losses.LOSSES (torch-side), which runs the model's heads
+    # the one family it trains, which in turn trains with no other objective (ELECTRA's generator and
+    # discriminator pair); None: any family with the heads it needs
+    model_type: str | None = None
 
     @property
     def static_shapes(self) -> bool:
@@ -117,5 +120,25 @@ register_objective(
         "Geometric(0.2) clipped at 10, single segments, no NSP",
         short="masked LM over word spans (SpanBERT)",
         loss="masked_lm",
+    )
+)
+# ELECTRA (Clark et al. 2020): BERT's masker picks 15% of the tokens, a small generator fills them
+# with samples and the discriminator says for every token whether it was replaced. Pairs without NSP
+# (No NSP's packing: ELECTRA's own data keeps two segments), so that it differs from No NSP only in
+# what is learned. ELECTRA's code masks 85% [MASK] / 15% kept where BERT's masker does 80/10/10.
+register_objective(
+    Objective(
+        "electra",
+        paired=True,
+        nsp=False,
+        masker="bert",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="ELECTRA's replaced-token detection (Clark et al. 2020): a small generator fills 15% "
+        "of the tokens with its samples, the discriminator says for every token whether it was replaced "
+        "(loss: generator masked LM + 50 x discriminator)",
+        short="replaced-token detection (ELECTRA), with a masked-LM generator",
+        loss="replaced_token_detection",
+        model_type="electra",
     )
 )

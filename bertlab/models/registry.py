@@ -130,3 +130,12 @@ def family_for(raw: Mapping[str, Any], source: str = "config.json") -> Family:
 
 
 register_family(Family("BERT", ("bert",), heads=("mlm", "nsp"), implementation="bertlab.models.bert"))
+register_family(
+    Family(
+        "ELECTRA",
+        ("electra",),
+        heads=("mlm", "rtd"),
+        implementation="bertlab.models.electra",
+        config_keys=("embedding_size", "generator_size"),
+    )
+)

@@ -1,7 +1,8 @@
 """One checkpoint format, compatible with Hugging Face `transformers`.
 
 A checkpoint is a directory with `config.json` (BertConfig keys + a `bertlab` section),
-`model.safetensors` (BERT's standard state-dict names), `vocab.txt` and tokenizer files.
+`model.safetensors` (BERT's standard state-dict names), `vocab.txt` and tokenizer files; a pair
+folder (ELECTRA's generator and discriminator) holds one such folder per half.
 Directories written by `transformers` (`model.safetensors` or `pytorch_model.bin`) load too,
 and a Hub id loads from the local Hugging Face cache, or is downloaded there (`bertlab.storage.hub.download`:
 one weights file, safetensors first) when online. Nothing untrusted is unpickled:
@@ -40,8 +41,10 @@ from bertlab.models.registry import FamilyImplementation, family_for
 from bertlab.storage import hub
 from bertlab.storage.modelfolder import (
     CONFIG_FILE,
+    HALVES_KEY,
     PYTORCH_FILE,
     SAFETENSORS_FILE,
+    halves,
     has_config,
     is_model_folder,
     weights_path,
@@ -92,6 +95,11 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint directory atomically (never half-written, even if killed mid-write).
 
+    A model its family splits into halves (the family's optional `halves(model)`: ELECTRA's pair) is
+    written as a pair folder: each half in its own subfolder, with its config, weights and vocabulary,
+    as transformers opens it, and a config.json naming them (bertlab.storage.modelfolder.halves)
+    beside the vocabulary and `extra_files`.
+
     Args:
         architecture: the transformers class name written in config.json; None asks the config's
             family (bertlab.models.registry), e.g. "BertForPreTraining".
@@ -101,21 +109,42 @@ def save_checkpoint(
     """
     directory = Path(directory)
     config = config or model.config
-    if architecture is None:
-        architecture = family_for({"model_type": config.model_type}, type(config).__name__).load().architecture(config)
+    family = family_for({"model_type": config.model_type}, type(config).__name__).load()
+    architecture = architecture or family.architecture(config)
+    split = getattr(family, "halves", None)  # optional: only a family whose model is several models has it
+    parts = split(model) if split is not None else {}
     with atomic_dir(directory) as tmp:
+        for name, part in parts.items():
+            _write_model_files(
+                tmp / name,
+                part.config.to_hf_dict(family.architecture(part.config), extra_config),
+                part,
+                tokenizer,
+                dtype,
+            )
         cfg = config.to_hf_dict(architecture, extra_config)
-        if dtype is not None:
-            cfg["torch_dtype"] = str(dtype).replace("torch.", "")
-        (tmp / CONFIG_FILE).write_text(json.dumps(cfg, indent=2), encoding="utf-8")
-        save_file(export_state_dict(model, dtype), str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-        (tmp / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
-        if tokenizer is not None:
-            tokenizer.save(tmp)
+        if parts:
+            cfg["bertlab"][HALVES_KEY] = list(parts)
+        _write_model_files(tmp, cfg, None if parts else model, tokenizer, dtype)
         for name, obj in (extra_files or {}).items():
             data = obj if isinstance(obj, bytes) else json.dumps(obj, indent=2).encode("utf-8")
             (tmp / name).write_bytes(data)
     return directory
+
+
+def _write_model_files(
+    folder: Path, cfg: dict, model: torch.nn.Module | None, tokenizer: BertTokenizer | None, dtype: torch.dtype | None
+) -> None:
+    """config.json, the weights (none for a pair folder's own) and the tokenizer's files, into `folder`."""
+    folder.mkdir(exist_ok=True)
+    if dtype is not None:
+        cfg["torch_dtype"] = str(dtype).replace("torch.", "")
+    (folder / CONFIG_FILE).write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    if model is not None:
+        save_file(export_state_dict(model, dtype), str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+        (folder / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
+    if tokenizer is not None:
+        tokenizer.save(folder)
 
 
 # --------------------------------------------------------------------------------------
@@ -212,7 +241,13 @@ def weights_file(directory: str | Path) -> Path:
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
-    """Read `model.safetensors` (preferred) or `pytorch_model.bin` with weights_only=True."""
+    """Read `model.safetensors` (preferred) or `pytorch_model.bin` with weights_only=True.
+
+    A pair folder's weights are its halves', each name under its half's (`generator.electra...`), as
+    the pair's own state dict names them (a resumed ELECTRA run loads them so)."""
+    pair = halves(directory) if weights_path(directory) is None else {}
+    if pair:
+        return {f"{name}.{k}": v for name, folder in pair.items() for k, v in read_weights(folder).items()}
     path = weights_file(directory)
     if path.name == WEIGHTS_NAME:
         try:
@@ -292,15 +327,18 @@ def load_pretraining_model(
     path_or_id: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> tuple[torch.nn.Module, BertTokenizer, dict]:
     """Load a pretraining model (+ tokenizer) of any registered family from a folder or Hub id,
-    with the heads the folder holds.
+    with the heads the folder holds. A pair folder (ELECTRA's) opens as its first half, the generator.
 
     Returns:
         (model in eval mode, tokenizer, info) where info has `path`, `raw_config`, `family` (its
         name), `heads` (the heads whose weights the folder holds: "mlm", "nsp", ...; a fine-tuned
         classifier's folder has none), `missing` (weights not in the checkpoint, left at their
-        initial values) and `card` (model_card.json content when present).
+        initial values), `card` (model_card.json content when present) and `halves` (a pair
+        folder's halves, name -> folder, the opened one first; {} otherwise).
     """
-    directory = resolve(path_or_id)
+    given = resolve(path_or_id)
+    pair = halves(given) if weights_path(given) is None else {}
+    directory = next(iter(pair.values()), given)
     config, raw = load_config(directory)
     family = family_for(raw, str(directory / CONFIG_FILE))
     impl = family.load()
@@ -317,12 +355,13 @@ def load_pretraining_model(
         )
     model.to(device=device, dtype=dtype).eval()
     info = {
-        "path": str(directory),
+        "path": str(given),
         "raw_config": raw,
         "family": family.name,
         "heads": heads,
         "missing": missing,
-        "card": read_card(directory),
+        "card": read_card(given),
+        "halves": {name: str(folder) for name, folder in pair.items()},
     }
     return model, tokenizer, info
 

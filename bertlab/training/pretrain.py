@@ -461,14 +461,14 @@ def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: 
 
 def family_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     """The model config of the run's family: the size preset and the objective's heads
-    (`PretrainConfig.model_config`), read by the family (bertlab.models.registry) as from config.json,
-    so a family can add its own fields."""
+    (`PretrainConfig.model_config`) with the family's own `model_overrides` keys (its config_keys),
+    read by the family (bertlab.models.registry) as from config.json, so a family can add its own fields."""
     shared = cfg.model_config(vocab_size)
     source = f"model_type={cfg.model_type}"
     return (
         family_for({"model_type": cfg.model_type}, source)
         .load()
-        .config_from_hf({**shared.to_hf_dict(), "model_type": cfg.model_type}, source)
+        .config_from_hf({**shared.to_hf_dict(), **cfg.family_overrides, "model_type": cfg.model_type}, source)
     )
 
 
