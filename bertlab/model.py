@@ -30,7 +30,8 @@ class EncoderOutput:
 
     Attributes:
         last_hidden_state: (B, T, H) float, the last layer's output.
-        pooled_output: (B, H) float, tanh(dense([CLS])), the input of the NSP head.
+        pooled_output: (B, H) float, tanh(dense([CLS])), the input of the NSP head; None for an
+            encoder built without a pooler (RoBERTa's masked LM).
         hidden_states: L+1 tensors (B, T, H): the embeddings output, then every layer's output;
             None unless requested.
         attentions: L tensors (B, A, T, T) of attention probabilities (rows sum to 1);
@@ -38,7 +39,7 @@ class EncoderOutput:
     """
 
     last_hidden_state: torch.Tensor
-    pooled_output: torch.Tensor
+    pooled_output: torch.Tensor | None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
@@ -227,12 +228,13 @@ class BertPooler(nn.Module):
 class BertModel(nn.Module):
     """The encoder: embeddings, L layers, pooler."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        # transformers' name; False for a masked LM without NSP that saves no pooler (RobertaForMaskedLM)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
 
     def attention_bias(
         self, attention_mask: torch.Tensor | None, T: int, device: torch.device, dtype: torch.dtype
@@ -306,7 +308,7 @@ class BertModel(nn.Module):
                 attentions.append(probs)
         return EncoderOutput(
             last_hidden_state=x,
-            pooled_output=self.pooler(x),
+            pooled_output=self.pooler(x) if self.pooler is not None else None,
             hidden_states=tuple(hidden_states) if hidden_states is not None else None,
             attentions=tuple(attentions) if attentions is not None else None,
         )

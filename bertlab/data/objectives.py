@@ -35,6 +35,10 @@ class Objective:
     # the one family it trains, which in turn trains with no other objective (ELECTRA's generator and
     # discriminator pair); None: any family with the heads it needs
     model_type: str | None = None
+    # RoBERTa's FULL-SENTENCES: one stretch of whole sentences read across the corpus, documents
+    # joined by an extra separator (pretraining_data.create_full_sentence_instances); else instances
+    # come from one document each (`paired` says how)
+    full_sentences: bool = False
 
     @property
     def static_shapes(self) -> bool:
@@ -140,5 +144,23 @@ register_objective(
         short="replaced-token detection (ELECTRA), with a masked-LM generator",
         loss="replaced_token_detection",
         model_type="electra",
+    )
+)
+# RoBERTa's recipe (Liu et al. 2019, §4.2 and Table 2): masked LM only, on FULL-SENTENCES inputs in one
+# segment. The recipe's dynamic masking is data.masking=dynamic and its byte-level BPE tokenizer=bpe;
+# each stays a setting of its own, so that each can be compared on its own.
+register_objective(
+    Objective(
+        "roberta",
+        paired=False,
+        nsp=False,
+        masker="bert",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="RoBERTa's recipe (Liu et al. 2019): masked LM only on FULL-SENTENCES inputs (whole sentences "
+        "packed up to the length, across document boundaries with an extra separator), no NSP",
+        short="masked LM only on FULL-SENTENCES (RoBERTa)",
+        loss="masked_lm",
+        full_sentences=True,
     )
 )

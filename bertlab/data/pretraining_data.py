@@ -177,6 +177,42 @@ def create_single_instances(
     return out
 
 
+def create_full_sentence_instances(
+    documents: Sequence[Sequence[list[int]]], config: DataConfig, cls_id: int, sep_id: int
+) -> list[Instance]:
+    """RoBERTa's FULL-SENTENCES (Liu et al. 2019, §4.2): [CLS] whole sentences [SEP], read in order across
+    the documents and each instance filled up to max_seq_length; where one document ends and the next
+    begins inside an instance, an extra [SEP] marks the boundary (RoBERTa's </s>). A sentence longer
+    than an instance is cut into pieces that fill one each. No `short_seq_prob`: RoBERTa trains on
+    full-length inputs only. doc_a / doc_b are the first and the last document an instance reads."""
+    max_num_tokens = config.max_seq_length - 2
+    out: list[Instance] = []
+    body: list[int] = []
+    docs_read: list[int] = []  # the documents `body` holds text of, in order
+
+    def close() -> None:
+        if body and body[-1] == sep_id:
+            body.pop()  # a boundary at the very end: the closing [SEP] marks it
+        if body:
+            out.append(Instance([cls_id, *body, sep_id], len(body), False, docs_read[0], docs_read[-1]))
+        body.clear()
+        docs_read.clear()
+
+    for di, document in enumerate(documents):
+        for sentence in document:
+            for start in range(0, len(sentence), max_num_tokens):
+                piece = sentence[start : start + max_num_tokens]
+                if len(body) + len(piece) > max_num_tokens:
+                    close()
+                body.extend(piece)
+                if not docs_read or docs_read[-1] != di:
+                    docs_read.append(di)
+        if body and body[-1] != sep_id and len(body) < max_num_tokens:
+            body.append(sep_id)  # the next document goes on in this instance, after the separator
+    close()
+    return out
+
+
 def pair_config(config: DataConfig) -> DataConfig:
     """The config pairs are made with: without NSP, B is never a random other document."""
     return config if config.objective_spec.nsp else dataclasses.replace(config, random_next_prob=0.0)
@@ -214,15 +250,10 @@ def create_instances(
     rng.shuffle(order)
     docs = [docs[i] for i in order]
     masker = make_masker(tokenizer, config)
-    paired = config.objective_spec.paired
     dupe = config.dupe_factor if dupe_factor is None else dupe_factor
     instances: list[Instance] = []
     for _ in range(dupe):
-        for di in range(len(docs)):
-            if paired:
-                made = create_pair_instances(docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
-            else:
-                made = create_single_instances(docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+        for made in instances_by_document(docs, len(docs), config, tokenizer, rng):
             for inst in made:
                 inst.doc_a, inst.doc_b = order[inst.doc_a], order[inst.doc_b]
                 if mask and masker is not None:
@@ -230,6 +261,22 @@ def create_instances(
             instances.extend(made)
     rng.shuffle(instances)
     return instances
+
+
+def instances_by_document(
+    docs: Sequence[Sequence[list[int]]], count: int, config: DataConfig, tokenizer: BertTokenizer, rng: random.Random
+) -> Iterator[list[Instance]]:
+    """One pass: the instances of each of the first `count` documents in turn, made as they are asked
+    for (the rest are only partners, where NotNext B segments may come from); with FULL-SENTENCES
+    packing, those of the `count` documents at once, as their instances cross documents."""
+    if config.objective_spec.full_sentences:
+        yield create_full_sentence_instances(docs[:count], config, tokenizer.cls_id, tokenizer.sep_id)
+        return
+    for di in range(count):
+        if config.objective_spec.paired:
+            yield create_pair_instances(docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
+        else:
+            yield create_single_instances(docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
 
 
 def apply_mask(inst: Instance, masker: Callable, rng: random.Random) -> Instance:
@@ -425,7 +472,14 @@ def explain_instance(
         return doc_names[d] if doc_names and d < len(doc_names) else f"document {d}"
 
     spec = get_objective(objective)
-    if spec.paired and not spec.nsp:
+    if spec.full_sentences:
+        across = (
+            ""
+            if inst.doc_b == inst.doc_a
+            else f" and on into {name(inst.doc_b)} ({tokenizer.sep_token} marks where a document ends)"
+        )
+        reason = f"RoBERTa's FULL-SENTENCES, no next-sentence task: whole sentences from {name(inst.doc_a)}{across}."
+    elif spec.paired and not spec.nsp:
         reason = (
             "No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
             f"and B), and B is always the text that really follows A in {name(inst.doc_a)}; only the loss differs."
@@ -512,11 +566,7 @@ def explain_text(
     rng = random.Random(seed)
     masker = make_masker(tokenizer, config)
     out = []
-    for di in range(n_user):
-        if config.objective_spec.paired:
-            made = create_pair_instances(token_docs, di, pair_config(config), tokenizer.cls_id, tokenizer.sep_id, rng)
-        else:
-            made = create_single_instances(token_docs[di], di, config, tokenizer.cls_id, tokenizer.sep_id, rng)
+    for made in instances_by_document(token_docs, n_user, config, tokenizer, rng):
         for inst in made:
             if masker is not None:
                 apply_mask(inst, masker, rng)

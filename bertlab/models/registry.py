@@ -139,3 +139,4 @@ register_family(
         config_keys=("embedding_size", "generator_size"),
     )
 )
+register_family(Family("RoBERTa", ("roberta",), heads=("mlm",), implementation="bertlab.models.roberta"))

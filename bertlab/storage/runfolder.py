@@ -9,6 +9,7 @@
         job.json            how the job registry launched it (absent for a run started by hand)
         log.txt             human-readable log
         vocab.txt           the run's WordPiece vocabulary, kept so that a resume sees the same one
+        vocab.json, merges.txt   ... or its byte-level BPE (tokenizer: bpe), as RoBERTa's
         checkpoint/         latest training state: model/ + trainer_state.pt, written atomically
         model/              the final model, Hugging Face-compatible
         snapshots/step-NNNNNNN/   small fp16 models at log-spaced steps (train.snapshots)
@@ -51,6 +52,7 @@ JOB_LOCK_FILE = ".job.lock"
 RUNS_LOCK_FILE = ".jobs.lock"
 LOG_FILE = "log.txt"
 VOCAB_FILE = "vocab.txt"
+BPE_VOCAB_FILE = "vocab.json"  # merges.txt beside it (bertlab.models.roberta_tokenizer writes both)
 CHECKPOINT_DIR = "checkpoint"
 TRAINER_STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "model"

@@ -7,7 +7,8 @@ the final model (bertlab.storage.runfolder owns the layout). The recipe seeds th
 RNGs (model init, dropout); the trainer does not. The CLI entry points are `add_args` / `run`
 (`bertlab pretrain`); `bertlab export` (a finished run as a shipped checkpoint) is bertlab.training.export.
 
-Imports the lower layers: atomic, pretrain_config, corpus, tokenizer, pretraining_data, model, checkpoint,
+Imports the lower layers: atomic, pretrain_config, corpus, tokenizer (and models.roberta_tokenizer, RoBERTa's
+byte-level BPE), pretraining_data, model, checkpoint,
 hardware, runfolder, training, and history and model_card for the story of the model a run continues (its
 curve and history are carried on when the run is exported).
 """
@@ -51,9 +52,11 @@ from bertlab.losses import get_loss, summarize
 from bertlab.model import BertForPreTraining
 from bertlab.models.registry import build_model as new_model_of_family
 from bertlab.models.registry import family_for
+from bertlab.models.roberta_tokenizer import RobertaTokenizer
 from bertlab.storage.checkpoint import load_pretraining_model, save_checkpoint
 from bertlab.storage.model_card import recipe_deviations
 from bertlab.storage.runfolder import (
+    BPE_VOCAB_FILE,
     CHECKPOINT_DIR,
     EARLIER_HISTORY_FILE,
     RUN_CONFIG_FILE,
@@ -172,28 +175,36 @@ class PretrainTask:
 # Preparing data
 # --------------------------------------------------------------------------------------
 def prepare_tokenizer(cfg: PretrainConfig, run_dir: Path, documents: Sequence[Document]) -> BertTokenizer:
-    """A given vocab.txt, the run's own (trained once and kept), or a newly trained one. Under
-    torchrun one rank trains it while the others wait on a lock, then all read the kept file."""
-    kept = run_dir / VOCAB_FILE
+    """A given vocabulary, the run's own (trained once and kept: vocab.txt, or with `tokenizer: bpe`
+    vocab.json + merges.txt), or a newly trained one. Under torchrun one rank trains it while the
+    others wait on a lock, then all read the kept file."""
+    kind, kept_name = _TOKENIZERS[cfg.tokenizer]
+    kept = run_dir / kept_name
     run_dir.mkdir(parents=True, exist_ok=True)
     with building(kept):
         if not kept.is_file():
             _tokenizer_of_run(cfg, documents).save_vocab(kept)
-    return BertTokenizer.from_vocab(kept, lowercase=cfg.lowercase)
+    return kind.from_vocab(kept, lowercase=cfg.lowercase)
+
+
+# each `PretrainConfig.tokenizer`: its class and the file a run keeps it by (BPE's merges.txt lies beside)
+_TOKENIZERS: dict[str, tuple[type[BertTokenizer], str]] = {
+    "wordpiece": (BertTokenizer, VOCAB_FILE),
+    "bpe": (RobertaTokenizer, BPE_VOCAB_FILE),
+}
 
 
 def _tokenizer_of_run(cfg: PretrainConfig, documents: Sequence[Document]) -> BertTokenizer:
     """The vocabulary `cfg` names (its own, or the one of the model it continues), or one trained now."""
-    vocab = cfg.vocab or (str(Path(cfg.init_from) / "vocab.txt") if cfg.init_from else None)
+    kind, kept_name = _TOKENIZERS[cfg.tokenizer]
+    vocab = cfg.vocab or (str(Path(cfg.init_from) / kept_name) if cfg.init_from else None)
     if vocab:
         if not Path(vocab).is_file():
             raise InputError(f"{vocab}: vocabulary file not found")
-        return BertTokenizer.from_vocab(vocab, lowercase=cfg.lowercase)
+        return kind.from_vocab(vocab, lowercase=cfg.lowercase)
     t0 = time.time()
-    tok = BertTokenizer.train(
-        texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase
-    )
-    log.info("trained a %d-token WordPiece vocabulary in %.1fs", len(tok), time.time() - t0)
+    tok = kind.train(texts=(s for d in documents for s in d), vocab_size=cfg.vocab_size, lowercase=cfg.lowercase)
+    log.info("trained a %d-token %s vocabulary in %.1fs", len(tok), cfg.tokenizer, time.time() - t0)
     return tok
 
 
@@ -406,7 +417,7 @@ def _run_pretraining(
     tokenizer = prepare_tokenizer(cfg, run_dir, corpus.documents)
     train_stores, eval_store, data_stats = prepare_data(cfg, corpus, tokenizer)
     train_store = train_stores[0]
-    model_config = family_config(cfg, len(tokenizer))
+    model_config = family_config(cfg, len(tokenizer), tokenizer.pad_id)
     model, init_info = build_model(cfg, model_config, run_dir, saved)
     write_run_config(
         run_dir,
@@ -459,7 +470,7 @@ def settings_for_run(cfg: PretrainConfig, run_dir: Path, resume: bool, dry_run: 
     return cfg, saved
 
 
-def family_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
+def family_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int = 0) -> BertConfig:
     """The model config of the run's family: the size preset and the objective's heads
     (`PretrainConfig.model_config`) with the family's own `model_overrides` keys (its config_keys),
     read by the family (bertlab.models.registry) as from config.json, so a family can add its own fields."""
@@ -468,7 +479,11 @@ def family_config(cfg: PretrainConfig, vocab_size: int) -> BertConfig:
     return (
         family_for({"model_type": cfg.model_type}, source)
         .load()
-        .config_from_hf({**shared.to_hf_dict(), **cfg.family_overrides, "model_type": cfg.model_type}, source)
+        .config_from_hf(
+            # the tokenizer's <pad>: the row the embeddings keep at zero (RoBERTa also counts positions from it)
+            {**shared.to_hf_dict(), **cfg.family_overrides, "model_type": cfg.model_type, "pad_token_id": pad_token_id},
+            source,
+        )
     )
 
 

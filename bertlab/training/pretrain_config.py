@@ -27,7 +27,7 @@ from bertlab.errors import InputError
 from bertlab.models.registry import family_for, known_model_types
 from bertlab.training.types import TrainConfig
 
-TOKENIZERS = ("wordpiece", "bpe")  # BERT's WordPiece; RoBERTa's byte-level BPE (bertlab.bpe_tokenizer)
+TOKENIZERS = ("wordpiece", "bpe")  # BERT's WordPiece; RoBERTa's byte-level BPE (bertlab.models.roberta_tokenizer)
 
 
 @dataclass(frozen=True)

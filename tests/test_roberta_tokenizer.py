@@ -1,4 +1,4 @@
-"""bertlab.bpe_tokenizer: RoBERTa's byte-level BPE, trained here, read and written as transformers'
+"""bertlab.models.roberta_tokenizer: RoBERTa's byte-level BPE, trained here, read and written as transformers'
 RobertaTokenizer reads and writes it, with BertTokenizer's interface.
 
 Training in `tokenizers` may break ties differently from run to run: nothing here depends on which
@@ -13,8 +13,8 @@ import shutil
 import pytest
 from conftest import SAMPLE_TEXT
 
-from bertlab.bpe_tokenizer import MERGES_TXT, VOCAB_JSON, RobertaTokenizer
 from bertlab.errors import CheckpointError, InputError
+from bertlab.models.roberta_tokenizer import MERGES_TXT, VOCAB_JSON, RobertaTokenizer
 from bertlab.tokenizer import BertTokenizer
 
 SENTENCES = [

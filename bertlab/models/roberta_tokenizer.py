@@ -13,7 +13,7 @@ either. A "[MASK]" the user types (any case) reads as <mask>: the same length, s
 Cased, as RoBERTa's: a byte-level vocabulary holds both cases, and transformers' RobertaTokenizer,
 which reads these files, has no lower-casing to match.
 
-Imports `tokenizers`, bertlab.atomic, bertlab.errors and bertlab.tokenizer.
+Imports `tokenizers`, bertlab.atomic, bertlab.errors and bertlab.tokenizer; no torch.
 """
 
 from __future__ import annotations
@@ -145,15 +145,18 @@ class RobertaTokenizer(BertTokenizer):
         cls,
         files: Sequence[str | Path] | None = None,
         vocab_size: int = 8192,
+        lowercase: bool = False,
         min_frequency: int = 2,
         texts: Iterable[str] | None = None,
     ) -> RobertaTokenizer:
         """Train a byte-level BPE vocabulary of `vocab_size` tokens, <mask> included, from text files
-        or an iterator of strings.
+        or an iterator of strings (BertTokenizer.train's arguments; `lowercase` must be False).
 
         Note: `tokenizers` training is not bit-for-bit deterministic across runs (ties between
         equally frequent pairs); train once and keep the files (`save_vocab`).
         """
+        if lowercase:
+            raise InputError("a byte-level BPE tokenizer is cased, as RoBERTa's; set lowercase=false")
         if vocab_size <= len(SPECIAL_TOKENS) + 1 + 256:
             raise InputError(f"vocab_size {vocab_size} leaves no room for merges beyond the 256 bytes and 5 specials")
         tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
