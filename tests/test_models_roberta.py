@@ -22,12 +22,14 @@ from bertlab.data.pretraining_data import (
     create_instances,
     explain_text,
 )
+from bertlab.errors import InputError
 from bertlab.inference import load_model
 from bertlab.losses import masked_lm
 from bertlab.models.roberta import RobertaConfig, RobertaForMaskedLM, config_from_hf, expected_shapes
 from bertlab.models.roberta_tokenizer import RobertaTokenizer
 from bertlab.storage.checkpoint import export_state_dict, load_pretraining_model, save_checkpoint
 from bertlab.training.pretrain import run_pretraining
+from bertlab.training.pretrain_config import PretrainConfig
 
 transformers = pytest.importorskip("transformers")
 
@@ -245,3 +247,12 @@ def test_a_tiny_roberta_pretrains_with_the_bpe_and_opens_in_transformers(tmp_pat
     keep = batch["attention_mask"].bool()
     with torch.no_grad():
         assert_close(model(**batch).mlm_logits[keep], theirs(**batch).logits[keep], atol=1e-5, rtol=1e-5)
+
+
+def test_the_pretrain_config_picks_the_bpe_which_is_cased():
+    assert PretrainConfig.from_dict({}).tokenizer == "wordpiece"
+    assert PretrainConfig.from_dict({"tokenizer": "bpe"}).lowercase is False  # WordPiece's default is uncased
+    with pytest.raises(InputError, match="cased"):
+        PretrainConfig.from_dict({"tokenizer": "bpe", "lowercase": True})
+    with pytest.raises(InputError, match="tokenizer must be one of wordpiece, bpe"):
+        PretrainConfig.from_dict({"tokenizer": "sentencepiece"})
