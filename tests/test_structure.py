@@ -195,3 +195,30 @@ def test_every_deferred_import_says_why():
         if not any("#" in lines[i - 1] for i in (e.line, e.line - 1) if i >= 1):
             silent.append(f"{e.module}:{e.line} imports {e.target}")
     assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
+
+
+MAX_FILE_LINES = 600  # a module you can read in one sitting (issue #53)
+MAX_FUNCTION_LINES = 90  # a function whose steps have names
+MAX_TOP_LEVEL_MODULES = 15  # beside the subpackages, __init__ and __main__ included
+
+
+def test_modules_and_functions_stay_readable_in_one_sitting():
+    too_long = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(REPO / "pages").rglob("*.py")]):
+        source = path.read_text(encoding="utf-8")
+        where = path.relative_to(REPO)
+        if source.count("\n") > MAX_FILE_LINES:
+            too_long.append(f"{where}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, "split by what each part owns: " + "; ".join(too_long)
+
+
+def test_the_top_level_stays_small():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(top)} modules at bertlab/'s top: group some into a subpackage: {top}"
+    )
