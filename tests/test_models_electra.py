@@ -24,7 +24,8 @@ from bertlab.models.electra import ElectraConfig, ElectraForMaskedLM, ElectraFor
 from bertlab.storage.checkpoint import load_config, load_pretraining_model, load_state, read_weights, save_checkpoint
 from bertlab.storage.modelfolder import is_model_folder
 from bertlab.storage.runfolder import read_metrics
-from bertlab.training.pretrain import run_pretraining
+from bertlab.training.export import export_run
+from bertlab.training.pretrain import initialize_from, run_pretraining
 from bertlab.training.pretrain_config import PretrainConfig
 
 transformers = pytest.importorskip("transformers")
@@ -230,8 +231,13 @@ def test_a_pair_saves_as_two_transformers_folders_and_opens_as_its_generator(tmp
 
     again = ElectraPair(_config_of("pair", 16, vocab_size=len(tokenizer)))
     assert load_state(again, read_weights(folder), str(folder), required_prefixes=()) == []  # as resume reads it
+    whole, _, info = load_pretraining_model(folder, whole=True)  # as export and a continued run read it
+    assert isinstance(whole, ElectraPair) and info["missing"] == [] and info["heads"] == ("rtd",)
+    continued = ElectraPair(_config_of("pair", 16, vocab_size=len(tokenizer)))
+    initialize_from(continued, str(folder))
     for k, v in pair.state_dict().items():
         assert torch.equal(again.state_dict()[k], v), k
+        assert torch.equal(whole.state_dict()[k], v) and torch.equal(continued.state_dict()[k], v), k
 
 
 def test_the_objective_and_the_family_go_together():
@@ -272,6 +278,9 @@ def test_a_tiny_electra_pretrains_and_both_halves_load_back(tmp_path, vocab_file
     lm = load_model(folder, device="cpu")
     assert lm.fill_mask("the [MASK] sat on the mat .").masks[0].candidates
     assert lm.card["objective"] == "electra"
+    exported = export_run(tmp_path / "run", tmp_path / "shipped")  # both halves, in float16
+    assert is_model_folder(exported / "generator") and is_model_folder(exported / "discriminator")
+    assert load_model(exported, device="cpu").halves.keys() == {"generator", "discriminator"}
 
     disc = load_model(lm.halves["discriminator"], device="cpu")
     theirs = transformers.ElectraForPreTraining.from_pretrained(lm.halves["discriminator"], attn_implementation="eager")

@@ -471,7 +471,10 @@ def expected_shapes(config: ElectraConfig) -> dict[str, tuple[int, ...]]:
 
 def heads_in(config: ElectraConfig, state: Mapping[str, Any]) -> tuple[str, ...]:
     """The heads whose weights `state` holds: "mlm" (a generator), "rtd" (a discriminator), or none
-    (an encoder or a fine-tuned classifier)."""
+    (an encoder or a fine-tuned classifier); a pair's are its discriminator's, which it answers as."""
+    if config.role == PAIR:
+        prefix = f"{DISCRIMINATOR}."
+        state = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
     found = {"mlm": all(k in state for k in MLM_KEYS), "rtd": all(k in state for k in RTD_KEYS)}
     return tuple(head for head, present in found.items() if present)
 

@@ -324,10 +324,14 @@ def _raise_on_shape_mismatch(state: dict, own: dict[str, tuple[int, ...]], sourc
 
 
 def load_pretraining_model(
-    path_or_id: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+    path_or_id: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    whole: bool = False,
 ) -> tuple[torch.nn.Module, BertTokenizer, dict]:
     """Load a pretraining model (+ tokenizer) of any registered family from a folder or Hub id,
-    with the heads the folder holds. A pair folder (ELECTRA's) opens as its first half, the generator.
+    with the heads the folder holds. A pair folder (ELECTRA's) opens as its first half, the generator,
+    or with `whole` as the pair it saved (what an export copies and a continued run starts from).
 
     Returns:
         (model in eval mode, tokenizer, info) where info has `path`, `raw_config`, `family` (its
@@ -338,11 +342,11 @@ def load_pretraining_model(
     """
     given = resolve(path_or_id)
     pair = halves(given) if weights_path(given) is None else {}
-    directory = next(iter(pair.values()), given)
+    directory = given if whole else next(iter(pair.values()), given)
     config, raw = load_config(directory)
     family = family_for(raw, str(directory / CONFIG_FILE))
     impl = family.load()
-    source = str(weights_file(directory))
+    source = str(directory) if directory == given and pair else str(weights_file(directory))
     state = impl.normalize_keys(read_weights(directory))
     check_shapes(config, state, source, impl)
     model = impl.build(config)

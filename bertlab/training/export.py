@@ -83,7 +83,7 @@ def export_run(
     if not model_dir(run_dir).is_dir():
         raise InputError(f"{run_dir}: no finished model in it (model/ is missing); finish or resume the run first")
     check_export_target(run_dir, out_dir)
-    model, tokenizer, info = load_pretraining_model(model_dir(run_dir))
+    model, tokenizer, info = load_pretraining_model(model_dir(run_dir), whole=True)  # both halves of a pair
     card = dict(info["card"])
     if metrics_note:
         card["metrics_note"] = metrics_note

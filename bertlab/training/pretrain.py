@@ -330,7 +330,7 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
     The checkpoint must have the same shapes (size, vocabulary, NSP head); a run that resumes
     loads its own checkpoint over these weights afterwards.
     """
-    source, _, info = load_pretraining_model(path)
+    source, _, info = load_pretraining_model(path, whole=True)  # a pair folder: the pair, both halves
     theirs = source.state_dict()
     mismatched = [
         f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}"
