@@ -180,6 +180,22 @@ def masked_lm_nsp(
     return ObjectiveOutput(loss, sums, out)
 
 
+@register_loss("masked_lm_sop")
+def masked_lm_sop(
+    model: nn.Module, batch: dict[str, torch.Tensor], prediction_cap: int | None = None
+) -> ObjectiveOutput:
+    """ALBERT's pretraining loss: masked LM + sentence-order prediction (Lan et al. 2019, §3.2), the
+    sum of the two means. SOP label 0 = A then B in order, 1 = swapped, as transformers'
+    `sentence_order_label`; the model returns the SOP head's logits as `sop_logits`
+    (bertlab.models.albert.AlbertPreTrainingOutput)."""
+    labels, order = batch["mlm_labels"], batch["sop_labels"]
+    out = model(**_encoder_inputs(batch), mlm_positions=labels != IGNORE, prediction_cap=prediction_cap)
+    mlm_loss, correct, count = masked_lm_score(out, labels)
+    sop_loss, sop_correct = sentence_pair_score(out.sop_logits, order)
+    sums = _mlm_sums(mlm_loss, correct, count) | {"sop_correct": float(sop_correct), "sop_count": float(order.numel())}
+    return ObjectiveOutput(mlm_loss + sop_loss, sums, out)
+
+
 RTD_WEIGHT = 50.0  # λ: the discriminator's loss weighs 50 times the generator's (Clark et al. 2020, §2)
 
 

@@ -140,3 +140,12 @@ register_family(
     )
 )
 register_family(Family("RoBERTa", ("roberta",), heads=("mlm",), implementation="bertlab.models.roberta"))
+register_family(
+    Family(
+        "ALBERT",
+        ("albert",),
+        heads=("mlm", "sop"),
+        implementation="bertlab.models.albert",
+        config_keys=("embedding_size", "parameter_sharing"),
+    )
+)
