@@ -84,6 +84,11 @@ class _HFTaskConfig:
     bert: BertConfig
     top_level: dict
 
+    @property
+    def model_type(self) -> str:
+        """The family the checkpoint belongs to (save_checkpoint asks it), the encoder's."""
+        return self.bert.model_type
+
     def to_hf_dict(self, architecture: str, extra: dict | None = None) -> dict:
         data = self.bert.to_hf_dict(architecture, extra)
         data.update(self.top_level)
