@@ -88,7 +88,8 @@ def architecture(config: LengthBertConfig) -> str:
     return "LengthBertForPreTraining"
 
 
-TOY_FAMILY = Family("Length-BERT", ("length_bert",), heads=("mlm", "length"), implementation=__name__)
+# BERT's heads (its model is a BertForPreTraining) and its own
+TOY_FAMILY = Family("Length-BERT", ("length_bert",), heads=("mlm", "nsp", "length"), implementation=__name__)
 
 
 # --------------------------------------------------------------------------------------

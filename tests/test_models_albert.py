@@ -1,6 +1,7 @@
 """bertlab.models.albert: ALBERT opens from transformers and saves for it with equal masked-LM and
 sentence-order logits and gradients (as tests/test_model.py does for BERT), its sharing modes share
-what they say, and a tiny ALBERT pretrains with sentence-order prediction through the recipe."""
+what they say, and a tiny ALBERT pretrains with sentence-order prediction (data.objective=mlm_sop)
+through the recipe and opens here and in transformers."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ import pytest
 import torch
 from conftest import tiny_config
 from test_model import _inputs
+from test_pretrain import _config as pretrain_config
 from torch.testing import assert_close
 
-from bertlab.errors import CheckpointError
+from bertlab.data.objectives import get_objective
+from bertlab.errors import CheckpointError, InputError
 from bertlab.inference import load_model
 from bertlab.losses import masked_lm_sop
 from bertlab.models import albert
 from bertlab.models.albert import AlbertConfig, AlbertForPreTraining
-from bertlab.storage.checkpoint import export_state_dict, save_checkpoint
+from bertlab.storage.checkpoint import export_state_dict, load_pretraining_model, save_checkpoint
+from bertlab.storage.runfolder import read_metrics
+from bertlab.training.pretrain import run_pretraining
+from bertlab.training.pretrain_config import PretrainConfig
 
 transformers = pytest.importorskip("transformers")
 
@@ -207,3 +213,59 @@ def test_config_errors_say_how_to_fix_them(tmp_path):
     (tmp_path / "spiece.model").write_bytes(b"")
     with pytest.raises(CheckpointError, match="SentencePiece"):
         albert.load_tokenizer(tmp_path, _config())
+
+
+def test_sentence_order_and_the_family_s_heads_go_together():
+    sop = get_objective("mlm_sop")
+    assert sop.paired and not sop.nsp and sop.segment_b == "swap" and sop.pair_head == "sop"
+    assert get_objective("mlm_nsp").pair_head == "nsp" and get_objective("mlm").pair_head is None
+    with pytest.raises(InputError, match="next sentence prediction head, and ALBERT has none.*e.g. mlm"):
+        PretrainConfig.from_dict({"model_type": "albert"})  # the default objective is mlm_nsp
+    with pytest.raises(InputError, match="sentence order prediction head, and BERT has none"):
+        PretrainConfig.from_dict({"data": {"objective": "mlm_sop"}})
+    cfg = PretrainConfig.from_dict(
+        {
+            "model_type": "albert",
+            "data": {"objective": "mlm_sop"},
+            "model_overrides": {"embedding_size": 16, "parameter_sharing": "ffn"},
+        }
+    )
+    assert cfg.family_overrides == {"embedding_size": 16, "parameter_sharing": "ffn"}
+
+
+def _albert_run(tmp_path, vocab_file, objective="mlm_sop", **train):
+    cfg = pretrain_config(tmp_path, vocab_file, **train)
+    return dataclasses.replace(
+        cfg,
+        model_type="albert",
+        model_overrides={**cfg.model_overrides, "embedding_size": 16},
+        data=dataclasses.replace(cfg.data, objective=objective),
+    )
+
+
+def test_a_tiny_albert_pretrains_with_sentence_order_and_loads_back(tmp_path, vocab_file):
+    result = run_pretraining(
+        _albert_run(tmp_path, vocab_file, max_steps=2, eval_every=2), tmp_path / "run", progress_bar=False
+    )
+    assert result.state == "finished" and result.progress.step == 2
+    assert {"mlm_acc", "mlm_loss", "sop_acc"} <= set(result.last_eval) and "nsp_acc" not in result.last_eval
+    assert any("sop_acc" in m for m in read_metrics(tmp_path / "run") if m["split"] == "train")
+    folder = tmp_path / "run" / "model"
+    raw = json.loads((folder / "config.json").read_text())
+    assert raw["model_type"] == "albert" and raw["architectures"] == ["AlbertForPreTraining"]
+    assert raw["embedding_size"] == 16 and raw["bertlab"]["objective"] == "mlm_sop"
+    model, _, info = load_pretraining_model(folder)
+    assert isinstance(model, AlbertForPreTraining) and info["heads"] == ("mlm", "sop") and info["missing"] == []
+    lm = load_model(folder, device="cpu")
+    assert lm.heads == ("mlm", "sop") and lm.card["objective"] == "mlm_sop"
+    assert lm.fill_mask("the [MASK] sat on the mat .").masks[0].candidates
+    theirs = transformers.AlbertForPreTraining.from_pretrained(folder, attn_implementation="eager").eval()
+    assert _assert_parity(lm.model, theirs)[1] < 1e-5  # the trained SOP head, as transformers reads it
+
+
+def test_albert_without_sentence_order_saves_no_sop_head(tmp_path, vocab_file):
+    run_pretraining(
+        _albert_run(tmp_path, vocab_file, objective="mlm", max_steps=1), tmp_path / "run", progress_bar=False
+    )
+    lm = load_model(tmp_path / "run" / "model", device="cpu")
+    assert lm.heads == ("mlm",) and lm.model.sop_classifier is None

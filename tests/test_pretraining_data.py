@@ -1,6 +1,8 @@
 """bertlab.data.pretraining_data: instance statistics match the configured probabilities, and the
 algorithm keeps google-research/bert's invariants."""
 
+import hashlib
+import json
 import multiprocessing
 import random
 
@@ -313,3 +315,55 @@ def test_explain_text_takes_a_not_next_b_from_the_users_other_document(tokenizer
     one = "The cat sat on the mat. The dog ran to the park. The bird sang in the tree."
     made = [e for seed in range(8) for e in explain_text(one, tokenizer, DataConfig(max_seq_length=24), seed=seed)]
     assert any('from the built-in text "' in e.reason for e in made if not e.is_next)
+
+
+def _starts(sequence: list[int], part: list[int]) -> list[int]:
+    return [i for i in range(len(sequence) - len(part) + 1) if sequence[i : i + len(part)] == part]
+
+
+def test_sentence_order_pairs_are_consecutive_segments_of_one_document_swapped_half_the_time(tokenizer):
+    docs = _token_docs(tokenizer, n_docs=60, n_sents=20)
+    cfg = DataConfig(max_seq_length=64, dupe_factor=2, objective="mlm_sop")
+    instances = create_instances(docs, tokenizer, cfg, seed=3, mask=False)
+    assert np.mean([x.is_swapped for x in instances]) == pytest.approx(0.5, abs=0.05)
+    assert not any(x.is_random_next for x in instances) and all(x.doc_a == x.doc_b for x in instances)
+    for x in instances:  # the first of the two comes first in the document (truncation may trim either end)
+        a, b = x.input_ids[1 : x.a_len + 1], x.input_ids[x.a_len + 2 : -1]
+        first, second = (b, a) if x.is_swapped else (a, b)
+        text = [t for sentence in docs[x.doc_a] for t in sentence]
+        assert any(j >= i + len(first) for i in _starts(text, first) for j in _starts(text, second))
+    batch = collate(instances[:8], cfg)
+    assert batch["sop_labels"].tolist() == [int(x.is_swapped) for x in instances[:8]]  # 1 = swapped
+    assert "nsp_labels" not in batch and int(batch["token_type_ids"].sum()) > 0
+    store = InstanceStore(pack(instances))
+    assert [store[i].is_swapped for i in range(len(store))] == [x.is_swapped for x in instances]
+    text = "The cat sat on the mat. The dog ran to the park. The bird sang in the tree. The sun was in the sky."
+    made = [e for seed in range(6) for e in explain_text(text, tokenizer, DataConfig(objective="mlm_sop"), seed=seed)]
+    assert {e.reason.split(":")[0] for e in made} == {"Swapped", "In order"}
+    assert all(e.is_next == e.reason.startswith("In order") for e in made)
+
+
+def test_bert_s_pairs_are_what_they_were_before_sentence_order(tokenizer):
+    """MLM + NSP's and No NSP's instances hashed as the pair maker made them before sentence order
+    joined it: only sentence order flips its coin."""
+    docs = _token_docs(tokenizer, n_docs=20, n_sents=12)
+    for objective, count, digest in (
+        ("mlm_nsp", 179, "a26b807726ae50d52b2614a8122d44f22a1fb114e88d8dae7e012dad72161104"),
+        ("mlm", 122, "1db3d211d5cd388e6936380be7fe3b9533e622d1d78275e58227f64b3b1d7c54"),
+    ):
+        made = create_instances(docs, tokenizer, DataConfig(max_seq_length=48, dupe_factor=2, objective=objective), 11)
+        rows = [
+            [
+                x.input_ids,
+                x.a_len,
+                x.is_random_next,
+                x.doc_a,
+                x.doc_b,
+                x.masked_positions,
+                x.masked_labels,
+                x.mask_kinds,
+            ]
+            for x in made
+        ]
+        assert len(made) == count and not any(x.is_swapped for x in made)
+        assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == digest, objective

@@ -1,13 +1,14 @@
 """The pretraining objectives: one frozen `Objective` per objective, registered in `OBJECTIVES`.
 
-An objective says how its instances are made (segment pairs or contiguous text; whether B is a
-random other document half the time), which positions are predicted (a masker, by name in
-bertlab.data.maskers.MASKERS, or every position's next token), what the model needs (the NSP
-head, the attention direction), whether a training step has static shapes, and what the model card
-says. bertlab.data.pretraining_data, pretrain_config, pretrain and model_card read these fields instead
-of testing the objective's name, so a new objective (span masking, sentence order, ...) is one new
-`Objective` here plus its masker (`maskers.register_masker`) and, if its loss is new, one
-function in bertlab.losses (the torch side, which this spec names by `loss`).
+An objective says how its instances are made (segment pairs or contiguous text; how B is chosen:
+a random other document half the time, A and B swapped half the time, or always A's continuation),
+which positions are predicted (a masker, by name in bertlab.data.maskers.MASKERS, or every
+position's next token), what the model needs (the sentence-pair head, the attention direction),
+whether a training step has static shapes, and what the model card says.
+bertlab.data.pretraining_data, pretrain_config, pretrain and model_card read these fields instead of
+testing the objective's name, so a new objective (span masking, sentence order, ...) is one new
+`Objective` here plus its masker (`maskers.register_masker`) and, if its loss is new, one function
+in bertlab.losses (the torch side, which this spec names by `loss`).
 
 Data only: imports bertlab.errors; no torch.
 """
@@ -39,6 +40,21 @@ class Objective:
     # joined by an extra separator (pretraining_data.create_full_sentence_instances); else instances
     # come from one document each (`paired` says how)
     full_sentences: bool = False
+    # how a pair's B is chosen (SEGMENT_B): "random_document" half the time (NSP; with nsp=True), A's
+    # "continuation" always (No NSP), or A's continuation with A and B "swap"ped half the time (ALBERT's
+    # sentence order: the SOP head and loss, label 1 = swapped)
+    segment_b: str = "continuation"
+
+    def __post_init__(self) -> None:
+        if self.segment_b not in SEGMENT_B:
+            raise ValueError(f"{self.name}: segment_b must be one of {SEGMENT_B}, not {self.segment_b!r}")
+        if self.nsp != (self.segment_b == "random_document"):
+            raise ValueError(f"{self.name}: NSP (nsp=True) and segment_b='random_document' go together")
+
+    @property
+    def pair_head(self) -> str | None:
+        """The sentence-pair head it trains ("nsp", "sop": bertlab.models.registry's head names), or None."""
+        return {"random_document": "nsp", "swap": "sop"}.get(self.segment_b) if self.paired else None
 
     @property
     def static_shapes(self) -> bool:
@@ -47,6 +63,7 @@ class Objective:
         return self.masker is not None and not self.next_token_labels
 
 
+SEGMENT_B = ("random_document", "continuation", "swap")
 OBJECTIVES: dict[str, Objective] = {}
 
 
@@ -79,6 +96,7 @@ register_objective(
         description="masked LM + next sentence prediction, as in Devlin et al. 2018",
         short="masked LM + next sentence prediction",
         loss="masked_lm_nsp",
+        segment_b="random_document",
     )
 )
 # No NSP keeps MLM + NSP's packing and segment embeddings (B is then always the real continuation),
@@ -162,5 +180,23 @@ register_objective(
         short="masked LM only on FULL-SENTENCES (RoBERTa)",
         loss="masked_lm",
         full_sentences=True,
+    )
+)
+# ALBERT's sentence-order prediction (Lan et al. 2019, §3.2): A and B are two consecutive stretches
+# of one document, swapped half the time; the model says whether they are in order. Any family with
+# an SOP head trains it (ALBERT's model_type=albert).
+register_objective(
+    Objective(
+        "mlm_sop",
+        paired=True,
+        nsp=False,
+        masker="bert",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="masked LM + sentence-order prediction, as in ALBERT (Lan et al. 2019): A and B are "
+        "consecutive segments of one document, swapped half the time",
+        short="masked LM + sentence-order prediction (ALBERT)",
+        loss="masked_lm_sop",
+        segment_b="swap",
     )
 )

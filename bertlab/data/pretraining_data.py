@@ -2,7 +2,8 @@
 `create_pretraining_data.py`.
 
 Owns: the data config (`DataConfig`), segment pairs A/B with 50% IsNext / 50% NotNext (B from
-another document, the unused sentences put back), `short_seq_prob`, `truncate_seq_pair`, the
+another document, the unused sentences put back) or, for sentence order, A and B swapped half the
+time (as Google's ALBERT script does), `short_seq_prob`, `truncate_seq_pair`, the
 masked-LM choice (15% of tokens; 80% [MASK] / 10% random / 10% kept; whole-word option), static
 (`dupe_factor` copies) and dynamic (fresh masks every epoch) masking, instances and labels as
 the objective says (bertlab.data.objectives: MLM+NSP, MLM only, left-to-right LM; the maskers are
@@ -49,6 +50,7 @@ from bertlab.tokenizer import BertTokenizer
 log = logging.getLogger(__name__)
 
 IS_NEXT, NOT_NEXT = 0, 1  # label 0 = IsNext, as in Google's and Hugging Face's code
+IN_ORDER, SWAPPED = 0, 1  # sentence order: label 1 = swapped, as transformers' sentence_order_label
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Instance:
             what each became (KIND_MASK / KIND_RANDOM / KIND_KEEP).
         is_random_next: True for NotNext.
         doc_a / doc_b: source document indices (doc_b == doc_a for IsNext).
+        is_swapped: sentence order: True when B is the text before A in doc_a.
     """
 
     input_ids: list[int]
@@ -72,6 +75,7 @@ class Instance:
     masked_positions: list[int] = dataclasses.field(default_factory=list)
     masked_labels: list[int] = dataclasses.field(default_factory=list)
     mask_kinds: list[int] = dataclasses.field(default_factory=list)
+    is_swapped: bool = False
 
     @property
     def segment_ids(self) -> list[int]:
@@ -103,9 +107,11 @@ def create_pair_instances(
 ) -> list[Instance]:
     """Segment pairs from one document (unmasked), as google-research/bert does.
 
-    `partner_documents` (default: `documents`) is where NotNext B segments come from.
+    `partner_documents` (default: `documents`) is where NotNext B segments come from. For sentence
+    order (the objective's segment_b "swap") B is A's continuation, and A and B swap places half the time.
     """
     document = documents[document_index]
+    swap = config.objective_spec.segment_b == "swap"
     partners = documents if partner_documents is None else partner_documents
     max_num_tokens = config.max_seq_length - 3
     target_seq_length = max_num_tokens
@@ -149,10 +155,16 @@ def create_pair_instances(
                     is_random_next = False
                     for j in range(a_end, len(current_chunk)):
                         tokens_b.extend(current_chunk[j])
+                # sentence order: the coin is flipped only for it, so other objectives' pairs stay as they were
+                swapped = swap and rng.random() < 0.5
+                if swapped:
+                    tokens_a, tokens_b = tokens_b, tokens_a
                 truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
                 if tokens_a and tokens_b:
                     ids = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
-                    instances.append(Instance(ids, len(tokens_a), is_random_next, document_index, doc_b))
+                    instances.append(
+                        Instance(ids, len(tokens_a), is_random_next, document_index, doc_b, is_swapped=swapped)
+                    )
             current_chunk = []
             current_length = 0
         i += 1
@@ -296,6 +308,7 @@ def pack(instances: Sequence[Instance]) -> dict[str, np.ndarray]:
         "offsets": np.concatenate([[0], np.cumsum(lens)]),
         "a_len": np.array([x.a_len for x in instances], dtype=np.int32),
         "is_random_next": np.array([x.is_random_next for x in instances], dtype=bool),
+        "is_swapped": np.array([x.is_swapped for x in instances], dtype=bool),
         "doc_a": np.array([x.doc_a for x in instances], dtype=np.int32),
         "doc_b": np.array([x.doc_b for x in instances], dtype=np.int32),
         "m_pos": np.fromiter(
@@ -329,6 +342,8 @@ class InstanceStore:
             masked_positions=a["m_pos"][ms:me].tolist(),
             masked_labels=a["m_lab"][ms:me].tolist(),
             mask_kinds=a["m_kind"][ms:me].tolist(),
+            # a cache packed before sentence order has no such array, and no swapped pair
+            is_swapped="is_swapped" in a and bool(a["is_swapped"][i]),
         )
 
     @property
@@ -378,7 +393,8 @@ def collate(
     """Pad to the longest instance (or to `pad_to`); labels -100 where nothing is predicted.
 
     With an objective's `next_token_labels` (the `ltr` objective) the label at position t is the
-    token at t+1 (next-token prediction); with its `nsp`, `nsp_labels` (0 = IsNext) too.
+    token at t+1 (next-token prediction); with its `nsp`, `nsp_labels` (0 = IsNext) too; with sentence
+    order (segment_b "swap"), `sop_labels` (0 = in order, 1 = swapped).
     """
     B, T = len(instances), max(max(len(x.input_ids) for x in instances), pad_to or 0)  # noqa: N806
     objective = config.objective_spec
@@ -400,6 +416,8 @@ def collate(
     batch["num_tokens"] = int(batch["attention_mask"].sum())
     if objective.nsp:
         batch["nsp_labels"] = torch.tensor([NOT_NEXT if x.is_random_next else IS_NEXT for x in instances])
+    if objective.pair_head == "sop":
+        batch["sop_labels"] = torch.tensor([SWAPPED if x.is_swapped else IN_ORDER for x in instances])
     return batch
 
 
@@ -443,7 +461,7 @@ class ExplainedInstance:
         tokens: the input after masking. original_tokens: before masking.
         kinds: per position, "" (not chosen) / "mask" / "random" / "keep".
         a_end: index of the first [SEP] (A is tokens[1:a_end]).
-        is_next: True for IsNext. reason: why, in plain words.
+        is_next: True for IsNext (sentence order: in order). reason: why, in plain words.
     """
 
     tokens: list[str]
@@ -479,6 +497,12 @@ def explain_instance(
             else f" and on into {name(inst.doc_b)} ({tokenizer.sep_token} marks where a document ends)"
         )
         reason = f"RoBERTa's FULL-SENTENCES, no next-sentence task: whole sentences from {name(inst.doc_a)}{across}."
+    elif spec.pair_head == "sop":
+        reason = (
+            f"Swapped: A and B are consecutive in {name(inst.doc_a)}, and the coin flip (50%) swapped them: B comes before A."
+            if inst.is_swapped
+            else f"In order: B is the text that really follows A in {name(inst.doc_a)} (the coin flip, 50%, kept the order)."
+        )
     elif spec.paired and not spec.nsp:
         reason = (
             "No next-sentence task: A and B are packed as for MLM + NSP ([CLS] A [SEP] B [SEP], segments A "
@@ -499,7 +523,7 @@ def explain_instance(
         kinds=kinds,
         segment_ids=inst.segment_ids if spec.paired else [0] * len(tokens),
         a_end=inst.a_len + 1,
-        is_next=not inst.is_random_next,
+        is_next=not (inst.is_random_next or inst.is_swapped),
         doc_a=inst.doc_a,
         doc_b=inst.doc_b,
         reason=reason,

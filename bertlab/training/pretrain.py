@@ -480,8 +480,14 @@ def family_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int = 0) -
         family_for({"model_type": cfg.model_type}, source)
         .load()
         .config_from_hf(
-            # the tokenizer's <pad>: the row the embeddings keep at zero (RoBERTa also counts positions from it)
-            {**shared.to_hf_dict(), **cfg.family_overrides, "model_type": cfg.model_type, "pad_token_id": pad_token_id},
+            {
+                # the sentence-order head, for a family that has one (ALBERT), when the objective trains it
+                **shared.to_hf_dict(extra={"use_sop_head": cfg.data.objective_spec.pair_head == "sop"}),
+                **cfg.family_overrides,
+                "model_type": cfg.model_type,
+                # the tokenizer's <pad>: the row the embeddings keep at zero (RoBERTa also counts positions from it)
+                "pad_token_id": pad_token_id,
+            },
             source,
         )
     )

@@ -24,7 +24,7 @@ from bertlab.data.corpus import DEFAULT_CORPUS
 from bertlab.data.data_config import DataConfig
 from bertlab.data.objectives import OBJECTIVES, Objective
 from bertlab.errors import InputError
-from bertlab.models.registry import family_for, known_model_types
+from bertlab.models.registry import HEAD_TITLES, family_for, known_model_types
 from bertlab.training.types import TrainConfig
 
 TOKENIZERS = ("wordpiece", "bpe")  # BERT's WordPiece; RoBERTa's byte-level BPE (bertlab.models.roberta_tokenizer)
@@ -167,10 +167,12 @@ class PretrainConfig:
 
 
 def check_objective_fits_family(objective: Objective, model_type: str) -> None:
-    """An objective made for one family (ELECTRA's) trains only that family, which trains with no other.
+    """An objective made for one family (ELECTRA's) trains only that family, which trains with no other;
+    an objective's sentence-pair head (NSP, sentence order) must be one the family has.
 
     Raises:
-        InputError: the objective names another family, or the family has objectives of its own.
+        InputError: the objective names another family, the family has objectives of its own, or it
+            lacks the objective's sentence-pair head.
     """
     if objective.model_type not in (None, model_type):
         raise InputError(
@@ -182,6 +184,12 @@ def check_objective_fits_family(objective: Objective, model_type: str) -> None:
         raise InputError(
             f"model_type={model_type} trains with data.objective={' or '.join(own)} only, not {objective.name}: "
             f"set data.objective={own[0]}"
+        )
+    family = family_for({"model_type": model_type}, "model_type")
+    if objective.pair_head is not None and objective.pair_head not in family.heads:
+        raise InputError(  # ALBERT has a sentence-order head and no NSP head; BERT the other way round
+            f"data.objective={objective.name} trains a {HEAD_TITLES[objective.pair_head]} head, and "
+            f"{family.name} has none (its heads: {', '.join(family.heads)}): pick another objective, e.g. mlm"
         )
 
 
