@@ -149,3 +149,4 @@ register_family(
         config_keys=("embedding_size", "parameter_sharing"),
     )
 )
+register_family(Family("DistilBERT", ("distilbert",), heads=("mlm",), implementation="bertlab.models.distilbert"))
