@@ -21,7 +21,7 @@ from bertlab.data.maskers import num_to_predict
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LayerGuess
 from bertlab.storage.model_card import corpus_words
-from bertlab.tokenizer import BertTokenizer, fill_text
+from bertlab.tokenizer import BertTokenizer
 
 MASK = "[MASK]"
 
@@ -248,7 +248,7 @@ def independent_text(tokenizer: BertTokenizer, max_length: int, result: FillMask
     """The user's sentence with every [MASK] replaced by its own best answer, each chosen
     independently (compare `FillMaskResult.joint_text`, where later masks see earlier choices)."""
     enc = tokenizer.encode(result.text, max_length=max_length)
-    return fill_text(
+    return tokenizer.fill_text(
         result.text, enc, [m.position for m in result.masks], [m.candidates[0].token for m in result.masks]
     )
 

@@ -22,7 +22,7 @@ from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
 from bertlab.storage.checkpoint import default_model_path, load_pretraining_model
-from bertlab.tokenizer import BertTokenizer, Encoding, attached_to_left, fill_text, mask_any_case, whole_word
+from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------
 @dataclass
 class Candidate:
-    """One answer for a [MASK]: the WordPiece `token`, its probability, and the whole `word`
-    it makes with its ## neighbours (token 'dog' before '##s' -> 'dogs'; '##s' at 'cat[MASK]' ->
-    'cats'); a ## piece proposed where a word stands on its own reads 'is + ##s' (see `whole_word`)."""
+    """One answer for a [MASK]: the vocabulary's `token`, its probability, and the whole `word`
+    it makes with its neighbours, as the tokenizer reads words (`BertTokenizer.whole_word`): WordPiece
+    'dog' before '##s' -> 'dogs', '##s' at 'cat[MASK]' -> 'cats', and a ## piece proposed where a word
+    stands on its own reads 'is + ##s'; RoBERTa's byte-level 'Ġmat' -> 'mat'."""
 
     token: str
     token_id: int
@@ -222,11 +223,11 @@ class LoadedModel:
         """Top-k answers at `position` of `enc`; `tokens` (default `enc.tokens`) are the
         neighbours their whole words are read from (the joint fill passes its filled tokens)."""
         scores, ids = probs.float().topk(min(top_k, probs.shape[-1]))
-        attached = attached_to_left(enc, position)
+        attached = self.tokenizer.attached_to_left(enc, position)
         out = []
         for s, i in zip(scores.tolist(), ids.tolist(), strict=True):
             tok = self.tokenizer.id_to_token.get(i, "[UNK]")
-            out.append(Candidate(tok, i, s, whole_word(tokens or enc.tokens, position, tok, attached)))
+            out.append(Candidate(tok, i, s, self.tokenizer.whole_word(tokens or enc.tokens, position, tok, attached)))
         return out
 
     def _check_text(self, text: str, what: str = "text") -> str:
@@ -347,7 +348,7 @@ class LoadedModel:
                     masks=masks,
                     joint=chosen,
                     joint_order=order,
-                    joint_text=fill_text(t, e, positions, [c.token for c in chosen]),
+                    joint_text=self.tokenizer.fill_text(t, e, positions, [c.token for c in chosen]),
                     truncated=e.truncated,
                     num_dropped=e.num_dropped,
                     # the tokenizer reads every "[MASK]" in the text as one mask token

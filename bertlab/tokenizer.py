@@ -3,7 +3,8 @@
 Owns: loading a BERT `vocab.txt` (cased or uncased), training a new vocabulary from text files,
 encoding single sentences and pairs with [CLS]/[SEP] and segment ids, truncation with a clear
 signal, offsets that map pieces back to words, and how an answer reads as a word of the text typed
-(`whole_word`, `fill_text`: a ## piece joins the word it continues). Imports `tokenizers`,
+(`whole_word`, `fill_text`: a ## piece joins the word it continues; the tokenizer's methods of the
+same names, which another family's tokenizer overrides with its own rule). Imports `tokenizers`,
 bertlab.atomic and bertlab.errors.
 """
 
@@ -407,6 +408,21 @@ class BertTokenizer:
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    # --- answers as words: the vocabulary's own rule for where a word starts --------------
+    # Another family's tokenizer overrides these three (RoBERTa's byte-level BPE: 'Ġ' starts a word);
+    # here they are WordPiece's module functions below, where a ## piece continues the word on its left.
+    def whole_word(self, tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
+        """The word `token` forms at `position` of `tokens` with its neighbours (see `whole_word`)."""
+        return whole_word(tokens, position, token, attached)
+
+    def attached_to_left(self, enc: Encoding, position: int) -> bool:
+        """Whether `position` continued the word on its left as the user typed it (see `attached_to_left`)."""
+        return attached_to_left(enc, position)
+
+    def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
+        """`text` with the mask at each of `positions` replaced by a token (see `fill_text`)."""
+        return fill_text(text, enc, positions, tokens)
 
 
 # --------------------------------------------------------------------------------------

@@ -180,3 +180,22 @@ def test_targets_refuse_negative_or_fractional_indices():
     with pytest.raises(InputError, match="position"):
         TaskLabel(position=1.5)  # a tensor would silently round it down
     assert MaskedWord(mask=1).mask == 1 and TaskLabel(position=2).position == 2
+
+
+def test_a_masked_word_is_explained_for_a_family_without_bert_s_heads(tokenizer):
+    """ALBERT's masked-LM head is not `cls.predictions`: the target reads every family's `layer_logits`."""
+    import dataclasses
+
+    from conftest import tiny_config
+
+    from bertlab.inference import LoadedModel
+    from bertlab.models import albert
+
+    fields = dataclasses.asdict(tiny_config(len(tokenizer), initializer_range=0.2)) | {"use_nsp_head": False}
+    torch.manual_seed(0)
+    lm = LoadedModel(albert.build(albert.AlbertConfig(**fields, embedding_size=16)), tokenizer)
+    a = attribute(lm, "the cat sat on the [MASK] .")
+    assert abs(a.difference) > 1e-4
+    assert_complete(a)
+    with pytest.raises(InputError, match="no next-sentence head"):
+        attribute(lm, "the cat sat .", "it was big .", target=IsNext())

@@ -97,3 +97,52 @@ def test_transformers_reads_the_folder_id_for_id(bpe, bpe_folder):
             assert theirs(s)["input_ids"] == bpe.encode(s).ids
         pair = theirs("The cat sat on the <mask>.", "It was big.")["input_ids"]
         assert pair == bpe.encode("The cat sat on the [MASK].", "It was big.").ids
+
+
+# --------------------------------------------------------------------------------------
+# Answers as words: 'Ġ' starts a word, a piece without it continues the word on its left
+# --------------------------------------------------------------------------------------
+def test_whole_word_reads_byte_level_pieces(bpe):
+    assert bpe.piece_text("Ġmat") == " mat" and bpe.piece_text("Ã©") == "é"
+    tokens = ["<s>", "The", "Ġcat", "<mask>", ".", "</s>"]
+    assert bpe.whole_word(tokens, 3, "Ġmat") == "mat"  # a word of its own, without its space; '.' stays apart
+    assert bpe.whole_word(["<s>", "The", "Ġcat", "<mask>", "Ġsat", "</s>"], 3, ".") == "."  # nor onto a word
+    assert bpe.whole_word(["<s>", "The", "<mask>", "s", "Ġsat", "</s>"], 2, "Ġcat") == "cats"  # right pieces join
+    assert bpe.whole_word(["<s>", "Ġthe", "<mask>", "</s>"], 2, "mat", attached=False) == "the + mat"
+    assert bpe.whole_word(["<s>", "Ġthe", "<mask>", "</s>"], 2, "se", attached=True) == "these"
+    assert bpe.whole_word(["<s>", "<mask>", "</s>"], 1, "The") == "The"  # the first word has no 'Ġ'
+    assert bpe.whole_word(["<s>", "Ġ", "mat", ".", "</s>"], 2, "mat") == "mat"  # a lone 'Ġ' starts the word
+
+
+def test_fill_text_writes_byte_level_answers_into_the_typed_text(bpe):
+    def filled(text: str, *answers: str) -> str:
+        enc = bpe.encode(text)
+        return bpe.fill_text(text, enc, [i for i, t in enumerate(enc.tokens) if t == "<mask>"], list(answers))
+
+    assert filled("The cat sat on the [MASK].", "Ġmat") == "The cat sat on the mat."
+    assert filled("The cat[MASK] sat.", "s") == "The cats sat."  # typed inside the word: glued
+    assert filled("The cat[MASK] sat.", "Ġran") == "The cat ran sat."  # the model starts a word
+    assert filled("The cat sat on the [MASK].", "mat") == "The cat sat on the + mat."  # a piece after a word
+    assert filled("[MASK] cat sat.", "The") == "The cat sat."
+    assert filled("[MASK] [MASK] sat.", "Ġcat", "s") == "cats sat."  # one masked word, two pieces
+    assert filled("the [MASK]", ".") == "the ."
+
+
+def test_fill_mask_answers_read_as_words_for_roberta(tmp_path, bpe):
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from bertlab.inference import load_model
+
+    config = transformers.RobertaConfig(
+        vocab_size=len(bpe), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=40, type_vocab_size=1, pad_token_id=1,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.RobertaForMaskedLM(config).save_pretrained(tmp_path)
+    bpe.save(tmp_path)
+    answer = load_model(tmp_path, device="cpu").fill_mask("The cat sat on the [MASK] and [MASK].", top_k=20)
+    for m in answer.masks:
+        for c in m.candidates:
+            assert "Ġ" not in c.word and c.word == bpe.whole_word(answer.tokens, m.position, c.token, False)
+    assert "Ġ" not in answer.joint_text and answer.joint_text.startswith("The cat sat on the ")

@@ -363,10 +363,10 @@ def _output_probabilities(
     rows = torch.arange(ids.shape[0], device=ids.device)
     if subject.kind == "pretraining":
         enc = m.bert(ids, types, mask)
-        if isinstance(target, IsNext):
-            return m.cls.seq_relationship(enc.pooled_output).float().softmax(-1)  # (B, 2), 0 = IsNext
+        if isinstance(target, IsNext):  # `_check_kind` refused a model without an NSP head
+            return m.next_sentence_logits(enc.pooled_output).float().softmax(-1)  # (B, 2), 0 = IsNext
         hidden = enc.last_hidden_state[rows, positions]  # (B, H)
-        return m.cls.predictions(hidden).float().softmax(-1)  # (B, V)
+        return m.layer_logits(hidden).float().softmax(-1)  # (B, V): every family's masked-LM head
     out = m(ids, types, mask)
     if subject.kind == "regression":
         return out.logits.float()  # (B, 1)

@@ -9,6 +9,9 @@ symbols, so no text is ever unknown), its files as transformers' `RobertaTokeniz
 `RobertaTokenizer` subclasses bertlab.tokenizer.BertTokenizer, so that the encoding, truncation,
 word ids and offsets are the same code and the inference API, the data pipeline and the pages take
 either. A "[MASK]" the user types (any case) reads as <mask>: the same length, so offsets hold.
+An answer reads as a word by the byte-level rule (`whole_word`, `fill_text`): 'Ġ' (a space byte)
+starts a word, and a piece without it continues the word on its left, as the pre-tokenizer split
+it (letters with letters, digits with digits); a fill-mask answer 'Ġmat' reads 'mat'.
 
 Cased, as RoBERTa's: a byte-level vocabulary holds both cases, and transformers' RobertaTokenizer,
 which reads these files, has no lower-casing to match.
@@ -34,6 +37,12 @@ VOCAB_JSON, MERGES_TXT, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3, RoBERTa's order; <mask> is added last
 MASK_TOKEN = "<mask>"
 _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
+_SPACE = "Ġ"  # the byte-level alphabet's space: a token that starts with it starts a word
+
+
+def _kind(ch: str) -> str:
+    """The character classes the byte-level pre-tokenizer keeps together (GPT-2's pattern)."""
+    return "letter" if ch.isalpha() else "digit" if ch.isnumeric() else "space" if ch.isspace() else "other"
 
 
 def _build(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Tokenizer:
@@ -105,6 +114,7 @@ class RobertaTokenizer(BertTokenizer):
         if lowercase:
             raise InputError("a byte-level BPE tokenizer is cased, as RoBERTa's; set lowercase=false")
         super().__init__(tokenizer, lowercase=False, model_max_length=model_max_length)
+        self._specials = frozenset((*SPECIAL_TOKENS, MASK_TOKEN))
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -243,6 +253,91 @@ class RobertaTokenizer(BertTokenizer):
             return [_MASK_ANY_CASE.sub(MASK_TOKEN, t) if isinstance(t, str) and "[" in t else t for t in texts]
 
         return super().encode_batch(masks(texts), masks(texts_b), max_length, truncate)
+
+    # --- answers as words ----------------------------------------------------------------
+    def piece_text(self, token: str) -> str:
+        """What a vocabulary string spells: 'Ġmat' -> ' mat', 'Ã©' -> 'é' (the bytes it stands for)."""
+        return self._tok.decoder.decode([token])
+
+    def _joins(self, left: str, token: str) -> bool:
+        """Whether `token` continues the word that `left` (the token before it) is part of: no 'Ġ' in
+        front, neither a special token, and the same kind of character on both sides of the seam, as
+        the byte-level pre-tokenizer groups them (a lone 'Ġ' starts the word after it)."""
+        if token.startswith(_SPACE) or left in self._specials or token in self._specials:
+            return False
+        before, after = self.piece_text(left), self.piece_text(token)
+        if not before or not after:
+            return False
+        if before == " ":
+            return not after[0].isspace()
+        return _kind(before[-1]) == _kind(after[0])
+
+    def whole_word(self, tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
+        """The word `token` forms at `position` with the pieces around it that continue it ('Ġcat'
+        before 's' -> 'cats'). A piece without 'Ġ' joins the word on its left only where the position
+        was inside a word as typed (`attached`: 'cat[MASK]', or a [MASK] after a [MASK]); elsewhere it
+        reads 'the + mat', as WordPiece's 'is + ##s' (bertlab.tokenizer.whole_word).
+
+        Args:
+            attached: whether the position continues the word on its left as typed; None reads it
+                from `tokens` (True when `tokens[position]` itself continues its left neighbour).
+        """
+        if attached is None:
+            attached = position > 0 and self._joins(tokens[position - 1], tokens[position])
+        left, i, piece = "", position, token
+        while i > 0 and self._joins(tokens[i - 1], piece):
+            i -= 1
+            piece = tokens[i]
+            left = self.piece_text(piece) + left
+        right, j, piece = "", position + 1, token
+        while j < len(tokens) and self._joins(piece, tokens[j]):
+            piece = tokens[j]
+            right += self.piece_text(piece)
+            j += 1
+        core = self.piece_text(token)
+        if left and not attached:
+            return f"{left.strip()} + {core}{right}"
+        return (left + core + right).strip()
+
+    def attached_to_left(self, enc: Encoding, position: int) -> bool:
+        """Whether the token at `position` was typed against the one on its left (no space between:
+        'cat[MASK]'), or is a mask after a mask (one masked word, as mask_words writes it)."""
+        p = position
+        if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
+            return False
+        if enc.tokens[p - 1] == self.mask_token:
+            return True
+        return enc.offsets[p - 1][1] == enc.offsets[p][0]
+
+    def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
+        """`text` as the user typed it, with the mask at each token position replaced by a token: a
+        'Ġ' token as a word of its own ("the [MASK]" + 'Ġmat' -> "the mat"; "cat[MASK]" + 'Ġsat' ->
+        "cat sat"), a piece that continues the word on its left glued to it where the mask was inside
+        a word ("cat[MASK]" + 's' -> "cats") and shown as a piece elsewhere ("the + mat"), any other
+        token where the mask was ("the [MASK]" + '.' -> "the ."). Text cut off by truncation is dropped.
+        """
+        end = len(text)
+        if enc.truncated:
+            end = max(
+                (stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0
+            )
+        out = text[:end]
+        chosen = dict(zip(positions, tokens, strict=True))
+        for p, token in sorted(chosen.items(), reverse=True):
+            start, stop = enc.offsets[p]
+            left, word = out[:start], self.piece_text(token)
+            before = chosen.get(p - 1, enc.tokens[p - 1] if p > 0 else self.cls_token)
+            if token.startswith(_SPACE):
+                word = word.lstrip()
+                if left and not left[-1].isspace():
+                    word = " " + word  # the model starts a word where the user typed none
+            elif self._joins(before, token):
+                if self.attached_to_left(enc, p) or p - 1 in chosen:
+                    left = left.rstrip()
+                else:
+                    left, word = left.rstrip(), " + " + word
+            out = left + word + out[stop:]
+        return out
 
     def _convert(self, enc, max_length: int | None) -> Encoding:
         e = super()._convert(enc, max_length)
