@@ -1,4 +1,5 @@
-"""Fill-mask: the masked-LM head's top-k answers for every [MASK], and where the answer forms."""
+"""Fill-mask: the masked-LM head's top-k answers for every [MASK], and where the answer forms; for an
+ELECTRA discriminator (or a pair folder's discriminator half), which tokens were replaced."""
 
 from __future__ import annotations
 
@@ -22,10 +23,28 @@ from bertlab.figures.answers import answer_trajectory_figure, layer_predictions_
 from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
 from bertlab.storage.model_card import pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common.replaced import discriminator_of, replaced_token_section
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model(needs=("mlm",))
+lm = require_model(needs=("mlm",), unless=("rtd",))
+discriminator = discriminator_of(lm)  # ELECTRA: the model itself, or a pair folder's discriminator half
+if discriminator is lm:
+    st.info(
+        "This model is an ELECTRA **discriminator**: it has no masked-LM head, so it cannot fill a [MASK]. "
+        "It says, for every token, whether the token was replaced; that is what this page shows for it. "
+        "To fill masks, open the pair folder it came from (its generator answers) or another pretrained model.",
+        icon=":material/info:",
+    )
+    replaced_token_section(lm, discriminator)
+    st.stop()
+if discriminator is not None:
+    with st.expander(
+        "**ELECTRA pair**: the fill-mask answers below come from its generator. Open this for its "
+        "discriminator: which tokens were replaced?",
+        icon=":material/swap_horiz:",
+    ):
+        replaced_token_section(lm, discriminator)
 
 TYPE, CLICK = "Type [MASK] yourself", "Click words to mask them"
 

@@ -96,6 +96,34 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
     return d
 
 
+@pytest.fixture(scope="session")
+def tiny_electra_pair(tmp_path_factory, tokenizer) -> Path:
+    """A random-weight tiny ELECTRA pair folder (generator/ and discriminator/), as a run exports it."""
+    import dataclasses
+
+    from bertlab.models.electra import ElectraConfig, ElectraPair
+    from bertlab.storage.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    fields = dataclasses.asdict(tiny_config(len(tokenizer), initializer_range=0.2))
+    pair = ElectraPair(ElectraConfig(**fields, embedding_size=16, generator_size=0.5, role="pair"))
+    return save_checkpoint(tmp_path_factory.mktemp("electra") / "pair", pair, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_albert_checkpoint(tmp_path_factory, tokenizer) -> Path:
+    """A random-weight tiny ALBERT with the sentence-order head (no NSP), saved in our format."""
+    import dataclasses
+
+    from bertlab.models import albert
+    from bertlab.storage.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    fields = dataclasses.asdict(tiny_config(len(tokenizer), initializer_range=0.2)) | {"use_nsp_head": False}
+    model = albert.build(albert.AlbertConfig(**fields, embedding_size=16))
+    return save_checkpoint(tmp_path_factory.mktemp("albert") / "albert", model, tokenizer)
+
+
 # --------------------------------------------------------------------------------------
 # Jobs: runs folders, a corpus, fake run folders
 # --------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Plotly figures of what BERT does, and ways to export them.
 
-Owns the plots of answers the app draws (probability bars, answers by layer, NSP, learning
+Owns the plots of answers the app draws (probability bars, answers by layer, NSP, replaced tokens, learning
 curves), the colours and layout every figure shares, and their export (HTML always; PNG/SVG through kaleido
 when installed, else plotly's own camera button). Figures take plain data (tokens, numpy arrays,
 inference results) and return `plotly.graph_objects.Figure`; nothing here runs the model. The
@@ -185,6 +185,44 @@ def answer_trajectory_figure(guesses: Sequence[LayerGuess], token_id: int, word:
         gridcolor="#eee",
     )
     return style_figure(fig, f"How sure each layer is of the final answer '{word}'", height=300)
+
+
+def replaced_tokens_figure(
+    tokens: Sequence[str],
+    p_replaced: Sequence[float],
+    replaced: Sequence[bool],
+    original_tokens: Sequence[str],
+    special: Sequence[bool],
+    title: str = "",
+) -> go.Figure:
+    """ELECTRA's discriminator on one sentence: a bar of P(replaced) for every token (specials left
+    out), orange where the generator really replaced the token (its label names the one it replaced),
+    blue where the token is the sentence's own; a dashed line at 50%, above which the discriminator
+    calls a token replaced. Plain data, so any caller can draw it (bertlab.interpret.replaced's
+    `ReplacedTokens` fields)."""
+    keep = [i for i, s in enumerate(special) if not s]
+    if not keep:
+        raise InputError("no tokens to draw: the sentence has only special tokens")
+    labels = _unique_labels(
+        [f"<b>{tokens[i]}</b><br>(was {original_tokens[i]})" if replaced[i] else tokens[i] for i in keep]
+    )
+    probs = [float(p_replaced[i]) for i in keep]
+    fig = go.Figure(
+        go.Bar(
+            x=labels,
+            y=probs,
+            marker_color=[ORANGE if replaced[i] else BLUE for i in keep],
+            text=[percent(p) for p in probs],
+            textposition="outside",
+            cliponaxis=False,
+            customdata=["replaced by the generator" if replaced[i] else "the sentence's own" for i in keep],
+            hovertemplate="%{x}: P(replaced) %{y:.1%} · %{customdata}<extra></extra>",
+        )
+    )
+    fig.add_hline(y=0.5, line=dict(color=GREY, dash="dash"), annotation_text="50%", annotation_position="top left")
+    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title="P(replaced)", showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(tickangle=0 if len(keep) <= 14 else -45, automargin=True)
+    return style_figure(fig, title, height=360)
 
 
 def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title: str = "") -> go.Figure:

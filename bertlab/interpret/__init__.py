@@ -15,6 +15,7 @@ that is not a whole number, a str where a list is wanted) raise InputError too. 
 - probing: a linear probe per layer and the centre of gravity (Tenney et al. 2019);
 - heads: head importance and pruning curves (Michel et al. 2019);
 - compare: two models on one sentence;
+- replaced: which tokens an ELECTRA discriminator calls replaced, in a typed or a generator-corrupted sentence;
 - saved: results kept beside the model; args (torch-free) and cli: `bertlab interpret probe|heads`,
   which also runs as a job (`bertlab jobs submit interpret ...`).
 
@@ -47,6 +48,9 @@ _OWNERS = {
     "attention_flow": "rollout",
     "attention_maps": "rollout",
     "attention_rollout": "rollout",
+    "ReplacedTokens": "replaced",
+    "corrupt_and_detect": "replaced",
+    "detect_replaced": "replaced",
     "AnswerSpan": "targets",
     "IsNext": "targets",
     "MaskedWord": "targets",
@@ -70,6 +74,7 @@ __all__ = [
     "ProbeConfig",
     "ProbeResult",
     "PruningCurve",
+    "ReplacedTokens",
     "TaskLabel",
     "as_subject",
     "attention_flow",
@@ -78,6 +83,8 @@ __all__ = [
     "attribute",
     "compare_models",
     "contextual_word",
+    "corrupt_and_detect",
+    "detect_replaced",
     "head_importance",
     "load_subject",
     "probe_layers",

@@ -267,17 +267,19 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
         return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
 
 
-def require_model(needs: tuple[str, ...] = ()) -> LoadedModel:
+def require_model(needs: tuple[str, ...] = (), unless: tuple[str, ...] = ()) -> LoadedModel:
     """The chosen model, or an error message and `st.stop()`: the page never goes on without one.
 
     `needs`: heads the page cannot work without ("mlm", "nsp": bertlab.models.registry.HEAD_TITLES);
-    a model lacking one gets a message naming what it has and the pages that can use it."""
+    a model lacking one gets a message naming what it has and the pages that can use it. `unless`:
+    heads for which the page has a view of its own, so a model with one goes on without `needs`
+    (Fill-mask shows an ELECTRA discriminator, "rtd", its replaced-token view)."""
     lm, message = load_chosen_model()
     if lm is None:
         st.error(message, icon=":material/warning:")
         st.stop()
     missing = [HEAD_TITLES.get(h, h) for h in needs if h not in lm.heads]
-    if missing:
+    if missing and not any(h in lm.heads for h in unless):
         has = (
             ", ".join(HEAD_TITLES.get(h, h) for h in lm.heads)
             or "no pretraining head (a fine-tuned classifier or a bare encoder)"
@@ -296,6 +298,15 @@ def require_model(needs: tuple[str, ...] = ()) -> LoadedModel:
             f"{lm.num_parameters() / 1e6:.1f}M parameters"
         )
     return lm
+
+
+def load_half(lm: LoadedModel, half: str) -> LoadedModel | None:
+    """A pair folder's half (ELECTRA's "discriminator" or "generator": `LoadedModel.halves`), loaded
+    once as the chosen model is; None when the chosen folder holds one model."""
+    path = lm.halves.get(half)
+    if not path:
+        return None
+    return _load(path, folder_stamp(path), code_version())
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The pages with the successors' own heads, under AppTest on tiny random models (tests/test_app.py's
+recipe: the app_env fixture, the typed-folder picker): an ELECTRA discriminator's replaced-token view
+on Fill-mask (a discriminator folder alone, and a pair folder's discriminator half beside the
+generator's answers), and ALBERT's sentence-order head on Next sentence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("streamlit")
+from test_app import FILL, NSP, app_env, assert_clean, messages, open_page, plotly_charts  # noqa: E402, F401  (app_env: a fixture)
+
+
+def _pick(at, folder) -> None:
+    at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+    at.text_input(key="bertlab_model_typed").input(str(folder)).run()
+
+
+def _replaced_bars(at) -> list[dict]:
+    return [
+        json.loads(c.proto.spec)["data"][0]
+        for c in plotly_charts(at)
+        if "P(replaced)" in json.loads(c.proto.spec)["data"][0].get("hovertemplate", "")
+    ]
+
+
+def test_a_discriminator_shows_p_replaced_for_a_typed_sentence(app_env, tiny_electra_pair):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_electra_pair / "discriminator")
+    at.switch_page(FILL).run()
+    assert_clean(at)
+    assert "ELECTRA **discriminator**" in messages(at) and "cannot fill a [MASK]" in messages(at)
+    assert at.segmented_control(key="rtd_mode").options == ["Type a sentence"]  # no generator to corrupt with
+    (bars,) = _replaced_bars(at)
+    assert len(bars["y"]) == len(at.text_area(key="rtd_text").value.rstrip(".").split()) + 1  # words and '.'
+    assert all(0 <= y <= 1 for y in bars["y"])
+    assert not [s for s in at.slider if s.key == "fm_topk"]  # no fill-mask controls for a model without a masked LM
+    at.text_area(key="rtd_text").input("  ").run()
+    assert not at.exception and "empty" in messages(at)
+
+
+def test_a_pair_answers_with_its_generator_and_corrupts_with_it_for_its_discriminator(app_env, tiny_electra_pair):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_electra_pair)
+    at.switch_page(FILL).run()
+    assert_clean(at)
+    assert at.slider(key="fm_topk").value > 0  # fill-mask answers: the generator's
+    assert any("ELECTRA pair" in e.label for e in at.expander)
+    assert any("its **generator**" in c.value and "its **discriminator**" in c.value for c in at.caption)
+    at.segmented_control(key="rtd_mode").set_value("Let the generator corrupt one").run()
+    assert_clean(at)
+    labels = [m.label for m in at.metric]
+    assert "Really replaced" in labels and "Discriminator right on" in labels
+    (bars,) = _replaced_bars(at)
+    replaced = [x for x in bars["x"] if "(was " in x]
+    assert replaced and len(replaced) <= len(bars["x"])
+    first = bars["y"]
+    at.number_input(key="rtd_seed").set_value(5).run()  # another corruption
+    assert_clean(at)
+    assert _replaced_bars(at)[0]["y"] != first
+
+
+def test_a_bert_has_no_replaced_token_view(app_env):  # noqa: F811
+    at = open_page(FILL)
+    assert_clean(at)
+    assert not [e for e in at.expander if "ELECTRA" in e.label]
+    assert not [s for s in at.segmented_control if s.key == "rtd_mode"]
