@@ -1,8 +1,8 @@
 """The inference API used by the app, the CLI and the tests alike.
 
-`load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `inspect` and
-`layer_predictions`; each returns dataclasses and accepts batches. Imports torch and the lower
-bertlab layers (config, model, tokenizer, checkpoint, batching); never streamlit.
+`load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `sentence_order`
+(ALBERT's), `inspect` and `layer_predictions`; each returns dataclasses and accepts batches. Imports
+torch and the lower bertlab layers (config, model, tokenizer, checkpoint, batching); never streamlit.
 """
 
 from __future__ import annotations
@@ -99,6 +99,25 @@ class NSPResult:
 
 
 @dataclass
+class SentenceOrderResult:
+    """Sentence order prediction (ALBERT, Lan et al. 2019, §4.2): P(in order) that A comes before B as
+    in the text (two consecutive segments, swapped half the time in training). `truncated`: the pair
+    was cut to fit the model; `num_dropped` tokens were cut."""
+
+    text_a: str
+    text_b: str
+    in_order_prob: float
+    tokens: list[str]
+    segment_ids: list[int]
+    truncated: bool = False
+    num_dropped: int = 0
+
+    @property
+    def in_order(self) -> bool:
+        return self.in_order_prob >= 0.5
+
+
+@dataclass
 class Inspection:
     """Everything inside the model for one input.
 
@@ -187,6 +206,7 @@ class LoadedModel:
         self.heads: tuple[str, ...] = tuple(self.info.get("heads", model.heads))
         self.has_mlm = "mlm" in self.heads
         self.has_nsp = "nsp" in self.heads
+        self.has_sop = "sop" in self.heads  # ALBERT's sentence order, its sentence-pair head instead of NSP
         # A pair folder (ELECTRA's run) opens as its generator, the masked LM: pages that need one
         # use this model; the others (attention, layers, replaced-token detection, fine-tuning) use
         # the discriminator, load_model(halves["discriminator"]). Empty for a folder of one model.
@@ -386,17 +406,12 @@ class LoadedModel:
             probs = logits.float().softmax(-1)
         return [chosen[p] for p in positions], order
 
-    # --- next sentence prediction ---------------------------------------------------------
-    @_fp32_inference
-    def next_sentence(
-        self,
-        text_a: str | Sequence[str],
-        text_b: str | Sequence[str],
-        head_mask: torch.Tensor | None = None,
-    ) -> NSPResult | list[NSPResult]:
-        """P(IsNext) that `text_b` follows `text_a` (both str, or two equal-length lists)."""
-        if not self.has_nsp:
-            raise InputError("this checkpoint has no next-sentence head (trained without NSP); NSP is unavailable")
+    # --- sentence-pair heads: next sentence (BERT), sentence order (ALBERT) -----------------
+    def _read_pairs(
+        self, text_a: str | Sequence[str], text_b: str | Sequence[str], head_mask: torch.Tensor | None
+    ) -> tuple[bool, list[str], list[str], list[Encoding], Any]:
+        """Check and encode sentence pairs (both str, or two equal-length lists) and run the model:
+        (single, A list, B list, encodings, the model's output)."""
         single = isinstance(text_a, str)
         a_list = [text_a] if single else _as_list(text_a, "sentence A")
         b_list = [text_b] if single else _as_list(text_b, "sentence B")
@@ -411,10 +426,48 @@ class LoadedModel:
         encs = self.tokenizer.encode_batch(a_list, b_list, max_length=self.max_length)
         batch = self._batch(encs)
         out = self.model(**batch, mlm_positions=torch.zeros_like(batch["input_ids"], dtype=torch.bool), head_mask=hm)
+        return single, a_list, b_list, encs, out
+
+    @_fp32_inference
+    def next_sentence(
+        self,
+        text_a: str | Sequence[str],
+        text_b: str | Sequence[str],
+        head_mask: torch.Tensor | None = None,
+    ) -> NSPResult | list[NSPResult]:
+        """P(IsNext) that `text_b` follows `text_a` (both str, or two equal-length lists)."""
+        if not self.has_nsp:
+            instead = "; it has a sentence-order head: use sentence_order(a, b)" if self.has_sop else ""
+            raise InputError(
+                f"this checkpoint has no next-sentence head (trained without NSP); NSP is unavailable{instead}"
+            )
+        single, a_list, b_list, encs, out = self._read_pairs(text_a, text_b, head_mask)
         p_is_next = out.nsp_logits.float().softmax(-1)[:, 0].tolist()  # index 0 = IsNext
         results = [
             NSPResult(a, b, p, e.tokens, e.type_ids, e.truncated, e.num_dropped)
             for a, b, p, e in zip(a_list, b_list, p_is_next, encs, strict=True)
+        ]
+        return results[0] if single else results
+
+    @_fp32_inference
+    def sentence_order(
+        self,
+        text_a: str | Sequence[str],
+        text_b: str | Sequence[str],
+        head_mask: torch.Tensor | None = None,
+    ) -> SentenceOrderResult | list[SentenceOrderResult]:
+        """P(in order) that `text_a` comes before `text_b` in their text, from ALBERT's sentence-order
+        head (both str, or two equal-length lists). InputError without that head or with an empty sentence."""
+        if not self.has_sop:
+            instead = "; it has a next-sentence head: use next_sentence(a, b)" if self.has_nsp else ""
+            raise InputError(
+                f"this checkpoint has no sentence-order head (ALBERT's, trained with data.objective=mlm_sop){instead}"
+            )
+        single, a_list, b_list, encs, out = self._read_pairs(text_a, text_b, head_mask)
+        p_in_order = out.sop_logits.float().softmax(-1)[:, 0].tolist()  # index 0 = A then B, as in the text
+        results = [
+            SentenceOrderResult(a, b, p, e.tokens, e.type_ids, e.truncated, e.num_dropped)
+            for a, b, p, e in zip(a_list, b_list, p_in_order, encs, strict=True)
         ]
         return results[0] if single else results
 

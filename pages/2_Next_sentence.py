@@ -1,4 +1,5 @@
-"""Next sentence prediction: P(IsNext) for sentences A and B, and the input as in the paper's Figure 2."""
+"""Next sentence prediction: P(IsNext) for sentences A and B (for ALBERT, its sentence-order head's
+P(in order)), and the input as in the paper's Figure 2."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bertlab.figures.answers import nsp_figure
 from bertlab.figures.diagrams import FIGURE2_ENDS, figure2_columns, input_embeddings_figure
 from bertlab.inference import MAX_TEXT_CHARS
 from bertlab.storage.model_card import nsp_on_unseen_text, pretrained_length
-from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common import concept, heads_in_words, require_model, setup_page, show_error, show_figure, show_notes
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -34,18 +35,58 @@ def _typed() -> None:
     st.session_state["nsp_example"] = None
 
 
+def _sentence_order(text_a: str, text_b: str) -> None:
+    """ALBERT's view: P(in order) for A then B, and for the same pair swapped (does it read the order?)."""
+    try:
+        started = time.perf_counter()
+        ordered, swapped = lm.sentence_order([text_a, text_b], [text_b, text_a])
+        elapsed = time.perf_counter() - started
+    except BertLabError as exc:
+        show_error(exc)
+        st.stop()
+    p = ordered.in_order_prob
+    verdict = "In order: A comes before B" if ordered.in_order else "Swapped: B comes before A"
+    m1, m2 = st.columns([1, 3], gap="large")
+    with m1:
+        st.metric("P(in order)", f"{p:.1%}", border=True)
+    with m2:
+        st.markdown(f"### Are A and B in order? The model says **{verdict}**")
+        st.caption(f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()} (both orders).")
+    show_figure(nsp_figure(p, labels=("In order", "Swapped")), "sop", key="sop_bar", export=False)
+    q = swapped.in_order_prob
+    st.markdown(
+        f"**Is it reading the order?** The same two sentences the other way round, B then A: P(in order) **{q:.1%}**."
+    )
+    st.caption(
+        "It tells the two orders apart: one reads as in order, the other as swapped."
+        if ordered.in_order != swapped.in_order
+        else "It gives both orders the same answer, so on this pair it is not reading the order."
+    )
+
+
 if "nsp_a" not in st.session_state:
     st.session_state["nsp_a"], st.session_state["nsp_b"] = NSP_EXAMPLES[0][1], NSP_EXAMPLES[0][2]
 
+SENTENCE_ORDER = lm.has_sop and not lm.has_nsp  # ALBERT: its sentence-pair head asks "are A and B in order?"
 controls, explain = st.columns([3, 2], gap="large")
 with explain:
-    concept(
-        "**Next sentence prediction** (paper §3.1, task #2). In pretraining, half of the time sentence B "
-        "really follows A in the text (**IsNext**) and half of the time B is a random sentence from another "
-        "document (**NotNext**). The final vector of `[CLS]`, called *C*, goes through the pooler and a "
-        "two-way classifier. The input is one sequence `[CLS] A [SEP] B [SEP]`; each token's vector is the "
-        "sum of a **token**, a **segment** (A or B) and a **position** embedding (§3, Input/Output Representations, Figure 2)."
-    )
+    if SENTENCE_ORDER:
+        concept(
+            "**Sentence order prediction** (ALBERT, Lan et al. 2019, §4.2). ALBERT replaced NSP with SOP: B is "
+            "always the segment that follows A in the same document, and half of the time the two are **swapped**. "
+            "NSP's random B from another document can be told apart by its topic alone; a swapped pair cannot, "
+            "so SOP has to learn how sentences follow each other. In the paper a model trained on SOP solves NSP "
+            "at 78.9%, while one trained on NSP solves SOP at 52.0%, barely above chance. The input is the same "
+            "`[CLS] A [SEP] B [SEP]` with segments A and B (Figure 2 below)."
+        )
+    else:
+        concept(
+            "**Next sentence prediction** (paper §3.1, task #2). In pretraining, half of the time sentence B "
+            "really follows A in the text (**IsNext**) and half of the time B is a random sentence from another "
+            "document (**NotNext**). The final vector of `[CLS]`, called *C*, goes through the pooler and a "
+            "two-way classifier. The input is one sequence `[CLS] A [SEP] B [SEP]`; each token's vector is the "
+            "sum of a **token**, a **segment** (A or B) and a **position** embedding (§3, Input/Output Representations, Figure 2)."
+        )
 with controls:
     st.selectbox(
         "Ready examples",
@@ -72,10 +113,16 @@ if not text_a.strip() or not text_b.strip():
 show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b, pretrained_length(lm.card)))
 encoding = lm.tokenizer.encode(text_a, text_b, max_length=lm.max_length)
 
-if not lm.has_nsp:
+if SENTENCE_ORDER:
+    _sentence_order(text_a, text_b)
+elif not lm.has_nsp:
     st.info(
-        "This checkpoint has no next-sentence head (it was trained without NSP, like RoBERTa or the paper's "
-        "“No NSP” ablation), so it cannot answer. The input diagram below still shows how the pair is fed in."
+        f"This {lm.info.get('family', 'model')} checkpoint has no sentence-pair head: no next-sentence prediction "
+        f"(NSP, BERT's) and no sentence order prediction (SOP, ALBERT's); it has {heads_in_words(lm)}. It was "
+        "trained without a sentence-pair task, as RoBERTa, DistilBERT, ELECTRA and the paper's “No NSP” ablation "
+        "were, so it cannot answer here"
+        + (" (the Fill-mask page uses its masked LM)" if lm.has_mlm else "")
+        + ". The input diagram below still shows how the pair is fed in."
     )
 else:
     try:

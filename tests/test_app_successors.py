@@ -67,3 +67,37 @@ def test_a_bert_has_no_replaced_token_view(app_env):  # noqa: F811
     assert_clean(at)
     assert not [e for e in at.expander if "ELECTRA" in e.label]
     assert not [s for s in at.segmented_control if s.key == "rtd_mode"]
+
+
+def test_albert_s_sentence_order_head_answers_are_a_and_b_in_order(app_env, tiny_albert_checkpoint):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_albert_checkpoint)
+    at.switch_page(NSP).run()
+    assert_clean(at)
+    assert at.metric[0].label == "P(in order)"
+    value = at.metric[0].value
+    assert value.endswith("%") and 0 <= float(value.rstrip("%")) <= 100
+    assert any("Are A and B in order?" in m.value for m in at.markdown)
+    assert any("the other way round, B then A" in m.value for m in at.markdown)
+    assert any("Sentence order prediction" in m.value for m in at.markdown)  # the concept box says SOP
+    bars = [json.loads(c.proto.spec)["data"] for c in plotly_charts(at)]
+    assert [d["name"] for d in bars[0]] == ["In order", "Swapped"]
+    assert len(bars) == 2  # the SOP bar and the Figure 2 input diagram
+    assert not at.table  # no "unrelated sentences" check: SOP's B is never from another document
+
+
+def test_a_model_without_a_sentence_pair_head_names_what_its_family_has(app_env, tiny_electra_pair):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_electra_pair)
+    at.switch_page(NSP).run()
+    assert_clean(at)
+    note = messages(at)
+    assert "This ELECTRA checkpoint has no sentence-pair head" in note and "it has masked LM" in note
+    assert "Fill-mask page uses its masked LM" in note
+    assert not at.metric and len(plotly_charts(at)) == 1  # the input diagram still draws
+
+
+def test_a_bert_keeps_next_sentence_prediction(app_env):  # noqa: F811
+    at = open_page(NSP)
+    assert_clean(at)
+    assert at.metric[0].label == "P(IsNext)" and len(at.table[0].value) == 4

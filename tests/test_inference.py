@@ -559,3 +559,27 @@ def test_load_model_refuses_a_device_this_machine_lacks(lm, device):
         pytest.skip("this machine has an XPU")
     with pytest.raises(InputError, match="device"):
         load_model(lm.path, device=device)
+
+
+def test_sentence_order_reads_albert_s_sop_head(tiny_albert_checkpoint, tiny_checkpoint, tokenizer):
+    """ALBERT's sentence-pair head answers "are A and B in order?" (index 0 = in order, transformers'
+    sentence_order_label), alone or in a batch; each head's method names the other where it is missing."""
+    a, b = "the cat sat on the mat .", "it was a big cat ."
+    lm = load_model(tiny_albert_checkpoint, device="cpu")
+    assert lm.has_sop and not lm.has_nsp
+    got = lm.sentence_order(a, b)
+    enc = tokenizer.encode(a, b)
+    with torch.no_grad():
+        logits = lm.model(torch.tensor([enc.ids]), torch.tensor([enc.type_ids])).sop_logits  # (1, 2)
+    assert got.in_order_prob == pytest.approx(float(logits.softmax(-1)[0, 0]), abs=1e-6)
+    assert got.in_order == (got.in_order_prob >= 0.5)
+    assert got.tokens == enc.tokens and got.segment_ids == enc.type_ids and not got.truncated
+    both = lm.sentence_order([a, b], [b, a])
+    assert both[0].in_order_prob == pytest.approx(got.in_order_prob, abs=1e-6)
+    assert both[1].text_a == b and both[1].in_order_prob != pytest.approx(got.in_order_prob, abs=1e-6)
+    with pytest.raises(InputError, match="no next-sentence head.*sentence-order head: use sentence_order"):
+        lm.next_sentence(a, b)
+    with pytest.raises(InputError, match="sentence B is empty"):
+        lm.sentence_order(a, " ")
+    with pytest.raises(InputError, match="no sentence-order head.*next-sentence head: use next_sentence"):
+        load_model(tiny_checkpoint, device="cpu").sentence_order(a, b)

@@ -274,10 +274,12 @@ def answer_change_figure(changes: Sequence[Any], focus: str | None = None, title
     return fig
 
 
-def nsp_figure(is_next_prob: float, title: str = "") -> go.Figure:
-    """One stacked bar: P(IsNext) and P(NotNext)."""
+def nsp_figure(is_next_prob: float, title: str = "", labels: tuple[str, str] = ("IsNext", "NotNext")) -> go.Figure:
+    """One stacked bar: P(IsNext) and P(NotNext); `labels` names the two for another sentence-pair
+    head (ALBERT's sentence order: "In order", "Swapped")."""
     fig = go.Figure()
-    for label, value, colour in (("IsNext", is_next_prob, BLUE), ("NotNext", 1 - is_next_prob, ORANGE)):
+    yes, no = labels
+    for label, value, colour in ((yes, is_next_prob, BLUE), (no, 1 - is_next_prob, ORANGE)):
         fig.add_bar(
             x=[value],
             y=[""],

@@ -267,6 +267,14 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
         return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
 
 
+def heads_in_words(lm: LoadedModel) -> str:
+    """The heads a model has, in words ("masked LM, sentence order prediction"), for messages."""
+    return (
+        ", ".join(HEAD_TITLES.get(h, h) for h in lm.heads)
+        or "no pretraining head (a fine-tuned classifier or a bare encoder)"
+    )
+
+
 def require_model(needs: tuple[str, ...] = (), unless: tuple[str, ...] = ()) -> LoadedModel:
     """The chosen model, or an error message and `st.stop()`: the page never goes on without one.
 
@@ -280,10 +288,7 @@ def require_model(needs: tuple[str, ...] = (), unless: tuple[str, ...] = ()) -> 
         st.stop()
     missing = [HEAD_TITLES.get(h, h) for h in needs if h not in lm.heads]
     if missing and not any(h in lm.heads for h in unless):
-        has = (
-            ", ".join(HEAD_TITLES.get(h, h) for h in lm.heads)
-            or "no pretraining head (a fine-tuned classifier or a bare encoder)"
-        )
+        has = heads_in_words(lm)
         st.info(
             f"This page needs a {' and a '.join(missing)} head, and the model picked has {has}. "
             "Pick a pretrained model in the sidebar; Attention and What each layer knows read only the encoder "
