@@ -373,3 +373,40 @@ def test_train_finetune_with_the_papers_task_layers(server, page, shots, tmp_pat
     _check_clean(page, "Train (fine-tune, task layer)")
     assert page.get_by_role("checkbox", name="BiLSTM before the output layer").is_checked()
     _screenshot(page, shots / "Train-finetune-task-layer.png")
+
+
+def _use_folder(page, server: str, url_path: str, folder: Path) -> None:
+    """Open a page, then type `folder` into the sidebar picker (Another folder or Hub id…), as a user does."""
+    page.goto(f"{server}/{url_path}", timeout=60_000)
+    _wait_idle(page)
+    page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name="Another folder or Hub id…").click()
+    _wait_idle(page)
+    box = page.get_by_role("textbox", name="Checkpoint folder or Hub id", exact=True)
+    box.fill(str(folder))
+    box.press("Enter")
+    _wait_idle(page)
+
+
+def test_electra_replaced_token_view(server, page, shots, tiny_electra_pair):
+    """A pair folder on Fill-mask: the generator's answers, and in the ELECTRA box the discriminator
+    judging a sentence the generator corrupted (orange bars with the token they replaced)."""
+    _use_folder(page, server, FILL.url_path, tiny_electra_pair)
+    page.get_by_text("ELECTRA pair").first.click()  # open the box
+    _wait_idle(page)
+    page.get_by_text("Let the generator corrupt one", exact=True).first.click()
+    _wait_idle(page)
+    page.get_by_text("Discriminator right on").first.wait_for(timeout=30_000)
+    page.get_by_text("P(replaced) for every token").first.wait_for(timeout=30_000)
+    _check_clean(page, "Fill_mask (ELECTRA pair)")
+    assert page.get_by_text("its generator").count() >= 1
+    _screenshot(page, shots / "Fill_mask-electra-replaced.png")
+
+
+def test_albert_sentence_order_view(server, page, shots, tiny_albert_checkpoint):
+    _use_folder(page, server, page_titled("Next sentence").url_path, tiny_albert_checkpoint)
+    page.get_by_text("Are A and B in order?").first.wait_for(timeout=30_000)
+    page.get_by_text("the other way round, B then A").first.wait_for(timeout=30_000)
+    _check_clean(page, "Next sentence (ALBERT)")
+    assert "P(in order)" in page.locator("[data-testid='stMetric']").first.inner_text()
+    _screenshot(page, shots / "Next_sentence-albert-sop.png")
