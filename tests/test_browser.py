@@ -410,3 +410,12 @@ def test_albert_sentence_order_view(server, page, shots, tiny_albert_checkpoint)
     _check_clean(page, "Next sentence (ALBERT)")
     assert "P(in order)" in page.locator("[data-testid='stMetric']").first.inner_text()
     _screenshot(page, shots / "Next_sentence-albert-sop.png")
+
+
+def test_electra_discriminator_alone(server, page, shots, tiny_electra_pair):
+    """A discriminator folder: no masked LM, so Fill-mask says so and shows P(replaced) for a typed sentence."""
+    _use_folder(page, server, FILL.url_path, tiny_electra_pair / "discriminator")
+    page.get_by_text("P(replaced) for every token").first.wait_for(timeout=30_000)
+    _check_clean(page, "Fill_mask (ELECTRA discriminator)")
+    assert "cannot fill a [MASK]" in page.locator("[data-testid='stAlertContentInfo']").first.inner_text()
+    _screenshot(page, shots / "Fill_mask-electra-discriminator.png")
