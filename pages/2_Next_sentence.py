@@ -51,6 +51,12 @@ def _sentence_order(text_a: str, text_b: str) -> None:
         st.metric("P(in order)", f"{p:.1%}", border=True)
     with m2:
         st.markdown(f"### Are A and B in order? The model says **{verdict}**")
+        truth = EXAMPLES.get(st.session_state.get("nsp_example") or "")
+        if truth and truth[2] and truth[0] == text_a and truth[1] == text_b:  # an IsNext pair: B follows A
+            st.markdown(
+                (":green[:material/check_circle: Right]" if ordered.in_order else ":red[:material/cancel: Wrong]")
+                + ": in this pair B follows A in the text."
+            )
         st.caption(f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()} (both orders).")
     show_figure(nsp_figure(p, labels=("In order", "Swapped")), "sop", key="sop_bar", export=False)
     q = swapped.in_order_prob
@@ -94,7 +100,9 @@ with controls:
         index=None,
         key="nsp_example",
         on_change=_use_example,
-        placeholder="Pick an IsNext or NotNext pair…",
+        placeholder="Pick a pair (an IsNext pair is in order)…"
+        if SENTENCE_ORDER
+        else "Pick an IsNext or NotNext pair…",
     )
     text_a = st.text_area(
         "Sentence A", key="nsp_a", height=80, on_change=_typed, persist_state="session", max_chars=MAX_TEXT_CHARS

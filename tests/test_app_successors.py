@@ -101,3 +101,13 @@ def test_a_bert_keeps_next_sentence_prediction(app_env):  # noqa: F811
     at = open_page(NSP)
     assert_clean(at)
     assert at.metric[0].label == "P(IsNext)" and len(at.table[0].value) == 4
+
+
+def test_an_in_order_example_is_marked_right_or_wrong_for_sentence_order(app_env, tiny_albert_checkpoint):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_albert_checkpoint)
+    at.switch_page(NSP).run()
+    assert at.selectbox(key="nsp_example").placeholder.startswith("Pick a pair (an IsNext pair is in order)")
+    at.selectbox(key="nsp_example").set_value(at.selectbox(key="nsp_example").options[0]).run()
+    assert_clean(at)
+    assert any("in this pair B follows A in the text" in m.value for m in at.markdown)
