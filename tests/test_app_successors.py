@@ -111,3 +111,36 @@ def test_an_in_order_example_is_marked_right_or_wrong_for_sentence_order(app_env
     at.selectbox(key="nsp_example").set_value(at.selectbox(key="nsp_example").options[0]).run()
     assert_clean(at)
     assert any("in this pair B follows A in the text" in m.value for m in at.markdown)
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta(tmp_path_factory):
+    """A random tiny RoBERTa (transformers' RobertaForMaskedLM) with a byte-level BPE trained here."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from conftest import SAMPLE_TEXT
+
+    from bertlab.models.roberta_tokenizer import RobertaTokenizer
+
+    bpe = RobertaTokenizer.train(texts=SAMPLE_TEXT * 20, vocab_size=320)
+    config = transformers.RobertaConfig(
+        vocab_size=len(bpe), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=40, type_vocab_size=1, pad_token_id=1,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("roberta") / "roberta"
+    transformers.RobertaForMaskedLM(config).save_pretrained(folder)
+    bpe.save(folder)
+    return folder
+
+
+def test_roberta_answers_read_as_words_on_fill_mask(app_env, tiny_roberta):  # noqa: F811
+    at = open_page()
+    _pick(at, tiny_roberta)
+    at.switch_page(FILL).run()
+    at.text_area(key="fm_text").input("The cat sat on the [MASK] and the [MASK] ran.").run()
+    assert_clean(at)
+    answers = json.loads(plotly_charts(at)[0].proto.spec)["data"][0]["y"]
+    assert answers and not [w for w in answers if "Ġ" in w]  # 'mat', not 'Ġmat'
+    filled = " ".join(m.value for m in at.markdown if m.value.startswith("> "))
+    assert filled.count("The cat sat on the ") == 2 and "Ġ" not in filled  # independently and jointly
