@@ -8,7 +8,7 @@ replacement, as in ELECTRA's labels.
 
 A discriminator is a `LoadedModel` with the "rtd" head: a discriminator folder, or a pair folder's
 `halves["discriminator"]`; the generator, one with the "mlm" head from the same pair (the same
-vocabulary). Imports numpy, torch, bertlab.errors and bertlab.inference; never streamlit.
+vocabulary). Imports numpy, torch, bertlab.errors, bertlab.inference and bertlab.tokenizer; never streamlit.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 
 from bertlab.errors import InputError, is_whole_number
 from bertlab.inference import MAX_TEXT_CHARS, LoadedModel
+from bertlab.tokenizer import Encoding
 
 MASK_PROB = 0.15  # ELECTRA masks 15% of the tokens for its generator (the paper's §3.1 setting)
 
@@ -85,7 +86,8 @@ def _judge(lm: LoadedModel, ids: list[int], type_ids: list[int]) -> np.ndarray:
     return logits[0].float().sigmoid().cpu().numpy()
 
 
-def _result(lm: LoadedModel, text: str, enc, read_ids: list[int], masked: np.ndarray) -> ReplacedTokens:
+def _result(lm: LoadedModel, text: str, enc: Encoding, read_ids: list[int], masked: np.ndarray) -> ReplacedTokens:
+    """What the discriminator says about `read_ids` (the typed ids, or the generator's corruption of them)."""
     special = np.array([s is None for s in enc.sequence_ids], dtype=bool)
     p = _judge(lm, read_ids, enc.type_ids)
     p[special] = 0.0
@@ -102,7 +104,7 @@ def _result(lm: LoadedModel, text: str, enc, read_ids: list[int], masked: np.nda
     )
 
 
-def _encode(lm: LoadedModel, text: str):
+def _encode(lm: LoadedModel, text: str) -> Encoding:
     if not isinstance(text, str):
         raise InputError(f"the sentence must be a string, got {type(text).__name__}")
     if not text.strip():
