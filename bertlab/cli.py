@@ -230,9 +230,10 @@ def _export() -> tuple[AddArgs, Run]:
 
 
 def _finetune() -> tuple[AddArgs, Run]:
-    from bertlab.finetune import cli  # deferred: torch
+    from bertlab.finetune.args import add_args  # deferred: as every command, loaded when it runs
+    from bertlab.jobs.finetune_grid import run_cli  # deferred: torch (the recipe, behind the grid's flags)
 
-    return cli.add_args, cli.run
+    return add_args, run_cli
 
 
 def _jobs() -> tuple[AddArgs, Run]:

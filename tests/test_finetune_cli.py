@@ -103,7 +103,8 @@ def test_a_head_learning_rate_trains_the_added_layers_at_their_own_rate(tmp_path
 def test_cli_defaults_follow_the_paper_and_start_from_the_shipped_model():
     import argparse
 
-    from bertlab.finetune.cli import add_args, config_from_args
+    from bertlab.finetune.args import add_args
+    from bertlab.finetune.cli import config_from_args
     from bertlab.storage.checkpoint import default_model_path
 
     p = argparse.ArgumentParser()

@@ -1,4 +1,4 @@
-"""The paper's fine-tuning grid (bertlab.finetune.grid): 18 settings as queued jobs, the best on dev."""
+"""The paper's fine-tuning grid (bertlab.jobs.finetune_grid): 18 settings as queued jobs, the best on dev."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from test_finetune_recipe import write_sst2
 
 from bertlab.errors import InputError
-from bertlab.finetune.grid import PAPER_GRID, grid_args, grid_rows, read_grid, settings, submit_grid
+from bertlab.jobs.finetune_grid import PAPER_GRID, grid_args, grid_rows, read_grid, settings, submit_grid
 from bertlab.jobs.registry import JobRegistry
 
 

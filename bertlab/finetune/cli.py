@@ -1,11 +1,10 @@
-"""The `bertlab finetune` command line: its arguments, the run config they make, one run (its
-log.txt kept in the run folder, the result printed as one JSON line), and the paper's grid
-queued as jobs (--grid paper) or reported (--grid-status).
+"""The `bertlab finetune` command line: its arguments, the run config they make, and one run (its
+log.txt kept in the run folder, the result printed as one JSON line).
 
 `add_args` (defined in bertlab.finetune.args, torch-free, which bertlab.jobs.spec uses to check a
-job's arguments) / `run` are what bertlab.cli calls. Imports bertlab.finetune.recipe (torch),
-bertlab.storage.runfolder (the run's log.txt) and bertlab.finetune.grid (the job registry, for --grid);
-never streamlit.
+job's arguments) and `run` (one run); the grid flags are bertlab.jobs.finetune_grid's, a client of the
+job queue above this package. Imports bertlab.finetune.recipe (torch) and bertlab.storage.runfolder
+(the run's log.txt); never streamlit.
 """
 
 from __future__ import annotations
@@ -19,64 +18,17 @@ import time
 from pathlib import Path
 
 from bertlab.errors import InputError
-from bertlab.finetune.args import MAX_EPOCHS, add_args
-from bertlab.finetune.grid import PAPER_GRID, grid_status, settings, submit_grid
+from bertlab.finetune.args import MAX_EPOCHS
 from bertlab.finetune.recipe import FinetuneConfig, run_finetuning
 from bertlab.finetune.tasks import get_task
 from bertlab.storage.checkpoint import default_model_path
 from bertlab.storage.runfolder import run_log, runs_root
 from bertlab.training.types import TrainConfig
 
-# flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
-_NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
-
 
 def _recipe_argv(argv: list[str]) -> list[str]:
     """The words after `finetune` in a `bertlab [-v] finetune ...` command line (options before it are bertlab's)."""
     return argv[argv[1:].index("finetune") + 2 :] if "finetune" in argv[1:] else argv[1:]
-
-
-def _argv_of(args: argparse.Namespace) -> list[str]:
-    """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
-    p = argparse.ArgumentParser(add_help=False)
-    add_args(p)
-    out: list[str] = []
-    for action in p._actions:
-        if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
-            continue
-        value = getattr(args, action.dest, action.default)
-        if value == action.default or value is None:
-            continue
-        flag = max(action.option_strings, key=len)
-        out += [flag] if isinstance(action, argparse._StoreTrueAction) else [flag, str(value)]
-    return out
-
-
-def _cli_grid(args: argparse.Namespace) -> int:
-    """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
-    if args.resume or args.run_dir:
-        raise InputError(
-            "--grid queues one job per setting, each in its own run folder: leave out --run-dir and --resume"
-        )
-    cfg = config_from_args(args)  # the user's mistakes (no --data, --model with --size) before anything is queued
-    n = len(settings(args.restarts))
-    print(
-        f"starting from {cfg.model}"
-        if cfg.model
-        else f"starting from random weights (size {cfg.size}: no pretraining)",
-        flush=True,
-    )
-    folder = submit_grid(
-        _argv_of(args), restarts=args.restarts, cwd=Path.cwd(), device=args.device, name=f"{cfg.task}-grid"
-    )
-    grid = " x ".join(f"{k.replace('_', ' ')} {'/'.join(f'{v:g}' for v in vals)}" for k, vals in PAPER_GRID.items())
-    print(
-        f"queued the paper's fine-tuning grid: {n} jobs ({grid}"
-        f"{f', {args.restarts} seeds each' if args.restarts > 1 else ''}); they run one at a time per slot"
-    )
-    print(f"grid folder: {folder}")
-    print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
-    return 0
 
 
 def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
@@ -134,13 +86,8 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`bertlab finetune`: fine-tune (or resume) and print the result as one JSON line; or queue
-    or report a --grid."""
-    if args.grid_status:
-        print(grid_status(args.grid_status))
-        return 0
-    if args.grid:
-        return _cli_grid(args)
+    """One fine-tuning run (or its resume), the result printed as one JSON line. `bertlab finetune`
+    itself goes through bertlab.jobs.finetune_grid.run_cli, which takes --grid / --grid-status first."""
     if args.restarts != 1:
         raise InputError("--restarts goes with --grid paper (restarts of every setting of the grid)")
     logging.getLogger("bertlab").setLevel(logging.INFO)

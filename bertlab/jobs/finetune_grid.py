@@ -8,12 +8,13 @@ also ran several random restarts and kept the best on dev.
 Owns: `PAPER_GRID`, `grid_args` (one `bertlab finetune` argument list per setting and restart),
 `submit_grid` (one job each in a JobRegistry, recorded in RUNS/grids/<id>/grid.json), `grid_rows`
 (every setting with its dev score so far, the best marked) and `grid_status` (that table as text,
-for `bertlab finetune --grid-status FOLDER`). `bertlab finetune --grid paper` calls `submit_grid`.
-Torch-free.
+for `bertlab finetune --grid-status FOLDER`), and `run_cli`, `bertlab finetune`'s entry: the grid flags, or one
+run (bertlab.finetune.cli). Imports the job queue and bertlab.finetune's command line (torch, through its recipe).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import time
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.errors import InputError
+from bertlab.finetune import cli as finetune_cli
+from bertlab.finetune.args import add_args
+from bertlab.finetune.cli import config_from_args
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import read_job
 from bertlab.jobs.spec import JobSpec
@@ -191,3 +195,63 @@ def grid_status(folder: str | Path, registry: JobRegistry | None = None) -> str:
             f"(job {best['job']}; its model is in {registry.root / str(best['job'])})"
         )
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# `bertlab finetune --grid paper | --grid-status FOLDER`
+# --------------------------------------------------------------------------------------
+# flags that are about the grid itself or the one run folder: never passed on to a grid's jobs
+_NOT_FOR_GRID_JOBS = ("grid", "restarts", "grid_status", "run_dir", "resume", "help")
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    """The `bertlab finetune` arguments `args` were parsed from, options at their default left out."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_args(p)
+    out: list[str] = []
+    for action in p._actions:
+        if not action.option_strings or action.dest in _NOT_FOR_GRID_JOBS:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default or value is None:
+            continue
+        flag = max(action.option_strings, key=len)
+        out += [flag] if isinstance(action, argparse._StoreTrueAction) else [flag, str(value)]
+    return out
+
+
+def _cli_grid(args: argparse.Namespace) -> int:
+    """`bertlab finetune --grid paper ...`: queue the grid as jobs and say where to watch it."""
+    if args.resume or args.run_dir:
+        raise InputError(
+            "--grid queues one job per setting, each in its own run folder: leave out --run-dir and --resume"
+        )
+    cfg = config_from_args(args)  # the user's mistakes (no --data, --model with --size) before anything is queued
+    n = len(settings(args.restarts))
+    print(
+        f"starting from {cfg.model}"
+        if cfg.model
+        else f"starting from random weights (size {cfg.size}: no pretraining)",
+        flush=True,
+    )
+    folder = submit_grid(
+        _argv_of(args), restarts=args.restarts, cwd=Path.cwd(), device=args.device, name=f"{cfg.task}-grid"
+    )
+    grid = " x ".join(f"{k.replace('_', ' ')} {'/'.join(f'{v:g}' for v in vals)}" for k, vals in PAPER_GRID.items())
+    print(
+        f"queued the paper's fine-tuning grid: {n} jobs ({grid}"
+        f"{f', {args.restarts} seeds each' if args.restarts > 1 else ''}); they run one at a time per slot"
+    )
+    print(f"grid folder: {folder}")
+    print(f"watch it: bertlab finetune --grid-status {folder}   (each job: bertlab jobs list, bertlab jobs show ID)")
+    return 0
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """`bertlab finetune`: report a --grid-status, queue a --grid, or else one run (bertlab.finetune.cli.run)."""
+    if args.grid_status:
+        print(grid_status(args.grid_status))
+        return 0
+    if args.grid:
+        return _cli_grid(args)
+    return finetune_cli.run(args)
