@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.data.data_config import DataConfig, max_predictions_for
-from bertlab.data.pretraining_data import explain_text
+from bertlab.data.explain import explain_text
 from bertlab.errors import BertLabError
 from bertlab.explore import chosen_count_text, unknown_note
 from bertlab.figures.diagrams import example_html, legend_html

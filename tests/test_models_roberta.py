@@ -16,11 +16,11 @@ from conftest import SAMPLE_TEXT
 from test_pretrain import _config
 from torch.testing import assert_close
 
+from bertlab.data.explain import explain_text
 from bertlab.data.pretraining_data import (
     DataConfig,
     create_full_sentence_instances,
     create_instances,
-    explain_text,
 )
 from bertlab.errors import InputError
 from bertlab.inference import load_model

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import WORDS
 
+from bertlab.data.explain import explain_text
 from bertlab.data.maskers import KIND_KEEP, KIND_MASK, KIND_RANDOM, Masker
 from bertlab.data.pretraining_data import (
     DataConfig,
@@ -18,7 +19,6 @@ from bertlab.data.pretraining_data import (
     collate,
     create_instances,
     data_cache_key,
-    explain_text,
     pack,
     truncate_seq_pair,
 )
