@@ -25,6 +25,7 @@ from bertlab.jobs.spec import (
     pretrain_args,
 )
 from bertlab.jobs.view import estimate_caption, estimate_rows, format_count, format_gb, jobs_table
+from bertlab.models.registry import family_for
 from bertlab.storage.catalog import find_checkpoints
 from bertlab.storage.model_card import pretrained_length, read_card
 from bertlab.storage.modelfolder import hidden_width
@@ -42,7 +43,12 @@ RANDOM = "__random__"
 registry = JobRegistry()
 # shared (not listening on loopback only): whoever reaches the app must not make a job read any server file
 shared = access.shared
-configs = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "configs").glob("*.yaml"))
+# the presets and recipes, then BERT's successors (each a family and an objective: configs/successors/)
+configs = [
+    p.relative_to(REPO_ROOT).as_posix()
+    for pattern in ("*.yaml", "successors/*.yaml")
+    for p in sorted((REPO_ROOT / "configs").glob(pattern))
+]
 
 if not access.allowed:
     # a shared app without the token: the runs, read-only; no form (its estimate times training steps)
@@ -73,6 +79,7 @@ def _config_defaults(path: str, mtime: float) -> dict:
         "mask": cfg.data.masked_lm_prob,
         "minutes": max(1, int(cfg.train.max_time_s / 60)) if cfg.train.max_time_s else 10,
         "budget": "Minutes" if cfg.train.max_time_s and not cfg.train.max_steps else "Steps",
+        "trains": f"{family_for({'model_type': cfg.model_type}).name} · {cfg.data.objective_spec.description}",
     }
 
 
@@ -101,6 +108,7 @@ with form:
             help="A YAML file in configs/; the fields below override it.",
         )
         d = _config_defaults(config, (REPO_ROOT / config).stat().st_mtime)
+        st.caption(f"Trains: {d['trains']}")
         k = config.replace("/", "_")  # per-config widget keys: picking another config resets the fields to its values
         seq_key = f"train_seq_{k}"
         c1, c2 = st.columns(2)

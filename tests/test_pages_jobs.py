@@ -134,6 +134,17 @@ def test_train_page_shows_an_estimate(app_env):
     assert not at.button(key="train_launch").disabled
 
 
+def test_train_page_offers_the_successors_configs_and_says_what_each_trains(app_env):
+    pytest.importorskip("gensim")
+    at = open_page(TRAIN)
+    options = at.selectbox(key="train_config").options
+    assert {"configs/successors/albert.yaml", "configs/successors/electra.yaml"} <= set(options)
+    assert any(c.value.startswith("Trains: BERT · masked LM + next sentence") for c in at.caption)
+    at.selectbox(key="train_config").set_value("configs/successors/albert.yaml").run()
+    assert not at.exception
+    assert any(c.value.startswith("Trains: ALBERT · ") for c in at.caption)
+
+
 def test_train_page_says_plainly_what_is_wrong(app_env, tmp_path):
     at = open_page(TRAIN)
     at.text_input(key="train_corpus_configs_tiny.yaml").set_value("/no/such/corpus.txt").run()
