@@ -258,13 +258,17 @@ def test_picker_offers_googles_berts_online_and_downloads_with_progress(request,
     at.run()
     assert not at.exception
     pick = at.sidebar.selectbox(key="bertlab_hub_pick")
-    assert len(pick.options) == 27
+    assert len(pick.options) == 27 + len(hub.SUCCESSORS)
+    assert any(o.startswith("RoBERTa · roberta-base: L=12 H=768 A=12, 125M parameters") for o in pick.options)
     assert any(
         o.startswith("google-bert/bert-base-uncased: L=12 H=768 A=12, 110M parameters, 440 MB") for o in pick.options
     )
     assert any(
         o.startswith("google/bert_uncased_L-2_H-128_A-2: L=2 H=128 A=2, 4M parameters, 18 MB") for o in pick.options
     )
+    pick.set_value(next(m for m in hub.SUCCESSORS if not m.opens)).run()  # ALBERT's SentencePiece: not offered
+    assert at.sidebar.button(key="bertlab_hub_go").disabled
+    assert any("SentencePiece" in c.value for c in at.sidebar.caption)
     pick.set_value(next(m for m in hub.GOOGLE_BERTS if m.repo_id == repo_id)).run()
     at.sidebar.button(key="bertlab_hub_go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]

@@ -26,13 +26,14 @@ from bertlab.errors import CheckpointError
 from bertlab.models.registry import known_model_types, model_type_of
 from bertlab.storage.modelfolder import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILES, is_model_folder
 
-OTHER_FILES = (CONFIG_FILE, VOCAB_FILE, "tokenizer_config.json", "tokenizer.json")
+# vocab.json + merges.txt: a byte-level BPE's (RoBERTa's), which tokenizer.json also holds
+OTHER_FILES = (CONFIG_FILE, VOCAB_FILE, "tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt")
 BASE_VOCAB = {True: 30522, False: 28996}  # uncased / cased WordPiece vocabularies
 
 
 @dataclass(frozen=True)
 class HubModel:
-    """One of Google's BERT checkpoints on the Hub."""
+    """One of Google's BERT checkpoints on the Hub, or one of BERT's successors."""
 
     repo_id: str
     layers: int
@@ -40,9 +41,14 @@ class HubModel:
     heads: int
     uncased: bool = True
     note: str = ""
+    family: str = "BERT"
+    known_parameters: int = 0  # a successor's, from its model card (BERT's are worked out from the shape)
+    opens: bool = True  # False: BERT Lab cannot read it yet (`note` says why), so it is not offered for download
 
     @property
     def parameters(self) -> int:
+        if self.known_parameters:
+            return self.known_parameters
         cfg = BertConfig(
             vocab_size=BASE_VOCAB[self.uncased],
             hidden_size=self.hidden,
@@ -80,6 +86,67 @@ GOOGLE_BERTS: tuple[HubModel, ...] = (
         )
         for layers in (2, 4, 6, 8, 10, 12)
         for hidden in (128, 256, 512, 768)
+    ),
+)
+# BERT's successors (#54), as their authors released them. Parameter counts are their model cards'.
+SUCCESSORS: tuple[HubModel, ...] = (
+    HubModel(
+        "roberta-base",
+        12,
+        768,
+        12,
+        uncased=False,
+        family="RoBERTa",
+        known_parameters=125_000_000,
+        note="RoBERTa-base (Liu et al. 2019): no NSP, longer training, byte-level BPE",
+    ),
+    HubModel(
+        "distilbert-base-uncased",
+        6,
+        768,
+        12,
+        family="DistilBERT",
+        known_parameters=66_000_000,
+        note="DistilBERT (Sanh et al. 2019): 6 layers distilled from BERT-base",
+    ),
+    HubModel(
+        "google/electra-small-discriminator",
+        12,
+        256,
+        4,
+        family="ELECTRA",
+        known_parameters=13_500_000,
+        note="ELECTRA-Small's discriminator (Clark et al. 2020): replaced-token detection, no masked LM",
+    ),
+    HubModel(
+        "google/electra-small-generator",
+        12,
+        256,
+        4,
+        family="ELECTRA",
+        known_parameters=13_500_000,
+        note="ELECTRA-Small's generator: a masked LM, as wide as its discriminator in this release",
+    ),
+    HubModel(
+        "SpanBERT/spanbert-base-cased",
+        12,
+        768,
+        12,
+        uncased=False,
+        family="BERT",
+        known_parameters=108_000_000,
+        note="SpanBERT (Joshi et al. 2019): released without its masked-LM and span-boundary heads, so it "
+        "serves only the pages that need no masked LM",
+    ),
+    HubModel(
+        "albert-base-v2",
+        12,
+        768,
+        12,
+        family="ALBERT",
+        known_parameters=11_700_000,
+        opens=False,
+        note="ALBERT-base v2 (Lan et al. 2019): its SentencePiece tokenizer is not read by BERT Lab yet",
     ),
 )
 ALIASES = {

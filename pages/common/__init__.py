@@ -38,7 +38,7 @@ from bertlab.storage.catalog import (
     runs_root,
     shipped_model_path,
 )
-from bertlab.storage.hub import GOOGLE_BERTS, cached_models, download, is_online
+from bertlab.storage.hub import GOOGLE_BERTS, SUCCESSORS, cached_models, download, is_online
 from bertlab.storage.modelfolder import folder_stamp
 from pages.common.admin import current_access
 
@@ -181,30 +181,40 @@ def _online() -> bool:
 
 
 def _google_berts() -> None:
-    """Sidebar: Google's released BERTs, one click away when online; what is cached when offline."""
-    with st.expander("Google's BERTs", icon=":material/cloud_download:"):
+    """Sidebar: Google's released BERTs and BERT's successors, one click away when online; what is
+    cached when offline."""
+    with st.expander("Google's BERTs and successors", icon=":material/cloud_download:"):
         if not _online():
             cached = cached_models()
             st.caption(
-                "Offline: Google's checkpoints cannot be downloaded now. "
+                "Offline: Google's BERTs and the successors (RoBERTa, DistilBERT, ELECTRA, SpanBERT, ALBERT) "
+                "cannot be downloaded now. "
                 + (f"Cached here and listed above: {', '.join(cached)}." if cached else "None is cached here.")
             )
             return
         choice = st.selectbox(
             "Checkpoint",
-            GOOGLE_BERTS,
-            format_func=lambda m: m.label,
+            GOOGLE_BERTS + SUCCESSORS,
+            format_func=lambda m: m.label if m.family == "BERT" and m in GOOGLE_BERTS else f"{m.family} · {m.label}",
             key="bertlab_hub_pick",
-            help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019). The download "
-            "lands in the usual Hugging Face cache and is listed above from then on.",
+            help="Google's BERT-base/large and the 24 small BERTs (Turc et al. 2019), then BERT's successors as "
+            "their authors released them. The download lands in the usual Hugging Face cache and is listed "
+            "above from then on.",
         )
+        if not choice.opens:
+            st.caption(f":material/block: {choice.note}: not offered for download.")
         access = current_access()  # a download can be gigabytes: on a shared app it needs the admin token
         if not access.allowed:
             st.caption(
                 ":material/lock: On a shared app, downloading needs the admin token of whoever started it "
                 "(type it on the Train or Jobs page)."
             )
-        if st.button("Download and use", key="bertlab_hub_go", icon=":material/download:", disabled=not access.allowed):
+        if st.button(
+            "Download and use",
+            key="bertlab_hub_go",
+            icon=":material/download:",
+            disabled=not access.allowed or not choice.opens,
+        ):
             if not current_access().allowed:  # checked again on the click itself
                 return
             bar = st.progress(0.0, text=f"Fetching {choice.repo_id}...")
