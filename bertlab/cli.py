@@ -254,6 +254,12 @@ def _ablate() -> tuple[AddArgs, Run]:
     return ablations_cli.add_args, ablations_cli.run
 
 
+def _compress() -> tuple[AddArgs, Run]:
+    from bertlab.compress import cli as compress_cli  # deferred: torch
+
+    return compress_cli.add_args, compress_cli.run
+
+
 COMMANDS = {
     "pretrain": ("pretrain a BERT from raw text (MLM + NSP, or an ablation)", _pretrain),
     "export": ("copy a finished run's model into a checkpoint folder with its model card", _export),
@@ -261,6 +267,7 @@ COMMANDS = {
     "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", _jobs),
     "interpret": ("probe each layer or study the heads of a model; saved beside it (a job too)", _interpret),
     "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", _ablate),
+    "compress": ("make a model smaller: quantize (int8, bf16, fp16), measured before and after", _compress),
 }
 
 

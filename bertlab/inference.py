@@ -211,6 +211,9 @@ class LoadedModel:
         # use this model; the others (attention, layers, replaced-token detection, fine-tuning) use
         # the discriminator, load_model(halves["discriminator"]). Empty for a folder of one model.
         self.halves: dict[str, str] = dict(self.info.get("halves", {}))
+        # dynamic int8 Linears hold packed weights with no gradients (bertlab.storage.quantized): pages that
+        # need gradients (integrated gradients, head importance) refuse such a model and offer its source
+        self.supports_gradients = self.info.get("quantization") is None
 
     def _need_mlm(self, what: str) -> None:
         """InputError when the folder has no masked-LM head (a fine-tuned classifier, an encoder)."""

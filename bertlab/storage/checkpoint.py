@@ -14,7 +14,8 @@ the cheap checks on it (`is_model_folder`, `folder_stamp`) live in the torch-fre
 `bertlab.storage.modelfolder`, re-exported here.
 
 Imports torch, safetensors, bertlab.atomic, bertlab.config, bertlab.model, bertlab.tokenizer,
-bertlab.errors, bertlab.hardware (pick_device), bertlab.storage.hub (Hub ids), bertlab.storage.modelfolder and
+bertlab.errors, bertlab.hardware (pick_device), bertlab.storage.hub (Hub ids),
+bertlab.storage.quantized (int8 folders), bertlab.storage.modelfolder and
 bertlab.storage.runfolder (the repository root).
 """
 
@@ -38,7 +39,7 @@ from bertlab.errors import CheckpointError, InputError
 from bertlab.models import bert
 from bertlab.models.bert import normalize_keys as normalize_keys  # BERT task models (finetune) read BERT weights
 from bertlab.models.registry import FamilyImplementation, family_for
-from bertlab.storage import hub
+from bertlab.storage import hub, quantized
 from bertlab.storage.modelfolder import (
     CONFIG_FILE,
     HALVES_KEY,
@@ -92,6 +93,8 @@ def save_checkpoint(
     extra_config: dict | None = None,
     extra_files: dict[str, Any] | None = None,
     dtype: torch.dtype | None = None,
+    weights: dict[str, torch.Tensor] | None = None,
+    hf_config: dict | None = None,
 ) -> Path:
     """Write a checkpoint directory atomically (never half-written, even if killed mid-write).
 
@@ -106,6 +109,9 @@ def save_checkpoint(
         extra_config: merged into the `bertlab` section of config.json (task labels, ...).
         extra_files: name -> JSON-able object, or bytes, written beside the weights.
         dtype: e.g. torch.float16 for a smaller shipped file.
+        weights: the tensors to save instead of the model's state dict (an int8 model's, whose
+            layers hold packed weights: bertlab.storage.quantized).
+        hf_config: merged into config.json's top level (an int8 folder's dtype and `quantization_config`).
     """
     directory = Path(directory)
     config = config or model.config
@@ -122,10 +128,10 @@ def save_checkpoint(
                 tokenizer,
                 dtype,
             )
-        cfg = config.to_hf_dict(architecture, extra_config)
+        cfg = config.to_hf_dict(architecture, extra_config) | (hf_config or {})
         if parts:
             cfg["bertlab"][HALVES_KEY] = list(parts)
-        _write_model_files(tmp, cfg, None if parts else model, tokenizer, dtype)
+        _write_model_files(tmp, cfg, None if parts else model, tokenizer, dtype, weights)
         for name, obj in (extra_files or {}).items():
             data = obj if isinstance(obj, bytes) else json.dumps(obj, indent=2).encode("utf-8")
             (tmp / name).write_bytes(data)
@@ -133,7 +139,12 @@ def save_checkpoint(
 
 
 def _write_model_files(
-    folder: Path, cfg: dict, model: torch.nn.Module | None, tokenizer: BertTokenizer | None, dtype: torch.dtype | None
+    folder: Path,
+    cfg: dict,
+    model: torch.nn.Module | None,
+    tokenizer: BertTokenizer | None,
+    dtype: torch.dtype | None,
+    weights: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """config.json, the weights (none for a pair folder's own) and the tokenizer's files, into `folder`."""
     folder.mkdir(exist_ok=True)
@@ -141,7 +152,8 @@ def _write_model_files(
         cfg["torch_dtype"] = str(dtype).replace("torch.", "")
     (folder / CONFIG_FILE).write_text(json.dumps(cfg, indent=2), encoding="utf-8")
     if model is not None:
-        save_file(export_state_dict(model, dtype), str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+        state = export_state_dict(model, dtype) if weights is None else weights
+        save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
         (folder / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
     if tokenizer is not None:
         tokenizer.save(folder)
@@ -338,7 +350,8 @@ def load_pretraining_model(
         name), `heads` (the heads whose weights the folder holds: "mlm", "nsp", ...; a fine-tuned
         classifier's folder has none), `missing` (weights not in the checkpoint, left at their
         initial values), `card` (model_card.json content when present) and `halves` (a pair
-        folder's halves, name -> folder, the opened one first; {} otherwise).
+        folder's halves, name -> folder, the opened one first; {} otherwise) and `quantization` (the
+        scheme of an int8 folder, "int8-dynamic", which opens on the CPU in float32; else None).
     """
     given = resolve(path_or_id)
     pair = halves(given) if weights_path(given) is None else {}
@@ -348,6 +361,10 @@ def load_pretraining_model(
     impl = family.load()
     source = str(directory) if directory == given and pair else str(weights_file(directory))
     state = impl.normalize_keys(read_weights(directory))
+    scheme = quantized.scheme_of(raw)
+    if scheme not in (None, quantized.INT8_DYNAMIC):
+        raise CheckpointError(f"{directory}: config.json names quantization {scheme!r}; BERT Lab opens 'int8-dynamic'")
+    state, packed = quantized.split_int8(state) if scheme == quantized.INT8_DYNAMIC else (state, {})
     check_shapes(config, state, source, impl)
     model = impl.build(config)
     missing = load_state(model, state, source, impl.ENCODER_PREFIXES, impl.OPTIONAL_PREFIXES)
@@ -357,7 +374,15 @@ def load_pretraining_model(
         raise CheckpointError(
             f"{directory}/vocab.txt has {len(tokenizer)} tokens but config.json says vocab_size={config.vocab_size}"
         )
-    model.to(device=device, dtype=dtype).eval()
+    if scheme == quantized.INT8_DYNAMIC:
+        if dtype != torch.float32:
+            raise InputError(
+                f"{given}: holds a dynamic int8 model, which runs in float32 only; load it with dtype float32"
+            )
+        # int8 kernels (fbgemm) are CPU-only, so an int8 folder opens on the CPU whatever device was asked
+        model = quantized.restore_int8(model.float().eval(), packed)
+    else:
+        model.to(device=device, dtype=dtype).eval()
     info = {
         "path": str(given),
         "raw_config": raw,
@@ -366,6 +391,7 @@ def load_pretraining_model(
         "missing": missing,
         "card": read_card(given),
         "halves": {name: str(folder) for name, folder in pair.items()},
+        "quantization": scheme,
     }
     return model, tokenizer, info
 

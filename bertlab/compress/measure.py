@@ -1,0 +1,158 @@
+"""What a compression buys and costs, measured the same way before and after: parameters, bytes of
+weights on disk, fill-mask latency (p50/p95 at a given thread count) and held-out masked-LM accuracy.
+
+The record (`Measurement`, `CompressionRecord`) is what `bertlab compress` prints and saves as the
+output folder's `compression.json`.
+
+Imports torch, safetensors, bertlab.data.batching, bertlab.errors and bertlab.inference.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+from bertlab.data.batching import pad_batch
+from bertlab.errors import InputError
+from bertlab.inference import LoadedModel
+
+RECORD_FILE = "compression.json"
+PROBE_SENTENCE = "The capital of France is [MASK]."
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Fill-mask wall time of one sentence, in milliseconds, over `repeats` runs after a warm-up."""
+
+    threads: int
+    p50_ms: float
+    p95_ms: float
+    repeats: int
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One model as measured: before or after compression."""
+
+    parameters: int  # weights in the model, int8 ones included (tied decoder counted once)
+    weights_bytes: int  # model.safetensors' size as written (or as it would be written)
+    dtype: str  # what the Linear weights are stored as: float32, float16, bfloat16, int8
+    latency: tuple[Latency, ...] = ()
+    mlm_accuracy: float | None = None  # share of masked tokens guessed right on the held-out file
+
+
+@dataclass(frozen=True)
+class CompressionRecord:
+    """Before and after, as saved in compression.json."""
+
+    method: str  # "quantize"
+    scheme: str  # "int8-dynamic", "bf16", "fp16"
+    source: str
+    before: Measurement  # the source, loaded in float32 as the pages run it; weights_bytes as stored
+    after: Measurement
+    fp32_weights_bytes: int  # the source's weights had they been saved in float32
+    held_out: str | None = None  # the file the accuracies were counted on
+    notes: list[str] = field(default_factory=list)
+
+
+def weights_bytes(state: dict[str, torch.Tensor]) -> int:
+    """The size model.safetensors would have with these tensors (same metadata as save_checkpoint)."""
+    return len(safetensors_bytes(state, metadata={"format": "pt"}))
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Float parameters plus the weights and biases of int8 Linears (packed, so not parameters)."""
+    total = sum(p.numel() for p in model.parameters())
+    for module in model.modules():
+        if callable(getattr(module, "weight", None)) and callable(getattr(module, "bias", None)):
+            total += module.weight().numel()
+            bias = module.bias()
+            total += 0 if bias is None else bias.numel()
+    return total
+
+
+def fill_mask_latency(
+    loaded: LoadedModel, threads: int, repeats: int = 30, warmup: int = 3, sentence: str = PROBE_SENTENCE
+) -> Latency:
+    """p50/p95 of `loaded.fill_mask(sentence)` with torch using `threads` threads (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)  # process-wide in torch; put back below
+    try:
+        for _ in range(warmup):
+            loaded.fill_mask(sentence, joint=False)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            loaded.fill_mask(sentence, joint=False)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        torch.set_num_threads(before)
+    times.sort()
+    p95 = times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)]
+    return Latency(threads, round(statistics.median(times), 3), round(p95, 3), repeats)
+
+
+def masked_lm_accuracy(
+    loaded: LoadedModel, lines: Sequence[str], mask_prob: float = 0.15, seed: int = 0, batch_size: int = 32
+) -> float:
+    """Share of masked tokens whose top answer is the original token.
+
+    Each line is tokenized, and `mask_prob` of its non-special tokens (at least one) replaced by
+    [MASK], chosen by `random.Random(seed)`: the same positions for every model with the same
+    vocabulary, so before and after are compared on the same questions."""
+    rng = random.Random(seed)
+    tok = loaded.tokenizer
+    right = total = 0
+    texts = [line.strip() for line in lines if line.strip()]
+    for start in range(0, len(texts), batch_size):
+        rows, types, targets = [], [], []
+        for text in texts[start : start + batch_size]:
+            enc = tok.encode(text, max_length=loaded.max_length)
+            candidates = [i for i, t in enumerate(enc.ids) if t not in tok.special_ids]
+            if not candidates:
+                continue
+            chosen = rng.sample(candidates, max(1, round(mask_prob * len(candidates))))
+            ids = list(enc.ids)
+            for i in chosen:
+                ids[i] = tok.mask_id
+            rows.append(ids)
+            types.append(enc.type_ids)
+            targets.append({i: enc.ids[i] for i in chosen})
+        if not rows:
+            continue
+        batch = pad_batch(rows, tok.pad_id, types)
+        select = batch["input_ids"] == tok.mask_id  # (B, T)
+        with torch.inference_mode():
+            out = loaded.model(
+                batch["input_ids"].to(loaded.device),
+                batch["token_type_ids"].to(loaded.device),
+                batch["attention_mask"].to(loaded.device),
+                mlm_positions=select.to(loaded.device),
+            )
+        guesses = out.mlm_logits.argmax(-1).tolist()  # (N,), in select.nonzero() order
+        wanted = [targets[b][t] for b, t in select.nonzero().tolist()]
+        right += sum(g == w for g, w in zip(guesses, wanted, strict=True))
+        total += len(wanted)
+    if total == 0:
+        raise InputError("the held-out file has no tokens to mask; give a text file with one sentence a line")
+    return right / total
+
+
+def read_held_out(path: str | Path, max_lines: int = 500) -> list[str]:
+    """The first `max_lines` non-empty lines of a text file (one sentence or document a line)."""
+    lines = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                lines.append(line)
+                if len(lines) >= max_lines:
+                    break
+    return lines

@@ -1,0 +1,179 @@
+"""`bertlab compress quantize`: a smaller copy of a model folder, dynamic int8 or half precision,
+measured before and after.
+
+Schemes:
+- "int8-dynamic": the Linear layers (the masked-LM decoder aside: it is the word embeddings, tied)
+  get int8 weights, one scale per output channel, and quantize their input on the fly
+  (`torch.ao.quantization.quantize_dynamic`, fbgemm); the float parts keep the source's stored dtype
+  where that is lossless (fp16 for the shipped model). Why torch.ao and not torchao, which PyTorch
+  now points eager-mode users to: torchao 0.18 installs beside torch 2.13 (it pins no torch), but
+  its CPU int8 path is tensor subclasses that safetensors cannot store as they are, and fbgemm's
+  dynamic int8 kernels are what the issue's 2x fill-mask measurement used. The folder format is
+  bertlab.storage.quantized's.
+- "bf16" / "fp16": every float weight cast and saved; the folder is an ordinary one that loads
+  anywhere (as float32 unless a dtype is asked for).
+
+Imports torch, bertlab.compress.measure, bertlab.errors, bertlab.inference, bertlab.storage.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from bertlab.compress.measure import (
+    RECORD_FILE,
+    CompressionRecord,
+    Measurement,
+    count_parameters,
+    fill_mask_latency,
+    masked_lm_accuracy,
+    read_held_out,
+    weights_bytes,
+)
+from bertlab.errors import InputError
+from bertlab.inference import LoadedModel, load_model
+from bertlab.storage import quantized
+from bertlab.storage.checkpoint import export_state_dict, save_checkpoint, weights_file
+
+log = logging.getLogger(__name__)
+
+HALF_SCHEMES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+SCHEMES = (quantized.INT8_DYNAMIC, *HALF_SCHEMES)
+
+
+def check_output_folder(out: str | Path, source: str | Path | None = None) -> Path:
+    """`out` as a Path, when it is free to write: absent or an empty folder (the atomic write replaces
+    the whole folder, so anything already there would be lost).
+
+    Raises:
+        InputError: `out` is the source, a file, or a folder that holds anything.
+    """
+    out = Path(out)
+    if source is not None and out.exists() and out.resolve() == Path(source).resolve():
+        raise InputError(f"--out {out} is the model's own folder; give a new folder for the compressed copy")
+    if out.is_file():
+        raise InputError(f"--out {out} is a file; give a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        what = "already holds a model" if (out / "config.json").is_file() else "is not empty"
+        raise InputError(f"--out {out} {what}; give a new folder, or delete that one first")
+    return out
+
+
+def measure(
+    loaded: LoadedModel,
+    stored_bytes: int,
+    dtype: str,
+    threads: Sequence[int],
+    repeats: int,
+    held_out: Sequence[str] | None,
+) -> Measurement:
+    """Parameters, bytes, fill-mask latency at each thread count and held-out accuracy of one model."""
+    return Measurement(
+        parameters=count_parameters(loaded.model),
+        weights_bytes=stored_bytes,
+        dtype=dtype,
+        latency=tuple(fill_mask_latency(loaded, n, repeats) for n in threads),
+        mlm_accuracy=None if held_out is None else round(masked_lm_accuracy(loaded, held_out), 4),
+    )
+
+
+def _stored_dtype(raw_config: dict) -> str:
+    return str(raw_config.get("torch_dtype") or "float32")
+
+
+def quantize(
+    model: str | Path,
+    out: str | Path,
+    scheme: str = quantized.INT8_DYNAMIC,
+    held_out: str | Path | None = None,
+    threads: Sequence[int] = (1, 2),
+    repeats: int = 30,
+) -> tuple[CompressionRecord, LoadedModel]:
+    """Write a quantized copy of `model` to `out` with its compression.json record.
+
+    Returns:
+        (the record, the compressed model as held in memory: what `load_model(out)` rebuilds).
+
+    Raises:
+        InputError: an unknown scheme, an output folder in use, or a folder that is already int8.
+        CheckpointError: the model folder is missing, has no weights, or no family opens it.
+    """
+    if scheme not in SCHEMES:
+        raise InputError(f"--scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
+    out = check_output_folder(out, model)
+    source = load_model(model, device="cpu")  # fbgemm's int8 kernels are CPU-only; compare like with like
+    if source.info.get("quantization"):
+        raise InputError(f"{source.path} is already quantized ({source.info['quantization']}); start from its source")
+    raw = source.info.get("raw_config", {})
+    lines = read_held_out(held_out) if held_out is not None else None
+    before = measure(source, weights_file(source.path).stat().st_size, _stored_dtype(raw), threads, repeats, lines)
+    ours = {**(raw.get("bertlab") or {}), "compressed_from": source.path}
+    if scheme == quantized.INT8_DYNAMIC:
+        compressed_model = quantized.quantize_int8(source.model)
+        weights = _as_stored(quantized.int8_state_dict(compressed_model), _stored_dtype(raw))
+        entries, hf_config = quantized.config_entries()
+        ours.update(entries)
+        dtype, stored = None, "int8"
+    else:
+        dtype = HALF_SCHEMES[scheme]
+        compressed_model = copy.deepcopy(source.model).to(dtype)
+        weights, hf_config, stored = export_state_dict(compressed_model), {}, str(dtype).removeprefix("torch.")
+    info = {**source.info, "quantization": ours.get(quantized.SCHEME_KEY), "path": str(out)}
+    compressed = LoadedModel(compressed_model, source.tokenizer, info)
+    record = CompressionRecord(
+        method="quantize",
+        scheme=scheme,
+        source=source.path,
+        before=before,
+        after=measure(compressed, weights_bytes(weights), stored, threads, repeats, lines),
+        fp32_weights_bytes=weights_bytes(export_state_dict(source.model)),
+        held_out=None if held_out is None else str(held_out),
+        notes=_notes(scheme),
+    )
+    save_checkpoint(
+        out,
+        compressed_model,
+        source.tokenizer,
+        config=source.config,
+        extra_config=ours,
+        extra_files={RECORD_FILE: asdict(record)},
+        dtype=dtype,
+        weights=weights,
+        hf_config=hf_config,
+    )
+    log.info("wrote %s (%s)", out, scheme)
+    return record, compressed
+
+
+def _as_stored(weights: dict[str, torch.Tensor], stored: str) -> dict[str, torch.Tensor]:
+    """The float tensors (embeddings, LayerNorms, biases) in the source's own dtype where that loses
+    nothing: a source stored in fp16 (the shipped model) loaded as float32 holds fp16 values, so its
+    float parts cost half the bytes and reload bit for bit. The int8 scales stay float32."""
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(stored)
+    if dtype is None:
+        return weights
+    out = {}
+    for key, value in weights.items():
+        if value.dtype == torch.float32 and not key.endswith(quantized.SCALE_SUFFIX):
+            narrow = value.to(dtype)
+            value = narrow if torch.equal(narrow.to(torch.float32), value) else value
+        out[key] = value
+    return out
+
+
+def _notes(scheme: str) -> list[str]:
+    if scheme == quantized.INT8_DYNAMIC:
+        return [
+            "post-training dynamic int8 (torch.ao, fbgemm): Linear weights int8 per output channel, activations "
+            "quantized on the fly; embeddings, LayerNorms, biases and the tied masked-LM decoder stay float "
+            "(stored in the source's dtype where lossless)",
+            "CPU only, no gradients through the int8 layers; opens in BERT Lab only (transformers refuses its int8 "
+            "dtype)",
+        ]
+    return [f"every float weight stored as {scheme}; the 'before' model runs in float32, the 'after' one in {scheme}"]
