@@ -80,6 +80,13 @@ APP_PAGES: tuple[AppPage, ...] = (
     ),
     AppPage("pages/8_Ablations.py", "Ablations", ":material/science:", "Ablations: the paper's Tables 5-8 and ours"),
     AppPage(
+        "pages/9_Successors.py",
+        "Successors",
+        ":material/family_history:",
+        "BERT's successors: RoBERTa, ALBERT, SpanBERT and ELECTRA, the papers' claims and ours",
+        heading="BERT's successors",
+    ),
+    AppPage(
         "pages/10_Why_it_answered.py",
         "Why it answered",
         ":material/psychology_alt:",

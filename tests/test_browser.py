@@ -34,6 +34,7 @@ CONTENT = {
     "How an example is made": "[data-testid='stMetric']",
     "Train": "[data-testid='stMetric']",
     "Jobs": "[data-testid='stMarkdown']",
+    "Successors": "[data-testid='stTable']",
 }
 # (url path, heading, content selector) of every registered page
 PAGES = [(p.url_path, p.heading, CONTENT.get(p.title, ".js-plotly-plot")) for p in APP_PAGES]
