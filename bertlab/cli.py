@@ -267,7 +267,7 @@ COMMANDS = {
     "jobs": ("background training jobs: list, submit, show, cancel, resume, delete, estimate, tick", _jobs),
     "interpret": ("probe each layer or study the heads of a model; saved beside it (a job too)", _interpret),
     "ablate": ("the paper's ablations (Tables 5-8) as job suites: run, status, collect, report", _ablate),
-    "compress": ("make a model smaller: quantize (int8, bf16, fp16), measured before and after", _compress),
+    "compress": ("make a model smaller: quantize (int8, bf16, fp16) or prune, measured before and after", _compress),
 }
 
 

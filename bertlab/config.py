@@ -35,6 +35,10 @@ class BertConfig:
     pad_token_id: int = 0  # [PAD] in BERT vocabularies
     attention_direction: str = "bidirectional"  # "left_to_right" is the paper's LTR ablation (causal mask)
     use_nsp_head: bool = True  # False for the "No NSP" ablation: the checkpoint has no NSP weights
+    # heads removed from layers, ((layer, (head, ...)), ...) in the unpruned numbering: transformers 4's
+    # config.json `pruned_heads`. A tuple, not a dict, so the config stays hashable; `heads_in_layer`
+    # reads it (bertlab compress prune writes it)
+    pruned_heads: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -46,6 +50,22 @@ class BertConfig:
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for layer, heads in self.pruned_heads:
+            if not 0 <= layer < self.num_layers or not all(0 <= h < self.num_heads for h in heads):
+                raise ValueError(
+                    f"pruned_heads: layer {layer} heads {list(heads)} fall outside "
+                    f"{self.num_layers} layers of {self.num_heads} heads"
+                )
+            if len(set(heads)) >= self.num_heads:
+                raise ValueError(f"pruned_heads: layer {layer} would have no heads left; keep at least one")
+
+    def pruned_in(self, layer: int) -> tuple[int, ...]:
+        """The heads removed from `layer` (unpruned numbering), ascending; () for an unpruned layer."""
+        return tuple(sorted(set(dict(self.pruned_heads).get(layer, ()))))
+
+    def heads_in_layer(self, layer: int) -> int:
+        """How many heads `layer` has (num_heads unless some were pruned)."""
+        return self.num_heads - len(self.pruned_in(layer))
 
     @property
     def head_size(self) -> int:
@@ -80,6 +100,8 @@ class BertConfig:
                 "use_nsp_head": self.use_nsp_head,
             },
         }
+        if self.pruned_heads:  # transformers 4 reads it (5 dropped head pruning); absent when nothing is pruned
+            data["pruned_heads"] = {str(layer): list(heads) for layer, heads in self.pruned_heads}
         if extra:
             data["bertlab"].update(extra)
         return data
@@ -110,11 +132,20 @@ class BertConfig:
                 pad_token_id=int(data.get("pad_token_id", 0) or 0),
                 attention_direction=ours.get("attention_direction", "bidirectional"),
                 use_nsp_head=bool(ours.get("use_nsp_head", True)),
+                pruned_heads=_read_pruned_heads(data.get("pruned_heads") or {}),
             )
         except KeyError as exc:
             raise CheckpointError(f"{source}: missing key {exc.args[0]!r}; is this a BERT config?") from exc
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{source}: {exc}") from exc
+
+
+def _read_pruned_heads(raw: dict) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """config.json's `pruned_heads` ({"layer": [head, ...]}, as transformers 4 writes it) as BertConfig holds it."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"pruned_heads must be an object of layer -> heads, got {type(raw).__name__}")
+    pairs = ((int(layer), tuple(sorted({int(h) for h in heads}))) for layer, heads in raw.items())
+    return tuple(sorted((layer, heads) for layer, heads in pairs if heads))
 
 
 def parameter_count(config: BertConfig) -> int:

@@ -88,15 +88,22 @@ class BertEmbeddings(nn.Module):
 
 
 class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention; SDPA fast path and explicit path side by side."""
+    """Multi-head scaled dot-product attention; SDPA fast path and explicit path side by side.
 
-    def __init__(self, config: BertConfig):
+    A layer whose heads were pruned (`pruned`, BertConfig.pruned_heads) has only its kept heads'
+    rows in query/key/value, as transformers 4's `prune_heads` leaves it; a head mask still has one
+    entry per unpruned head, and the kept heads' entries apply."""
+
+    def __init__(self, config: BertConfig, pruned: tuple[int, ...] = ()):
         super().__init__()
-        self.num_heads = config.num_heads
         self.head_size = config.head_size
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.kept_heads = tuple(h for h in range(config.num_heads) if h not in pruned)  # unpruned numbering
+        self.num_heads = len(self.kept_heads)
+        width = self.num_heads * self.head_size  # hidden_size unless heads were pruned
+        self.query = nn.Linear(config.hidden_size, width)
+        self.key = nn.Linear(config.hidden_size, width)
+        self.value = nn.Linear(config.hidden_size, width)
+        self.pruned = bool(pruned)
         self.dropout = nn.Dropout(config.attention_dropout)  # its .p is also the SDPA path's dropout_p
 
     def forward(
@@ -108,8 +115,10 @@ class BertSelfAttention(nn.Module):
         xq: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """xq: (B, K, H) the rows that ask (queries); None means every position of x."""
-        B, T, H = x.shape
+        B, T, _ = x.shape
         nh, hs = self.num_heads, self.head_size
+        if head_mask is not None and self.pruned:
+            head_mask = head_mask[list(self.kept_heads)]  # (A,) -> (nh,): the removed heads are gone already
         xq = x if xq is None else xq
         Tq = xq.shape[1]
         q = self.query(xq).view(B, Tq, nh, hs).transpose(1, 2)  # (B, nh, Tq, hs)
@@ -133,14 +142,15 @@ class BertSelfAttention(nn.Module):
             if head_mask is not None:
                 # probs @ v is linear in probs, so masking a head's output equals masking its probs
                 context = context * head_mask.view(1, nh, 1, 1).to(context.dtype)
-        context = context.transpose(1, 2).reshape(B, Tq, H)  # (B, Tq, H)
+        context = context.transpose(1, 2).reshape(B, Tq, nh * hs)  # (B, Tq, nh*hs), H unless pruned
         return context, probs
 
 
 class BertSelfOutput(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, num_heads: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        heads = config.num_heads if num_heads is None else num_heads  # fewer in a pruned layer
+        self.dense = nn.Linear(heads * config.head_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
@@ -149,10 +159,10 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, pruned: tuple[int, ...] = ()):
         super().__init__()
-        self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.self = BertSelfAttention(config, pruned)
+        self.output = BertSelfOutput(config, self.self.num_heads)
 
     def forward(
         self,
@@ -191,9 +201,9 @@ class BertOutput(nn.Module):
 class BertLayer(nn.Module):
     """One post-LN Transformer encoder layer: self-attention, then the feed-forward block."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, pruned: tuple[int, ...] = ()):
         super().__init__()
-        self.attention = BertAttention(config)
+        self.attention = BertAttention(config, pruned)  # pruned: the heads removed from this layer
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
@@ -213,7 +223,7 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_layers))
+        self.layer = nn.ModuleList(BertLayer(config, config.pruned_in(n)) for n in range(config.num_layers))
 
 
 class BertPooler(nn.Module):

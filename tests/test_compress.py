@@ -1,6 +1,7 @@
-"""bertlab.compress and the int8 folder format (bertlab.storage.quantized): each command on a tiny
-random BERT and on the shipped model, reload equal to the model held in memory, int8 close to fp32,
-one-line errors with nothing written, and the CLI."""
+"""bertlab.compress, the int8 folder format (bertlab.storage.quantized) and pruned layers
+(BertConfig.pruned_heads): each command on a tiny random BERT, one built by transformers and the
+shipped model; reload equal to the model held in memory; int8 close to fp32; removed heads equal to
+masked heads; one-line errors with nothing written; the CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import torch
 
 from bertlab.cli import main
 from bertlab.compress.measure import RECORD_FILE, masked_lm_accuracy
+from bertlab.compress.prune import heads_to_prune, parse_order, prune
 from bertlab.compress.quantize import quantize
+from bertlab.config import BertConfig
 from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.inference import load_model
 from bertlab.storage import quantized
@@ -158,3 +161,135 @@ def test_cli_prints_the_record_and_errors_in_one_line(tiny_checkpoint, tmp_path,
     err = capsys.readouterr().err.strip()
     assert "already holds a model" in err and "\n" not in err
     assert issubclass(InputError, BertLabError)
+
+
+# --------------------------------------------------------------------------------------
+# prune
+# --------------------------------------------------------------------------------------
+def _masked_logits(loaded, pruned_heads):
+    """The unpruned model's logits with `pruned_heads` (layer -> heads) switched off by the head mask."""
+    mask = torch.ones(loaded.config.num_layers, loaded.config.num_heads)
+    for layer, heads in pruned_heads.items():
+        mask[int(layer), heads] = 0
+    enc = [loaded.tokenizer.encode(t, max_length=loaded.max_length) for t in SAMPLE_TEXT]
+    with torch.inference_mode():
+        return loaded.model(**loaded._batch(enc), head_mask=mask).mlm_logits.float()
+
+
+def test_removed_heads_compute_as_masked_heads_and_reload(tiny_checkpoint, tmp_path, held_out):
+    record, pruned = prune(tiny_checkpoint, tmp_path / "p", heads=0.25, held_out=held_out, **FAST)
+    removed = record.details["pruned_heads"]
+    assert record.details["heads_removed"] == 2 and record.details["order"] == "importance"
+    reloaded = load_model(tmp_path / "p")
+    torch.testing.assert_close(_logits(reloaded), _logits(pruned), rtol=0, atol=0)
+    torch.testing.assert_close(_logits(pruned), _masked_logits(load_model(tiny_checkpoint), removed), rtol=0, atol=1e-5)
+    cfg = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert cfg["pruned_heads"] == removed and cfg["num_attention_heads"] == 4
+    layer, heads = next(iter(removed.items()))
+    kept = (4 - len(heads)) * 8  # head_size 8
+    state = read_weights(tmp_path / "p")
+    assert state[f"bert.encoder.layer.{layer}.attention.self.query.weight"].shape == (kept, 32)
+    assert state[f"bert.encoder.layer.{layer}.attention.output.dense.weight"].shape == (32, kept)
+    assert record.after.parameters < record.before.parameters
+    assert record.after.weights_bytes == (tmp_path / "p" / "model.safetensors").stat().st_size
+    # a head mask over the unpruned numbering still applies to the kept heads
+    mask = torch.ones(2, 4)
+    torch.testing.assert_close(_masked_logits(reloaded, {}), _logits(reloaded), rtol=0, atol=0)
+    assert reloaded.fill_mask("the [MASK] sat on the mat", head_mask=mask).masks
+
+
+def test_an_unpruned_config_writes_no_pruned_heads_and_a_bad_one_is_one_line(tiny_checkpoint, tmp_path):
+    config = BertConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
+    assert "pruned_heads" not in config.to_hf_dict()
+    pruned = config.replace(pruned_heads=((1, (0, 2)),))
+    assert BertConfig.from_hf_dict(pruned.to_hf_dict()) == pruned and pruned.heads_in_layer(1) == 2
+    raw = config.to_hf_dict() | {"pruned_heads": {"0": [0, 1, 2, 3]}}
+    with pytest.raises(CheckpointError, match="no heads left"):
+        BertConfig.from_hf_dict(raw)
+
+
+def test_pruned_transformers_model(tmp_path, tokenizer):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = transformers.BertForPreTraining(
+        transformers.BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    tokenizer.save(tmp_path / "hf")
+    order = parse_order("1:3,0:0,1:1,1:2,1:0")  # 1:0 would be layer 1's last head: skipped
+    record, pruned = prune(tmp_path / "hf", tmp_path / "p", heads=0.5, order=order, **FAST)
+    assert record.details["pruned_heads"] == {"0": [0], "1": [1, 2, 3]}
+    torch.testing.assert_close(
+        _logits(pruned), _masked_logits(load_model(tmp_path / "hf"), {0: [0], 1: [1, 2, 3]}), rtol=0, atol=1e-5
+    )
+    with torch.inference_mode():  # our unpruned reading of the folder is transformers' own
+        ids = torch.tensor([[2, 10, 11, 3]])
+        torch.testing.assert_close(
+            load_model(tmp_path / "hf").model(ids).mlm_logits, hf(ids).prediction_logits, rtol=0, atol=1e-5
+        )
+    # transformers 5 dropped head pruning (4 read config.json's pruned_heads): it refuses the smaller
+    # matrices rather than loading them wrong
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+        transformers.BertForPreTraining.from_pretrained(tmp_path / "p")
+
+
+def test_magnitude_pruning_states_its_sparsity(tiny_checkpoint, tmp_path):
+    record, pruned = prune(tiny_checkpoint, tmp_path / "s", sparsity=0.5, **FAST)
+    assert record.details["sparsity"] == pytest.approx(0.5, abs=0.01)
+    weight = pruned.model.bert.encoder.layer[0].intermediate.dense.weight
+    assert float((weight == 0).float().mean()) == pytest.approx(0.5, abs=0.01)
+    torch.testing.assert_close(_logits(load_model(tmp_path / "s")), _logits(pruned), rtol=0, atol=0)
+    assert json.loads((tmp_path / "s" / RECORD_FILE).read_text())["details"]["sparsity"] == record.details["sparsity"]
+
+
+def test_shipped_model_pruned_by_importance(tmp_path):
+    record, pruned = prune(default_model_path(), tmp_path / "mini-heads", heads=0.25, **FAST)
+    assert record.details["heads_removed"] == 4 and record.before.dtype == record.after.dtype == "float16"
+    reloaded = load_model(tmp_path / "mini-heads")
+    torch.testing.assert_close(_logits(reloaded), _logits(pruned), rtol=0, atol=0)
+    assert record.after.weights_bytes < record.before.weights_bytes
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(sparsity=1.5), "--sparsity must be a share above 0 and below 1"),
+        (dict(heads=1.0), "--heads must be a share"),
+        (dict(heads=0.9), "each layer keeps at least one"),
+        (dict(heads=0.25, sparsity=0.5), "give one of --heads"),
+        (dict(), "give one of --heads"),
+        (dict(heads=0.25, order=[(5, 0)]), "outside 2 layers"),
+    ],
+)
+def test_bad_pruning_input_is_one_line_and_writes_nothing(tiny_checkpoint, tmp_path, kwargs, message):
+    with pytest.raises(InputError, match=message) as caught:
+        prune(tiny_checkpoint, tmp_path / "out", **kwargs, **FAST)
+    assert "\n" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pruning_an_int8_or_pruned_model_is_refused(tiny_int8, tiny_checkpoint, tmp_path):
+    with pytest.raises(InputError, match="prune its float source"):
+        prune(tiny_int8[0], tmp_path / "a", heads=0.25, **FAST)
+    prune(tiny_checkpoint, tmp_path / "once", heads=0.25, order=parse_order("0:0,1:0"), **FAST)
+    with pytest.raises(InputError, match="pruned already"):
+        prune(tmp_path / "once", tmp_path / "twice", heads=0.25, order=parse_order("0:1,1:1"), **FAST)
+    assert not (tmp_path / "twice").exists() and not (tmp_path / "a").exists()
+    with pytest.raises(InputError, match="layer:head"):
+        parse_order("0-1")
+    assert heads_to_prune(2, 4, [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)], 0.5) == {0: [0, 1, 2], 1: [0]}
+
+
+def test_cli_prune(tiny_checkpoint, tmp_path, capsys):
+    args = ["compress", "prune", "--model", str(tiny_checkpoint), "--repeats", "2"]
+    assert main([*args, "--out", str(tmp_path / "p"), "--heads", "0.25", "--order", "0:1,1:2"]) == 0
+    assert "pruned_heads: {'0': [1], '1': [2]}" in capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "q"), "--sparsity", "1.5"]) == 2
+    assert "--sparsity must be a share" in capsys.readouterr().err

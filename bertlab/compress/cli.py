@@ -1,12 +1,14 @@
-"""`bertlab compress quantize`: the compression lab's commands (#55).
+"""`bertlab compress quantize|prune`: the compression lab's commands (#55).
 
     bertlab compress quantize --model checkpoints/bertlab-mini --out checkpoints/bertlab-mini-int8
     bertlab compress quantize --model checkpoints/bertlab-mini --out /tmp/mini-bf16 --scheme bf16 \
         --held-out DATA/heldout.txt
+    bertlab compress prune --model checkpoints/bertlab-mini --heads 0.25 --out /tmp/mini-heads25
+    bertlab compress prune --model checkpoints/bertlab-mini --sparsity 0.5 --out /tmp/mini-sparse50
 
 Each prints the before/after record and saves it as the output folder's compression.json.
 
-Imports bertlab.compress.quantize and bertlab.compress.measure.
+Imports bertlab.compress.quantize, bertlab.compress.prune and bertlab.compress.measure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from dataclasses import asdict
 
 from bertlab.compress.measure import CompressionRecord, Measurement
+from bertlab.compress.prune import parse_order, prune
 from bertlab.compress.quantize import SCHEMES, quantize
 
 
@@ -30,13 +33,29 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=SCHEMES[0],
         help="int8-dynamic: int8 Linear weights, CPU only, BERT Lab only; bf16/fp16: every weight cast",
     )
-    q.add_argument("--held-out", help="text file (a sentence a line) to count masked-LM accuracy on")
-    q.add_argument("--repeats", type=int, default=30, help="timed fill-mask runs per thread count")
-    q.add_argument("--json", action="store_true", help="print the record as JSON")
+    _common(q)
+    r = sub.add_parser("prune", help="remove the least important heads, or zero the smallest weights, measured")
+    r.add_argument("--model", required=True, help="checkpoint folder or Hub id")
+    r.add_argument("--out", required=True, help="new folder for the pruned copy")
+    how = r.add_mutually_exclusive_group(required=True)
+    how.add_argument("--heads", type=float, help="share of all heads to remove (structured), e.g. 0.25")
+    how.add_argument("--sparsity", type=float, help="share of each Linear weight to zero (unstructured), e.g. 0.5")
+    r.add_argument("--order", help="heads to remove first, as layer:head pairs (default: Michel et al. importance)")
+    _common(r)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--held-out", help="text file (a sentence a line) to count masked-LM accuracy on")
+    p.add_argument("--repeats", type=int, default=30, help="timed fill-mask runs per thread count")
+    p.add_argument("--json", action="store_true", help="print the record as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    record, _ = quantize(args.model, args.out, args.scheme, args.held_out, repeats=args.repeats)
+    if args.compress_command == "prune":
+        order = parse_order(args.order) if args.order else None
+        record, _ = prune(args.model, args.out, args.heads, args.sparsity, order, args.held_out, repeats=args.repeats)
+    else:
+        record, _ = quantize(args.model, args.out, args.scheme, args.held_out, repeats=args.repeats)
     print(json.dumps(asdict(record), indent=2) if args.json else format_record(record, args.out))
     return 0
 
@@ -61,5 +80,6 @@ def format_record(record: CompressionRecord, out: str) -> str:
     ]
     for lb, la in zip(b.latency, a.latency, strict=True):
         lines.append(f"fill-mask p50 at {lb.threads} thread(s): {lb.p50_ms / la.p50_ms:.2f}x faster")
+    lines += [f"{key}: {value}" for key, value in record.details.items()]
     lines += [f"note: {n}" for n in record.notes]
     return "\n".join(lines)

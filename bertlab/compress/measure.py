@@ -2,7 +2,8 @@
 weights on disk, fill-mask latency (p50/p95 at a given thread count) and held-out masked-LM accuracy.
 
 The record (`Measurement`, `CompressionRecord`) is what `bertlab compress` prints and saves as the
-output folder's `compression.json`.
+output folder's `compression.json`; `check_output_folder` is the check every command makes before
+it loads anything.
 
 Imports torch, safetensors, bertlab.data.batching, bertlab.errors and bertlab.inference.
 """
@@ -53,14 +54,15 @@ class Measurement:
 class CompressionRecord:
     """Before and after, as saved in compression.json."""
 
-    method: str  # "quantize"
-    scheme: str  # "int8-dynamic", "bf16", "fp16"
+    method: str  # "quantize", "prune-heads", "prune-sparsity"
+    scheme: str  # "int8-dynamic", "bf16", "fp16"; for pruning the share asked for, e.g. "heads 0.25"
     source: str
     before: Measurement  # the source, loaded in float32 as the pages run it; weights_bytes as stored
     after: Measurement
     fp32_weights_bytes: int  # the source's weights had they been saved in float32
     held_out: str | None = None  # the file the accuracies were counted on
     notes: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)  # what the method did: heads removed, sparsity reached
 
 
 def weights_bytes(state: dict[str, torch.Tensor]) -> int:
@@ -156,3 +158,44 @@ def read_held_out(path: str | Path, max_lines: int = 500) -> list[str]:
                 if len(lines) >= max_lines:
                     break
     return lines
+
+
+def check_output_folder(out: str | Path, source: str | Path | None = None) -> Path:
+    """`out` as a Path, when it is free to write: absent or an empty folder (the atomic write replaces
+    the whole folder, so anything already there would be lost).
+
+    Raises:
+        InputError: `out` is the source, a file, or a folder that holds anything.
+    """
+    out = Path(out)
+    if source is not None and out.exists() and out.resolve() == Path(source).resolve():
+        raise InputError(f"--out {out} is the model's own folder; give a new folder for the compressed copy")
+    if out.is_file():
+        raise InputError(f"--out {out} is a file; give a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        what = "already holds a model" if (out / "config.json").is_file() else "is not empty"
+        raise InputError(f"--out {out} {what}; give a new folder, or delete that one first")
+    return out
+
+
+def measure(
+    loaded: LoadedModel,
+    stored_bytes: int,
+    dtype: str,
+    threads: Sequence[int],
+    repeats: int,
+    held_out: Sequence[str] | None,
+) -> Measurement:
+    """Parameters, bytes, fill-mask latency at each thread count and held-out accuracy of one model."""
+    return Measurement(
+        parameters=count_parameters(loaded.model),
+        weights_bytes=stored_bytes,
+        dtype=dtype,
+        latency=tuple(fill_mask_latency(loaded, n, repeats) for n in threads),
+        mlm_accuracy=None if held_out is None else round(masked_lm_accuracy(loaded, held_out), 4),
+    )
+
+
+def stored_dtype(raw_config: dict) -> str:
+    """The dtype a folder's weights are stored in, from config.json (float32 when it does not say)."""
+    return str(raw_config.get("torch_dtype") or "float32")

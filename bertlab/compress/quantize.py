@@ -29,11 +29,10 @@ import torch
 from bertlab.compress.measure import (
     RECORD_FILE,
     CompressionRecord,
-    Measurement,
-    count_parameters,
-    fill_mask_latency,
-    masked_lm_accuracy,
+    check_output_folder,
+    measure,
     read_held_out,
+    stored_dtype,
     weights_bytes,
 )
 from bertlab.errors import InputError
@@ -45,46 +44,6 @@ log = logging.getLogger(__name__)
 
 HALF_SCHEMES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 SCHEMES = (quantized.INT8_DYNAMIC, *HALF_SCHEMES)
-
-
-def check_output_folder(out: str | Path, source: str | Path | None = None) -> Path:
-    """`out` as a Path, when it is free to write: absent or an empty folder (the atomic write replaces
-    the whole folder, so anything already there would be lost).
-
-    Raises:
-        InputError: `out` is the source, a file, or a folder that holds anything.
-    """
-    out = Path(out)
-    if source is not None and out.exists() and out.resolve() == Path(source).resolve():
-        raise InputError(f"--out {out} is the model's own folder; give a new folder for the compressed copy")
-    if out.is_file():
-        raise InputError(f"--out {out} is a file; give a new folder")
-    if out.is_dir() and any(out.iterdir()):
-        what = "already holds a model" if (out / "config.json").is_file() else "is not empty"
-        raise InputError(f"--out {out} {what}; give a new folder, or delete that one first")
-    return out
-
-
-def measure(
-    loaded: LoadedModel,
-    stored_bytes: int,
-    dtype: str,
-    threads: Sequence[int],
-    repeats: int,
-    held_out: Sequence[str] | None,
-) -> Measurement:
-    """Parameters, bytes, fill-mask latency at each thread count and held-out accuracy of one model."""
-    return Measurement(
-        parameters=count_parameters(loaded.model),
-        weights_bytes=stored_bytes,
-        dtype=dtype,
-        latency=tuple(fill_mask_latency(loaded, n, repeats) for n in threads),
-        mlm_accuracy=None if held_out is None else round(masked_lm_accuracy(loaded, held_out), 4),
-    )
-
-
-def _stored_dtype(raw_config: dict) -> str:
-    return str(raw_config.get("torch_dtype") or "float32")
 
 
 def quantize(
@@ -112,11 +71,11 @@ def quantize(
         raise InputError(f"{source.path} is already quantized ({source.info['quantization']}); start from its source")
     raw = source.info.get("raw_config", {})
     lines = read_held_out(held_out) if held_out is not None else None
-    before = measure(source, weights_file(source.path).stat().st_size, _stored_dtype(raw), threads, repeats, lines)
+    before = measure(source, weights_file(source.path).stat().st_size, stored_dtype(raw), threads, repeats, lines)
     ours = {**(raw.get("bertlab") or {}), "compressed_from": source.path}
     if scheme == quantized.INT8_DYNAMIC:
         compressed_model = quantized.quantize_int8(source.model)
-        weights = _as_stored(quantized.int8_state_dict(compressed_model), _stored_dtype(raw))
+        weights = _as_stored(quantized.int8_state_dict(compressed_model), stored_dtype(raw))
         entries, hf_config = quantized.config_entries()
         ours.update(entries)
         dtype, stored = None, "int8"

@@ -86,8 +86,10 @@ def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
         shapes.update(linear("cls.seq_relationship", 2, h))
     for n in range(config.num_layers):
         p = f"bert.encoder.layer.{n}."
-        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
-            shapes.update(linear(p + name, h, h))
+        width = config.heads_in_layer(n) * config.head_size  # h unless heads were pruned (BertConfig.pruned_heads)
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value"):
+            shapes.update(linear(p + name, width, h))
+        shapes.update(linear(p + "attention.output.dense", h, width))
         shapes.update(linear(p + "intermediate.dense", i, h))
         shapes.update(linear(p + "output.dense", h, i))
         shapes.update(layer_norm(p + "attention.output.LayerNorm"))
