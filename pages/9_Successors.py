@@ -96,7 +96,7 @@ if access.allowed:
         key="succ_pick",
     )
     if pick is not None:
-        spec = JobSpec("pretrain", succ.job_args(by_key[pick]))
+        spec = JobSpec("pretrain", succ.job_args(by_key[pick]))  # its folder: <run name>-<time>, as the table reads
         try:
             with st.spinner("Counting the corpus's tokens and timing a few training steps of this model…"):
                 est = estimate_spec(spec, cwd=REPO_ROOT, runs_dir=registry.root)
@@ -109,6 +109,16 @@ if access.allowed:
             m2.metric("Memory", format_gb(est.total_gb))
             m3.metric("Time", format_duration(est.total_s) if est.total_s is not None else "?")
             st.caption(estimate_caption(est))
+            for note in est.notes:  # clauses of the estimate's summary, as the Train page shows them
+                if note != est.problem:
+                    (st.warning if note in est.warnings else st.caption)(note[:1].upper() + note[1:])
+            twins = registry.same_jobs(spec, cwd=REPO_ROOT)
+            if twins:  # the suite's run already queued or running: a second copy repeats it exactly
+                st.warning(
+                    f"The same job is already {twins[0].state}: **{twins[0].id}**. A second copy would repeat it "
+                    "exactly (the same settings, data and seed).",
+                    icon=":material/content_copy:",
+                )
             if est.problem:
                 st.error(est.problem, icon=":material/front_hand:")
             elif st.button("Queue it", type="primary", key="succ_launch", icon=":material/rocket_launch:"):

@@ -7,6 +7,7 @@ import pytest
 from bertlab.ablations import successors as succ
 from bertlab.storage.runfolder import append_metrics, update_status, write_run_config
 from bertlab.training.pretrain_config import load_config_file
+from tests.test_access import FIELD, TOKEN, shared  # noqa: F401 (shared: a fixture)
 from tests.test_app import app_env, assert_clean, open_page  # noqa: F401 (app_env: a fixture)
 
 PAGE = "pages/9_Successors.py"
@@ -129,3 +130,22 @@ def test_page_estimates_and_queues_a_variant(app_env, monkeypatch):  # noqa: F81
     (spec,) = queued
     assert spec.kind == "pretrain" and spec.args[:2] == ("--config", "configs/successors/span.yaml")
     assert "succ-span-1" in " ".join(str(s.value) for s in at.success)
+
+
+def test_shared_page_without_the_token_shows_commands_but_queues_nothing(shared):  # noqa: F811
+    at = open_page(PAGE)
+    assert_clean(at)
+    assert "bertlab pretrain --config configs/successors/bert.yaml" in at.code[0].value
+    assert not [s for s in at.selectbox if s.key == "succ_pick"]
+    assert "needs the admin token" in " ".join(str(c.value) for c in at.caption)
+    at.text_input(key=FIELD).input(TOKEN).run()
+    assert at.selectbox(key="succ_pick").value is None  # with the token: pick one to queue it
+
+
+def test_a_queued_run_of_the_variant_is_found_and_a_lookalike_is_not(tmp_path):
+    by_key = {v.key: v for v in succ.suite_variants()}
+    fake_run(tmp_path, "succ-bert-lr1.5e-3")  # another run: its name only starts alike
+    assert succ.run_progress(tmp_path, by_key["bert"]) is None
+    fake_run(tmp_path, "succ-bert-20261205-094700")  # as JobRegistry.submit names the suite's job
+    run = succ.run_progress(tmp_path, by_key["bert"])
+    assert run is not None and run.run_dir.name == "succ-bert-20261205-094700"

@@ -12,6 +12,7 @@ bertlab.jobs (runs, spec), bertlab.storage.runfolder and bertlab.errors.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +20,10 @@ from typing import Any
 
 from bertlab.data.objectives import get_objective
 from bertlab.errors import InputError
-from bertlab.jobs.runs import read_job
+from bertlab.jobs.runs import Job, read_job
 from bertlab.jobs.spec import pretrain_args
 from bertlab.models.registry import family_for
-from bertlab.storage.runfolder import REPO_ROOT, is_run_dir, read_metrics
+from bertlab.storage.runfolder import ACTIVE_STATES, REPO_ROOT, is_run_dir, read_metrics
 from bertlab.training.pretrain_config import PretrainConfig, load_config_file
 
 CONFIG_DIR = REPO_ROOT / "configs" / "successors"
@@ -338,12 +339,25 @@ def suite_rows(variants: list[SuccessorVariant], runs_dir: str | Path) -> list[d
     return rows
 
 
+def variant_runs(runs_dir: str | Path, variant: SuccessorVariant) -> list[Job]:
+    """The variant's runs: the folder named after its config (`runs_dir`/succ-albert, as its command names
+    it) and those the job registry made from it (succ-albert-20261205-094700), a running one first, then
+    the newest. A folder whose name only starts alike (succ-bert-lr1.5e-3) is another run's."""
+    folder = Path(runs_dir)
+    if not folder.is_dir():
+        return []
+    own = re.compile(rf"{re.escape(variant.run_name)}(-\d{{8}}-\d{{6}}(-\d+)?)?")
+    jobs = [read_job(p) for p in folder.iterdir() if own.fullmatch(p.name) and is_run_dir(p)]
+    return sorted(jobs, key=lambda j: (j.state in ACTIVE_STATES, j.submitted), reverse=True)
+
+
 def run_progress(runs_dir: str | Path, variant: SuccessorVariant) -> RunProgress | None:
-    """The run folder named after the variant's config (`runs_dir`/succ-albert), or None when there is none."""
-    run_dir = Path(runs_dir) / variant.run_name
-    if not is_run_dir(run_dir):
+    """Where the variant's run stands (its first in `variant_runs`), or None when it has none."""
+    runs = variant_runs(runs_dir, variant)
+    if not runs:
         return None
-    job = read_job(run_dir)
+    job = runs[0]
+    run_dir = job.run_dir
     evals = [m for m in read_metrics(run_dir) if m.get("split") == "eval" and m.get("mlm_acc") is not None]
     last_eval = evals[-1] if evals else None
     last_train = job.status.get("last_train") or {}
