@@ -92,7 +92,8 @@ class BertSelfAttention(nn.Module):
 
     A layer whose heads were pruned (`pruned`, BertConfig.pruned_heads) has only its kept heads'
     rows in query/key/value, as transformers 4's `prune_heads` leaves it; a head mask still has one
-    entry per unpruned head, and the kept heads' entries apply."""
+    entry per unpruned head, and the kept heads' entries apply; the attention maps it returns have
+    one per unpruned head too, zeros for the removed ones."""
 
     def __init__(self, config: BertConfig, pruned: tuple[int, ...] = ()):
         super().__init__()
@@ -104,6 +105,7 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, width)
         self.value = nn.Linear(config.hidden_size, width)
         self.pruned = bool(pruned)
+        self.all_heads = config.num_heads  # A before pruning: head masks and attention maps are (.., A, ..)
         self.dropout = nn.Dropout(config.attention_dropout)  # its .p is also the SDPA path's dropout_p
 
     def forward(
@@ -143,6 +145,11 @@ class BertSelfAttention(nn.Module):
                 # probs @ v is linear in probs, so masking a head's output equals masking its probs
                 context = context * head_mask.view(1, nh, 1, 1).to(context.dtype)
         context = context.transpose(1, 2).reshape(B, Tq, nh * hs)  # (B, Tq, nh*hs), H unless pruned
+        if probs is not None and self.pruned:
+            # a removed head's map is all zeros, as a masked head's is: every layer returns (B, A, Tq, T)
+            full = probs.new_zeros(B, self.all_heads, Tq, T)
+            full[:, list(self.kept_heads)] = probs
+            probs = full
         return context, probs
 
 

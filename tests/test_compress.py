@@ -196,6 +196,13 @@ def test_removed_heads_compute_as_masked_heads_and_reload(tiny_checkpoint, tmp_p
     mask = torch.ones(2, 4)
     torch.testing.assert_close(_masked_logits(reloaded, {}), _logits(reloaded), rtol=0, atol=0)
     assert reloaded.fill_mask("the [MASK] sat on the mat", head_mask=mask).masks
+    # the attention maps keep one per unpruned head, the removed ones all zeros (as masked heads)
+    seen = reloaded.inspect("the cat sat on the mat")
+    assert seen.attentions.shape[:2] == (2, 4)
+    for layer, gone in removed.items():
+        assert (seen.attentions[int(layer), gone] == 0).all()
+        kept = [h for h in range(4) if h not in gone]
+        assert seen.attentions[int(layer), kept].sum(-1) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_an_unpruned_config_writes_no_pruned_heads_and_a_bad_one_is_one_line(tiny_checkpoint, tmp_path):
