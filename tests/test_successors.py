@@ -67,7 +67,7 @@ def fake_run(runs, name: str = "succ-albert") -> None:
     run_dir.mkdir(parents=True)
     write_run_config(run_dir, {"name": name})
     for step, tokens, acc in ((500, 1_000_000, 0.1), (4000, 8_000_000, 0.4)):
-        append_metrics(run_dir, {"split": "eval", "step": step, "tokens": tokens, "mlm_acc": acc})
+        append_metrics(run_dir, {"split": "eval", "step": step, "tokens": tokens, "mlm_acc": acc, "sop_acc": 0.7})
     update_status(
         run_dir,
         state="finished",
@@ -85,7 +85,8 @@ def test_run_progress_reads_the_run_folder(tmp_path):
     run = succ.run_progress(tmp_path, by_key["albert"])
     assert run is not None and run.mlm_accuracy == pytest.approx(0.4) and run.eval_tokens == 8_000_000
     assert run.curve == ((1_000_000, 0.1), (8_000_000, 0.4))
-    assert "25%" in run.summary() and "40.0% at 8.0M tokens" in run.summary()
+    assert run.task_accuracies == {"sop": 0.7}
+    assert "25%" in run.summary() and "40.0%, sentence order 70.0% at 8.0M tokens" in run.summary()
     rows = {r["variant"]: r for r in succ.suite_rows(list(by_key.values()), tmp_path)}
     assert rows["bert"]["pretraining run"] == "not run yet"
     assert "40.0%" in rows["albert"]["pretraining run"]
@@ -101,7 +102,7 @@ def test_page_shows_claims_suite_and_a_run(app_env, tmp_path):  # noqa: F811
     claims, ours = tables[0], tables[1]
     assert len(claims) == len(succ.CLAIMS) and "79.9" in " ".join(claims["numbers"])
     runs = dict(zip(ours["variant"], ours["pretraining run"], strict=True))
-    assert "40.0% at 8.0M tokens" in runs["albert"] and runs["electra"] == "not run yet"
+    assert "40.0%, sentence order 70.0% at 8.0M tokens" in runs["albert"] and runs["electra"] == "not run yet"
     assert "fine-tuning" in " ".join(str(i.value) for i in at.info)
     assert "bertlab pretrain --config configs/successors/electra.yaml" in at.code[0].value
     assert at.selectbox(key="succ_pick").value is None  # no estimate until a variant is picked

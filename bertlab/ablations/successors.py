@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bertlab.data.objectives import get_objective
 from bertlab.errors import InputError
+from bertlab.formatting import format_duration
 from bertlab.jobs.runs import Job, read_job
 from bertlab.jobs.spec import pretrain_args
 from bertlab.models.registry import family_for
@@ -306,19 +307,27 @@ class RunProgress:
     eval_step: int | None  # the step of that evaluation
     eval_tokens: int | None
     curve: tuple[tuple[int, float], ...] = ()  # (tokens, held-out masked-LM accuracy) per evaluation
+    # the last evaluation's other held-out accuracies, by TASK_NAMES key: {"nsp": 0.78} or {"sop": ...}, {"rtd": ...}
+    task_accuracies: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
-        """'running, 60% (19.1M tokens); held-out masked-LM accuracy 20.3% at 19.0M tokens'."""
+        """'running, 60% (19.1M tokens), 18 min left; held-out masked-LM accuracy 20.3%, NSP 77.5% at 19.0M tokens'."""
         parts = [self.state]
         if self.progress is not None:
             seen = f" ({self.tokens / 1e6:.1f}M tokens)" if self.tokens else ""
-            parts[0] += f", {self.progress:.0%}{seen}"
+            left = f", {format_duration(self.eta_s)} left" if self.eta_s and self.state in ACTIVE_STATES else ""
+            parts[0] += f", {self.progress:.0%}{seen}{left}"
         if self.mlm_accuracy is not None:
             at = f" at {self.eval_tokens / 1e6:.1f}M tokens" if self.eval_tokens else f" at step {self.eval_step}"
-            parts.append(f"held-out masked-LM accuracy {self.mlm_accuracy:.1%}{at}")
+            others = "".join(f", {TASK_NAMES.get(k, k)} {v:.1%}" for k, v in self.task_accuracies.items())
+            parts.append(f"held-out masked-LM accuracy {self.mlm_accuracy:.1%}{others}{at}")
         else:
             parts.append("no held-out evaluation yet")
         return "; ".join(parts)
+
+
+# the held-out accuracies a run's evaluation logs beside masked LM (`<task>_acc`), as the table names them
+TASK_NAMES = {"nsp": "NSP", "sop": "sentence order", "rtd": "replaced-token detection"}
 
 
 def suite_rows(variants: list[SuccessorVariant], runs_dir: str | Path) -> list[dict]:
@@ -372,4 +381,9 @@ def run_progress(runs_dir: str | Path, variant: SuccessorVariant) -> RunProgress
         eval_step=None if last_eval is None else int(last_eval.get("step", 0)),
         eval_tokens=None if last_eval is None else last_eval.get("tokens"),
         curve=tuple((int(m.get("tokens") or 0), float(m["mlm_acc"])) for m in evals),
+        task_accuracies={
+            k.removesuffix("_acc"): float(v)
+            for k, v in (last_eval or {}).items()
+            if k.endswith("_acc") and k != "mlm_acc" and isinstance(v, (int, float))
+        },
     )
