@@ -156,9 +156,11 @@ def parameter_count(config: BertConfig) -> int:
     """
     H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
     emb = (V + config.max_position_embeddings + config.type_vocab_size) * H + 2 * H
-    attention = 4 * (H * H + H) + 2 * H  # Q, K, V, output dense + LayerNorm
     ffn = (H * F + F) + (F * H + H) + 2 * H
-    layers = config.num_layers * (attention + ffn)
+    layers = 0
+    for n in range(config.num_layers):
+        W = config.heads_in_layer(n) * config.head_size  # noqa: N806  (H unless heads were pruned)
+        layers += 3 * (H * W + W) + (W * H + H) + 2 * H + ffn  # Q, K, V, output dense + LayerNorm; feed-forward
     pooler = H * H + H
     mlm = (H * H + H) + 2 * H + V  # transform dense, LayerNorm, output bias (decoder tied to embeddings)
     nsp = (2 * H + 2) if config.use_nsp_head else 0

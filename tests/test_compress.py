@@ -14,9 +14,10 @@ from bertlab.cli import main
 from bertlab.compress.measure import RECORD_FILE, masked_lm_accuracy
 from bertlab.compress.prune import heads_to_prune, parse_order, prune
 from bertlab.compress.quantize import quantize
-from bertlab.config import BertConfig
+from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.inference import load_model
+from bertlab.model import BertForPreTraining
 from bertlab.storage import quantized
 from bertlab.storage.checkpoint import default_model_path, read_weights
 from tests.conftest import SAMPLE_TEXT
@@ -210,6 +211,7 @@ def test_an_unpruned_config_writes_no_pruned_heads_and_a_bad_one_is_one_line(tin
     assert "pruned_heads" not in config.to_hf_dict()
     pruned = config.replace(pruned_heads=((1, (0, 2)),))
     assert BertConfig.from_hf_dict(pruned.to_hf_dict()) == pruned and pruned.heads_in_layer(1) == 2
+    assert parameter_count(pruned) == BertForPreTraining(pruned).num_parameters() < parameter_count(config)
     raw = config.to_hf_dict() | {"pruned_heads": {"0": [0, 1, 2, 3]}}
     with pytest.raises(CheckpointError, match="no heads left"):
         BertConfig.from_hf_dict(raw)
