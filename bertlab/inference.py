@@ -2,7 +2,7 @@
 
 `load_model(path)` returns a `LoadedModel` with `fill_mask`, `next_sentence`, `sentence_order`
 (ALBERT's), `inspect` and `layer_predictions`; each returns dataclasses and accepts batches. Imports
-torch and the lower bertlab layers (config, model, tokenizer, checkpoint, batching); never streamlit.
+torch and the lower bertlab layers (config, model, tokenizer, checkpoint, quantized, batching); never streamlit.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
+from bertlab.storage import quantized
 from bertlab.storage.checkpoint import default_model_path, load_pretraining_model
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
 
@@ -233,7 +234,7 @@ class LoadedModel:
         return self.info.get("card", {})
 
     def num_parameters(self) -> int:
-        return self.model.num_parameters()
+        return self.model.num_parameters() + quantized.packed_parameters(self.model)  # int8 weights are not parameters
 
     # --- batching ------------------------------------------------------------------------
     def _batch(self, encs: Sequence[Encoding]) -> dict[str, torch.Tensor]:

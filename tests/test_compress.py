@@ -73,6 +73,7 @@ def test_int8_record_and_gradient_flag(tiny_int8, tiny_checkpoint):
     assert 0 <= saved["after"]["mlm_accuracy"] <= 1 and saved["held_out"]
     assert [lat["threads"] for lat in saved["after"]["latency"]] == [1]
     assert not load_model(out).supports_gradients and not compressed.supports_gradients
+    assert load_model(out).num_parameters() == load_model(tiny_checkpoint).num_parameters()  # int8 ones counted
     assert load_model(tiny_checkpoint).supports_gradients
 
 

@@ -5,7 +5,7 @@ The record (`Measurement`, `CompressionRecord`) is what `bertlab compress` print
 output folder's `compression.json`; `check_output_folder` is the check every command makes before
 it loads anything.
 
-Imports torch, safetensors, bertlab.data.batching, bertlab.errors and bertlab.inference.
+Imports torch, safetensors, bertlab.data.batching, bertlab.errors, bertlab.inference and bertlab.storage.quantized.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from safetensors.torch import save as safetensors_bytes
 from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.inference import LoadedModel
+from bertlab.storage import quantized
 
 RECORD_FILE = "compression.json"
 PROBE_SENTENCE = "The capital of France is [MASK]."
@@ -72,13 +73,7 @@ def weights_bytes(state: dict[str, torch.Tensor]) -> int:
 
 def count_parameters(model: torch.nn.Module) -> int:
     """Float parameters plus the weights and biases of int8 Linears (packed, so not parameters)."""
-    total = sum(p.numel() for p in model.parameters())
-    for module in model.modules():
-        if callable(getattr(module, "weight", None)) and callable(getattr(module, "bias", None)):
-            total += module.weight().numel()
-            bias = module.bias()
-            total += 0 if bias is None else bias.numel()
-    return total
+    return sum(p.numel() for p in model.parameters()) + quantized.packed_parameters(model)
 
 
 def fill_mask_latency(

@@ -91,6 +91,16 @@ def is_int8(model: nn.Module) -> bool:
     return any(_is_quantized_linear(m) for m in model.modules())
 
 
+def packed_parameters(model: nn.Module) -> int:
+    """Weights and biases held by int8 Linears: packed, so `model.parameters()` does not list them."""
+    total = 0
+    for module in model.modules():
+        if _is_quantized_linear(module):
+            bias = module.bias()
+            total += module.weight().numel() + (0 if bias is None else bias.numel())
+    return total
+
+
 def _is_quantized_linear(module: nn.Module) -> bool:
     return type(module).__name__ == "Linear" and type(module).__module__.startswith("torch.ao.nn.quantized")
 
