@@ -218,7 +218,9 @@ def test_an_unpruned_config_writes_no_pruned_heads_and_a_bad_one_is_one_line(tin
         BertConfig.from_hf_dict(raw)
 
 
-def test_pruned_transformers_model(tmp_path, tokenizer):
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory, tokenizer):
+    """A tiny random BertForPreTraining saved by transformers, with our vocabulary: (folder, model)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     hf = transformers.BertForPreTraining(
@@ -231,18 +233,26 @@ def test_pruned_transformers_model(tmp_path, tokenizer):
             max_position_embeddings=64,
         )
     ).eval()
-    hf.save_pretrained(tmp_path / "hf")
-    tokenizer.save(tmp_path / "hf")
+    folder = tmp_path_factory.mktemp("hf") / "hf"
+    hf.save_pretrained(folder)
+    tokenizer.save(folder)
+    return folder, hf
+
+
+def test_pruned_transformers_model(hf_folder, tmp_path):
+    import transformers
+
+    folder, hf = hf_folder
     order = parse_order("1:3,0:0,1:1,1:2,1:0")  # 1:0 would be layer 1's last head: skipped
-    record, pruned = prune(tmp_path / "hf", tmp_path / "p", heads=0.5, order=order, **FAST)
+    record, pruned = prune(folder, tmp_path / "p", heads=0.5, order=order, **FAST)
     assert record.details["pruned_heads"] == {"0": [0], "1": [1, 2, 3]}
     torch.testing.assert_close(
-        _logits(pruned), _masked_logits(load_model(tmp_path / "hf"), {0: [0], 1: [1, 2, 3]}), rtol=0, atol=1e-5
+        _logits(pruned), _masked_logits(load_model(folder), {0: [0], 1: [1, 2, 3]}), rtol=0, atol=1e-5
     )
     with torch.inference_mode():  # our unpruned reading of the folder is transformers' own
         ids = torch.tensor([[2, 10, 11, 3]])
         torch.testing.assert_close(
-            load_model(tmp_path / "hf").model(ids).mlm_logits, hf(ids).prediction_logits, rtol=0, atol=1e-5
+            load_model(folder).model(ids).mlm_logits, hf(ids).prediction_logits, rtol=0, atol=1e-5
         )
     # transformers 5 dropped head pruning (4 read config.json's pruned_heads): it refuses the smaller
     # matrices rather than loading them wrong
@@ -303,3 +313,15 @@ def test_cli_prune(tiny_checkpoint, tmp_path, capsys):
     assert "pruned_heads: {'0': [1], '1': [2]}" in capsys.readouterr().out
     assert main([*args, "--out", str(tmp_path / "q"), "--sparsity", "1.5"]) == 2
     assert "--sparsity must be a share" in capsys.readouterr().err
+
+
+def test_int8_of_a_transformers_model_and_of_a_pruned_one(hf_folder, tmp_path):
+    folder, _ = hf_folder
+    record, compressed = quantize(folder, tmp_path / "hf-int8", **FAST)
+    torch.testing.assert_close(_logits(load_model(tmp_path / "hf-int8")), _logits(compressed), rtol=0, atol=0)
+    torch.testing.assert_close(_logits(compressed), _logits(load_model(folder)), rtol=0, atol=0.05)
+    prune(folder, tmp_path / "pruned", heads=0.25, order=parse_order("0:0,1:3"), **FAST)
+    record, compressed = quantize(tmp_path / "pruned", tmp_path / "pruned-int8", **FAST)
+    reloaded = load_model(tmp_path / "pruned-int8")
+    assert reloaded.config.pruned_heads == ((0, (0,)), (1, (3,)))
+    torch.testing.assert_close(_logits(reloaded), _logits(compressed), rtol=0, atol=0)
