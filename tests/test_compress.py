@@ -17,6 +17,7 @@ from bertlab.compress.quantize import quantize
 from bertlab.config import BertConfig, parameter_count
 from bertlab.errors import BertLabError, CheckpointError, InputError
 from bertlab.inference import load_model
+from bertlab.interpret.heads import MaskedSentences, head_importance
 from bertlab.model import BertForPreTraining
 from bertlab.storage import quantized
 from bertlab.storage.checkpoint import default_model_path, read_weights
@@ -205,6 +206,12 @@ def test_removed_heads_compute_as_masked_heads_and_reload(tiny_checkpoint, tmp_p
         assert (seen.attentions[int(layer), gone] == 0).all()
         kept = [h for h in range(4) if h not in gone]
         assert seen.attentions[int(layer), kept].sum(-1) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_head_importance_of_a_pruned_model_scores_removed_heads_zero(tiny_checkpoint, tmp_path):
+    prune(tiny_checkpoint, tmp_path / "p", heads=0.25, order=parse_order("0:2,1:0"), **FAST)
+    scores = head_importance(load_model(tmp_path / "p"), MaskedSentences(SAMPLE_TEXT)).raw
+    assert scores[0, 2] == scores[1, 0] == 0 and (scores[0, [0, 1, 3]] > 0).all()
 
 
 def test_an_unpruned_config_writes_no_pruned_heads_and_a_bad_one_is_one_line(tiny_checkpoint, tmp_path):

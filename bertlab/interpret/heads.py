@@ -53,6 +53,8 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
 
     A hook scales the context vectors (B, T, A x hs) head by head, which equals scaling the head's
     attention probabilities (context = probs @ v is linear in them), as the model's head_mask does.
+    In a layer whose heads were pruned (bertlab compress prune) the kept heads' gates apply and a
+    removed head's gate reaches nothing, so its importance is 0.
 
     Raises:
         InputError: `gates` is not (L, A).
@@ -65,9 +67,12 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
 
         def hook(module, args, output, i=i):
             context, probs = output
-            B, T, H = context.shape
-            scaled = context.view(B, T, A, H // A) * gates[i].view(1, 1, A, 1).to(context.dtype)  # (B, T, A, hs)
-            return scaled.view(B, T, H), probs
+            B, T, W = context.shape  # W = H, or fewer kept heads x hs in a pruned layer
+            kept = module.kept_heads  # a pruned layer's heads, unpruned numbering: their gates apply, the rest are gone
+            gate = gates[i] if len(kept) == A else gates[i][list(kept)]
+            n = len(kept)
+            scaled = context.view(B, T, n, W // n) * gate.view(1, 1, n, 1).to(context.dtype)  # (B, T, n, hs)
+            return scaled.view(B, T, W), probs
 
         layer.attention.self.register_forward_hook(hook)
     return replace(subject, module=private)
