@@ -332,3 +332,13 @@ def test_int8_of_a_transformers_model_and_of_a_pruned_one(hf_folder, tmp_path):
     reloaded = load_model(tmp_path / "pruned-int8")
     assert reloaded.config.pruned_heads == ((0, (0,)), (1, (3,)))
     torch.testing.assert_close(_logits(reloaded), _logits(compressed), rtol=0, atol=0)
+
+
+def test_other_families(tiny_albert_checkpoint, tiny_electra_pair, tmp_path):
+    quantize(tiny_albert_checkpoint, tmp_path / "albert-int8", **FAST)
+    assert load_model(tmp_path / "albert-int8").info["quantization"] == "int8-dynamic"
+    with pytest.raises(InputError, match="ALBERT model; --heads prunes BERT folders only"):
+        prune(tiny_albert_checkpoint, tmp_path / "albert-heads", heads=0.25, **FAST)
+    with pytest.raises(InputError, match="pair folder .*compress one half"):
+        quantize(tiny_electra_pair, tmp_path / "pair", **FAST)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["albert-int8"]

@@ -5,7 +5,7 @@ The record (`Measurement`, `CompressionRecord`) is what `bertlab compress` print
 output folder's `compression.json`; `check_output_folder` is the check every command makes before
 it loads anything.
 
-Imports torch, safetensors, bertlab.data.batching, bertlab.errors, bertlab.inference and bertlab.storage.quantized.
+Imports torch, safetensors, bertlab.data.batching, bertlab.errors, bertlab.inference and bertlab.storage (quantized, checkpoint).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError
 from bertlab.inference import LoadedModel
 from bertlab.storage import quantized
+from bertlab.storage.checkpoint import weights_file
 
 RECORD_FILE = "compression.json"
 PROBE_SENTENCE = "The capital of France is [MASK]."
@@ -171,6 +172,22 @@ def check_output_folder(out: str | Path, source: str | Path | None = None) -> Pa
         what = "already holds a model" if (out / "config.json").is_file() else "is not empty"
         raise InputError(f"--out {out} {what}; give a new folder, or delete that one first")
     return out
+
+
+def source_weights_bytes(source: LoadedModel) -> int:
+    """The size of the source folder's weights file, as stored.
+
+    Raises:
+        InputError: the folder is a pair (ELECTRA's generator/ and discriminator/), whose halves are
+            each a model: compress one of them.
+    """
+    if source.halves:
+        first = next(iter(source.halves.values()))
+        raise InputError(
+            f"{source.path} is a pair folder ({', '.join(source.halves)}), a model in each; compress one half, "
+            f"e.g. --model {first}"
+        )
+    return weights_file(source.path).stat().st_size
 
 
 def measure(

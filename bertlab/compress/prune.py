@@ -7,6 +7,7 @@
   it, `pruned_heads` in config.json (BertConfig.pruned_heads; bertlab.model builds such layers).
   transformers 5 dropped head pruning, so there such a folder is refused on its smaller shapes.
   A pruned model computes what the unpruned one does with those heads masked off (tests hold it).
+  BERT folders only (the weight names and the head gates are BERT's); any family takes --sparsity.
 - Sparsity (`--sparsity FRACTION`): in every Linear weight (the tied masked-LM decoder, which is the
   word embeddings, aside) that share of the smallest-magnitude entries set to zero. The folder stays
   dense (same size on disk, same speed on dense kernels); the record states the sparsity reached.
@@ -36,6 +37,7 @@ from bertlab.compress.measure import (
     check_output_folder,
     measure,
     read_held_out,
+    source_weights_bytes,
     stored_dtype,
     weights_bytes,
 )
@@ -43,7 +45,7 @@ from bertlab.errors import InputError
 from bertlab.inference import LoadedModel, load_model
 from bertlab.interpret.heads import MaskedSentences, head_importance
 from bertlab.models.registry import build_model
-from bertlab.storage.checkpoint import export_state_dict, load_state, save_checkpoint, weights_file
+from bertlab.storage.checkpoint import export_state_dict, load_state, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +180,9 @@ def prune(
     stored = stored_dtype(raw)
     lines = read_held_out(held_out) if held_out is not None else None
     if heads is not None:
+        if source.info.get("family") != "BERT":
+            # the weight names (bert.encoder.layer.N.attention.self.*) and the head gates are BERT's
+            raise InputError(f"{source.path} is a {source.info.get('family')} model; --heads prunes BERT folders only")
         config = source.config
         ranked = order or head_importance(source, MaskedSentences(list(lines or IMPORTANCE_SENTENCES))).order()
         removed = heads_to_prune(config.num_layers, config.num_heads, ranked, heads)
@@ -189,7 +194,7 @@ def prune(
         new_model, reached = zero_smallest(source.model, sparsity)
         method, scheme, details = "prune-sparsity", f"sparsity {sparsity}", {"sparsity": round(reached, 4)}
     # measured after pruning, so that a refused request (every head of a layer) fails at once
-    before = measure(source, weights_file(source.path).stat().st_size, stored, threads, repeats, lines)
+    before = measure(source, source_weights_bytes(source), stored, threads, repeats, lines)
     dtype = STORED.get(stored)
     pruned = LoadedModel(new_model, source.tokenizer, {**source.info, "path": str(out)})
     record = CompressionRecord(

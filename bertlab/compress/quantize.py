@@ -32,13 +32,14 @@ from bertlab.compress.measure import (
     check_output_folder,
     measure,
     read_held_out,
+    source_weights_bytes,
     stored_dtype,
     weights_bytes,
 )
 from bertlab.errors import InputError
 from bertlab.inference import LoadedModel, load_model
 from bertlab.storage import quantized
-from bertlab.storage.checkpoint import export_state_dict, save_checkpoint, weights_file
+from bertlab.storage.checkpoint import export_state_dict, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def quantize(
         raise InputError(f"{source.path} is already quantized ({source.info['quantization']}); start from its source")
     raw = source.info.get("raw_config", {})
     lines = read_held_out(held_out) if held_out is not None else None
-    before = measure(source, weights_file(source.path).stat().st_size, stored_dtype(raw), threads, repeats, lines)
+    before = measure(source, source_weights_bytes(source), stored_dtype(raw), threads, repeats, lines)
     ours = {**(raw.get("bertlab") or {}), "compressed_from": source.path}
     if scheme == quantized.INT8_DYNAMIC:
         compressed_model = quantized.quantize_int8(source.model)
