@@ -79,7 +79,10 @@ def format_record(record: CompressionRecord, out: str) -> str:
         f"as stored ({b.dtype}, {b.weights_bytes / 2**20:.2f} MiB)",
     ]
     for lb, la in zip(b.latency, a.latency, strict=True):
-        lines.append(f"fill-mask p50 at {lb.threads} thread(s): {lb.p50_ms / la.p50_ms:.2f}x faster")
+        lines.append(
+            f"fill-mask p50 at {lb.threads} thread(s): {lb.p50_ms:.2f} -> {la.p50_ms:.2f} ms, "
+            f"{lb.p50_ms / la.p50_ms:.2f}x the speed (timings share the CPU with whatever else runs)"
+        )
     lines += [f"{key}: {value}" for key, value in record.details.items()]
     lines += [f"note: {n}" for n in record.notes]
     return "\n".join(lines)
