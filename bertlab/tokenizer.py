@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import WordPieceTrainer
@@ -249,12 +250,7 @@ class BertTokenizer:
             continuing_subword_prefix="##",
             show_progress=False,
         )
-        if texts is not None:
-            tok.train_from_iterator(texts, trainer=trainer)
-        elif files:
-            tok.train([str(f) for f in files], trainer=trainer)
-        else:
-            raise InputError("train a tokenizer from `files` or `texts`; neither was given")
+        train_on(tok, trainer, files, texts)
         # Reorder so the specials come first as in BERT vocabularies ([PAD]=0).
         vocab = tok.get_vocab()
         ordered = list(SPECIAL_TOKENS) + sorted((t for t in vocab if t not in SPECIAL_TOKENS), key=vocab.get)
@@ -423,6 +419,20 @@ class BertTokenizer:
     def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
         """`text` with the mask at each of `positions` replaced by a token (see `fill_text`)."""
         return fill_text(text, enc, positions, tokens)
+
+
+def train_on(tok: Tokenizer, trainer: Any, files: Sequence[str | Path] | None, texts: Iterable[str] | None) -> None:
+    """Train `tok` with `trainer` on `texts` (an iterable of strings) or else on `files`.
+
+    Raises:
+        InputError: neither was given.
+    """
+    if texts is not None:
+        tok.train_from_iterator(texts, trainer=trainer)
+    elif files:
+        tok.train([str(f) for f in files], trainer=trainer)
+    else:
+        raise InputError("train a tokenizer from `files` or `texts`; neither was given")
 
 
 # --------------------------------------------------------------------------------------

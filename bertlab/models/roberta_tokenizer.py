@@ -31,7 +31,7 @@ from tokenizers.trainers import BpeTrainer
 
 from bertlab.atomic import write_text_atomic
 from bertlab.errors import CheckpointError, InputError
-from bertlab.tokenizer import BertTokenizer, Encoding
+from bertlab.tokenizer import BertTokenizer, Encoding, train_on
 
 VOCAB_JSON, MERGES_TXT, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3, RoBERTa's order; <mask> is added last
@@ -178,12 +178,7 @@ class RobertaTokenizer(BertTokenizer):
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte, seen or not
             show_progress=False,
         )
-        if texts is not None:
-            tok.train_from_iterator(texts, trainer=trainer)
-        elif files:
-            tok.train([str(f) for f in files], trainer=trainer)
-        else:
-            raise InputError("train a tokenizer from `files` or `texts`; neither was given")
+        train_on(tok, trainer, files, texts)
         vocab = tok.get_vocab()
         vocab[MASK_TOKEN] = len(vocab)
         return cls(_build(vocab, _merges_of(tok)))
