@@ -34,3 +34,13 @@ class DistributedError(BertLabError, RuntimeError):
 
 class TrainingDiverged(BertLabError, RuntimeError):
     """Training blew up: the gradients stopped being finite numbers for several steps in a row."""
+
+
+class NoGradientsError(InputError):
+    """A computation that needs gradients (integrated gradients, head importance) was asked of a
+    model without them: a dynamic int8 copy (`bertlab compress quantize`). `source` is the folder
+    it was made from, where its config.json says so, for the page to offer instead."""
+
+    def __init__(self, message: str, source: str | None = None):
+        super().__init__(message)
+        self.source = source

@@ -5,6 +5,7 @@
         --held-out DATA/heldout.txt
     bertlab compress prune --model checkpoints/bertlab-mini --heads 0.25 --out /tmp/mini-heads25
     bertlab compress prune --model checkpoints/bertlab-mini --sparsity 0.5 --out /tmp/mini-sparse50
+    bertlab compress quantize --model runs/sst2/model --dev DATA/glue/SST-2/dev.tsv --out runs/sst2-int8/model
 
 Each prints the before/after record and saves it as the output folder's compression.json.
 
@@ -46,6 +47,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--held-out", help="text file (a sentence a line) to count masked-LM accuracy on")
+    p.add_argument("--dev", help="a fine-tuned classifier's dev file (its task's format) to count accuracy on")
     p.add_argument("--repeats", type=int, default=30, help="timed fill-mask runs per thread count")
     p.add_argument("--json", action="store_true", help="print the record as JSON")
 
@@ -53,9 +55,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.compress_command == "prune":
         order = parse_order(args.order) if args.order else None
-        record, _ = prune(args.model, args.out, args.heads, args.sparsity, order, args.held_out, repeats=args.repeats)
+        record, _ = prune(
+            args.model, args.out, args.heads, args.sparsity, order, args.held_out, repeats=args.repeats, dev=args.dev
+        )
     else:
-        record, _ = quantize(args.model, args.out, args.scheme, args.held_out, repeats=args.repeats)
+        record, _ = quantize(args.model, args.out, args.scheme, args.held_out, repeats=args.repeats, dev=args.dev)
     print(json.dumps(asdict(record), indent=2) if args.json else format_record(record, args.out))
     return 0
 
@@ -63,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 def _row(name: str, m: Measurement, record: CompressionRecord) -> str:
     times = "  ".join(f"{lat.threads}t p50 {lat.p50_ms:.2f} / p95 {lat.p95_ms:.2f} ms" for lat in m.latency)
     acc = "" if m.mlm_accuracy is None else f"  mlm acc {m.mlm_accuracy:.1%}"
+    acc += "" if m.dev_accuracy is None else f"  dev acc {m.dev_accuracy:.1%}"
     size = f"{m.weights_bytes / 2**20:.2f} MiB ({m.weights_bytes / record.fp32_weights_bytes:.2f}x fp32)"
     return f"{name:<7}{m.dtype:<9}{m.parameters:>11,} params  {size}  {times}{acc}"
 
@@ -78,9 +83,10 @@ def format_record(record: CompressionRecord, out: str) -> str:
         f"({record.fp32_weights_bytes / 2**20:.2f} MiB), {a.weights_bytes / b.weights_bytes:.2f}x of the source "
         f"as stored ({b.dtype}, {b.weights_bytes / 2**20:.2f} MiB)",
     ]
+    what = "classification" if record.kind == "classifier" else "fill-mask"
     for lb, la in zip(b.latency, a.latency, strict=True):
         lines.append(
-            f"fill-mask p50 at {lb.threads} thread(s): {lb.p50_ms:.2f} -> {la.p50_ms:.2f} ms, "
+            f"{what} p50 at {lb.threads} thread(s): {lb.p50_ms:.2f} -> {la.p50_ms:.2f} ms, "
             f"{lb.p50_ms / la.p50_ms:.2f}x the speed (timings share the CPU with whatever else runs)"
         )
     lines += [f"{key}: {value}" for key, value in record.details.items()]

@@ -14,7 +14,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +50,7 @@ class Measurement:
     dtype: str  # what the Linear weights are stored as: float32, float16, bfloat16, int8
     latency: tuple[Latency, ...] = ()
     mlm_accuracy: float | None = None  # share of masked tokens guessed right on the held-out file
+    dev_accuracy: float | None = None  # a fine-tuned classifier's accuracy on its task's dev file
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class CompressionRecord:
     held_out: str | None = None  # the file the accuracies were counted on
     notes: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # what the method did: heads removed, sparsity reached
+    kind: str = "pretraining"  # what was compressed: "pretraining" or "classifier" (bertlab.compress.source)
+    dev: str | None = None  # a classifier's dev file, which the dev accuracies were counted on
 
 
 def weights_bytes(state: dict[str, torch.Tensor]) -> int:
@@ -81,21 +84,36 @@ def fill_mask_latency(
     loaded: LoadedModel, threads: int, repeats: int = 30, warmup: int = 3, sentence: str = PROBE_SENTENCE
 ) -> Latency:
     """p50/p95 of `loaded.fill_mask(sentence)` with torch using `threads` threads (restored after)."""
+    return call_latency(lambda: loaded.fill_mask(sentence, joint=False), threads, repeats, warmup)
+
+
+def call_latency(call: Callable[[], object], threads: int, repeats: int = 30, warmup: int = 3) -> Latency:
+    """p50/p95 of `call()` with torch using `threads` threads (restored after)."""
+    return summarize_times(timed_calls(call, threads, repeats, warmup), threads)
+
+
+def timed_calls(call: Callable[[], object], threads: int, repeats: int, warmup: int = 3) -> list[float]:
+    """Wall times of `repeats` calls in milliseconds, after `warmup` untimed ones, on `threads` threads."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)  # process-wide in torch; put back below
     try:
         for _ in range(warmup):
-            loaded.fill_mask(sentence, joint=False)
+            call()
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            loaded.fill_mask(sentence, joint=False)
+            call()
             times.append((time.perf_counter() - start) * 1000)
     finally:
         torch.set_num_threads(before)
-    times.sort()
-    p95 = times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)]
-    return Latency(threads, round(statistics.median(times), 3), round(p95, 3), repeats)
+    return times
+
+
+def summarize_times(times: Sequence[float], threads: int) -> Latency:
+    """p50 (the median) and p95 (nearest rank) of wall times in milliseconds."""
+    ordered = sorted(times)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return Latency(threads, round(statistics.median(ordered), 3), round(p95, 3), len(ordered))
 
 
 def masked_lm_accuracy(
@@ -145,11 +163,14 @@ def masked_lm_accuracy(
 
 
 def read_held_out(path: str | Path, max_lines: int = 500) -> list[str]:
-    """The first `max_lines` non-empty lines of a text file (one sentence or document a line)."""
+    """The first `max_lines` non-empty lines of a text file (one sentence or document a line);
+    WikiText's headings (` = Title = `) are left out, so its raw files can be read in place."""
+    if not Path(path).is_file():
+        raise InputError(f"--held-out {path}: no such file; give a text file with one sentence a line")
     lines = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
-            if line.strip():
+            if line.strip() and not line.strip().startswith("= "):
                 lines.append(line)
                 if len(lines) >= max_lines:
                     break

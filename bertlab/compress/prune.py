@@ -15,8 +15,12 @@
 The folder keeps the source's stored dtype (fp16 for the shipped model: lossless, as the float32
 model held its fp16 values).
 
-Imports torch, bertlab.compress.measure, bertlab.errors, bertlab.inference, bertlab.interpret.heads,
-bertlab.models.registry and bertlab.storage.checkpoint.
+A fine-tuned classifier prunes the same way (bertlab.compress.source), its heads ranked by its own
+head study (saved beside it by `bertlab interpret heads`) or by importance on its dev file.
+
+Imports torch, numpy, bertlab.compress (measure, source), bertlab.config, bertlab.errors,
+bertlab.finetune, bertlab.inference, bertlab.interpret (heads, saved), bertlab.models.registry and
+bertlab.storage.checkpoint.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,23 +40,29 @@ from bertlab.compress.measure import (
     RECORD_FILE,
     CompressionRecord,
     check_output_folder,
-    measure,
     read_held_out,
-    source_weights_bytes,
     stored_dtype,
     weights_bytes,
 )
+from bertlab.compress.source import CLASSIFIER, PRETRAINING, Source, open_source
+from bertlab.config import BertConfig
 from bertlab.errors import InputError
-from bertlab.inference import LoadedModel, load_model
-from bertlab.interpret.heads import MaskedSentences, head_importance
+from bertlab.finetune.data import SequenceExample, read_task_file
+from bertlab.finetune.models import build_task_model
+from bertlab.finetune.predict import FinetunedModel
+from bertlab.finetune.tasks import get_task
+from bertlab.inference import LoadedModel
+from bertlab.interpret.heads import HeadImportance, LabelledSentences, MaskedSentences, head_importance
+from bertlab.interpret.saved import read_results
 from bertlab.models.registry import build_model
-from bertlab.storage.checkpoint import export_state_dict, load_state, save_checkpoint
+from bertlab.storage.checkpoint import export_state_dict, load_state
 
 log = logging.getLogger(__name__)
 
 Head = tuple[int, int]  # (layer, head), the unpruned numbering
 KEEP_DENSE = ("cls.predictions.decoder",)  # the word embeddings, tied: not a Linear weight of its own
 STORED = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+MAX_IMPORTANCE_EXAMPLES = 512  # dev examples a classifier's heads are ranked on when no study is saved
 # what the importance is measured on when no held-out file is given: plain sentences, a few of each kind
 IMPORTANCE_SENTENCES = (
     "The capital of France is Paris.",
@@ -110,9 +121,12 @@ def heads_to_prune(num_layers: int, num_heads: int, order: Sequence[Head], fract
     raise InputError(f"the order names too few heads for --heads {fraction}; list more layer:head pairs")
 
 
-def remove_heads(model: nn.Module, heads: dict[int, list[int]]) -> nn.Module:
+def remove_heads(
+    model: nn.Module, heads: dict[int, list[int]], build: Callable[[BertConfig], nn.Module] = build_model
+) -> nn.Module:
     """A new model without `heads` (layer -> heads): their query/key/value rows and output-projection
-    columns gone, config.pruned_heads saying so."""
+    columns gone, config.pruned_heads saying so. `build` makes the empty model from the pruned config
+    (a fine-tuned classifier's builder for a classifier)."""
     config = model.config
     if config.pruned_heads:
         raise InputError("this model's heads were pruned already; prune its unpruned source instead")
@@ -128,7 +142,7 @@ def remove_heads(model: nn.Module, heads: dict[int, list[int]]) -> nn.Module:
             state[f"{p}{name}.weight"] = state[f"{p}{name}.weight"][rows].contiguous()  # (kept*hs, H)
             state[f"{p}{name}.bias"] = state[f"{p}{name}.bias"][rows].contiguous()
         state[f"{p}output.dense.weight"] = state[f"{p}output.dense.weight"][:, rows].contiguous()  # (H, kept*hs)
-    new = build_model(new_config)
+    new = build(new_config)
     load_state(new, state, "the pruned model")
     return new.eval()
 
@@ -160,11 +174,18 @@ def prune(
     held_out: str | Path | None = None,
     threads: Sequence[int] = (1, 2),
     repeats: int = 30,
-) -> tuple[CompressionRecord, LoadedModel]:
-    """Write a pruned copy of `model` to `out` with its compression.json; one of `heads`, `sparsity`.
+    dev: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[CompressionRecord, LoadedModel | FinetunedModel]:
+    """Write a pruned copy of `model` (a pretraining folder or a fine-tuned classifier) to `out` with
+    its compression.json; one of `heads`, `sparsity`.
+
+    A classifier's heads go in the order of its own head study where one is saved beside it
+    (`bertlab interpret heads`), else of its importance on the `dev` file.
 
     Returns:
-        (the record, the pruned model as held in memory: what `load_model(out)` rebuilds).
+        (the record, the pruned model as held in memory: what `load_model(out)`, or
+        `load_finetuned(out)` for a classifier, rebuilds).
     """
     if (heads is None) == (sparsity is None):
         raise InputError("give one of --heads FRACTION (remove heads) or --sparsity FRACTION (zero weights)")
@@ -172,48 +193,94 @@ def prune(
         _share(heads, "--heads", "of all heads to remove")
     else:
         _share(sparsity, "--sparsity", "of each Linear weight's entries to zero")
+    say = progress or (lambda stage: None)
     out = check_output_folder(out, model)
-    source = load_model(model, device="cpu")
-    if source.info.get("quantization"):
-        raise InputError(f"{source.path} is quantized ({source.info['quantization']}); prune its float source")
-    raw = source.info.get("raw_config", {})
-    stored = stored_dtype(raw)
+    say("loading the model")
+    source = open_source(model, dev)
+    if source.quantization:
+        raise InputError(f"{source.path} is quantized ({source.quantization}); prune its float source")
+    stored = stored_dtype(source.raw_config)
     lines = read_held_out(held_out) if held_out is not None else None
     if heads is not None:
-        if source.info.get("family") != "BERT":
-            # the weight names (bert.encoder.layer.N.attention.self.*) and the head gates are BERT's
-            raise InputError(f"{source.path} is a {source.info.get('family')} model; --heads prunes BERT folders only")
-        config = source.config
-        ranked = order or head_importance(source, MaskedSentences(list(lines or IMPORTANCE_SENTENCES))).order()
-        removed = heads_to_prune(config.num_layers, config.num_heads, ranked, heads)
-        new_model = remove_heads(source.model, removed)
+        say("ranking the heads")
+        new_model, details = _prune_heads(source, heads, order, lines, dev)
         method, scheme = "prune-heads", f"heads {heads}"
-        details = {"pruned_heads": {str(k): v for k, v in removed.items()}, "order": "given" if order else "importance"}
-        details["heads_removed"] = sum(len(v) for v in removed.values())
     else:
-        new_model, reached = zero_smallest(source.model, sparsity)
+        say("zeroing the smallest weights")
+        new_model, reached = zero_smallest(source.module, sparsity)
         method, scheme, details = "prune-sparsity", f"sparsity {sparsity}", {"sparsity": round(reached, 4)}
     # measured after pruning, so that a refused request (every head of a layer) fails at once
-    before = measure(source, source_weights_bytes(source), stored, threads, repeats, lines)
+    say("measuring the original")
+    before = source.measure(source.loaded, source.stored_bytes, stored, threads, repeats, lines, dev)
     dtype = STORED.get(stored)
-    pruned = LoadedModel(new_model, source.tokenizer, {**source.info, "path": str(out)})
+    pruned = source.wrap(new_model, out)
+    say("measuring the copy")
+    after_bytes = weights_bytes(export_state_dict(new_model, dtype))
     record = CompressionRecord(
         method=method,
         scheme=scheme,
         source=source.path,
         before=before,
-        after=measure(pruned, weights_bytes(export_state_dict(new_model, dtype)), stored, threads, repeats, lines),
-        fp32_weights_bytes=weights_bytes(export_state_dict(source.model)),
+        after=source.measure(pruned, after_bytes, stored, threads, repeats, lines, dev),
+        fp32_weights_bytes=weights_bytes(export_state_dict(source.module)),
         held_out=None if held_out is None else str(held_out),
         notes=_notes(method),
         details=details,
+        kind=source.kind,
+        dev=None if dev is None else str(dev),
     )
-    ours = {**(raw.get("bertlab") or {}), "compressed_from": source.path}
-    save_checkpoint(
-        out, new_model, source.tokenizer, extra_config=ours, extra_files={RECORD_FILE: asdict(record)}, dtype=dtype
-    )
+    say("saving")
+    source.save(out, new_model, {}, {RECORD_FILE: asdict(record)}, dtype=dtype)
     log.info("wrote %s (%s)", out, scheme)
     return record, pruned
+
+
+def _prune_heads(
+    source: Source, fraction: float, order: Sequence[Head] | None, lines: Sequence[str] | None, dev
+) -> tuple[nn.Module, dict]:
+    """The model without `fraction` of its heads, least important first, and what was done."""
+    if source.family != "BERT":
+        # the weight names (bert.encoder.layer.N.attention.self.*) and the head gates are BERT's
+        raise InputError(f"{source.path} is a {source.family} model; --heads prunes BERT folders only")
+    config = source.module.config
+    ranked, how = (list(order), "given") if order else ranking(source, lines, dev)
+    removed = heads_to_prune(config.num_layers, config.num_heads, ranked, fraction)
+    if source.kind == CLASSIFIER:
+        head = source.loaded.setup.head
+        new_model = remove_heads(source.module, removed, lambda c: build_task_model(c, head))
+    else:
+        new_model = remove_heads(source.module, removed)
+    details = {"pruned_heads": {str(k): v for k, v in removed.items()}, "order": how}
+    details["heads_removed"] = sum(len(v) for v in removed.values())
+    return new_model, details
+
+
+def ranking(source: Source, lines: Sequence[str] | None = None, dev=None) -> tuple[list[Head], str]:
+    """Heads least important first, and where the order came from. A masked LM: Michel et al.'s
+    importance on the held-out lines (or a few built-in sentences). A classifier: its saved head
+    study when there is one, else its importance on up to `MAX_IMPORTANCE_EXAMPLES` of the dev file.
+
+    Raises:
+        InputError: a classifier with neither a saved study nor a dev file.
+    """
+    if source.kind == PRETRAINING:
+        data = MaskedSentences(list(lines or IMPORTANCE_SENTENCES))
+        return head_importance(source.loaded, data).order(), "importance"
+    saved = read_results(source.path, "heads")
+    if saved:
+        task, study = next(iter(saved.items()))
+        scores = np.asarray(study["importance"], dtype=float)
+        return HeadImportance(scores, scores, 0.0, 0.0, 0).order(), f"the model's saved head study ({task})"
+    if dev is None:
+        raise InputError(
+            f"{source.path} has no head study saved beside it; give its task's dev file (--dev) to rank its heads "
+            "on, or an --order"
+        )
+    ft = source.loaded
+    examples = [e for e in read_task_file(get_task(ft.task), dev) if isinstance(e, SequenceExample)]
+    labelled = [e for e in examples if e.label is not None and str(e.label) != ""][:MAX_IMPORTANCE_EXAMPLES]
+    imp = head_importance(ft, LabelledSentences(labelled))
+    return imp.order(), f"importance on {len(labelled)} examples of {Path(dev).name}"
 
 
 def _notes(method: str) -> list[str]:

@@ -13,14 +13,15 @@ Schemes:
 - "bf16" / "fp16": every float weight cast and saved; the folder is an ordinary one that loads
   anywhere (as float32 unless a dtype is asked for).
 
-Imports torch, bertlab.compress.measure, bertlab.errors, bertlab.inference, bertlab.storage.
+Imports torch, bertlab.compress (measure, source), bertlab.errors, bertlab.finetune.predict, bertlab.inference,
+bertlab.storage.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -30,16 +31,16 @@ from bertlab.compress.measure import (
     RECORD_FILE,
     CompressionRecord,
     check_output_folder,
-    measure,
     read_held_out,
-    source_weights_bytes,
     stored_dtype,
     weights_bytes,
 )
+from bertlab.compress.source import open_source
 from bertlab.errors import InputError
-from bertlab.inference import LoadedModel, load_model
+from bertlab.finetune.predict import FinetunedModel
+from bertlab.inference import LoadedModel
 from bertlab.storage import quantized
-from bertlab.storage.checkpoint import export_state_dict, save_checkpoint
+from bertlab.storage.checkpoint import export_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,20 @@ def quantize(
     held_out: str | Path | None = None,
     threads: Sequence[int] = (1, 2),
     repeats: int = 30,
-) -> tuple[CompressionRecord, LoadedModel]:
-    """Write a quantized copy of `model` to `out` with its compression.json record.
+    dev: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[CompressionRecord, LoadedModel | FinetunedModel]:
+    """Write a quantized copy of `model` (a pretraining folder or a fine-tuned classifier) to `out`
+    with its compression.json record.
+
+    Args:
+        held_out: a text file to count masked-LM accuracy on (pretraining models).
+        dev: a fine-tuned classifier's dev file (its task's format) to count accuracy on.
+        progress: told each stage's name as it starts (the page's progress line).
 
     Returns:
-        (the record, the compressed model as held in memory: what `load_model(out)` rebuilds).
+        (the record, the compressed model as held in memory: what `load_model(out)`, or
+        `load_finetuned(out)` for a classifier, rebuilds).
 
     Raises:
         InputError: an unknown scheme, an output folder in use, or a folder that is already int8.
@@ -66,46 +76,44 @@ def quantize(
     """
     if scheme not in SCHEMES:
         raise InputError(f"--scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
+    say = progress or (lambda stage: None)
     out = check_output_folder(out, model)
-    source = load_model(model, device="cpu")  # fbgemm's int8 kernels are CPU-only; compare like with like
-    if source.info.get("quantization"):
-        raise InputError(f"{source.path} is already quantized ({source.info['quantization']}); start from its source")
-    raw = source.info.get("raw_config", {})
+    say("loading the model")
+    source = open_source(model, dev)
+    if source.quantization:
+        raise InputError(f"{source.path} is already quantized ({source.quantization}); start from its source")
+    stored = stored_dtype(source.raw_config)
     lines = read_held_out(held_out) if held_out is not None else None
-    before = measure(source, source_weights_bytes(source), stored_dtype(raw), threads, repeats, lines)
-    ours = {**(raw.get("bertlab") or {}), "compressed_from": source.path}
+    say("measuring the original")
+    before = source.measure(source.loaded, source.stored_bytes, stored, threads, repeats, lines, dev)
+    say(f"quantizing ({scheme})")
     if scheme == quantized.INT8_DYNAMIC:
-        compressed_model = quantized.quantize_int8(source.model)
-        weights = _as_stored(quantized.int8_state_dict(compressed_model), stored_dtype(raw))
+        compressed_model = quantized.quantize_int8(source.module)
+        weights = _as_stored(quantized.int8_state_dict(compressed_model), stored)
         entries, hf_config = quantized.config_entries()
-        ours.update(entries)
-        dtype, stored = None, "int8"
+        dtype, after_dtype = None, "int8"
     else:
         dtype = HALF_SCHEMES[scheme]
-        compressed_model = copy.deepcopy(source.model).to(dtype)
-        weights, hf_config, stored = export_state_dict(compressed_model), {}, str(dtype).removeprefix("torch.")
-    info = {**source.info, "quantization": ours.get(quantized.SCHEME_KEY), "path": str(out)}
-    compressed = LoadedModel(compressed_model, source.tokenizer, info)
+        compressed_model = copy.deepcopy(source.module).to(dtype)
+        weights, entries, hf_config = export_state_dict(compressed_model), {}, {}
+        after_dtype = str(dtype).removeprefix("torch.")
+    compressed = source.wrap(compressed_model, out, entries.get(quantized.SCHEME_KEY))
+    say("measuring the copy")
     record = CompressionRecord(
         method="quantize",
         scheme=scheme,
         source=source.path,
         before=before,
-        after=measure(compressed, weights_bytes(weights), stored, threads, repeats, lines),
-        fp32_weights_bytes=weights_bytes(export_state_dict(source.model)),
+        after=source.measure(compressed, weights_bytes(weights), after_dtype, threads, repeats, lines, dev),
+        fp32_weights_bytes=weights_bytes(export_state_dict(source.module)),
         held_out=None if held_out is None else str(held_out),
         notes=_notes(scheme),
+        kind=source.kind,
+        dev=None if dev is None else str(dev),
     )
-    save_checkpoint(
-        out,
-        compressed_model,
-        source.tokenizer,
-        config=source.config,
-        extra_config=ours,
-        extra_files={RECORD_FILE: asdict(record)},
-        dtype=dtype,
-        weights=weights,
-        hf_config=hf_config,
+    say("saving")
+    source.save(
+        out, compressed_model, entries, {RECORD_FILE: asdict(record)}, dtype, weights, hf_config, source.module.config
     )
     log.info("wrote %s (%s)", out, scheme)
     return record, compressed

@@ -30,6 +30,7 @@ from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_taggin
 from bertlab.finetune.evaluation import decode, run_model
 from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
 from bertlab.hardware import pick_device
+from bertlab.storage import quantized
 from bertlab.storage.checkpoint import (
     load_config,
     load_state,
@@ -168,8 +169,14 @@ def load_task_model(path_or_id: str | Path) -> tuple[torch.nn.Module, BertTokeni
     setup = _setup_from_raw(raw, directory)
     model = build_task_model(config, setup.head)
     state = normalize_keys(read_weights(directory))
+    # a compressed copy (bertlab compress quantize) keeps int8 weights and their scales: dequantized to
+    # load, then quantized again with the stored int8 values, as load_pretraining_model does
+    int8 = quantized.scheme_of(raw) == quantized.INT8_DYNAMIC
+    state, packed = quantized.split_int8(state) if int8 else (state, {})
     required = ("bert.embeddings.", "bert.encoder.", "qa_outputs." if setup.shape == "qa" else "classifier.")
     load_state(model, state, str(weights_file(directory)), required_prefixes=required)
+    if int8:
+        model = quantized.restore_int8(model.float().eval(), packed)
     tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
     card = {}
     if (directory / "model_card.json").is_file():
@@ -315,5 +322,7 @@ def load_finetuned(path: str | Path, device: str = "auto") -> FinetunedModel:
     """
     dev = pick_device(device)
     model, tokenizer, setup, card = load_task_model(path)
+    if quantized.is_int8(model):
+        dev = torch.device("cpu")  # fbgemm's int8 kernels are CPU-only, whatever device was asked
     model.to(dev)
     return FinetunedModel(model, tokenizer, setup, card, str(path), dev)

@@ -10,8 +10,11 @@ modules share, so each refuses 2.5 or "4" with the same InputError, and `private
 of a model's modules that attribution and head importance hook instead of the shared model, and
 `gradients_through`, the autograd context they compute gradients in.
 
-Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.storage.checkpoint, bertlab.data.batching,
-bertlab.errors.
+An int8 model (bertlab.storage.quantized) is refused where gradients are needed, with
+`NoGradientsError` naming the float model it was made from.
+
+Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.storage (checkpoint, quantized),
+bertlab.data.batching, bertlab.errors.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import torch
 from torch import nn
 
 from bertlab.data.batching import pad_batch
-from bertlab.errors import InputError, is_whole_number
+from bertlab.errors import InputError, NoGradientsError, is_whole_number
 from bertlab.finetune.predict import SHAPE_OF_ARCHITECTURE, FinetunedModel, load_finetuned
 from bertlab.inference import LoadedModel, load_model
-from bertlab.storage.checkpoint import load_config, resolve
+from bertlab.storage import quantized
+from bertlab.storage.checkpoint import load_config, read_config, resolve
 from bertlab.tokenizer import BertTokenizer
 
 
@@ -133,6 +137,8 @@ def as_subject(model: LoadedModel | FinetunedModel | Subject, gradients: bool = 
     """
     if isinstance(model, Subject):
         return model
+    if gradients and isinstance(model, LoadedModel | FinetunedModel) and quantized.is_int8(model.model):
+        raise _no_gradients(str(model.path))
     if isinstance(model, LoadedModel):
         return Subject(
             model.model, model.tokenizer, model.max_length, "pretraining", (), model.device, model.path, model.has_nsp
@@ -150,6 +156,18 @@ def as_subject(model: LoadedModel | FinetunedModel | Subject, gradients: bool = 
     raise InputError(
         f"expected a model from bertlab.inference.load_model or bertlab.finetune.predict.load_finetuned, "
         f"got {type(model).__name__}"
+    )
+
+
+def _no_gradients(path: str) -> NoGradientsError:
+    """The refusal of an int8 model, naming the float model it was made from where its folder says."""
+    raw = read_config(path) if path and (Path(path) / "config.json").is_file() else {}
+    source = (raw.get("bertlab") or {}).get("compressed_from")
+    offer = f"use the model it was made from, {source}" if source else "use the float model it was made from"
+    return NoGradientsError(
+        f"{path or 'this model'} is a dynamic int8 copy (bertlab compress quantize): its int8 layers have no "
+        f"gradients, so integrated gradients and head importance cannot run on it; {offer}",
+        source,
     )
 
 
