@@ -13,6 +13,12 @@ from typing import Any, ClassVar
 from bertlab.errors import CheckpointError, InputError
 
 ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
+# which keys a query reads (bertlab.patterns): all of them; a band plus global tokens (Longformer); blocks
+# of a band, random blocks and global blocks (BigBird)
+ATTENTION_PATTERNS = ("full", "window", "bigbird")
+# the window pattern's global tokens: none or [CLS]; others (a question's tokens) come with the input
+GLOBAL_TOKENS = ("none", "cls")
+PATTERN_KEYS = ("attention_pattern", "attention_window", "global_tokens", "attention_block", "random_blocks")
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,11 @@ class BertConfig:
     # config.json `pruned_heads`. A tuple, not a dict, so the config stays hashable; `heads_in_layer`
     # reads it (bertlab compress prune writes it)
     pruned_heads: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    attention_pattern: str = "full"  # ATTENTION_PATTERNS; "window" and "bigbird" cost time linear in length
+    attention_window: int = 256  # "window": the whole window, half on each side (transformers' Longformer)
+    global_tokens: str = "cls"  # "window": GLOBAL_TOKENS, the tokens that read and are read by every token
+    attention_block: int = 64  # "bigbird": tokens per block
+    random_blocks: int = 3  # "bigbird": random key blocks each query block reads
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -47,6 +58,7 @@ class BertConfig:
             raise ValueError(
                 f"attention_direction must be one of {ATTENTION_DIRECTIONS}, got {self.attention_direction!r}"
             )
+        self._check_pattern()
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -58,6 +70,35 @@ class BertConfig:
                 )
             if len(set(heads)) >= self.num_heads:
                 raise ValueError(f"pruned_heads: layer {layer} would have no heads left; keep at least one")
+
+    def _check_pattern(self) -> None:
+        if self.attention_pattern not in ATTENTION_PATTERNS:
+            raise ValueError(f"attention_pattern must be one of {ATTENTION_PATTERNS}, got {self.attention_pattern!r}")
+        if self.global_tokens not in GLOBAL_TOKENS:
+            raise ValueError(f"global_tokens must be one of {GLOBAL_TOKENS}, got {self.global_tokens!r}")
+        if self.attention_window < 2 or self.attention_window % 2:
+            raise ValueError(f"attention_window is the whole window: an even number >= 2, got {self.attention_window}")
+        if self.attention_block < 1 or self.random_blocks < 0:
+            raise ValueError(
+                f"attention_block must be >= 1 and random_blocks >= 0, got {self.attention_block}, {self.random_blocks}"
+            )
+        if self.attention_pattern != "full" and self.attention_direction != "bidirectional":
+            raise ValueError("a sparse attention_pattern works with bidirectional attention only")
+
+    @property
+    def sparse(self) -> bool:
+        """True when attention reads a pattern's keys (window, bigbird), not every key."""
+        return self.attention_pattern != "full"
+
+    def pattern_fields(self) -> dict[str, Any]:
+        """The attention pattern's config.json entries (bertlab section); none for full attention."""
+        if not self.sparse:
+            return {}
+        keys = {"window": ("attention_window", "global_tokens"), "bigbird": ("attention_block", "random_blocks")}
+        return {
+            "attention_pattern": self.attention_pattern,
+            **{k: getattr(self, k) for k in keys[self.attention_pattern]},
+        }
 
     def pruned_in(self, layer: int) -> tuple[int, ...]:
         """The heads removed from `layer` (unpruned numbering), ascending; () for an unpruned layer."""
@@ -98,6 +139,7 @@ class BertConfig:
             "bertlab": {
                 "attention_direction": self.attention_direction,
                 "use_nsp_head": self.use_nsp_head,
+                **self.pattern_fields(),
             },
         }
         if self.pruned_heads:  # transformers 4 reads it (5 dropped head pruning); absent when nothing is pruned
@@ -133,6 +175,7 @@ class BertConfig:
                 attention_direction=ours.get("attention_direction", "bidirectional"),
                 use_nsp_head=bool(ours.get("use_nsp_head", True)),
                 pruned_heads=_read_pruned_heads(data.get("pruned_heads") or {}),
+                **{k: ours[k] for k in PATTERN_KEYS if k in ours},
             )
         except KeyError as exc:
             raise CheckpointError(f"{source}: missing key {exc.args[0]!r}; is this a BERT config?") from exc

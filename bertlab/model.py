@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.config import BertConfig
+from bertlab.patterns.kernel import GlobalProjections, sparse_attention
+from bertlab.patterns.plan import AttentionPlan, build_plan
 
 
 # --------------------------------------------------------------------------------------
@@ -115,8 +117,10 @@ class BertSelfAttention(nn.Module):
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         xq: torch.Tensor | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """xq: (B, K, H) the rows that ask (queries); None means every position of x."""
+        """xq: (B, K, H) the rows that ask (queries); None means every position of x.
+        plan: a sparse pattern's keys (bertlab.patterns): attention reads only those, attn_bias unused."""
         B, T, _ = x.shape
         nh, hs = self.num_heads, self.head_size
         if head_mask is not None and self.pruned:
@@ -127,7 +131,18 @@ class BertSelfAttention(nn.Module):
         k = self.key(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         probs = None
-        if output_attentions:
+        if plan is not None:
+            context, probs = sparse_attention(
+                q,
+                k,
+                v,
+                plan,
+                head_mask=head_mask,
+                dropout_p=self.dropout.p if self.training else 0.0,
+                global_proj=self.global_projections(x),
+                output_attentions=output_attentions,
+            )
+        elif output_attentions:
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # (B, nh, Tq, T)
             if attn_bias is not None:
                 scores = scores + attn_bias
@@ -147,10 +162,14 @@ class BertSelfAttention(nn.Module):
         context = context.transpose(1, 2).reshape(B, Tq, nh * hs)  # (B, Tq, nh*hs), H unless pruned
         if probs is not None and self.pruned:
             # a removed head's map is all zeros, as a masked head's is: every layer returns (B, A, Tq, T)
-            full = probs.new_zeros(B, self.all_heads, Tq, T)
+            full = probs.new_zeros(B, self.all_heads, *probs.shape[2:])
             full[:, list(self.kept_heads)] = probs
             probs = full
         return context, probs
+
+    def global_projections(self, x: torch.Tensor) -> GlobalProjections | None:
+        """The global tokens' own query, key and value (Longformer has them); None: they use the usual ones."""
+        return None
 
 
 class BertSelfOutput(nn.Module):
@@ -178,8 +197,9 @@ class BertAttention(nn.Module):
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         xq: torch.Tensor | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        context, probs = self.self(x, attn_bias, head_mask, output_attentions, xq)
+        context, probs = self.self(x, attn_bias, head_mask, output_attentions, xq, plan)
         return self.output(context, x if xq is None else xq), probs
 
 
@@ -221,9 +241,11 @@ class BertLayer(nn.Module):
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         xq: torch.Tensor | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """xq: (B, K, H) rows of x to compute outputs for (all rows attend to all of x); None = all."""
-        a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq)
+        """xq: (B, K, H) rows of x to compute outputs for (all rows attend to all of x); None = all.
+        plan: a sparse attention pattern's keys (bertlab.patterns.plan); None = full attention."""
+        a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq, plan)
         return self.output(self.intermediate(a), a), probs
 
 
@@ -267,6 +289,24 @@ class BertModel(nn.Module):
             bias = causal if bias is None else (bias + causal).clamp(min=neg)
         return bias
 
+    def attention_plans(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        global_attention_mask: torch.Tensor | None,
+        pool: int,
+    ) -> list[AttentionPlan] | None:
+        """Each layer's sparse-attention plan (one shared by all but BigBird's); None under full attention."""
+        if not self.config.sparse:
+            if global_attention_mask is not None:
+                raise ValueError("global_attention_mask needs a sparse attention_pattern; this model attends to all")
+            return None
+        n = len(self.encoder.layer)
+        if self.config.attention_pattern == "bigbird" and self.config.random_blocks:
+            return [build_plan(self.config, input_ids, attention_mask, layer=i, pool=pool) for i in range(n)]
+        plan = build_plan(self.config, input_ids, attention_mask, global_mask=global_attention_mask, pool=pool)
+        return [plan] * n
+
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         """(B, T, H) the first layer's input, `hidden_states[0]` (ALBERT projects its narrower embeddings here)."""
         return self.embeddings(input_ids, token_type_ids)
@@ -280,6 +320,8 @@ class BertModel(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         last_layer_positions: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        attention_pool: int = 1,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -295,11 +337,19 @@ class BertModel(nn.Module):
                 and last_hidden_state is (B, K, H). Pretraining needs only the masked positions and
                 [CLS], so this skips most of the last layer. Not with attentions, hidden states or
                 left-to-right attention.
+            global_attention_mask: (B, T) 1 where a token reads and is read by every token, under a
+                sparse attention pattern (config.attention_pattern); None: config.global_tokens.
+            attention_pool: with a sparse pattern, attention maps come back averaged over tiles of
+                this many tokens a side, (B, A, T/pool, T/pool), so that a long input's map fits.
         """
         if last_layer_positions is not None and (
             output_attentions or output_hidden_states or self.config.attention_direction != "bidirectional"
         ):
             raise ValueError("last_layer_positions works only without attentions, hidden states or causal masks")
+        gather_at = None
+        if last_layer_positions is not None and self.config.sparse:
+            # a sparse pattern's last layer runs at every position (its plan is per block); pick the rows after
+            gather_at, last_layer_positions = last_layer_positions, None
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         if (
@@ -310,7 +360,8 @@ class BertModel(nn.Module):
         ):
             attention_mask = None  # no padding: let SDPA pick its unmasked (fastest) kernel
         x = self.embed(input_ids, token_type_ids)
-        bias = self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
+        plans = self.attention_plans(input_ids, attention_mask, global_attention_mask, attention_pool)
+        bias = None if plans else self.attention_bias(attention_mask, input_ids.shape[1], x.device, x.dtype)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         last = len(self.encoder.layer) - 1
@@ -318,11 +369,14 @@ class BertModel(nn.Module):
             xq = None
             if i == last and last_layer_positions is not None:
                 xq = x.gather(1, last_layer_positions[..., None].expand(-1, -1, x.shape[-1]))  # (B, K, H)
-            x, probs = layer(x, bias, None if head_mask is None else head_mask[i], output_attentions, xq)
+            plan = plans[i] if plans else None
+            x, probs = layer(x, bias, None if head_mask is None else head_mask[i], output_attentions, xq, plan)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:
                 attentions.append(probs)
+        if gather_at is not None:
+            x = x.gather(1, gather_at[..., None].expand(-1, -1, x.shape[-1]))  # (B, K, H)
         return EncoderOutput(
             last_hidden_state=x,
             pooled_output=self.pooler(x) if self.pooler is not None else None,
@@ -432,6 +486,8 @@ class BertForPreTraining(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         prediction_cap: int | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        attention_pool: int = 1,
     ) -> PreTrainingOutput:
         """Run the encoder and both heads.
 
@@ -444,6 +500,7 @@ class BertForPreTraining(nn.Module):
                 [CLS]), so shapes do not depend on the data and `torch.compile` traces the whole
                 step as one graph; mlm_logits is then (B, K, V) over every slot and `mlm_slots` says
                 which position each slot holds and which slots are real.
+            global_attention_mask, attention_pool: a sparse attention pattern's, as BertModel.forward.
 
         When only some positions are scored (and no attentions or hidden states are asked for),
         the last layer runs only at those positions and [CLS]: the same numbers, less work.
@@ -465,6 +522,8 @@ class BertForPreTraining(nn.Module):
             output_attentions,
             output_hidden_states,
             last_layer_positions=positions,
+            global_attention_mask=global_attention_mask,
+            attention_pool=attention_pool,
         )
         hidden = enc.last_hidden_state
         slots = None

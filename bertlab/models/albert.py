@@ -59,6 +59,7 @@ from bertlab.model import (
     init_weights,
 )
 from bertlab.models import bert
+from bertlab.patterns.plan import AttentionPlan
 from bertlab.tokenizer import BertTokenizer
 
 SHARING = ("all", "attention", "ffn", "none")  # what the L layers share
@@ -211,8 +212,9 @@ class AlbertAttention(BertSelfAttention):
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         xq: torch.Tensor | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        context, probs = super().forward(x, attn_bias, head_mask, output_attentions, xq)  # (B, Tq, H)
+        context, probs = super().forward(x, attn_bias, head_mask, output_attentions, xq, plan)  # (B, Tq, H)
         residual = x if xq is None else xq
         return self.LayerNorm(residual + self.output_dropout(self.dense(context))), probs  # post-LN
 
@@ -238,9 +240,11 @@ class AlbertLayer(nn.Module):
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         xq: torch.Tensor | None = None,
+        plan: AttentionPlan | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """BertLayer's signature: xq (B, K, H) the rows to compute (all rows serve as keys); None = all."""
-        a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq)  # (B, Tq, H)
+        """BertLayer's signature: xq (B, K, H) the rows to compute (all rows serve as keys); None = all;
+        plan: a sparse attention pattern's keys (bertlab.patterns.plan), None for full attention."""
+        a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq, plan)  # (B, Tq, H)
         h = self.ffn_output(F.gelu(self.ffn(a), approximate=self.approximate))  # (B, Tq, H)
         return self.full_layer_layer_norm(self.dropout(h) + a), probs
 
@@ -435,6 +439,16 @@ def config_from_hf(raw: dict, source: str) -> AlbertConfig:
 def build(config: AlbertConfig) -> AlbertForPreTraining:
     """A freshly initialised model with the heads `config` asks for (SOP when `use_sop_head`)."""
     return AlbertForPreTraining(config)
+
+
+def build_encoder(config: AlbertConfig) -> AlbertModel:
+    """The encoder alone, with its pooler: what AlbertForSequenceClassification holds under `albert.`.
+    (A fine-tuned ALBERT with "attention" or "ffn" sharing saves in our layout, as its pretraining folder
+    does; its config.json's `parameter_sharing` says so, and transformers would misread it.)"""
+    return AlbertModel(config)
+
+
+task_config = bert.task_config  # the pretrained config: the SOP head is not built
 
 
 def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
