@@ -4,7 +4,8 @@
 - tagging: words are split into WordPieces; the first piece of each word carries the word's
   label and the rest -100 (not scored); a sentence longer than the model accepts is cut into
   consecutive chunks of whole words, so every word is tagged;
-- QA: [CLS] question [SEP] context window [SEP], windows `doc_stride` tokens apart over a long
+- QA: [CLS] question [SEP] context window [SEP] (RoBERTa: <s> question </s></s> context </s>, the
+  tokenizer's own pair template), windows `doc_stride` tokens apart over a long
   context; the answer is the best start <= end span (at most `max_answer_length` pieces) over all
   windows, scored in the window where its start token has the most context, and mapped back to
   the original context characters through the tokenizer's offsets.
@@ -147,6 +148,17 @@ def _char_to_tokens(offsets: list[tuple[int, int]], start: int, end: int) -> tup
     return first, last
 
 
+def pair_template(tokenizer: BertTokenizer) -> tuple[list[int], list[int], list[int]]:
+    """The special tokens the tokenizer puts before A, between A and B, and after B: ([CLS], [SEP], [SEP])
+    for WordPiece, (<s>, </s></s>, </s>) for RoBERTa's byte-level BPE; read from its own pair encoding."""
+    enc = tokenizer.encode("a", "b", truncate=False)
+    seq = enc.sequence_ids
+    a_end = max(i for i, s in enumerate(seq) if s == 0) + 1
+    b_start = seq.index(1)
+    b_end = max(i for i, s in enumerate(seq) if s == 1) + 1
+    return enc.ids[: seq.index(0)], enc.ids[a_end:b_start], enc.ids[b_end:]
+
+
 def encode_qa(
     examples: Sequence[QAExample],
     tokenizer: BertTokenizer,
@@ -161,11 +173,12 @@ def encode_qa(
     encoded = tokenizer.encode_batch(unique, max_length=sys.maxsize, truncate=False) if unique else []
     # drop [CLS] and [SEP]: context pieces with their character offsets in the context
     context_tokens = {c: (enc.ids[1:-1], enc.offsets[1:-1]) for c, enc in zip(unique, encoded, strict=False)}
+    head, middle, tail = pair_template(tokenizer)
     out = []
     for i, ex in enumerate(examples):
         q = questions[i][:max_query_length]
         ctx_ids, ctx_offsets = context_tokens[ex.context]
-        room = max_length - len(q) - 3
+        room = max_length - len(q) - len(head) - len(middle) - len(tail)
         if room < 1:
             raise InputError(f"max_length {max_length} leaves no room for the context after a {len(q)}-piece question")
         windows = []
@@ -180,17 +193,17 @@ def encode_qa(
         if with_answers and ex.answers:
             text, char_start = ex.answers[0]
             answer_tokens = _char_to_tokens(ctx_offsets, char_start, char_start + len(text))
-        prefix = [tokenizer.cls_id] + q + [tokenizer.sep_id]
+        prefix = head + q + middle
         for start, length in windows:
-            ids = prefix + ctx_ids[start : start + length] + [tokenizer.sep_id]
-            type_ids = [0] * len(prefix) + [1] * (length + 1)
+            ids = prefix + ctx_ids[start : start + length] + tail
+            type_ids = [0] * len(prefix) + [1] * (length + len(tail))
             token_to_char: list[tuple[int, int] | None] = [None] * len(prefix)
             max_context = [False] * len(prefix)
             for t in range(start, start + length):
                 token_to_char.append(tuple(ctx_offsets[t]))
                 max_context.append(_is_max_context(windows, (start, length), t))
-            token_to_char.append(None)
-            max_context.append(False)
+            token_to_char.extend([None] * len(tail))
+            max_context.extend([False] * len(tail))
             s_pos = e_pos = 0
             if answer_tokens is not None:
                 a, b = answer_tokens

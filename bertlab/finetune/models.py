@@ -1,10 +1,15 @@
-"""BERT with a task output layer (paper, Figure 4), named as Hugging Face names them.
+"""An encoder of any family with a task output layer (paper, Figure 4), named as Hugging Face names them.
 
-`BertForSequenceClassification` (`bert.*` + `classifier.*`: dropout, then Linear on the pooled
-[CLS]; num_labels=1 is regression with MSE), `BertForTokenClassification` (dropout, then Linear on
-every token) and `BertForQuestionAnswering` (`qa_outputs.*`: start and end logits per token).
-With the default head these are the same computation as `transformers`' classes, so a saved model
-opens there unchanged.
+`BertForSequenceClassification` (the encoder + `classifier.*`; num_labels=1 is regression with MSE),
+`BertForTokenClassification` (dropout, then Linear on every token) and `BertForQuestionAnswering`
+(`qa_outputs.*`: start and end logits per token). The encoder is the family's (bertlab.models.registry:
+`build_encoder`), held under the family's name, so the weights are transformers' key for key: `bert.`
+for BERT, `albert.`, `electra.` (a discriminator) and `roberta.`; the model saves as
+`{family.task_prefix}ForSequenceClassification` and so on (`task_architecture`). A sentence classifier
+reads what the family's transformers class reads (`Family.sequence_head`): BERT and ALBERT the pooler
+(dropout, then `classifier`), ELECTRA and RoBERTa a dense head on the first token (`classifier.dense`,
+GELU or tanh, `classifier.out_proj`: `ClassificationHead`). With the default head these are the same
+computation as transformers' classes, so a saved model opens there unchanged.
 
 One `HeadConfig` also covers the paper's other set-ups as fields, not forks:
 - feature-based (Table 7): the encoder is frozen (and kept in eval mode); the task layer reads a
@@ -14,7 +19,7 @@ One `HeadConfig` also covers the paper's other set-ups as fields, not forks:
   while fine-tuning everything.
 These extra modules (`layer_features.*`, `lstm.*`, `mlp.*`) are ours; transformers would ignore them.
 
-Imports torch, bertlab.config, bertlab.model, bertlab.errors.
+Imports torch, bertlab.config, bertlab.model, bertlab.models.registry, bertlab.errors.
 """
 
 from __future__ import annotations
@@ -29,18 +34,27 @@ from torch import nn
 from bertlab.config import BertConfig
 from bertlab.errors import InputError
 from bertlab.finetune.args import check_features
-from bertlab.model import BertModel, EncoderOutput, init_weights
+from bertlab.model import EncoderOutput, init_weights
+from bertlab.models.registry import family_of
 
 log = logging.getLogger(__name__)
 
 MODES = ("finetune", "feature")
-ARCHITECTURES = {
-    "single": "BertForSequenceClassification",
-    "pair": "BertForSequenceClassification",
-    "regression": "BertForSequenceClassification",
-    "tagging": "BertForTokenClassification",
-    "qa": "BertForQuestionAnswering",
+# the transformers class of each task shape, after the family's prefix (Bert, Albert, Electra, Roberta)
+TASK_SUFFIXES = {
+    "single": "ForSequenceClassification",
+    "pair": "ForSequenceClassification",
+    "regression": "ForSequenceClassification",
+    "tagging": "ForTokenClassification",
+    "qa": "ForQuestionAnswering",
 }
+# what a sentence classifier's dense head applies between its two Linear layers (Family.sequence_head)
+SEQUENCE_HEADS = {"dense_gelu": F.gelu, "dense_tanh": torch.tanh}
+
+
+def task_architecture(config: BertConfig, shape: str) -> str:
+    """The transformers class a task model of `config`'s family saves as: 'ElectraForSequenceClassification'."""
+    return family_of(config).task_prefix + TASK_SUFFIXES[shape]
 
 
 @dataclass(frozen=True)
@@ -59,8 +73,8 @@ class HeadConfig:
     def __post_init__(self):
         if self.mode not in MODES:
             raise InputError(f"mode must be one of {MODES}, not {self.mode!r}")
-        if self.shape not in ARCHITECTURES:
-            raise InputError(f"task shape must be one of {tuple(ARCHITECTURES)}, not {self.shape!r}")
+        if self.shape not in TASK_SUFFIXES:
+            raise InputError(f"task shape must be one of {tuple(TASK_SUFFIXES)}, not {self.shape!r}")
         check_features(self.features)
         if self.num_labels < 1:
             raise InputError("a task needs at least one label")
@@ -137,14 +151,33 @@ class LayerFeatures(nn.Module):
         return self.gamma * (w[:, None, None, None] * torch.stack(mixed)).sum(0)  # (B, T, H)
 
 
+class ClassificationHead(nn.Module):
+    """transformers' ElectraClassificationHead (GELU) and RobertaClassificationHead (tanh): the first
+    token's features (B, F) -> dropout, dense, activation, dropout, out_proj -> (B, C)."""
+
+    def __init__(self, size: int, num_labels: int, activation: str, dropout: float):
+        super().__init__()
+        self.dense = nn.Linear(size, size)
+        self.out_proj = nn.Linear(size, num_labels)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = SEQUENCE_HEADS[activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(self.activation(self.dense(self.dropout(x)))))  # (B, C)
+
+
 class _BertTaskModel(nn.Module):
-    """The encoder, the feature choice, an optional BiLSTM; subclasses add the output layer."""
+    """The family's encoder, the feature choice, an optional BiLSTM; subclasses add the output layer."""
 
     def __init__(self, config: BertConfig, head: HeadConfig):
         super().__init__()
         self.config = config
         self.head_config = head
-        self.bert = BertModel(config)
+        self.family = family_of(config)
+        implementation = self.family.load()
+        # the encoder's attribute is the family's name, so its weights keep transformers' (`albert.encoder...`)
+        self.encoder_name = implementation.ENCODER_PREFIXES[0].rstrip(".")
+        self.add_module(self.encoder_name, implementation.build_encoder(config))
         self.layer_features = LayerFeatures(head.features, config.num_layers, config.hidden_size)
         size = self.layer_features.out_size
         self.lstm = None
@@ -164,6 +197,14 @@ class _BertTaskModel(nn.Module):
         self.dropout = nn.Dropout(p)
 
     @property
+    def bert(self) -> nn.Module:
+        """The encoder, under the name every family's model answers to (BertModel's surface)."""
+        try:
+            return self._modules[self.encoder_name]
+        except KeyError:  # asked before __init__ added it (nn.Module.add_module checks the name is free)
+            raise AttributeError("bert") from None
+
+    @property
     def frozen(self) -> bool:
         return self.head_config.mode == "feature"
 
@@ -175,7 +216,7 @@ class _BertTaskModel(nn.Module):
             return
         # weights that get no gradient must not be trainable: DDP (find_unused_parameters=False)
         # stops on them, and AdamW's weight decay would shrink them for nothing
-        if not uses_pooler:
+        if not uses_pooler and self.bert.pooler is not None:  # RoBERTa's encoder has none
             self.bert.pooler.requires_grad_(False)
         if self.head_config.features.startswith("layer:"):
             for layer in self.bert.encoder.layer[self.layer_features.index :]:
@@ -253,8 +294,12 @@ class BertForSequenceClassification(_BertTaskModel):
         if head.mode == "feature" and not head.use_bilstm:
             self.mlp = nn.Sequential(nn.Linear(size, config.hidden_size), nn.Tanh())
             size = config.hidden_size
-        self.classifier = nn.Linear(size, head.num_labels)
-        self._finish_init(uses_pooler=head.features == "last" and head.mode == "finetune" and not head.use_bilstm)
+        family_head = head.features == "last" and head.mode == "finetune" and not head.use_bilstm
+        self.reads_pooler = family_head and self.family.sequence_head == "pooler"
+        self.classifier: nn.Module = nn.Linear(size, head.num_labels)
+        if family_head and not self.reads_pooler:  # ELECTRA's, RoBERTa's: a dense head with its own dropout
+            self.classifier = ClassificationHead(size, head.num_labels, self.family.sequence_head, self.dropout.p)
+        self._finish_init(uses_pooler=self.reads_pooler)
 
     def forward(
         self,
@@ -277,17 +322,20 @@ class BertForSequenceClassification(_BertTaskModel):
             # position 0 sees only itself): read there, as GPT-style classifiers do
             last = self._last_positions(attention_mask, feats)
             rows = torch.arange(feats.shape[0], device=feats.device)
-            if h.features == "last" and h.mode == "finetune":
+            if self.reads_pooler:
                 x = torch.tanh(self.bert.pooler.dense(enc.last_hidden_state[rows, last]))
             else:
                 x = feats[rows, last]
-        elif h.features == "last" and h.mode == "finetune":
+        elif self.reads_pooler:
             x = enc.pooled_output  # (B, H), as BERT and transformers do
         else:
             x = feats[:, 0]  # the [CLS] features (B, F)
         if self.mlp is not None:
             x = self.mlp(x)
-        logits = self.classifier(self.dropout(x))  # (B, C)
+        if isinstance(self.classifier, ClassificationHead):
+            logits = self.classifier(x)  # (B, C); the head applies its own dropout
+        else:
+            logits = self.classifier(self.dropout(x))  # (B, C)
         loss = None
         if labels is not None:
             if h.num_labels == 1:

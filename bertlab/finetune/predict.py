@@ -8,13 +8,17 @@
 Also owns the saved format (`save_finetuned`): a Hugging Face-compatible checkpoint whose
 config.json carries id2label / label2id / num_labels (and problem_type) at the top level, so
 `transformers.AutoModelFor...` opens it, and our task set-up under `bertlab.finetune`.
-Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, ...) load too.
+Checkpoints fine-tuned by `transformers` (BertForSequenceClassification, AlbertFor..., ElectraFor...,
+RobertaFor...) load too; every family saves and opens through its registry entry
+(bertlab.models.registry: its weight names, tokenizer and class names).
 
-Imports torch, bertlab.storage.checkpoint (loading), bertlab.hardware (pick_device), bertlab.tokenizer, bertlab.finetune.
+Imports torch, bertlab.storage.checkpoint (loading), bertlab.hardware (pick_device), bertlab.models.registry,
+bertlab.tokenizer, bertlab.finetune.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -28,26 +32,22 @@ from bertlab.errors import CheckpointError, InputError
 from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
 from bertlab.finetune.encoding import encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.evaluation import decode, run_model
-from bertlab.finetune.models import ARCHITECTURES, HeadConfig, build_task_model
+from bertlab.finetune.models import TASK_SUFFIXES, HeadConfig, build_task_model, task_architecture
 from bertlab.hardware import pick_device
+from bertlab.models.registry import FAMILIES, family_for
 from bertlab.storage import quantized
-from bertlab.storage.checkpoint import (
-    load_config,
-    load_state,
-    normalize_keys,
-    read_weights,
-    resolve,
-    save_checkpoint,
-    weights_file,
-)
+from bertlab.storage.checkpoint import load_config, load_state, read_weights, resolve, save_checkpoint, weights_file
 from bertlab.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
+# the task classes of every family that fine-tunes (BertForSequenceClassification, AlbertFor..., ...); a
+# sentence classifier reads as a pair task unless its config says regression or it has one label
 SHAPE_OF_ARCHITECTURE = {
-    "BertForSequenceClassification": "pair",
-    "BertForTokenClassification": "tagging",
-    "BertForQuestionAnswering": "qa",
+    family.task_prefix + suffix: "pair" if shape == "single" else shape
+    for family in FAMILIES.values()
+    for shape, suffix in TASK_SUFFIXES.items()
+    if shape in ("single", "tagging", "qa")
 }
 
 
@@ -123,7 +123,7 @@ def save_finetuned(
         model,
         tokenizer,
         config,
-        architecture=ARCHITECTURES[setup.shape],
+        architecture=task_architecture(model.config, setup.shape),
         extra_config={"finetune": setup.to_dict()},
         extra_files=extra_files,
     )
@@ -167,17 +167,20 @@ def load_task_model(path_or_id: str | Path) -> tuple[torch.nn.Module, BertTokeni
     directory = resolve(path_or_id)
     config, raw = load_config(directory)
     setup = _setup_from_raw(raw, directory)
+    family = family_for(raw, str(directory / "config.json")).load()
     model = build_task_model(config, setup.head)
-    state = normalize_keys(read_weights(directory))
+    state = family.normalize_keys(read_weights(directory))
     # a compressed copy (bertlab compress quantize) keeps int8 weights and their scales: dequantized to
     # load, then quantized again with the stored int8 values, as load_pretraining_model does
     int8 = quantized.scheme_of(raw) == quantized.INT8_DYNAMIC
     state, packed = quantized.split_int8(state) if int8 else (state, {})
-    required = ("bert.embeddings.", "bert.encoder.", "qa_outputs." if setup.shape == "qa" else "classifier.")
-    load_state(model, state, str(weights_file(directory)), required_prefixes=required)
+    required = (*family.ENCODER_PREFIXES, "qa_outputs." if setup.shape == "qa" else "classifier.")
+    load_state(model, state, str(weights_file(directory)), required, family.OPTIONAL_PREFIXES)
     if int8:
         model = quantized.restore_int8(model.float().eval(), packed)
-    tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
+    tokenizer = family.load_tokenizer(directory, config)
+    if setup.max_seq_length > tokenizer.model_max_length:  # a transformers RoBERTa's 514 rows hold 512 tokens
+        setup = dataclasses.replace(setup, max_seq_length=tokenizer.model_max_length)
     card = {}
     if (directory / "model_card.json").is_file():
         try:

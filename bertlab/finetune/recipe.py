@@ -38,8 +38,10 @@ from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, save_finetuned
 from bertlab.finetune.tasks import TaskSpec, get_task
 from bertlab.hardware import hardware_description
-from bertlab.storage.checkpoint import load_config, load_state, normalize_keys, read_weights, resolve, weights_file
+from bertlab.models.registry import family_for, family_of
+from bertlab.storage.checkpoint import load_config, load_state, read_config, read_weights, resolve, weights_file
 from bertlab.storage.model_card import pretrained_length, read_card
+from bertlab.storage.modelfolder import halves, weights_path
 from bertlab.storage.runfolder import (
     CHECKPOINT_DIR,
     RUN_CONFIG_FILE,
@@ -267,18 +269,7 @@ def prepare_model(
     """(model, tokenizer, source note): encoder weights from `cfg.model` with a fresh head, or a
     random-init preset with the given / a newly trained vocabulary."""
     if cfg.model:
-        directory = resolve(cfg.model)
-        config, _ = load_config(directory)
-        model = build_task_model(config, head)
-        # only the encoder comes over: heads (MLM, NSP, another task's classifier) start fresh
-        state = {k: v for k, v in normalize_keys(read_weights(directory)).items() if k.startswith("bert.")}
-        missing = load_state(model, state, str(weights_file(directory)))
-        if any(k.startswith("bert.pooler.") for k in missing):
-            log.info("%s has no pooler weights; the pooler starts from random init", directory)
-        tokenizer = BertTokenizer.from_dir(directory, config.max_position_embeddings)
-        if len(tokenizer) > config.vocab_size:
-            raise CheckpointError(f"{directory}/vocab.txt has more tokens than config.json's vocab_size")
-        return model, tokenizer, str(directory)
+        return pretrained_task_model(resolve(cfg.model), head)
     kept = run_dir / VOCAB_FILE  # a resumed run must see the same vocabulary
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = None
@@ -294,6 +285,46 @@ def prepare_model(
         tokenizer = BertTokenizer.from_vocab(kept)
     config = preset(cfg.size, vocab_size=len(tokenizer), max_position_embeddings=max(512, cfg.max_seq_length))
     return build_task_model(config, head), tokenizer, f"random init ({cfg.size})"
+
+
+def encoder_folder(directory: Path) -> Path:
+    """The folder whose encoder fine-tunes: `directory`, or the half of a pair folder that its family
+    fine-tunes (an ELECTRA run's `discriminator/`, as in the paper).
+
+    Raises:
+        CheckpointError: a pair folder of a family that names no half to fine-tune.
+    """
+    pair = halves(directory) if weights_path(directory) is None else {}
+    if not pair:
+        return directory
+    family = family_for(read_config(directory), str(directory / "config.json"))
+    if family.finetune_half not in pair:
+        raise CheckpointError(
+            f"{directory}: a pair folder ({', '.join(pair)}) and {family.name} names no half to fine-tune; "
+            "give one half's folder"
+        )
+    return pair[family.finetune_half]
+
+
+def pretrained_task_model(directory: Path, head: HeadConfig) -> tuple[torch.nn.Module, BertTokenizer, str]:
+    """(model, tokenizer, source note): the encoder of the model in `directory` (any family; a pair folder's
+    half that fine-tunes) with a fresh `head`, and the folder's tokenizer. Only the encoder comes over: the
+    pretraining heads (MLM, NSP, SOP, replaced-token detection) and another task's classifier start fresh."""
+    directory = encoder_folder(directory)
+    pretrained, raw = load_config(directory)
+    source_family = family_for(raw, str(directory / "config.json")).load()
+    config = source_family.task_config(pretrained)  # ELECTRA's discriminator; a DistilBERT as BERT
+    model = build_task_model(config, head)
+    family = family_of(config).load()
+    state = source_family.normalize_keys(read_weights(directory))
+    state = {k: v for k, v in state.items() if k.startswith(family.ENCODER_PREFIXES)}
+    missing = load_state(model, state, str(weights_file(directory)), family.ENCODER_PREFIXES, family.OPTIONAL_PREFIXES)
+    if any(k.startswith(family.OPTIONAL_PREFIXES) for k in missing):
+        log.info("%s has no pooler weights; the pooler starts from random init", directory)
+    tokenizer = source_family.load_tokenizer(directory, pretrained)
+    if len(tokenizer) > config.vocab_size:
+        raise CheckpointError(f"{directory}: its vocabulary has more tokens than config.json's vocab_size")
+    return model, tokenizer, str(directory)
 
 
 def encode(
@@ -360,7 +391,9 @@ def _run_finetuning(
     head = head_config(cfg, labels)
     torch.manual_seed(cfg.train.seed)
     model, tokenizer, model_source = prepare_model(cfg, run_dir, head, train_examples)
-    setup = task_setup(cfg, labels, head, model.config.max_position_embeddings, trained_length(cfg, model_source))
+    # the longest input: the position table's, or less where the tokenizer says (RoBERTa's 514 rows hold 512 tokens)
+    max_positions = min(model.config.max_position_embeddings, tokenizer.model_max_length)
+    setup = task_setup(cfg, labels, head, max_positions, trained_length(cfg, model_source))
     train_features = encode(spec, setup, tokenizer, train_examples, training=True)
     dev_features = encode(spec, setup, tokenizer, dev_examples, training=False)
     micro = cfg.train.batch_size // cfg.train.grad_accum
@@ -458,7 +491,10 @@ def trained_length(cfg: FinetuneConfig, directory: str | Path | None) -> int:
     or when `cfg.untrained_positions` asks for the task's own length whatever the pretraining."""
     if not cfg.model or directory is None or cfg.untrained_positions:
         return 0
-    return pretrained_length(read_card(directory))
+    # a pair folder's half (ELECTRA's discriminator/) keeps no card of its own: the pair's is beside it
+    parent = Path(directory).parent
+    pair_card = read_card(parent) if Path(directory) in halves(parent).values() else {}
+    return pretrained_length(read_card(directory) or pair_card)
 
 
 def input_length(cfg: FinetuneConfig, max_positions: int, pretrained: int = 0) -> int:

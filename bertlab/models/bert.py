@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from bertlab.config import BertConfig
-from bertlab.model import TIED_KEYS, BertForPreTraining
+from bertlab.model import TIED_KEYS, BertForPreTraining, BertModel
 from bertlab.tokenizer import BertTokenizer
 
 ENCODER_PREFIXES = ("bert.",)  # a folder without these weights is not a BERT
@@ -34,6 +34,16 @@ def config_from_hf(raw: dict, source: str) -> BertConfig:
 def build(config: BertConfig) -> BertForPreTraining:
     """A freshly initialised model with the heads `config` asks for (NSP when `use_nsp_head`)."""
     return BertForPreTraining(config)
+
+
+def build_encoder(config: BertConfig) -> BertModel:
+    """The encoder alone, with its pooler: what BertForSequenceClassification holds under `bert.`."""
+    return BertModel(config)
+
+
+def task_config(config: BertConfig) -> BertConfig:
+    """The config a fine-tuned BERT is built and saved with: the pretrained one (its heads are not built)."""
+    return config
 
 
 def normalize_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dict[str, torch.Tensor]:

@@ -23,6 +23,7 @@ Imports torch, bertlab.config, bertlab.errors, bertlab.model and bertlab.models.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -111,6 +112,17 @@ def config_from_hf(raw: dict, source: str) -> DistilBertConfig:
 
 def build(config: DistilBertConfig) -> DistilBertAsBert:
     return DistilBertAsBert(config)
+
+
+build_encoder = bert.build_encoder  # never called on a DistilBertConfig: task_config makes it BERT's
+
+
+def task_config(config: DistilBertConfig) -> BertConfig:
+    """A fine-tuned DistilBERT is the BERT its layers are (module docstring): BERT's config, so it saves as
+    BertForSequenceClassification (...), with the zero segment table and a pooler that starts from random
+    init (DistilBERT has none). transformers' DistilBertForSequenceClassification (its pre_classifier head)
+    is not what it saves as."""
+    return BertConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(BertConfig)})
 
 
 def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

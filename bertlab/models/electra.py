@@ -411,6 +411,17 @@ def build(config: ElectraConfig) -> ElectraModule:
     return BUILDERS[config.role](config)
 
 
+def build_encoder(config: ElectraConfig) -> ElectraModel:
+    """The encoder alone (no pooler): what ElectraForSequenceClassification holds under `electra.`."""
+    return ElectraModel(config)
+
+
+def task_config(config: ElectraConfig) -> ElectraConfig:
+    """The config a fine-tuned ELECTRA is built and saved with: the discriminator's, the model that
+    fine-tunes (Clark et al. 2020), whatever half or pair the config described."""
+    return config.discriminator_config()
+
+
 def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """BERT's renaming rules (TF-era LayerNorm names, buffers, a bare encoder) with ELECTRA's prefix."""
     return bert.normalize_keys(state, prefix="electra.")

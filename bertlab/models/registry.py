@@ -18,6 +18,14 @@ it otherwise, so the weights keep Hugging Face's names), `.config` (num_layers, 
 hidden_size, vocab_size, max_position_embeddings), `.heads`, `layer_logits(hidden)`,
 `num_parameters()` and `set_dropout(p)`. The tokenizer it loads keeps `bertlab.tokenizer.BertTokenizer`'s.
 
+Fine-tuning (bertlab.finetune) reads three more things from a family: `build_encoder(config)`, the
+encoder alone, which a task model holds under the family's name (`ENCODER_PREFIXES[0]`: `albert.`,
+`electra.`, ...), `task_config(config)`, the config a fine-tuned model is built and saved with (an
+ELECTRA pair's discriminator; a DistilBERT as the BERT its layers are), and on the `Family` entry the
+transformers class-name prefix its fine-tuned folders save under (`AlbertForSequenceClassification`),
+what its sentence classifier reads (BERT's and ALBERT's pooler, or ELECTRA's and RoBERTa's dense
+head on the first token) and which half of a pair folder fine-tunes.
+
 The heads a family can hold, by name: "mlm" (masked LM), "nsp" (next sentence prediction), "sop"
 (sentence order), "rtd" (replaced-token detection), "lm" (next token). Pages read these names to
 say what a model lacks.
@@ -60,6 +68,10 @@ class FamilyImplementation(Protocol):
 
     def load_tokenizer(self, directory: Any, config: Any) -> Any: ...
 
+    def build_encoder(self, config: Any) -> Any: ...
+
+    def task_config(self, config: Any) -> Any: ...
+
     ENCODER_PREFIXES: tuple[str, ...]  # weights a folder of the family must hold
     OPTIONAL_PREFIXES: tuple[str, ...]  # ... except these (e.g. BERT's pooler, which only NSP needs)
 
@@ -75,6 +87,15 @@ class Family:
     # config.json keys its config reads beyond BERT's (e.g. ALBERT's embedding_size): a pretraining
     # run's model_overrides may set them, and any other unknown key is a typo, refused before a run starts
     config_keys: tuple[str, ...] = ()
+    # fine-tuning: its task models save as `{task_prefix}ForSequenceClassification` (ForTokenClassification,
+    # ForQuestionAnswering), as transformers names them
+    task_prefix: str = "Bert"
+    # what a sentence classifier reads (bertlab.finetune.models.SEQUENCE_HEADS): "pooler" (BERT, ALBERT: the
+    # pooler's tanh(dense([CLS])), dropout, `classifier`), "dense_gelu" (ELECTRA) or "dense_tanh" (RoBERTa):
+    # `classifier.dense` and `classifier.out_proj` on the first token, as transformers' ElectraClassificationHead
+    # and RobertaClassificationHead
+    sequence_head: str = "pooler"
+    finetune_half: str = ""  # the half of a pair folder that fine-tunes (ELECTRA's discriminator, as in the paper)
 
     def load(self) -> FamilyImplementation:
         """The implementing module (imported here, by name, so that this registry stays torch-free)."""
@@ -101,7 +122,12 @@ def unregister_family(family: Family) -> None:
 
 def build_model(config: Any) -> Any:
     """A freshly initialised model of `config`'s family (found from its `model_type`)."""
-    return family_for({"model_type": config.model_type}, type(config).__name__).load().build(config)
+    return family_of(config).load().build(config)
+
+
+def family_of(config: Any) -> Family:
+    """The family of a config object (BertConfig or a subclass), from its `model_type`."""
+    return family_for({"model_type": config.model_type}, type(config).__name__)
 
 
 def known_model_types() -> tuple[str, ...]:
@@ -137,9 +163,21 @@ register_family(
         heads=("mlm", "rtd"),
         implementation="bertlab.models.electra",
         config_keys=("embedding_size", "generator_size"),
+        task_prefix="Electra",
+        sequence_head="dense_gelu",
+        finetune_half="discriminator",
     )
 )
-register_family(Family("RoBERTa", ("roberta",), heads=("mlm",), implementation="bertlab.models.roberta"))
+register_family(
+    Family(
+        "RoBERTa",
+        ("roberta",),
+        heads=("mlm",),
+        implementation="bertlab.models.roberta",
+        task_prefix="Roberta",
+        sequence_head="dense_tanh",
+    )
+)
 register_family(
     Family(
         "ALBERT",
@@ -147,6 +185,8 @@ register_family(
         heads=("mlm", "sop"),
         implementation="bertlab.models.albert",
         config_keys=("embedding_size", "parameter_sharing"),
+        task_prefix="Albert",
     )
 )
+# a DistilBERT fine-tunes as the BERT its layers are (task_config), so its fine-tuned folders are BERT's
 register_family(Family("DistilBERT", ("distilbert",), heads=("mlm",), implementation="bertlab.models.distilbert"))

@@ -66,12 +66,16 @@ class RobertaConfig(BertConfig):
         return self.max_position_embeddings - self.pad_token_id - 1
 
 
-def config_from_hf(raw: dict, source: str) -> RobertaConfig:
+def config_from_hf(
+    raw: dict, source: str, config_class: type[RobertaConfig] = RobertaConfig, class_prefix: str = "Roberta"
+) -> RobertaConfig:
     """Our RobertaConfig from config.json's content (transformers' RobertaConfig keys, or a run's).
 
     A pretraining run's config comes from the recipe in BERT's terms (architectures names no Roberta
     class; `max_position_embeddings` is the longest input; two segments): it is given RoBERTa's
-    layout here, one segment row and a table of max length + pad_token_id + 1 rows.
+    layout here, one segment row and a table of max length + pad_token_id + 1 rows. A family built on
+    RoBERTa's layout (Longformer) reads its config here with its own `config_class` and the prefix
+    of its transformers class names.
 
     Raises:
         CheckpointError: the config asks for an NSP head, which RoBERTa has none of.
@@ -82,11 +86,11 @@ def config_from_hf(raw: dict, source: str) -> RobertaConfig:
             f"{source}: RoBERTa has no next-sentence head; pretrain it with an objective without NSP "
             "(data.objective=roberta, RoBERTa's recipe, or mlm)"
         )
-    architectures = raw.get("architectures") or ["RobertaForMaskedLM"]
-    if not str(architectures[0]).startswith("Roberta"):  # a pretraining run's, in BERT's terms
+    architectures = raw.get("architectures") or [f"{class_prefix}ForMaskedLM"]
+    if not str(architectures[0]).startswith(class_prefix):  # a pretraining run's, in BERT's terms
         pad = int(raw.get("pad_token_id") or 0)
         raw = {**raw, "type_vocab_size": 1, "max_position_embeddings": int(raw["max_position_embeddings"]) + pad + 1}
-    config = RobertaConfig.from_hf_dict(raw, source)
+    config = config_class.from_hf_dict(raw, source)
     return dataclasses.replace(config, use_nsp_head=False)
 
 
@@ -185,13 +189,21 @@ def build(config: RobertaConfig) -> RobertaForMaskedLM:
     return RobertaForMaskedLM(config)
 
 
+def build_encoder(config: RobertaConfig) -> RobertaModel:
+    """The encoder alone (no pooler): what RobertaForSequenceClassification holds under `roberta.`."""
+    return RobertaModel(config)
+
+
+task_config = bert.task_config  # the pretrained config: the LM head is not built
+
+
 # --------------------------------------------------------------------------------------
 # Checkpoints
 # --------------------------------------------------------------------------------------
-def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """BERT's renaming (TF-era LayerNorm names, a bare encoder's keys) under `roberta.`; the LM head's
+def normalize_keys(state: dict[str, torch.Tensor], prefix: str = "roberta.") -> dict[str, torch.Tensor]:
+    """BERT's renaming (TF-era LayerNorm names, a bare encoder's keys) under `prefix`; the LM head's
     bias from its decoder's where only that was saved; the tied copies dropped."""
-    out = bert.normalize_keys(state, prefix="roberta.")
+    out = bert.normalize_keys(state, prefix=prefix)
     if "lm_head.bias" not in out and "lm_head.decoder.bias" in out:
         out["lm_head.bias"] = out["lm_head.decoder.bias"]
     for k in TIED_KEYS:
@@ -199,12 +211,12 @@ def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def expected_shapes(config: RobertaConfig) -> dict[str, tuple[int, ...]]:
+def expected_shapes(config: RobertaConfig, prefix: str = "roberta.") -> dict[str, tuple[int, ...]]:
     """The shape config.json implies for each RobertaForMaskedLM weight: BERT's encoder under
-    `roberta.` (no pooler) and the LM head."""
+    `prefix` (no pooler) and the LM head."""
     h, v = config.hidden_size, config.vocab_size
     shapes = {
-        "roberta." + k.removeprefix("bert."): shape
+        prefix + k.removeprefix("bert."): shape
         for k, shape in bert.expected_shapes(config).items()
         if k.startswith("bert.") and not k.startswith("bert.pooler.")
     }
