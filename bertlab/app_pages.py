@@ -110,6 +110,12 @@ APP_PAGES: tuple[AppPage, ...] = (
         ":material/compare:",
         "Compare models: two models on one sentence, side by side",
     ),
+    AppPage(
+        "pages/14_Make_it_smaller.py",
+        "Make it smaller",
+        ":material/compress:",
+        "Make it smaller: quantize, prune or distil a model and see what it costs and buys",
+    ),
 )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bertlab.errors import BertLabError
+from bertlab.errors import BertLabError, NoGradientsError
 from bertlab.explore import input_notes
 from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
 from bertlab.finetune.predict import load_finetuned
@@ -44,6 +44,7 @@ from pages.common import (
     show_notes,
 )
 from pages.common.admin import current_access
+from pages.common.compressed import offer_original
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
@@ -256,6 +257,9 @@ elif model.task_shape == "tagging":
 try:
     with st.spinner("Integrating gradients…"):
         result = attribute(model, text, text_b, target=target, steps=steps)
+except NoGradientsError as exc:  # a dynamic int8 copy: offer the float model it was made from
+    offer_original(exc, "why_tuned" if kind == TASK else None, key="why_use_original")
+    st.stop()
 except BertLabError as exc:
     show_error(exc)
     st.stop()

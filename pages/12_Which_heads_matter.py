@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from bertlab.errors import BertLabError
+from bertlab.errors import BertLabError, NoGradientsError
 from bertlab.interpret.args import heads_args
 from bertlab.interpret.contextual import SAMPLE_SENTENCES
 from bertlab.interpret.head_views import importance_figure, pruning_figure, recipe_for
@@ -19,6 +19,7 @@ from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
 from bertlab.storage.catalog import find_run_checkpoints, finetuned_task, is_finetuned
 from bertlab.storage.runfolder import REPO_ROOT
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+from pages.common.compressed import offer_original
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
@@ -101,6 +102,9 @@ if source == SIDEBAR:
     )
     try:
         study = HeadStudy.from_dict(_sample_study(chosen_model(), lm.config.num_layers, lm.config.num_heads))
+    except NoGradientsError as exc:  # a dynamic int8 copy: offer the float model it was made from
+        offer_original(exc, key="heads_use_original")
+        st.stop()
     except BertLabError as exc:
         show_error(exc)
         st.stop()

@@ -90,6 +90,14 @@ def chosen_model() -> str:
     return st.session_state.get(MODEL_KEY) or str(shipped_model_path())
 
 
+def choose_model(path: str) -> None:
+    """Make `path` the chosen model, as picking it in the sidebar would (a button's on_click: the
+    sidebar's widgets are seeded from it on the next run)."""
+    st.session_state[MODEL_KEY] = path
+    st.session_state[_MODE_KEY] = False
+    st.session_state[_TYPED_KEY] = path
+
+
 def _on_choice() -> None:
     value = st.session_state.get(_CHOICE_KEY)
     st.session_state[_MODE_KEY] = value == OTHER

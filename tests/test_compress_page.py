@@ -1,0 +1,125 @@
+"""The "Make it smaller" page under AppTest on a tiny random model and a tiny SST-2 run: a method
+runs into a folder and the two models are shown side by side; bad input is one message, never a
+traceback; the gradient pages refuse the int8 copy and switch to its source with one click."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from bertlab.app_pages import page_titled  # noqa: E402
+from bertlab.compress.quantize import quantize  # noqa: E402
+from tests.conftest import SAMPLE_TEXT  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 120
+SMALLER, WHY, HEADS = (page_titled(t).file for t in ("Make it smaller", "Why it answered", "Which heads matter"))
+
+
+@pytest.fixture
+def app(monkeypatch, tiny_checkpoint, tmp_path) -> Path:
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(tiny_checkpoint))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    held = tmp_path / "held.txt"
+    held.write_text("\n".join(SAMPLE_TEXT) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.run(timeout=TIMEOUT)
+    assert not at.exception, at.exception
+    at.switch_page(page).run(timeout=TIMEOUT)
+    return at
+
+
+def clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def click(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click().run(timeout=TIMEOUT)
+    return at
+
+
+def test_int8_of_the_sidebar_model_side_by_side(app):
+    at = open_page(SMALLER)
+    clean(at)
+    assert not at.error
+    at.text_input(key="small_held_out").set_value(str(app / "held.txt")).run(timeout=TIMEOUT)
+    out = at.text_input(key="small_out").value
+    assert out == str(app / "runs" / "tiny-int8" / "model")  # listed with the runs, as its source is
+    click(at, "Make it smaller")
+    clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert (Path(out) / "compression.json").is_file()
+    assert "Before and after: quantize (int8-dynamic)" in [s.value for s in at.subheader]
+    metrics = {m.label: m for m in at.metric}
+    assert "Weights on disk" in metrics and "Accuracy" in metrics
+    tables = [d.value for d in at.dataframe]
+    comparison = next(t for t in tables if "" in t.columns and "change" in t.columns)
+    assert "held-out masked-LM accuracy" in list(comparison[""])
+    answers = next(t for t in tables if "rank" in t.columns)
+    assert len(answers) == 5 and answers["before"].str.contains("%").all()
+    at.text_input(key="small_probe_pretraining").set_value("no mask here").run(timeout=TIMEOUT)
+    clean(at)
+    assert any("[MASK]" in e.value for e in at.error)
+    # the same folder again: refused in one line, the copy left as it was
+    click(at, "Make it smaller")
+    clean(at)
+    assert any("already holds a model" in e.value for e in at.error)
+
+
+def test_bad_input_is_one_message(app):
+    at = open_page(SMALLER)
+    at.text_input(key="small_held_out").set_value(str(app / "missing.txt")).run(timeout=TIMEOUT)
+    at.selectbox(key="small_method").set_value("heads").run(timeout=TIMEOUT)
+    at.slider(key="small_share_heads").set_value(0.95).run(timeout=TIMEOUT)
+    click(at, "Make it smaller")
+    clean(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "no such file" in errors or "each layer keeps at least one" in errors
+    assert not any(Path(app / "runs").glob("*/model/config.json"))
+
+
+def test_a_fine_tuned_classifier_pruned_with_its_dev_accuracy(app, sst2_run):
+    shutil.copytree(sst2_run, app / "runs" / sst2_run.name)
+    at = open_page(SMALLER)
+    at.radio(key="small_source").set_value("A fine-tuned classifier (your runs)").run(timeout=TIMEOUT)
+    clean(at)
+    assert at.text_input(key="small_dev").value == str(sst2_run.parent / "dev.tsv")  # from its card
+    at.selectbox(key="small_method").set_value("heads").run(timeout=TIMEOUT)
+    assert at.text_input(key="small_out").value.endswith(f"{sst2_run.name}-heads50/model")
+    click(at, "Make it smaller")
+    clean(at)
+    assert not at.error, [e.value for e in at.error]
+    comparison = next(d.value for d in at.dataframe if "change" in d.value.columns)
+    assert "dev accuracy" in list(comparison[""])
+    answers = next(d.value for d in at.dataframe if "class" in d.value.columns)
+    assert sorted(answers["class"]) == ["0", "1"]
+
+
+def test_gradient_pages_refuse_int8_and_offer_the_source(app, tiny_checkpoint, monkeypatch):
+    out = app / "runs" / "tiny-int8" / "model"
+    quantize(tiny_checkpoint, out, repeats=1, threads=(1,))
+    monkeypatch.setenv("BERTLAB_MODEL", str(out))
+    at = open_page(WHY)
+    clean(at)
+    assert any("dynamic int8 copy" in w.value for w in at.warning)
+    click(at, f"Use the original model ({tiny_checkpoint})")
+    clean(at)
+    assert not any("dynamic int8 copy" in w.value for w in at.warning)
+    assert any(s.value.startswith("Why ") for s in at.subheader)
+    at = open_page(HEADS)
+    clean(at)
+    assert any("dynamic int8 copy" in w.value for w in at.warning)
+    assert any(b.label.startswith("Use the original model") for b in at.button)
