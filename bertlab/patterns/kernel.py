@@ -43,11 +43,12 @@ def _gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(2, idx[:, None, :, None].expand(B, nh, idx.shape[1], hs))
 
 
-def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim in float32 where `allowed`; rows with nothing allowed are all zeros."""
-    scores = scores.float().masked_fill(~allowed, float("-inf"))
-    probs = scores.softmax(-1)
-    return probs.nan_to_num(0.0)  # a row with no allowed key (a padded query) is -inf everywhere: NaN
+_NEG = -1e9  # a masked score (float32): finite, so that a row with nothing to read gives no NaN
+
+
+def _bias(allowed: torch.Tensor) -> torch.Tensor:
+    """0 where allowed, _NEG elsewhere, in float32 (added to the scores before the softmax)."""
+    return torch.zeros(allowed.shape, device=allowed.device).masked_fill_(~allowed, _NEG)
 
 
 def sparse_attention(
@@ -67,19 +68,21 @@ def sparse_attention(
     scale = 1.0 / math.sqrt(hs)
     qp, kp, vp = (_pad(x, P) for x in (q, k, v))
     qb = qp.view(B, nh, nb, b, hs) * scale
-    kb = kp.view(B, nh, nb, b, hs)[:, :, plan.key_blocks].flatten(3, 4)  # (B, nh, nb, K*b, hs)
-    vb = vp.view(B, nh, nb, b, hs)[:, :, plan.key_blocks].flatten(3, 4)
-    scores = qb @ kb.transpose(-1, -2)  # (B, nh, nb, b, K*b): linear in T
-    allowed = plan.allowed[:, None]  # (B, 1, nb, b, K*b)
+    kb = plan.gather_blocks(kp.view(B, nh, nb, b, hs))  # (B, nh, nb, K*b, hs)
+    vb = plan.gather_blocks(vp.view(B, nh, nb, b, hs))
+    # (B, 1, nb, b, K*b) in float32: the pattern's band plus each example's real, non-global keys
+    bias = _bias(plan.band)[None, None] + _bias(plan.key_ok)[:, None, :, None, :]
+    scores = (qb @ kb.transpose(-1, -2)).float() + bias  # (B, nh, nb, b, K*b): linear in T
     G = 0 if plan.global_idx is None else plan.global_idx.shape[1]
     if G:
         kg, vg = _gather_rows(kp, plan.global_idx), _gather_rows(vp, plan.global_idx)  # (B, nh, G, hs)
-        gscores = (qb.flatten(2, 3) @ kg.transpose(-1, -2)).view(B, nh, nb, b, G)
+        gscores = (qb.flatten(2, 3) @ kg.transpose(-1, -2)).float().view(B, nh, nb, b, G)
+        gscores = gscores + _bias(plan.global_valid)[:, None, None, None, :]
         scores = torch.cat([gscores, scores], -1)
-        gallowed = plan.global_valid[:, None, None, None, :].expand(B, 1, nb, b, G)
-        allowed = torch.cat([gallowed, allowed.expand(B, 1, nb, b, -1)], -1)
-    query_valid = plan.key_valid.view(B, 1, nb, b, 1)
-    probs = _masked_softmax(scores, allowed & query_valid).to(v.dtype)  # padded query rows: zeros
+    probs = scores.softmax(-1)
+    if plan.has_padding:
+        probs = probs * plan.key_valid.view(B, 1, nb, b, 1)  # a padded query reads nothing
+    probs = probs.to(v.dtype)
     dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
     context = dropped[..., G:] @ vb  # (B, nh, nb, b, hs)
     if G:
@@ -114,7 +117,8 @@ def _global_rows(
     if proj is not None:
         qp, kp, vp = (_pad(x, P) for x in (proj.query, proj.key, proj.value))
     qg = _gather_rows(qp, plan.global_idx) * scale  # (B, nh, G, hs)
-    probs = _masked_softmax(qg @ kp.transpose(-1, -2), plan.key_valid[:, None, None, :]).to(vp.dtype)
+    scores = (qg @ kp.transpose(-1, -2)).float() + _bias(plan.key_valid)[:, None, None, :]
+    probs = scores.softmax(-1).to(vp.dtype)  # (B, nh, G, P); an unused global slot's row is never read
     dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
     rows = dropped @ vp  # (B, nh, G, hs)
     idx = plan.global_idx[:, None, :, None].expand(B, nh, -1, hs)

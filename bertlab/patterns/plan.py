@@ -18,22 +18,30 @@ Imports torch and bertlab.config only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from bertlab.config import BertConfig
 
 
 @dataclass(frozen=True)
 class AttentionPlan:
-    """The keys each query reads in one forward pass (one layer's, for BigBird's random blocks)."""
+    """The keys each query reads in one forward pass (one layer's, for BigBird's random blocks).
+
+    Which of a query block's K*b gathered keys a query may read factorises: `band` (the same for every
+    query block: within the window, and in a real key block) and `key_ok` (per example: the key is a
+    real token and not a global one, which every query reads separately)."""
 
     block: int  # b: queries and keys are grouped in blocks of b tokens
     length: int  # T, the real length (the batch's, before padding to a multiple of b)
-    key_blocks: torch.Tensor  # (nb, K) long: the key blocks each query block reads
-    allowed: torch.Tensor  # (B, nb, b, K*b) bool: which of those keys each query may attend to
+    key_blocks: torch.Tensor  # (nb, K) long: the key blocks each query block reads (clamped into range)
+    offsets: tuple[int, ...] | None  # window: key block = query block + offset, so keys gather by shifting
+    band: torch.Tensor  # (nb or 1, b, K*b) bool: within the pattern, in a real block
+    key_ok: torch.Tensor  # (B, nb, K*b) bool: the gathered key is a real, non-global token
     key_valid: torch.Tensor  # (B, padded) bool: real tokens (not padding, not past T)
     global_idx: torch.Tensor | None = None  # (B, G) long: positions of the global tokens (0 where unused)
     global_valid: torch.Tensor | None = None  # (B, G) bool: which of global_idx are real
@@ -47,10 +55,26 @@ class AttentionPlan:
     def num_blocks(self) -> int:
         return self.key_blocks.shape[0]
 
+    @property
+    def has_padding(self) -> bool:
+        return self.padded != self.length or not bool(self.key_valid.all())
+
     def key_positions(self) -> torch.Tensor:
         """(nb, K*b) long: the position of every key each query block reads."""
         offsets = torch.arange(self.block, device=self.key_blocks.device)
         return (self.key_blocks[:, :, None] * self.block + offsets).flatten(1)
+
+    def gather_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., nb, b, d) blocked along dim -3 -> (..., nb, K*b, d): each query block's keys.
+
+        A window's blocks are shifted copies (slices of a padded tensor: a cheap backward); BigBird's
+        random blocks are gathered by index. Blocks outside the sequence come back as zeros."""
+        if self.offsets is not None:
+            r = max(abs(o) for o in self.offsets)
+            nb = x.shape[-3]
+            xp = F.pad(x, (0, 0, 0, 0, r, r))
+            return torch.cat([xp[..., r + o : r + o + nb, :, :] for o in self.offsets], dim=-2)
+        return x[..., self.key_blocks, :, :].flatten(-3, -2)
 
 
 def _as_index(glob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
@@ -129,24 +153,25 @@ def build_plan(
         glob[:, 1:] = False  # [CLS], the first token, when it is real
     # the offsets that reach a real block for some query block (the rest would only be masked out)
     offsets = offsets[(offsets > -nb) & (offsets < nb)]
-    qblocks = torch.arange(nb)[:, None]
-    key_blocks = qblocks + offsets[None]  # (nb, K) and may fall outside [0, nb)
+    key_blocks = torch.arange(nb)[:, None] + offsets[None]  # (nb, K) and may fall outside [0, nb)
     block_ok = (key_blocks >= 0) & (key_blocks < nb)
+    shifts: tuple[int, ...] | None = tuple(offsets.tolist())
     if pattern == "bigbird" and config.random_blocks > 0:
         rand = _random_blocks(nb, key_blocks, config.random_blocks, seed=1000 * layer + T)
         key_blocks = torch.cat([key_blocks, rand], 1)
         block_ok = torch.cat([block_ok, rand >= 0], 1)
+        shifts = None  # random blocks are gathered by index
     key_blocks = key_blocks.clamp(0, nb - 1).to(device)
-    block_ok = block_ok.to(device)
-    plan = AttentionPlan(block, T, key_blocks, key_blocks.new_zeros(0, dtype=torch.bool), key_valid, pool=pool)
-    kpos = plan.key_positions()  # (nb, K*b)
-    qpos = torch.arange(padded, device=device).view(nb, block)
-    allowed = block_ok.repeat_interleave(block, 1)[:, None, :].expand(nb, block, -1)  # (nb, b, K*b)
+    band = block_ok.to(device).repeat_interleave(block, 1)[:, None, :]  # (nb, 1, K*b)
     if pattern == "window":
-        allowed = allowed & ((qpos[:, :, None] - kpos[:, None, :]).abs() <= config.attention_window // 2)
+        # |query - key| <= one_sided depends only on the query's and key's places in their blocks
+        r = torch.arange(block, device=device)
+        dist = r[:, None] - (offsets.to(device)[:, None] * block + r[None]).flatten()[None]  # (b, K*b)
+        band = band & (dist.abs() <= config.attention_window // 2)[None]
     glob_padded = torch.zeros_like(key_valid)
     glob_padded[:, :T] = glob
-    # (B, nb, b, K*b): real keys only, and not the global ones (every query reads those separately)
-    allowed = allowed[None] & (key_valid & ~glob_padded)[:, kpos][:, :, None, :]
     global_idx, global_valid = _as_index(glob)
-    return AttentionPlan(block, T, key_blocks, allowed, key_valid, global_idx, global_valid, pool)
+    plan = AttentionPlan(block, T, key_blocks, shifts, band, key_valid, key_valid, global_idx, global_valid, pool)
+    # (B, nb, K*b): real keys only, and not the global ones (every query reads those separately)
+    key_ok = plan.gather_blocks((key_valid & ~glob_padded).view(B, nb, block, 1)).squeeze(-1)
+    return dataclasses.replace(plan, key_ok=key_ok)

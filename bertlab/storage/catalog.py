@@ -292,7 +292,7 @@ def model_card(
         ("Feed-forward size", str(c.intermediate_size)),
         ("Longest input", _longest_input(c.max_position_embeddings, pretrained_length(card))),
         ("Parameters", f"{params:,} ({human_count(params)})"),
-        ("Attention", "bidirectional" if c.attention_direction == "bidirectional" else "left-to-right (causal)"),
+        ("Attention", attention_words(c)),
         ("Heads", "masked LM + next sentence" if has_nsp else "masked LM only (no NSP head)"),
     ]
     vocab = [("WordPiece tokens", f"{vocab_size if vocab_size is not None else c.vocab_size:,}")]
@@ -320,3 +320,18 @@ def _longest_input(positions: int, pretrained: int) -> str:
     if pretrained and pretrained < positions:
         return f"{positions} tokens (pretrained on up to {pretrained}: later positions never trained)"
     return f"{positions} tokens"
+
+
+def attention_words(c: BertConfig) -> str:
+    """Which keys each token reads, in words: every one, the earlier ones, or a sparse pattern's."""
+    if c.attention_direction != "bidirectional":
+        return "left-to-right (causal)"
+    if c.attention_pattern == "window":
+        glob = " plus [CLS], which reads and is read by every token" if c.global_tokens == "cls" else ""
+        return f"sliding window: {c.attention_window // 2} tokens on each side{glob} (time and memory linear in length)"
+    if c.attention_pattern == "bigbird":
+        return (
+            f"BigBird blocks of {c.attention_block}: its own and neighbouring blocks, {c.random_blocks} random "
+            "blocks and the first and last block, which read and are read by all (linear in length)"
+        )
+    return "bidirectional, every token reads every token (cost quadratic in length)"

@@ -332,6 +332,7 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
     """
     source, _, info = load_pretraining_model(path, whole=True)  # a pair folder: the pair, both halves
     theirs = source.state_dict()
+    copied = extend_positions(theirs, model)
     mismatched = [
         f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}"
         for k, v in model.state_dict().items()
@@ -370,7 +371,28 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
             if k in parent
         }
         | {"deviations": recipe_deviations(parent)},
-    }
+    } | ({"positions_copied": copied} if copied else {})
+
+
+def extend_positions(theirs: dict, model: torch.nn.Module) -> str | None:
+    """Fill a longer position table from a shorter checkpoint's, as Longformer did (Beltagy et al. 2020,
+    section 5): the learned rows copied again and again, so that every position starts as one the model
+    knows (a RoBERTa-style table keeps its padding offset's rows once). Changes `theirs` in place; says
+    what it did, or None when the tables are the same length."""
+    said = None
+    for key, ours in model.state_dict().items():
+        if not key.endswith("embeddings.position_embeddings.weight") or key not in theirs:
+            continue
+        old = theirs[key]
+        if old.shape[0] >= ours.shape[0] or old.shape[1:] != ours.shape[1:]:
+            continue
+        offset = ours.shape[0] - getattr(model.config, "max_length", ours.shape[0])  # RoBERTa: pad_token_id + 1
+        learned = old[offset:]
+        reps = -(-(ours.shape[0] - offset) // learned.shape[0])
+        theirs[key] = torch.cat([old[:offset], learned.repeat(reps, 1)])[: ours.shape[0]].clone()
+        said = f"{old.shape[0] - offset} learned positions copied to fill {ours.shape[0] - offset}"
+        log.info("%s: %s", key, said)
+    return said
 
 
 # --------------------------------------------------------------------------------------
