@@ -153,13 +153,15 @@ class LayerGuess:
     candidates: list[Candidate]
 
 
-# --------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------
+# --- helpers ---
 MAX_MASKS = 32  # per text: the joint fill runs one forward pass per mask
-# per text: a model reads at most 512 tokens (about 2,500 characters); a pasted book would only cost
-# tokenizing and drawing time that every other user of a shared app waits through
+# per text: a 512-token model reads about 2,500 characters; a pasted book would only cost tokenizing and
+# drawing time that every other user of a shared app waits through. A long-input model reads 6 per token.
 MAX_TEXT_CHARS = 10_000
+
+
+def text_cap(max_length: int) -> int:
+    return max(MAX_TEXT_CHARS, 6 * max_length)
 
 
 def _check_top_k(top_k: object, minimum: int = 1) -> None:
@@ -176,9 +178,7 @@ def _as_list(texts: object, what: str) -> list:
     raise InputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}")
 
 
-# --------------------------------------------------------------------------------------
-# The loaded model
-# --------------------------------------------------------------------------------------
+# --- the loaded model ---
 def _fp32_inference(method: Callable) -> Callable:
     """Run a LoadedModel method without gradients and without autocast, whatever the caller has on:
     answers must not depend on the caller's precision. bf16 autocast changed the top answer to 1 of
@@ -271,10 +271,10 @@ class LoadedModel:
             ) from None
         if not text.strip():
             raise InputError(f"{what} is empty; type a sentence")
-        if len(text) > MAX_TEXT_CHARS:
+        if len(text) > (cap := text_cap(self.max_length)):
             raise InputError(
-                f"{what} has {len(text):,} characters; at most {MAX_TEXT_CHARS:,} are read "
-                "(a model sees at most 512 word pieces anyway): shorten it"
+                f"{what} has {len(text):,} characters; at most {cap:,} are read "
+                f"(this model sees at most {self.max_length:,} word pieces anyway): shorten it"
             )
         return text
 

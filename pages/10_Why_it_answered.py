@@ -13,7 +13,7 @@ from bertlab.explore import input_notes
 from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
 from bertlab.finetune.predict import load_finetuned
 from bertlab.finetune.tasks import get_task, label_text
-from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.inference import MAX_TEXT_CHARS, text_cap
 from bertlab.interpret.answer_views import (
     answer_label,
     answer_rows,
@@ -104,7 +104,10 @@ with controls:
     model, target, model_name = lm, None, "the model in the sidebar"
     if kind == MASK:
         text = st.text_input(
-            "Sentence with a [MASK]", "The capital of France is [MASK].", key="why_text", max_chars=MAX_TEXT_CHARS
+            "Sentence with a [MASK]",
+            "The capital of France is [MASK].",
+            key="why_text",
+            max_chars=text_cap(lm.max_length),  # a long-input model reads a chapter
         )
     elif kind == NSP:
         text = st.text_input("Sentence A", "The cat sat on the mat.", key="why_a", max_chars=MAX_TEXT_CHARS)

@@ -20,7 +20,7 @@ from bertlab.explore import (
     model_limits,
 )
 from bertlab.figures.answers import answer_trajectory_figure, layer_predictions_figure, probability_bar
-from bertlab.inference import MAX_MASKS, MAX_TEXT_CHARS
+from bertlab.inference import MAX_MASKS, text_cap
 from bertlab.storage.model_card import pretrained_length
 from pages.common import concept, require_model, setup_page, show_error, show_figure, show_notes
 from pages.common.replaced import discriminator_of, replaced_token_section
@@ -91,7 +91,7 @@ with controls:
             height=90,
             on_change=_typed,
             persist_state="session",  # the sentence stays while the user visits other pages
-            max_chars=MAX_TEXT_CHARS,
+            max_chars=text_cap(lm.max_length),  # a long-input model reads a chapter
         )
         masked = text
     else:
@@ -101,7 +101,7 @@ with controls:
             key="fm_click_text",
             persist_state="session",
             height=90,
-            max_chars=MAX_TEXT_CHARS,
+            max_chars=text_cap(lm.max_length),
         )
         words = maskable_words(text)
         picked = st.pills(
