@@ -405,6 +405,10 @@ class BertTokenizer:
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def readable_tokens(self, tokens: Sequence[str]) -> list[str]:
+        """Tokens as a page draws them: WordPiece's read as they are ('##s' continues a word)."""
+        return list(tokens)
+
     # --- answers as words: the vocabulary's own rule for where a word starts --------------
     # Another family's tokenizer overrides these three (RoBERTa's byte-level BPE: 'Ġ' starts a word);
     # here they are WordPiece's module functions below, where a ## piece continues the word on its left.

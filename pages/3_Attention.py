@@ -111,8 +111,8 @@ try:
 except BertLabError as exc:
     show_error(exc)
     st.stop()
-tokens = ins.tokens
-stats_here = head_statistics(ins.attentions, tokens)
+stats_here = head_statistics(ins.attentions, ins.tokens)
+tokens = lm.tokenizer.readable_tokens(ins.tokens)  # as drawn: RoBERTa's 'Ġmat' reads '␣mat
 if off:
     st.info(
         f"{len(off)} head(s) switched off on this page: {', '.join(off)}. Change this in “Switch heads off”.",

@@ -524,3 +524,28 @@ def test_shared_picker_says_the_same_of_every_folder_outside_the_data_roots(app_
         assert_clean(at)
     finally:
         config.set_option("server.address", before)
+
+
+def test_attention_draws_a_roberta_s_byte_level_pieces_as_text(app_env, tmp_path):
+    """RoBERTa's 'Ġmat' is drawn '␣mat' (the space it starts with made visible), not raw."""
+    import torch
+
+    from bertlab.models import roberta
+    from bertlab.models.roberta_tokenizer import RobertaTokenizer
+    from bertlab.storage.checkpoint import save_checkpoint
+
+    bpe = RobertaTokenizer.train(texts=["The cat sat on the mat. The dog ran to the park."] * 40, vocab_size=300)
+    raw = {"vocab_size": len(bpe), "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
+    config = roberta.config_from_hf(
+        raw | {"intermediate_size": 64, "max_position_embeddings": 66, "type_vocab_size": 1, "pad_token_id": 1}, "t"
+    )
+    torch.manual_seed(0)
+    folder = save_checkpoint(tmp_path / "roberta", roberta.RobertaForMaskedLM(config), bpe)
+    at = open_page()
+    at.selectbox(key="bertlab_model_choice").set_value("__other__").run()
+    at.text_input(key="bertlab_model_typed").input(str(folder)).run()
+    at.switch_page(ATTENTION).run()
+    assert_clean(at)
+    drawn = " ".join(chart.proto.spec for chart in plotly_charts(at))
+    assert "␣" in drawn or "\\u2423" in drawn
+    assert "Ġ" not in drawn and "\\u0120" not in drawn

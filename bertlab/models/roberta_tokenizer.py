@@ -38,6 +38,7 @@ SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3, RoBERTa's order; 
 MASK_TOKEN = "<mask>"
 _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
 _SPACE = "Ġ"  # the byte-level alphabet's space: a token that starts with it starts a word
+VISIBLE_SPACE = "␣"  # how a page draws a piece's leading space (readable_tokens)
 
 
 def _kind(ch: str) -> str:
@@ -253,6 +254,11 @@ class RobertaTokenizer(BertTokenizer):
     def piece_text(self, token: str) -> str:
         """What a vocabulary string spells: 'Ġmat' -> ' mat', 'Ã©' -> 'é' (the bytes it stands for)."""
         return self._tok.decoder.decode([token])
+
+    def readable_tokens(self, tokens: Sequence[str]) -> list[str]:
+        """Tokens as a page draws them: the text each piece spells, a word's leading space shown as '␣'
+        ('Ġmat' -> '␣mat', 'Ã©' -> 'é'), special tokens as they are."""
+        return [t if t in self._specials else self.piece_text(t).replace(" ", VISIBLE_SPACE) for t in tokens]
 
     def _joins(self, left: str, token: str) -> bool:
         """Whether `token` continues the word that `left` (the token before it) is part of: no 'Ġ' in
