@@ -25,7 +25,7 @@ def test_bad_specs_are_refused_with_a_plain_reason(runs, job_data):
     with pytest.raises(JobError, match="unknown model size"):
         reg.submit(JobSpec("pretrain", ("--config", "configs/tiny.yaml", "size=huge")))
     with pytest.raises(JobError, match="unknown job kind"):
-        reg.submit(JobSpec("distill", ()))
+        reg.submit(JobSpec("quantize", ()))  # quantizing is a command, not a job
     with pytest.raises(JobError, match="data /nope not found"):
         reg.submit(JobSpec("finetune", finetune_args("sst2", "/nope", None)))
     assert not runs.exists() or not any(runs.iterdir())  # nothing was queued

@@ -1,15 +1,18 @@
-"""`bertlab compress quantize|prune`: the compression lab's commands (#55).
+"""`bertlab compress quantize|prune|distill`: the compression lab's commands (#55).
 
     bertlab compress quantize --model checkpoints/bertlab-mini --out checkpoints/bertlab-mini-int8
     bertlab compress quantize --model checkpoints/bertlab-mini --out /tmp/mini-bf16 --scheme bf16 \
         --held-out DATA/heldout.txt
     bertlab compress prune --model checkpoints/bertlab-mini --heads 0.25 --out /tmp/mini-heads25
     bertlab compress prune --model checkpoints/bertlab-mini --sparsity 0.5 --out /tmp/mini-sparse50
+    bertlab compress distill --teacher checkpoints/bertlab-mini --layers 2 --out /tmp/mini-l2 \
+        --config configs/compress/distill-mini.yaml train.max_time_s=1800
     bertlab compress quantize --model runs/sst2/model --dev DATA/glue/SST-2/dev.tsv --out runs/sst2-int8/model
 
 Each prints the before/after record and saves it as the output folder's compression.json.
 
-Imports bertlab.compress.quantize, bertlab.compress.prune and bertlab.compress.measure.
+Imports bertlab.compress.quantize, bertlab.compress.prune, bertlab.compress.measure and
+bertlab.compress.distill (with its torch-free arguments, distill_args).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import argparse
 import json
 from dataclasses import asdict
 
+from bertlab.compress import distill_args
+from bertlab.compress.distill import distil_from_args
 from bertlab.compress.measure import CompressionRecord, Measurement
 from bertlab.compress.prune import parse_order, prune
 from bertlab.compress.quantize import SCHEMES, quantize
@@ -43,6 +48,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     how.add_argument("--sparsity", type=float, help="share of each Linear weight to zero (unstructured), e.g. 0.5")
     r.add_argument("--order", help="heads to remove first, as layer:head pairs (default: Michel et al. importance)")
     _common(r)
+    d = sub.add_parser(
+        "distill", help="a student of N of the teacher's layers trained to match it (DistilBERT), measured"
+    )
+    distill_args.add_args(d)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -53,6 +62,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compress_command == "distill":
+        return _distill(args)
     if args.compress_command == "prune":
         order = parse_order(args.order) if args.order else None
         record, _ = prune(
@@ -61,6 +72,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         record, _ = quantize(args.model, args.out, args.scheme, args.held_out, repeats=args.repeats, dev=args.dev)
     print(json.dumps(asdict(record), indent=2) if args.json else format_record(record, args.out))
+    return 0
+
+
+def _distill(args: argparse.Namespace) -> int:
+    record, out, result = distil_from_args(args)
+    if record is None:
+        print(f"stopped at step {result.progress.step}; continue with --resume --run-dir {result.run_dir}")
+        return 3
+    print(json.dumps(asdict(record), indent=2) if args.json else format_record(record, str(out)))
     return 0
 
 

@@ -77,6 +77,7 @@ from bertlab.jobs.spec import (
     node_commands,
     parse_recipe_args,
     pretrain_config,
+    recipe_command,
     validate,
 )
 from bertlab.storage.runfolder import (
@@ -196,7 +197,7 @@ class JobRegistry:
                 "device": spec.device,
                 "num_gpus": spec.num_gpus,
                 "cwd": str(cwd),
-                "command": shlex.join(["bertlab", spec.kind, *spec.args]),
+                "command": shlex.join(["bertlab", *recipe_command(spec.kind), *spec.args]),
                 "argv": command,
                 "submitted": time.time(),
                 "phase": "queued",
@@ -242,6 +243,8 @@ class JobRegistry:
             return f"finetune-{getattr(ns, 'task', 'task')}"
         if spec.kind == "interpret":
             return f"interpret-{ns.study}-{ns.task}"
+        if spec.kind == "distill":
+            return f"distill-{Path(ns.teacher).name}-L{ns.layers}"
         return pretrain_config(ns, cwd).name
 
     def _new_run_dir(self, name: str) -> Path:

@@ -1,12 +1,13 @@
-"""What a job runs: a `JobSpec` (`bertlab pretrain|finetune|interpret ARGS` on a device), checked the way its
-recipe will check it before it is queued, and turned into the command line a job runs, or into
-the torchrun line each machine of a several-machine job runs (`node_commands`).
+"""What a job runs: a `JobSpec` (`bertlab pretrain|finetune|interpret ARGS`, or `bertlab compress distill
+ARGS` for kind distill, on a device), checked the way its recipe will check it before it is queued, and
+turned into the command line a job runs, or into the torchrun line each machine of a several-machine job
+runs (`node_commands`).
 
 Also the Train page's forms as recipe arguments (`pretrain_args`, `finetune_args`), where this
 workspace keeps each fine-tuning task's data, and which paths a shared app may read.
 
-Imports the standard library and bertlab.config / data_config / errors / finetune.args /
-interpret.args / hardware / pretrain_config (the pretraining arguments) / runfolder, all
+Imports the standard library and bertlab.config / data_config / errors / compress.distill_args /
+finetune.args / interpret.args / hardware / pretrain_config (the pretraining arguments) / runfolder, all
 torch-free: checking a spec imports no recipe.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertlab.compress.distill_args import add_args as add_distill_args
 from bertlab.config import PRESETS
 from bertlab.data.corpus import NAMED_SOURCES
 from bertlab.data.data_config import check_masked_lm_prob, max_predictions_for
@@ -35,9 +37,17 @@ from bertlab.storage.runfolder import REPO_ROOT
 from bertlab.training.pretrain_config import PretrainConfig, load_config_file
 from bertlab.training.pretrain_config import add_args as add_pretrain_args
 
-TRAINING_KINDS = ("pretrain", "finetune")  # the recipes that train (and so have an estimate)
+TRAINING_KINDS = ("pretrain", "finetune", "distill")  # the recipes that train (and so have an estimate)
 KINDS = (*TRAINING_KINDS, "interpret")  # interpret: a probe or head study, saved beside its model
 DEVICES = ("auto", "cpu", "cuda")
+# the command a kind runs, where it is not `bertlab <kind>`: a distillation is `bertlab compress distill`
+RECIPE_COMMANDS = {"distill": ("compress", "distill")}
+
+
+def recipe_command(kind: str) -> tuple[str, ...]:
+    """The words after `bertlab` that run a job of `kind` (("pretrain",), ("compress", "distill"))."""
+    return RECIPE_COMMANDS.get(kind, (kind,))
+
 
 # Fine-tuning tasks of the `bertlab finetune` CLI and where their data lies in this workspace.
 FINETUNE_TASKS = ("sst2", "cola", "mrpc", "rte", "qnli", "mnli", "stsb", "upos", "ner", "squad")
@@ -64,8 +74,8 @@ class JobError(InputError):
 class JobSpec:
     """A job before it runs: `bertlab <kind> <args>` on a device."""
 
-    kind: str  # pretrain | finetune | interpret
-    args: tuple[str, ...] = ()  # arguments of `bertlab <kind>`, without --run-dir / --resume
+    kind: str  # pretrain | finetune | interpret | distill
+    args: tuple[str, ...] = ()  # arguments of `bertlab <kind>` (`recipe_command`), without --run-dir / --resume
     device: str = "auto"  # auto | cpu | cuda; decides which queue the job waits in
     num_gpus: int = 1  # processes (one per GPU) under torchrun when > 1
     name: str = ""  # prefix of the run folder's name (default: from the config or the task)
@@ -80,10 +90,15 @@ class _RaisingParser(argparse.ArgumentParser):
 
 
 def _recipe_parser(kind: str) -> argparse.ArgumentParser:
-    add_args = {"pretrain": add_pretrain_args, "finetune": add_finetune_args, "interpret": add_interpret_args}.get(kind)
+    add_args = {
+        "pretrain": add_pretrain_args,
+        "finetune": add_finetune_args,
+        "interpret": add_interpret_args,
+        "distill": add_distill_args,
+    }.get(kind)
     if add_args is None:
         raise JobError(f"unknown job kind {kind!r}; use one of {', '.join(KINDS)}")
-    p = _RaisingParser(prog=f"bertlab {kind}", add_help=False)
+    p = _RaisingParser(prog=f"bertlab {' '.join(recipe_command(kind))}", add_help=False)
     add_args(p)
     return p
 
@@ -163,10 +178,18 @@ def _check_paths(kind: str, ns: argparse.Namespace, cwd: Path, after: tuple[str,
     def exists(p: str) -> bool:
         return (cwd / Path(p).expanduser()).exists()
 
-    if kind == "pretrain":
+    if kind in ("pretrain", "distill"):
         if ns.config and not exists(ns.config):
             raise JobError(f"config file {ns.config} not found (looked in {cwd}); pick one of configs/*.yaml")
-    else:
+    if kind == "distill":
+        teacher = ns.teacher or ""
+        if not teacher or ns.layers is None:
+            raise JobError("a distillation needs --teacher MODEL and --layers N")
+        if (teacher.startswith((".", "/", "~")) or teacher.count("/") != 1) and not exists(teacher) and not after:
+            raise JobError(
+                f"teacher {teacher} not found (looked in {cwd}); give a checkpoint folder with a masked-LM head"
+            )
+    elif kind != "pretrain":
         for name, what in INTERPRET_DATA_ARGS.items() if kind == "interpret" else ():
             path = getattr(ns, name, None)
             if path and not exists(path):
@@ -223,7 +246,7 @@ def check_recipe_args(spec: JobSpec, cwd: str | Path) -> None:
         raise JobError(f"unknown job kind {spec.kind!r}; use one of {', '.join(KINDS)}")
     ns = parse_recipe_args(spec.kind, spec.args)
     _check_paths(spec.kind, ns, Path(cwd), spec.after)
-    if spec.kind == "pretrain":
+    if spec.kind in ("pretrain", "distill"):
         pretrain_config(ns, Path(cwd))
 
 
@@ -271,8 +294,9 @@ def build_command(
     if spec.num_gpus > 1:
         torchrun = Path(python).with_name("torchrun")
         launcher = [str(torchrun)] if torchrun.is_file() else [python, "-m", "torch.distributed.run"]
-        return launcher + ["--standalone", "--nproc_per_node", str(spec.num_gpus), "-m", "bertlab", spec.kind, *args]
-    return [python, "-m", "bertlab", spec.kind, *args]
+        command = recipe_command(spec.kind)
+        return launcher + ["--standalone", "--nproc_per_node", str(spec.num_gpus), "-m", "bertlab", *command, *args]
+    return [python, "-m", "bertlab", *recipe_command(spec.kind), *args]
 
 
 # --- a job across several machines --------------------------------------------------------
@@ -338,7 +362,7 @@ def node_commands(
         Path(run_dir).name,
         "-m",
         "bertlab",
-        spec.kind,
+        *recipe_command(spec.kind),
         *_recipe_args(spec, run_dir, resume, progress_flag=True),
     )
     return [NodeCommand(node, argv) for node in range(nodes)]

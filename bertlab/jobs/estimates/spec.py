@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bertlab.config import BertConfig, preset
+from bertlab.config import BertConfig, parameter_count, preset
 from bertlab.data.corpus import NAMED_SOURCES
 from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
@@ -53,6 +53,8 @@ def estimate_spec(
     ns = parse_recipe_args(spec.kind, spec.args)
     if spec.kind == "pretrain":
         return _pretraining_estimate(spec, _paths_from(pretrain_config(ns, cwd), cwd), runs_dir, measure)
+    if spec.kind == "distill":
+        return _distill_estimate(spec, ns, cwd, runs_dir, measure)
     return _finetune_estimate(spec, ns, cwd, runs_dir, measure, model_config)
 
 
@@ -235,6 +237,47 @@ def _finetune_estimate(
         est = _with_few_steps_note(est)
     # a fine-tuning batch is padded to its longest row: shapes change, so 'auto' stays eager
     return with_compile(est, model_cfg) if _compiles(t.compile, est, static_shapes=False) else est
+
+
+def _distill_estimate(spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool) -> Estimate:
+    """A distillation's estimate: the student's pretraining step (N of the teacher's layers, its width,
+    vocabulary and heads) on the job's corpus and budget, made slower by the teacher's forward pass. A
+    forward pass costs about a third of a training step (backward about twice forward), so a step costs
+    (3N + L) / 3N of the student's: an assumption, not a measurement. The teacher's fp32 weights add to memory."""
+    teacher = _model_config(cwd, ns.teacher, None)
+    n, depth = ns.layers, teacher.num_layers
+    shape = {
+        k: getattr(teacher, k) for k in ("hidden_size", "num_heads", "intermediate_size", "max_position_embeddings")
+    }
+    cfg = _paths_from(pretrain_config(ns, cwd), cwd)
+    objective = "mlm_nsp" if teacher.use_nsp_head else "mlm"
+    cfg = dataclasses.replace(
+        cfg,
+        vocab_size=teacher.vocab_size,
+        model_overrides=shape | {"num_layers": n},
+        data=dataclasses.replace(cfg.data, objective=objective),
+    )
+    est = _pretraining_estimate(spec, cfg, runs_dir, measure)
+    slower = (3 * n + depth) / (3 * n)
+    teacher_gb = parameter_count(teacher) * 4 / 1e9
+    steps, seconds = est.steps, est.seconds
+    if cfg.train.max_time_s and steps:
+        steps = max(1, int(steps / slower))
+    elif seconds is not None:
+        seconds *= slower
+    return dataclasses.replace(
+        est,
+        weights_gb=est.weights_gb + teacher_gb,
+        total_gb=est.total_gb + teacher_gb,
+        steps=steps,
+        seconds=seconds,
+        tokens_per_s=est.tokens_per_s / slower,
+        notes=(
+            f"a step of the {n}-layer student plus the {depth}-layer teacher's forward pass: timed as the student's "
+            f"pretraining step x {slower:.2f} ((3N + L) / 3N, an assumption)",
+            *est.notes,
+        ),
+    )
 
 
 def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:
