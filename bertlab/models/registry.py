@@ -190,3 +190,14 @@ register_family(
 )
 # a DistilBERT fine-tunes as the BERT its layers are (task_config), so its fine-tuned folders are BERT's
 register_family(Family("DistilBERT", ("distilbert",), heads=("mlm",), implementation="bertlab.models.distilbert"))
+# RoBERTa's layout with sliding-window attention and global tokens with their own projections
+register_family(
+    Family(
+        "Longformer",
+        ("longformer",),
+        heads=("mlm",),
+        implementation="bertlab.models.longformer",
+        task_prefix="Longformer",
+        sequence_head="dense_tanh",
+    )
+)
