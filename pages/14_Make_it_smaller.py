@@ -169,7 +169,8 @@ if made:
     st.dataframe(pd.DataFrame(comparison_rows(record)), hide_index=True, width="stretch")
     st.caption(
         "Timings share this machine's CPU with whatever else runs on it (training jobs): compare the two models "
-        "measured together here, not with another day's numbers. " + " ".join(record.notes)
+        "measured together here, not with another day's numbers. "
+        + " ".join(n[0].upper() + n[1:] + "." for n in record.notes)
     )
     kind_made = CLASSIFIER if record.kind == CLASSIFIER else PRETRAINING
     text = st.text_input(
@@ -230,8 +231,4 @@ if distill_readme.is_file():
 
 # ---- the papers ---------------------------------------------------------------------------------
 st.header("The papers' claims, and what answers them here")
-st.dataframe(
-    pd.DataFrame([{"method": c.method, "paper": c.source, "claim": c.claim, "ours": c.ours} for c in CLAIMS]),
-    hide_index=True,
-    width="stretch",
-)
+st.table(pd.DataFrame([{"method": c.method, "paper": c.source, "claim": c.claim, "ours": c.ours} for c in CLAIMS]))

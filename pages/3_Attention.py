@@ -39,6 +39,9 @@ st.title(PAGE.heading)
 lm = require_model()
 L, A = lm.config.num_layers, lm.config.num_heads
 LABELS = [head_label(layer, head) for layer, head in all_heads(L, A)]
+# heads pruned from the weights (bertlab compress prune): gone, so drawn as removed and not offered to switch off
+REMOVED = [(layer, head) for layer, heads in lm.config.pruned_heads for head in heads]
+OFFERED = [lab for lab, pair in zip(LABELS, all_heads(L, A), strict=True) if pair not in REMOVED]
 OFF_KEY = f"att_off_{L}x{A}"  # heads switched off, per model shape
 GRID_SCALES = {  # the grid's colour scale: None = bertlab's suggestion for this input
     "automatic": None,
@@ -103,7 +106,9 @@ if not text_a.strip():
 text_b = text_b if text_b.strip() else None
 show_notes(input_notes(lm.tokenizer, lm.max_length, text_a, text_b, pretrained_length(lm.card)))
 
-off = [lab for lab in st.session_state.get(OFF_KEY, []) if lab in LABELS]
+off = [lab for lab in st.session_state.get(OFF_KEY, []) if lab in OFFERED]
+if OFF_KEY in st.session_state:  # heads switched off on another model of this shape may be removed from this one
+    st.session_state[OFF_KEY] = off
 off_pairs = [divmod(LABELS.index(lab), A) for lab in off]
 head_mask = make_head_mask(L, A, off_pairs) if off_pairs else None
 try:
@@ -205,7 +210,9 @@ with tab_all:
                 "so the same colour means the same weight in every map."
             )
         show_figure(
-            head_grid(ins.attentions, tokens, off=off_pairs, scale=scale, window=window), "all-heads", key="att_grid"
+            head_grid(ins.attentions, tokens, off=off_pairs, scale=scale, window=window, removed=REMOVED),
+            "all-heads",
+            key="att_grid",
         )
 
 # --- statistics --------------------------------------------------------------------------
@@ -268,7 +275,7 @@ with tab_off:
         )
 
         def _preset(labels: list[str]) -> None:
-            st.session_state[OFF_KEY] = labels
+            st.session_state[OFF_KEY] = [lab for lab in labels if lab in OFFERED]  # a removed head cannot be off
 
         p1, p2, p3, p4 = st.columns(4)
         layer_pick = p1.selectbox(
@@ -289,9 +296,14 @@ with tab_off:
         prev_heads = [head_label(layer, head) for layer, head, _ in stats_here.top_heads("prev", k=min(3, L * A))]
         p3.button("Off: 3 previous-token heads", on_click=_preset, args=(prev_heads,), key="att_btn_prev")
         p4.button("All heads on", on_click=_preset, args=([],), key="att_btn_clear")
+        if REMOVED:
+            st.caption(
+                f"{len(REMOVED)} of this model's {L * A} heads were pruned (removed from its weights): they are "
+                "gone, not switched off, so they are not offered here and the grid draws them grey."
+            )
         st.multiselect(
             "Heads switched off (layer-head, counted from 1)",
-            LABELS,
+            OFFERED,
             key=OFF_KEY,
             persist_state="session",  # kept while the user visits other pages
             placeholder="Choose heads, e.g. L1-H2",

@@ -123,3 +123,25 @@ def test_gradient_pages_refuse_int8_and_offer_the_source(app, tiny_checkpoint, m
     clean(at)
     assert any("dynamic int8 copy" in w.value for w in at.warning)
     assert any(b.label.startswith("Use the original model") for b in at.button)
+
+
+def test_head_grid_and_head_mask_show_pruned_heads_as_removed(app, tiny_checkpoint, monkeypatch):
+    from bertlab.compress.prune import prune
+    from bertlab.figures.attention_grid import head_grid
+    from bertlab.inference import load_model
+
+    out = app / "runs" / "tiny-heads" / "model"
+    prune(tiny_checkpoint, out, heads=0.25, order=[(0, 1), (1, 3)], repeats=1, threads=(1,))
+    pruned = load_model(out)
+    ins = pruned.inspect("the cat sat on the mat")
+    fig = head_grid(ins.attentions, ins.tokens, off=[(0, 0)], removed=[(0, 1), (1, 3)])
+    assert [a.text for a in fig.layout.annotations].count("removed") == 2
+    assert (
+        sum(s.type == "rect" for s in fig.layout.shapes) == 2 and sum(s.type == "line" for s in fig.layout.shapes) == 2
+    )
+    monkeypatch.setenv("BERTLAB_MODEL", str(out))
+    at = open_page(page_titled("Attention").file)
+    at.session_state["att_off_2x4"] = ["L1-H2", "L1-H1"]  # off on the unpruned model; L1-H2 is gone in this one
+    at.run(timeout=TIMEOUT)
+    clean(at)
+    assert at.session_state["att_off_2x4"] == ["L1-H1"]

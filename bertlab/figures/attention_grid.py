@@ -89,11 +89,13 @@ def head_grid(
     mark_uniform: bool = False,
     scale: GridScale = "shared",
     window: TokenWindow | None = None,
+    removed: Sequence[tuple[int, int]] = (),
 ) -> go.Figure:
     """Every head at once: an L x A grid of small attention maps (small multiples).
 
     Drawn as one tiled heatmap (fast for BERT-base's 144 heads); gaps between tiles are blank and
-    heads switched off show as empty tiles with a cross. Each tile shows the tokens of `window`
+    heads switched off show as empty tiles with a cross. Heads `removed` from the model's weights
+    (a pruned model: BertConfig.pruned_heads) show as grey tiles marked "removed": gone, not off. Each tile shows the tokens of `window`
     (default: the first WINDOW_TOKENS), so a 512-token input stays a few MB, not 128.
 
     `scale` 'shared': one colour scale for every tile, so heads compare; `zmax`, `mark_uniform` as
@@ -107,10 +109,11 @@ def head_grid(
     window = window or token_window(att.shape[-1])
     att, tokens = window.maps(att), window.tokens(tokens)
     L, A, T, _ = att.shape
-    off_set = set(off)
-    z, custom = _tiles(att, tokens, off_set, per_head)
+    off_set, removed_set = set(off) - set(removed), set(removed)
+    z, custom = _tiles(att, tokens, off_set | removed_set, per_head)
     fig = go.Figure(_grid_heatmap(z, custom, per_head, zmax, window.total, mark_uniform))
     _cross_out(fig, off_set, T)
+    _grey_out(fig, removed_set, T)
     labelled = T <= 24 and max(L, A) <= 6  # token names fit beside tiles this big
     _label_tiles(fig, tokens, L, A, labelled)
     # labelled tiles need ~18 px a token row; the page draws this grid full width
@@ -181,6 +184,21 @@ def _cross_out(fig: go.Figure, off: set[tuple[int, int]], tokens: int) -> None:
             y1=r - 0.5,
             line=dict(color=GREY, width=1),
         )
+
+
+def _grey_out(fig: go.Figure, removed: set[tuple[int, int]], tokens: int) -> None:
+    """A grey tile marked "removed" for each head pruned from the weights (tiles `tokens` wide)."""
+    step = tokens + 1
+    for layer, head in removed:
+        r, c = layer * step, head * step
+        fig.add_shape(
+            type="rect", x0=c - 0.5, y0=r - 0.5, x1=c + tokens - 0.5, y1=r + tokens - 0.5,
+            fillcolor="rgba(127,127,127,0.35)", line=dict(width=0), layer="above",
+        )  # fmt: skip
+        fig.add_annotation(
+            text="removed", x=c + (tokens - 1) / 2, y=r + (tokens - 1) / 2, xref="x", yref="y",
+            showarrow=False, font=dict(size=10, color="#404040"),
+        )  # fmt: skip
 
 
 def _label_tiles(fig: go.Figure, tokens: Sequence[str], layers: int, heads: int, labelled: bool) -> None:
