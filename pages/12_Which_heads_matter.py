@@ -37,12 +37,15 @@ def _sample_study(path: str, num_layers: int, num_heads: int) -> dict:
     return study_heads(lm, data, "mlm-sample", points=9, random_orders=3).to_dict()
 
 
-def show_study(study: HeadStudy, key: str) -> None:
+def show_study(study: HeadStudy, key: str, removed: list[tuple[int, int]] | None = None) -> None:
+    removed = removed or []  # heads pruned from the model's weights: drawn as removed, not as unimportant
     metric = "masked-word accuracy" if study.task.startswith("mlm") else "accuracy"
     left, right = st.columns(2, gap="large")
     with left:
         show_figure(
-            importance_figure(study.importance, "Importance of each head"), f"importance-{key}", key=f"imp_{key}"
+            importance_figure(study.importance, "Importance of each head", removed),
+            f"importance-{key}",
+            key=f"imp_{key}",
         )
     with right:
         show_figure(
@@ -108,7 +111,7 @@ if source == SIDEBAR:
     except BertLabError as exc:
         show_error(exc)
         st.stop()
-    show_study(study, "sample")
+    show_study(study, "sample", [(layer, head) for layer, heads in lm.config.pruned_heads for head in heads])
 else:
     tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
     committed = {task: HeadStudy.from_dict(data) for task, data in read_results(COMMITTED, "heads").items()}

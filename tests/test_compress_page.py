@@ -145,3 +145,14 @@ def test_head_grid_and_head_mask_show_pruned_heads_as_removed(app, tiny_checkpoi
     at.run(timeout=TIMEOUT)
     clean(at)
     assert at.session_state["att_off_2x4"] == ["L1-H1"]
+
+
+def test_importance_figure_marks_removed_heads():
+    import numpy as np
+
+    from bertlab.interpret.head_views import importance_figure
+
+    fig = importance_figure(np.ones((2, 4)), removed=[(0, 1)])
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert np.isnan(z[0, 1]) and np.isfinite(np.delete(z.ravel(), 1)).all()
+    assert fig.data[0].text[0][1] == "removed"

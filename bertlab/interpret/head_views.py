@@ -7,6 +7,8 @@ curve); never streamlit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -14,10 +16,13 @@ from bertlab.figures.answers import style_figure
 from bertlab.interpret.heads import PruningCurve
 
 
-def importance_figure(scores: np.ndarray, title: str = "") -> go.Figure:
-    """(L, A) head importance as a heatmap, layer 1 on top."""
-    s = np.asarray(scores, dtype=np.float64)
+def importance_figure(scores: np.ndarray, title: str = "", removed: Sequence[tuple[int, int]] = ()) -> go.Figure:
+    """(L, A) head importance as a heatmap, layer 1 on top. Heads `removed` from the weights (a
+    pruned model) are blank cells marked "removed", not an importance of 0."""
+    s = np.asarray(scores, dtype=np.float64).copy()
     L, A = s.shape
+    for layer, head in removed:
+        s[layer, head] = np.nan
     fig = go.Figure(
         go.Heatmap(
             z=s,
@@ -27,8 +32,9 @@ def importance_figure(scores: np.ndarray, title: str = "") -> go.Figure:
             zmin=0,
             colorbar=dict(title=dict(text="importance", side="right"), thickness=12),
             hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
-            text=np.round(s, 2),
+            text=np.where(np.isnan(s), "removed", np.round(s, 2).astype(str)),
             texttemplate="%{text}" if L * A <= 64 else None,
+            hoverongaps=False,
         )
     )
     fig.update_yaxes(autorange="reversed")
