@@ -116,6 +116,12 @@ APP_PAGES: tuple[AppPage, ...] = (
         ":material/compress:",
         "Make it smaller: quantize, prune or distil a model and see what it costs and buys",
     ),
+    AppPage(
+        "pages/15_Long_inputs.py",
+        "Long inputs",
+        ":material/width_wide:",
+        "Long inputs: why 512 tokens is a wall, and what sliding-window and BigBird attention read instead",
+    ),
 )
 
 

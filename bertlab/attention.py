@@ -9,12 +9,18 @@ Head ablation (Michel et al. 2019, "Are Sixteen Heads Really Better than One?") 
 head_mask (L, A): 1 keeps a head, 0 switches it off. `compare_ablation` runs fill-mask and NSP
 with and without the mask so one sees what the heads were doing.
 
-Imports numpy, torch, bertlab.errors and bertlab.inference (types); never streamlit.
+A long text's attention (`long_attention`, for windowed long models): every head's map averaged over
+tiles, so that it fits a figure and never needs the T x T matrix; a sparse model's kernel pools as it
+goes (bertlab.patterns.kernel.attention_map); a full-attention model's map is read whole (up to
+FULL_MAP_LIMIT tokens) and pooled after. Beside it, the pattern's picture (bertlab.patterns.describe).
+
+Imports numpy, torch, bertlab.errors, bertlab.inference (types) and bertlab.patterns.describe; never streamlit.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -25,6 +31,7 @@ import torch
 
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LoadedModel, NSPResult
+from bertlab.patterns.describe import PatternPicture, pattern_picture, pool_for
 
 log = logging.getLogger(__name__)
 
@@ -322,3 +329,62 @@ def compare_ablation(
         else:
             out.notes.append("this checkpoint has no next-sentence head, so there is no NSP answer to compare")
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Long inputs: every head's map averaged over tiles (issue #56)
+# --------------------------------------------------------------------------------------
+FULL_MAP_LIMIT = 1024  # a full-attention model's maps are read whole only up to this many tokens
+
+
+@dataclass(frozen=True)
+class LongAttention:
+    """One text's attention maps, pooled."""
+
+    tokens: list[str]
+    maps: np.ndarray  # (L, A, n, n): each row is a tile of `pool` queries, its mean attention per key tile
+    pool: int  # tokens per tile side
+    truncated: bool  # the text was longer than the model reads
+    picture: PatternPicture  # the pairs the model's pattern computes for this length
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def tile_label(self, i: int) -> str:
+        """Tile i's tokens, e.g. 'tokens 32-47: "the whale ..."'."""
+        lo, hi = i * self.pool, min(self.length, (i + 1) * self.pool) - 1
+        return f"tokens {lo}-{hi}: {' '.join(self.tokens[lo : min(hi + 1, lo + 4)])}…"
+
+
+def long_attention(lm: LoadedModel, text: str, pool: int | None = None) -> LongAttention:
+    """Every head's attention on `text`, averaged over pool x pool tiles (pool chosen to fit when None)."""
+    lm._check_text(text)
+    enc = lm.tokenizer.encode(text, max_length=lm.max_length)
+    T = len(enc)
+    pool = pool or pool_for(T)
+    if pool < 1:
+        raise InputError(f"pool must be a whole number of tokens, 1 or more, got {pool}")
+    if not lm.config.sparse and T > FULL_MAP_LIMIT:
+        raise InputError(
+            f"{T:,} tokens under full attention would need {T * T * 4 / 2**20:,.0f} MiB per head for its map; "
+            f"this view reads full attention up to {FULL_MAP_LIMIT:,} tokens: pick a windowed model"
+        )
+    ids = torch.tensor([enc.ids], device=lm.device)
+    types = torch.tensor([enc.type_ids], device=lm.device)
+    with torch.inference_mode():
+        if lm.config.sparse:
+            out = lm.model(ids, types, output_attentions=True, attention_pool=pool)
+            maps = torch.stack(out.encoder.attentions, 0)[:, 0].float().cpu().numpy()
+        else:
+            out = lm.model(ids, types, output_attentions=True)
+            maps = _pool(torch.stack(out.encoder.attentions, 0)[:, 0].float(), pool).cpu().numpy()
+    return LongAttention(enc.tokens, maps, pool, enc.truncated, pattern_picture(lm.config, T, pool))
+
+
+def _pool(maps: torch.Tensor, pool: int) -> torch.Tensor:
+    """(L, A, T, T) -> (L, A, n, n): a tile's rows averaged, its keys summed (rows still sum to 1)."""
+    L, A, T, _ = maps.shape
+    n = math.ceil(T / pool)
+    padded = torch.nn.functional.pad(maps, (0, n * pool - T, 0, n * pool - T))
+    return padded.view(L, A, n, pool, n, pool).sum(-1).sum(-2) / pool

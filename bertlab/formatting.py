@@ -58,3 +58,12 @@ def shortened(text: str, limit: int) -> str:
         return text
     cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
     return cut.rstrip(" ,;:") + "…"
+
+
+def human_bytes(n: float) -> str:
+    """A size in bytes for people: "812 KiB", "1.5 GiB"."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit in ("bytes", "KiB") or abs(n) >= 100 else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # not reached

@@ -4,11 +4,11 @@ import dataclasses
 import json
 
 import torch
+from test_pretrain import _config
 
 from bertlab.storage.checkpoint import load_pretraining_model
 from bertlab.training.export import export_run
 from bertlab.training.pretrain import initialize_from, run_pretraining
-from test_pretrain import _config
 
 
 def test_a_short_model_continues_long_with_its_positions_copied_and_a_window(tmp_path, vocab_file):
@@ -34,6 +34,14 @@ def test_a_short_model_continues_long_with_its_positions_copied_and_a_window(tmp
     new = fresh.bert.embeddings.position_embeddings.weight
     assert torch.equal(new[:64], old) and torch.equal(new[64:128], old) and torch.equal(new[128:], old[:32])
 
+    # a model that saw only 16-token inputs: its first 16 positions fill the table, even at the same length
+    same = BertForPreTraining(_config(tmp_path, vocab_file, max_steps=1).model_config(len(tok)))
+    assert initialize_from(same, str(base), copy_positions=16)["positions_copied"] == (
+        "16 learned positions copied to fill 64"
+    )
+    tiled = same.bert.embeddings.position_embeddings.weight
+    assert torch.equal(tiled[16:32], old[:16]) and torch.equal(tiled[48:], old[:16])
+
     long = run_pretraining(cfg, tmp_path / "two", progress_bar=False)
     assert long.state == "finished"
     config = json.loads((tmp_path / "two" / "model" / "config.json").read_text())
@@ -43,3 +51,82 @@ def test_a_short_model_continues_long_with_its_positions_copied_and_a_window(tmp
     assert "64 learned positions copied to fill 160" in json.dumps(card)
     model, tok, _ = load_pretraining_model(tmp_path / "two" / "model")
     assert model.config.sparse and tok.model_max_length == 160
+
+
+def _tiny_window_checkpoint(tmp_path, tokenizer, **kw):
+    from conftest import tiny_config
+
+    from bertlab.model import BertForPreTraining
+    from bertlab.storage.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    cfg = tiny_config(len(tokenizer), max_position_embeddings=1024, attention_pattern="window", attention_window=16)
+    model = BertForPreTraining(cfg.replace(**kw))
+    return save_checkpoint(tmp_path / "long", model, tokenizer) or tmp_path / "long"
+
+
+def test_a_pattern_picture_counts_the_pairs_it_computes():
+    import numpy as np
+
+    from bertlab.config import BertConfig
+    from bertlab.patterns.describe import pattern_picture
+
+    shape = dict(hidden_size=16, num_heads=2, num_layers=3, intermediate_size=8)
+    i = np.arange(40)
+    band = np.abs(i[:, None] - i[None]) <= 4
+    pic = pattern_picture(BertConfig(**shape, attention_pattern="window", attention_window=8, global_tokens="none"), 40)
+    assert pic.pairs == band.sum() and (pic.density == band).all()
+    band[0, :] = band[:, 0] = True  # [CLS] global
+    pic = pattern_picture(BertConfig(**shape, attention_pattern="window", attention_window=8), 40, pool=4)
+    assert pic.pairs == band.sum()
+    assert np.allclose(pic.density, band.reshape(10, 4, 10, 4).mean((1, 3)))
+    assert pic.map_bytes(BertConfig(**shape)) == (band.sum() * 2 * 3 * 4, 1600 * 2 * 3 * 4)
+    full = pattern_picture(BertConfig(**shape), 4096)
+    assert full.share == 1.0 and full.density.shape == (256, 256) and full.pool == 16
+    big = pattern_picture(BertConfig(**shape, attention_pattern="bigbird", attention_block=64), 4096)
+    assert 0.05 < big.share < 0.25  # own, 2 neighbours, 3 random, first and last of 64 blocks: about 8/64
+
+
+def test_long_attention_pools_a_windowed_models_maps(tmp_path, tokenizer):
+    from bertlab.attention import long_attention
+    from bertlab.inference import load_model
+
+    lm = load_model(_tiny_window_checkpoint(tmp_path, tokenizer))
+    text = " ".join(["the cat sat on the mat ."] * 100)  # about 700 tokens
+    att = long_attention(lm, text, pool=8)
+    n = -(-att.length // 8)
+    assert att.length > 600 and att.maps.shape == (2, 4, n, n)
+    torch.testing.assert_close(torch.tensor(att.maps[..., : n - 1, :].sum(-1)), torch.ones(2, 4, n - 1))
+    far = att.maps[0, 0, 40, :]  # a middle tile reads its band (8 +- 1 tiles) and [CLS]'s tile only
+    assert set(far.nonzero()[0].tolist()) <= {0, 39, 40, 41}
+    assert att.picture.share < 0.1
+    # pooling by hand from the dense maps gives the same numbers
+    full_maps = lm.model(torch.tensor([lm.tokenizer.encode(text).ids]), output_attentions=True).encoder.attentions
+    dense = full_maps[1][0].detach()
+    T = dense.shape[-1]
+    padded = torch.nn.functional.pad(dense, (0, n * 8 - T, 0, n * 8 - T))
+    torch.testing.assert_close(torch.tensor(att.maps[1]), padded.view(4, n, 8, n, 8).sum(-1).sum(-2) / 8)
+
+
+def test_the_long_inputs_page_draws_the_pattern_and_a_long_models_attention(tmp_path, tokenizer, monkeypatch):
+    from test_app import REPO, assert_clean, open_page, plotly_charts
+
+    from bertlab.app_pages import page_titled
+
+    folder = _tiny_window_checkpoint(tmp_path, tokenizer)
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("BERTLAB_MODEL", str(folder))
+    monkeypatch.setenv("BERTLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("BERTLAB_THREADS", "1")
+    at = open_page(page_titled("Long inputs").file)
+    assert_clean(at)
+    assert "1,024 tokens" in " ".join(m.value for m in at.markdown)
+    before = len(plotly_charts(at))
+    at.radio(key="li_pattern").set_value("bigbird").run()
+    assert_clean(at)
+    at.button(key="li_go").click().run()
+    assert_clean(at)
+    assert len(plotly_charts(at)) == before + 1  # the model's own attention
+    assert any("full attention's would be" in c.value for c in at.caption)

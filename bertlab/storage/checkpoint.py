@@ -21,6 +21,7 @@ bertlab.storage.runfolder (the repository root).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -156,6 +157,10 @@ def _write_model_files(
         save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
         (folder / WEIGHTS_NAME).chmod(0o644)  # safetensors writes it private; the folder's readers need it
     if tokenizer is not None:
+        config = getattr(model, "config", None)
+        if config is not None:  # the tokenizer reads as far as the model does (a long model: 4,096 tokens)
+            tokenizer = copy.copy(tokenizer)
+            tokenizer.model_max_length = getattr(config, "max_length", config.max_position_embeddings)
         tokenizer.save(folder)
 
 

@@ -324,15 +324,16 @@ def _make_split(
     }
 
 
-def initialize_from(model: BertForPreTraining, path: str) -> dict:
+def initialize_from(model: BertForPreTraining, path: str, copy_positions: int = 0) -> dict:
     """Copy a checkpoint's weights into `model` (continued pretraining); returns card fields about it.
 
-    The checkpoint must have the same shapes (size, vocabulary, NSP head); a run that resumes
-    loads its own checkpoint over these weights afterwards.
+    The checkpoint must have the same shapes (size, vocabulary, NSP head), but for a longer position
+    table (extend_positions); a run that resumes loads its own checkpoint over these weights afterwards.
+    copy_positions: fill the table with copies of the checkpoint's first N positions (0: all of its own).
     """
     source, _, info = load_pretraining_model(path, whole=True)  # a pair folder: the pair, both halves
     theirs = source.state_dict()
-    copied = extend_positions(theirs, model)
+    copied = extend_positions(theirs, model, copy_positions)
     mismatched = [
         f"{k} {tuple(v.shape)} vs {tuple(theirs[k].shape)}"
         for k, v in model.state_dict().items()
@@ -374,23 +375,24 @@ def initialize_from(model: BertForPreTraining, path: str) -> dict:
     } | ({"positions_copied": copied} if copied else {})
 
 
-def extend_positions(theirs: dict, model: torch.nn.Module) -> str | None:
+def extend_positions(theirs: dict, model: torch.nn.Module, learned: int = 0) -> str | None:
     """Fill a longer position table from a shorter checkpoint's, as Longformer did (Beltagy et al. 2020,
     section 5): the learned rows copied again and again, so that every position starts as one the model
-    knows (a RoBERTa-style table keeps its padding offset's rows once). Changes `theirs` in place; says
-    what it did, or None when the tables are the same length."""
+    knows (a RoBERTa-style table keeps its padding offset's rows once). `learned` > 0 copies only the
+    first `learned` rows, for a model that saw only inputs that long (its other rows are untrained), even
+    into a table of the same length. Changes `theirs` in place; says what it did, or None if nothing."""
     said = None
     for key, ours in model.state_dict().items():
         if not key.endswith("embeddings.position_embeddings.weight") or key not in theirs:
             continue
         old = theirs[key]
-        if old.shape[0] >= ours.shape[0] or old.shape[1:] != ours.shape[1:]:
+        if (old.shape[0] >= ours.shape[0] and not learned) or old.shape[1:] != ours.shape[1:]:
             continue
         offset = ours.shape[0] - getattr(model.config, "max_length", ours.shape[0])  # RoBERTa: pad_token_id + 1
-        learned = old[offset:]
-        reps = -(-(ours.shape[0] - offset) // learned.shape[0])
-        theirs[key] = torch.cat([old[:offset], learned.repeat(reps, 1)])[: ours.shape[0]].clone()
-        said = f"{old.shape[0] - offset} learned positions copied to fill {ours.shape[0] - offset}"
+        rows = old[offset : offset + learned] if learned else old[offset:]
+        reps = -(-(ours.shape[0] - offset) // rows.shape[0])
+        theirs[key] = torch.cat([old[:offset], rows.repeat(reps, 1)])[: ours.shape[0]].clone()
+        said = f"{rows.shape[0]} learned positions copied to fill {ours.shape[0] - offset}"
         log.info("%s: %s", key, said)
     return said
 
@@ -527,7 +529,7 @@ def build_model(
     if not cfg.init_from:
         return model, None
     # a resumed run loads its own checkpoint over these weights; it keeps the first start's record
-    init_info = saved.get("init") or initialize_from(model, cfg.init_from)
+    init_info = saved.get("init") or initialize_from(model, cfg.init_from, cfg.copy_positions)
     if not saved.get("init") and (earlier := history_for(cfg.init_from)) is not None:
         save_history(earlier, run_dir / EARLIER_HISTORY_FILE)
     return model, init_info

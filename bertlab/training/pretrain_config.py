@@ -52,6 +52,9 @@ class PretrainConfig:
     init_from: str | None = (
         None  # a checkpoint folder whose weights (and vocab.txt) start the run: continued pretraining
     )
+    # with init_from: copy its first N positions again and again to fill the position table (Longformer's
+    # initialisation), for a model that saw only N-token inputs (the rest of its table is untrained); 0 = keep
+    copy_positions: int = 0
     # The paper's two-phase schedule: {"at": 0.9, "max_seq_length": 512, "max_predictions_per_seq": 77} switches
     # the data (any `data` fields) at that fraction of the budget, keeping the optimizer and LR schedule.
     phase2: dict = field(default_factory=dict)
@@ -149,6 +152,8 @@ class PretrainConfig:
         if cfg.model_type not in known_model_types():
             raise InputError(f"model_type must be one of {', '.join(known_model_types())}, not {cfg.model_type!r}")
         cfg.family_overrides  # noqa: B018  (checks model_overrides' keys now, not mid-run)
+        if cfg.copy_positions < 0 or (cfg.copy_positions and not cfg.init_from):
+            raise InputError("copy_positions copies init_from's first N positions: give init_from and N >= 1")
         check_objective_fits_family(cfg.data.objective_spec, cfg.model_type)
         for name in ("phase2", "eval_data"):
             if not isinstance(getattr(cfg, name), dict):
