@@ -201,3 +201,14 @@ register_family(
         sequence_head="dense_tanh",
     )
 )
+# BERT's layout; original_full or block_sparse attention (bertlab.models.bigbird says how far it matches)
+register_family(
+    Family(
+        "BigBird",
+        ("big_bird",),
+        heads=("mlm", "nsp"),
+        implementation="bertlab.models.bigbird",
+        task_prefix="BigBird",
+        sequence_head="dense_gelu",
+    )
+)
