@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from bertlab.attention import (
+    FULL_MAP_LIMIT,
     HEAD_STATS,
     SAMPLE_PAIRS,
     all_heads,
@@ -13,6 +14,7 @@ from bertlab.attention import (
     compare_ablation,
     head_label,
     head_statistics,
+    long_attention,
     make_head_mask,
 )
 from bertlab.errors import BertLabError
@@ -30,7 +32,9 @@ from bertlab.figures.attention import (
 from bertlab.figures.attention_grid import head_grid, suggested_grid_scale
 from bertlab.figures.head_ablation import probability_change
 from bertlab.figures.head_stats import stat_heatmap, stats_overview
-from bertlab.inference import MAX_TEXT_CHARS
+from bertlab.figures.long_inputs import long_attention_figure
+from bertlab.formatting import human_bytes
+from bertlab.inference import text_cap
 from bertlab.storage.model_card import pretrained_length
 from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
 
@@ -74,6 +78,29 @@ def pick_window(num_tokens: int) -> TokenWindow:
     return token_window(num_tokens, start)
 
 
+def draw_long_input(lm, text_a: str, text_b: str | None) -> None:
+    """A windowed model on a long text: every head's map averaged over tiles (the token views need the T x T map)."""
+    st.info(
+        f"This text is longer than {FULL_MAP_LIMIT:,} tokens and the model reads it with a sparse pattern, so "
+        "each head's map is drawn averaged over tiles of tokens, as the model computes it; the token-by-token "
+        "views, head statistics and switching heads off work up to that length. "
+        + ("Sentence B is left out here. " if text_b else "")
+        + "The Long inputs page compares patterns and their cost.",
+        icon=":material/width_wide:",
+    )
+    try:
+        att = long_attention(lm, text_a)
+    except BertLabError as exc:
+        show_error(exc)
+        return
+    a, b = st.columns(2)
+    layer = a.selectbox("Layer", range(L), format_func=lambda i: f"layer {i + 1}", key="att_long_layer")
+    head = b.selectbox("Head", range(A), format_func=lambda i: f"head {i + 1}", key="att_long_head")
+    mine, full = att.picture.map_bytes(lm.config)
+    st.caption(f"{att.length:,} tokens: {human_bytes(mine)} of maps here; full attention's: {human_bytes(full)}.")
+    show_figure(long_attention_figure(att, layer, head), "attention_long")
+
+
 controls, explain = st.columns([3, 2], gap="large")
 with explain:
     concept(
@@ -90,14 +117,14 @@ with controls:
         key="att_a",
         height=70,
         persist_state="session",
-        max_chars=MAX_TEXT_CHARS,
+        max_chars=text_cap(lm.max_length),
     )
     text_b = st.text_input(
         "Sentence B (optional)",
         value="It fell asleep in the sun.",
         key="att_b",
         persist_state="session",
-        max_chars=MAX_TEXT_CHARS,
+        max_chars=text_cap(lm.max_length),
     )
 
 if not text_a.strip():
@@ -111,6 +138,9 @@ if OFF_KEY in st.session_state:  # heads switched off on another model of this s
     st.session_state[OFF_KEY] = off
 off_pairs = [divmod(LABELS.index(lab), A) for lab in off]
 head_mask = make_head_mask(L, A, off_pairs) if off_pairs else None
+if lm.config.sparse and len(lm.tokenizer.encode(text_a, text_b, max_length=lm.max_length)) > FULL_MAP_LIMIT:
+    draw_long_input(lm, text_a, text_b)
+    st.stop()
 try:
     ins = lm.inspect(text_a, text_b, head_mask=head_mask)
 except BertLabError as exc:
@@ -314,7 +344,7 @@ with tab_off:
             value="The cat sat on the [MASK].",
             key="att_mask_text",
             persist_state="page",
-            max_chars=MAX_TEXT_CHARS,
+            max_chars=text_cap(lm.max_length),
         )
         if "[mask]" not in mask_text.lower():
             st.warning("Write [MASK] in the fill-mask sentence to compare its answers.", icon=":material/edit_note:")

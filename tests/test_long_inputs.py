@@ -130,3 +130,22 @@ def test_the_long_inputs_page_draws_the_pattern_and_a_long_models_attention(tmp_
     assert_clean(at)
     assert len(plotly_charts(at)) == before + 1  # the model's own attention
     assert any("full attention's would be" in c.value for c in at.caption)
+
+
+def test_the_attention_page_draws_a_long_text_as_its_pattern(tmp_path, tokenizer, monkeypatch):
+    from test_app import REPO, assert_clean, open_page, plotly_charts
+
+    from bertlab.app_pages import page_titled
+
+    folder = _tiny_window_checkpoint(tmp_path, tokenizer, max_position_embeddings=2048)
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.chdir(REPO)
+    for k, v in (("BERTLAB_MODEL", str(folder)), ("BERTLAB_RUNS", str(tmp_path / "r")), ("HF_HUB_OFFLINE", "1")):
+        monkeypatch.setenv(k, v)
+    at = open_page(page_titled("Attention").file)
+    assert_clean(at)
+    at.text_area(key="att_a").set_value(" ".join(["the cat sat on the mat ."] * 200)).run()  # ~1,400 tokens
+    assert_clean(at)
+    assert any("averaged over tiles" in i.value for i in at.info)
+    assert len(plotly_charts(at)) == 1
+    assert any("full attention's" in c.value for c in at.caption)
