@@ -150,3 +150,72 @@ def test_a_queued_run_of_the_variant_is_found_and_a_lookalike_is_not(tmp_path):
     fake_run(tmp_path, "succ-bert-20261205-094700")  # as JobRegistry.submit names the suite's job
     run = succ.run_progress(tmp_path, by_key["bert"])
     assert run is not None and run.run_dir.name == "succ-bert-20261205-094700"
+
+
+# --------------------------------------------------------------------------------------
+# Fine-tuning the suite's rows: the ablation machinery's "successors" table
+# --------------------------------------------------------------------------------------
+def test_finished_rows_fine_tune_through_the_ablation_suites(tmp_path):
+    from dataclasses import replace
+
+    from bertlab.ablations import planning
+    from bertlab.ablations.cli import add_args, spec_from_args
+
+    variants = succ.suite_variants()
+    fake_run(tmp_path, "succ-bert")
+    (tmp_path / "succ-bert" / "model").mkdir()
+    (tmp_path / "succ-bert" / "model" / "config.json").write_text("{}")
+    fake_run(tmp_path, "succ-albert")  # finished, but its model folder is gone: not a row to fine-tune
+    spec = succ.finetune_spec(variants, tmp_path)
+    assert spec.row_models == (("bert", str(tmp_path / "succ-bert" / "model")),)
+    assert spec.task_list == ("sst2", "mrpc", "qnli", "rte", "squad") and spec.seeds == 3 and spec.threads == 1
+    runs = planning.plan(replace(spec, row_models=(("bert", "B"), ("electra", "E"))), "x")
+    assert all(r.column != "pretraining" and r.needs is None for r in runs)  # the rows are pretrained apart
+    assert {r.variant for r in runs} == {"bert", "electra"} and len(runs) == 2 * 5 * 3
+    args = {(r.variant, r.column, r.seed): r.spec.args for r in runs}
+    rte = args[("electra", "rte", 2)]
+    assert rte[rte.index("--model") + 1] == "E" and rte[rte.index("--epochs") + 1] == "4.0"  # Table 5's RTE recipe
+    # the command line says the same suite
+    line = succ.finetune_command(variants, tmp_path)
+    assert line.startswith("bertlab ablate run successors ") and f"--row-model bert={tmp_path}" in line
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_args(parser)
+    parsed = parser.parse_args(line.split()[2:])
+    assert spec_from_args(parsed) == spec
+    assert succ.finetune_command(variants, tmp_path / "none") is None
+
+
+def test_row_models_name_rows_of_the_successors_table():
+    from bertlab.ablations import planning
+
+    with pytest.raises(succ.InputError, match="successors"):
+        planning.SuiteSpec("table5", row_models=(("mlm_nsp", "m"),))
+    with pytest.raises(succ.InputError, match="no row 'gpt'"):
+        planning.SuiteSpec("successors", row_models=(("gpt", "m"),))
+    with pytest.raises(succ.InputError, match="one model"):
+        planning.SuiteSpec("successors", row_models=(("bert", "a"), ("bert", "b")))
+
+
+def test_a_successors_suite_launches_each_rows_fine_tuning(tmp_path, monkeypatch, tiny_checkpoint, tiny_electra_pair):
+    from bertlab.ablations import planning
+    from bertlab.ablations import suites as ab
+    from bertlab.jobs.registry import JobRegistry
+
+    for folder in ("glue/SST-2", "glue/RTE"):
+        (tmp_path / "data" / folder).mkdir(parents=True)
+    monkeypatch.setattr(JobRegistry, "_launch", lambda self, job, gpus: None)  # queue, run nothing
+    registry = JobRegistry(tmp_path / "runs", cpu_slots=1, gpus=0)
+    spec = planning.SuiteSpec("successors", tasks=("sst2", "rte"), seeds=1, data=str(tmp_path / "data"))
+    with pytest.raises(succ.InputError, match="--row-model"):
+        ab.launch(spec, registry, estimate=False)
+    rows = (("bert", str(tiny_checkpoint)), ("electra", str(tiny_electra_pair)))
+    record = ab.read_suite(ab.launch(planning.SuiteSpec(**{**spec.to_dict(), "row_models": rows}), registry, False))
+    assert sorted((r["variant"], r["column"]) for r in record["runs"]) == [
+        ("bert", "rte"),
+        ("bert", "sst2"),
+        ("electra", "rte"),
+        ("electra", "sst2"),
+    ]
+    assert record["spec"]["row_models"] == [list(r) for r in rows]

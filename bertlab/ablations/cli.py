@@ -87,6 +87,14 @@ def _pretraining_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> N
         help="folder holding glue/, ud_en_ewt/, wnut17/, squad/ (default: ../shared/data beside the repository)",
     )
     p.add_argument("--corpus", default="", help="pretraining corpus, comma-separated (default: the base recipe's)")
+    p.add_argument(
+        "--row-model",
+        action="append",
+        default=[],
+        metavar="VARIANT=FOLDER",
+        help="a row's own pretrained model (successors: e.g. electra=runs/succ-electra/model; a pair folder "
+        "fine-tunes its discriminator); rows without one are left out (repeatable)",
+    )
 
 
 def _finetuning_options(p: argparse.ArgumentParser, d: planning.SuiteSpec) -> None:
@@ -265,6 +273,7 @@ def spec_from_args(args: argparse.Namespace) -> planning.SuiteSpec:
         name=args.name,
         overrides=given("overrides", None if args.set is None else tuple(args.set)),
         reuse=tuple(_reuse_entry(r) for r in args.reuse),
+        row_models=tuple(_row_model_entry(r) for r in args.row_model),
     )
 
 
@@ -282,6 +291,13 @@ def _reuse_entry(text: str) -> tuple[str, str]:
     if not sep or not variant.strip() or not job.strip():
         raise InputError(f"--reuse {text!r}: write VARIANT=JOB_ID, e.g. mlm_nsp=t5-mlm_nsp-20261125-195231")
     return variant.strip(), job.strip()
+
+
+def _row_model_entry(text: str) -> tuple[str, str]:
+    variant, sep, folder = text.partition("=")
+    if not sep or not variant.strip() or not folder.strip():
+        raise InputError(f"--row-model {text!r}: write VARIANT=FOLDER, e.g. bert=runs/succ-bert/model")
+    return variant.strip(), str(Path(folder.strip()).expanduser().resolve())
 
 
 def _find(registry: JobRegistry, suite: str) -> dict:

@@ -71,6 +71,9 @@ class SuiteSpec:
     # (variant, job id): a pretraining job already submitted (running, finished or resumable) that the suite
     # uses for that variant instead of pretraining it again; launch checks it pretrains the same recipe
     reuse: tuple[tuple[str, str], ...] = ()
+    # (variant, model folder): each row's own pretrained model, for a table whose rows are given models
+    # (TableSpec.row_models: the successors suite's runs); rows without one are left out of the suite
+    row_models: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if self.table not in TABLES:
@@ -105,12 +108,25 @@ class SuiteSpec:
             raise InputError(
                 f"reuse names one job per row; {', '.join(sorted({r for r in rows if rows.count(r) > 1}))} has more"
             )
+        self._check_row_models()
         for variant, _job in self.reuse:
             if variant not in pretrained:
                 raise InputError(
                     f"cannot reuse a pretraining job for {variant!r}: {self.table}'s pretrained rows are "
                     + (", ".join(pretrained) or "none")
                 )
+
+    def _check_row_models(self) -> None:
+        """Row models name rows of a table whose rows are given models, each once."""
+        rows = [variant for variant, _folder in self.row_models]
+        if rows and not self.table_spec.row_models:
+            raise InputError(f"{self.table}'s rows do not take models of their own (--row-model is for successors)")
+        known = [v.key for v in self.table_spec.variants(self.grid)]
+        for variant in rows:
+            if variant not in known:
+                raise InputError(f"no row {variant!r} in {self.table}; its rows are {', '.join(known)}")
+        if len(set(rows)) < len(rows):
+            raise InputError("give each row one model (--row-model VARIANT=FOLDER)")
 
     @property
     def table_spec(self) -> TableSpec:
@@ -131,6 +147,7 @@ class SuiteSpec:
         data["grid"] = tuple(tuple(g) for g in data.get("grid") or ())
         data["overrides"] = tuple(data.get("overrides") or ())
         data["reuse"] = tuple(tuple(r) for r in data.get("reuse") or ())
+        data["row_models"] = tuple(tuple(r) for r in data.get("row_models") or ())
         data["task_recipes"] = tuple((str(t), float(e), float(lr)) for t, e, lr in data.get("task_recipes") or ())
         data["task_feature_lrs"] = tuple((str(t), float(lr)) for t, lr in data.get("task_feature_lrs") or ())
         return cls(**data)
@@ -234,6 +251,7 @@ def command(spec: SuiteSpec) -> str:
     args += [f"--task-feature-lr {task_feature_lrs_text((r,))}" for r in spec.task_feature_lrs]
     args += [f"--set {o}" for o in spec.overrides]
     args += [f"--reuse {v}={job}" for v, job in spec.reuse]
+    args += [f"--row-model {v}={folder}" for v, folder in spec.row_models]
     return " ".join(args)
 
 
@@ -451,7 +469,9 @@ def finetune_args(spec: SuiteSpec, variant: Variant, column: Column, seed: int, 
 def plan(spec: SuiteSpec, suite_id: str) -> list[PlannedRun]:
     """Every job of the suite: pretraining first, then fine-tuning (model paths are filled in at launch)."""
     runs: list[PlannedRun] = []
-    vs = variants(spec)
+    own = dict(spec.row_models)
+    # a table whose rows are given models runs only the rows that have one
+    vs = tuple(v for v in variants(spec) if v.key in own or not spec.table_spec.row_models)
     for v in vs:
         if v.pretrain is not None and v.shares is None:
             runs.append(
@@ -466,7 +486,11 @@ def plan(spec: SuiteSpec, suite_id: str) -> list[PlannedRun]:
         source = v.shares or (v.key if v.pretrain is not None else None)
         for col in columns(spec):
             for seed in range(spec.seeds):
-                model = "{model}" if source else (spec.model or str(REPO_ROOT / "checkpoints" / "bertlab-mini"))
+                model = (
+                    "{model}"
+                    if source
+                    else (own.get(v.key) or spec.model or str(REPO_ROOT / "checkpoints" / "bertlab-mini"))
+                )
                 runs.append(
                     PlannedRun(
                         v.key,

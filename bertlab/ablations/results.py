@@ -89,8 +89,12 @@ def model_records(record: dict, registry: JobRegistry | None = None) -> dict[str
     keep = ("name", "size", "objective", "steps", "tokens", "train_time_s", "total_tokens", "total_train_time_s")
     table = TABLES.get(str(record.get("table")))
     if table is not None and not table.pretrains:
-        card = read_card(Path(spec.get("model") or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser())
-        return {r["variant"]: {k: card[k] for k in keep if k in card} for r in record["runs"]} if card else {}
+        own = {str(v): str(folder) for v, folder in spec.get("row_models") or ()}
+        shared = Path(spec.get("model") or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
+        cards = {
+            r["variant"]: read_card(Path(own[r["variant"]]) if r["variant"] in own else shared) for r in record["runs"]
+        }
+        return {v: {k: card[k] for k in keep if k in card} for v, card in cards.items() if card}
     out = {}
     for r in suite_runs(record, registry):
         if r.column == "pretraining" and r.state == "finished":

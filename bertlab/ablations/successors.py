@@ -4,27 +4,33 @@ configs/successors/*.yaml, and the state of each variant's pretraining run in th
 Owns: `PaperClaim` and `CLAIMS` (RoBERTa, ALBERT, SpanBERT and ELECTRA against BERT, each with its
 source), `SuccessorVariant` with `suite_variants` (one per config: its family and objective from their
 registries, and what it changes against the baseline, read from the two configs), `RunProgress` with
-`run_progress`, and `pretrain_command` / `job_args` (the variant as a terminal command and as a job).
+`run_progress`, `pretrain_command` / `job_args` (the variant as a terminal command and as a job), and the
+fine-tuning of the finished rows (`finetune_spec`, `finetune_command`): the ablation suites' machinery
+(bertlab.ablations.planning's "successors" table, each row given its run's model), so
+`bertlab ablate run successors --row-model bert=runs/succ-bert/model ...` fine-tunes them as every table's
+rows are, on SST-2, MRPC, QNLI, RTE and SQuAD with three seeds, and `bertlab ablate collect` reads them.
 
 Torch-free. Imports bertlab.data.objectives, bertlab.models.registry, bertlab.training.pretrain_config,
-bertlab.jobs (runs, spec), bertlab.storage.runfolder and bertlab.errors.
+bertlab.ablations.planning, bertlab.jobs (runs, spec), bertlab.storage (runfolder, modelfolder) and bertlab.errors.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bertlab.ablations.planning import SuiteSpec, command, suggested_spec
 from bertlab.data.objectives import get_objective
 from bertlab.errors import InputError
 from bertlab.formatting import format_duration
 from bertlab.jobs.runs import Job, read_job
 from bertlab.jobs.spec import pretrain_args
 from bertlab.models.registry import family_for
-from bertlab.storage.runfolder import ACTIVE_STATES, REPO_ROOT, is_run_dir, read_metrics
+from bertlab.storage.modelfolder import has_config
+from bertlab.storage.runfolder import ACTIVE_STATES, REPO_ROOT, is_run_dir, model_dir, read_metrics
 from bertlab.training.pretrain_config import PretrainConfig, load_config_file
 
 CONFIG_DIR = REPO_ROOT / "configs" / "successors"
@@ -387,3 +393,30 @@ def run_progress(runs_dir: str | Path, variant: SuccessorVariant) -> RunProgress
             if k.endswith("_acc") and k != "mlm_acc" and isinstance(v, (int, float))
         },
     )
+
+
+# --------------------------------------------------------------------------------------
+# Fine-tuning the finished rows
+# --------------------------------------------------------------------------------------
+def finished_models(variants: list[SuccessorVariant], runs_dir: str | Path) -> tuple[tuple[str, str], ...]:
+    """(variant, model folder) for each variant whose pretraining run has finished, in the suite's order
+    (an ELECTRA run's folder is its pair: its discriminator fine-tunes)."""
+    out = []
+    for v in variants:
+        run = run_progress(runs_dir, v)
+        if run is not None and run.state == "finished" and has_config(model_dir(run.run_dir)):
+            out.append((v.key, str(model_dir(run.run_dir))))
+    return tuple(out)
+
+
+def finetune_spec(variants: list[SuccessorVariant], runs_dir: str | Path) -> SuiteSpec:
+    """The suite that fine-tunes every finished row as the ablation tables' rows are: the "successors" table's
+    recipe (SST-2, MRPC, QNLI, RTE, SQuAD; three seeds; Table 5's per-task epochs and learning rates; 8,000
+    training examples, every dev example; one thread a job), each row given its run's model."""
+    return replace(suggested_spec("successors"), row_models=finished_models(variants, runs_dir))
+
+
+def finetune_command(variants: list[SuccessorVariant], runs_dir: str | Path) -> str | None:
+    """The `bertlab ablate run successors ...` line for the finished rows, or None while none has finished."""
+    spec = finetune_spec(variants, runs_dir)
+    return command(spec) if spec.row_models else None

@@ -71,6 +71,11 @@ def launch(spec: SuiteSpec, registry: JobRegistry | None = None, estimate: bool 
         model = Path(spec.model or REPO_ROOT / "checkpoints" / "bertlab-mini").expanduser()
         if spec.model and not has_config(model):
             raise InputError(f"model {spec.model} is not a checkpoint folder (no config.json)")
+        for variant, folder in spec.row_models:
+            if not has_config(Path(folder).expanduser()):
+                raise InputError(f"{variant}'s model {folder} is not a checkpoint folder (no config.json)")
+        if spec.table_spec.row_models and not spec.row_models:
+            raise InputError(f"{spec.table} fine-tunes each row's own model: give them with --row-model VARIANT=FOLDER")
     for task in spec.task_list:
         data = task_args(spec, task)[3]
         if not Path(data).exists():
