@@ -149,3 +149,28 @@ def test_the_attention_page_draws_a_long_text_as_its_pattern(tmp_path, tokenizer
     assert any("averaged over tiles" in i.value for i in at.info)
     assert len(plotly_charts(at)) == 1
     assert any("full attention's" in c.value for c in at.caption)
+
+
+def test_a_windowed_model_fine_tunes_on_long_inputs_and_predicts(tmp_path, tokenizer):
+    from bertlab import finetune
+    from bertlab.finetune.predict import load_finetuned
+    from bertlab.training.trainer import TrainConfig
+
+    folder = _tiny_window_checkpoint(tmp_path, tokenizer, max_position_embeddings=512)
+    d = tmp_path / "sst2"
+    d.mkdir()
+    long_pos = " ".join(["the cat sat on the mat ."] * 30)  # ~200 tokens: past the 16-token window
+    rows = [f"{long_pos}\t1", "the dog ran to the park\t0", f"a big red bird sang {long_pos}\t1", "the lazy fox\t0"]
+    for name in ("train.tsv", "dev.tsv"):
+        (d / name).write_text("sentence\tlabel\n" + "\n".join(rows * 2) + "\n")
+    cfg = finetune.FinetuneConfig(
+        task="sst2",
+        data=str(d),
+        model=str(folder),
+        max_seq_length=256,
+        train=TrainConfig(max_steps=3, batch_size=4, eval_every=0, save_every=0, log_every=1),
+    )
+    assert finetune.run_finetuning(cfg, tmp_path / "ft", progress_bar=False).state == "finished"
+    model = load_finetuned(tmp_path / "ft" / "model")
+    assert model.model.config.attention_pattern == "window" and model.model.config.attention_window == 16
+    assert model.predict(long_pos).label in ("0", "1", "negative", "positive")
