@@ -8,6 +8,7 @@ Tiny random configs built by transformers; the BPE is trained here on the confte
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,9 @@ from conftest import SAMPLE_TEXT
 from torch.testing import assert_close
 
 from bertlab.errors import CheckpointError
+from bertlab.finetune.models import HeadConfig
+from bertlab.finetune.predict import TaskSetup, save_finetuned
+from bertlab.finetune.recipe import pretrained_task_model
 from bertlab.inference import load_model
 from bertlab.losses import masked_lm
 from bertlab.models.longformer import LongformerForMaskedLM, config_from_hf, expected_shapes
@@ -229,6 +233,20 @@ def test_fill_mask_reads_the_typed_mask_as_longformer_s(pair):
     assert "<mask>" in answer.tokens and len(answer.masks) == 1
     assert len(answer.masks[0].candidates) == 3
     assert answer.masks[0].position == answer.tokens.index("<mask>")
+
+
+def test_a_fine_tuned_classifier_reads_with_cls_global_as_transformers_does(tmp_path, pair, bpe):
+    """LongformerForSequenceClassification makes <s> global when given no global_attention_mask; ours too."""
+    head = HeadConfig("single", 2)
+    torch.manual_seed(5)
+    model, tokenizer, _ = pretrained_task_model(Path(pair[1].info["path"]), head)
+    assert model.config.global_tokens == "cls"
+    save_finetuned(tmp_path, model.eval(), tokenizer, TaskSetup("custom", "single", ("0", "1"), head, 32))
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager")
+    assert type(theirs).__name__ == "LongformerForSequenceClassification"
+    batch = _batch((5, 19, 37), seed=5)
+    with torch.no_grad():
+        assert_close(model(**batch).logits, theirs.eval()(**batch).logits, atol=1e-5, rtol=1e-5)
 
 
 def test_bad_windows_are_refused_with_a_checkpoint_error():

@@ -24,7 +24,9 @@ own window's plan (`LongformerModel.attention_plans`), and saved back as the lis
 
 A fine-tuned Longformer (bertlab.finetune) is built with [CLS] global (`task_config`), as transformers'
 LongformerForSequenceClassification makes it when given no global_attention_mask and as the paper
-fine-tunes classifiers.
+fine-tunes classifiers: its sentence classifiers equal transformers'. transformers' token classifier has no
+global token and its QA model makes the question's tokens global; a config cannot say either per task,
+so those two differ from transformers' until bertlab.finetune passes a global_attention_mask per task.
 
 Imports torch, bertlab.config (through RobertaConfig), bertlab.errors, bertlab.model,
 bertlab.models.roberta, bertlab.patterns and bertlab.tokenizer.
