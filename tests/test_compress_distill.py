@@ -290,3 +290,38 @@ def test_a_distillation_is_a_job_with_an_estimate(teacher_dir, corpus, tmp_path)
         validate(JobSpec("distill", ("--layers", "2"), device="cpu"), cwd=tmp_path, gpus=0)
     with pytest.raises(InputError, match="not found"):
         validate(JobSpec("distill", ("--teacher", "nowhere/x/y", "--layers", "2"), device="cpu"), cwd=tmp_path, gpus=0)
+
+
+def test_a_fine_tuned_classifier_distilled_on_its_task(sst2_run, tiny_checkpoint, tmp_path, capsys):
+    from bertlab.finetune.predict import load_finetuned
+
+    out = tmp_path / "student"
+    args = ["compress", "distill", "--teacher", str(sst2_run / "model"), "--layers", "1", "--task", "sst2"]
+    args += ["--data", str(sst2_run.parent), "--run-dir", str(tmp_path / "run"), "--no-progress", "--repeats", "2"]
+    assert main([*args, "--out", str(out), "train.max_steps=4", "train.batch_size=4", "train.log_every=1"]) == 0
+    student = load_finetuned(out, device="cpu")
+    assert student.model.config.num_layers == 1 and student.predict("the cat sat on the mat").label in ("0", "1")
+    record = json.loads((out / "compression.json").read_text())
+    assert record["kind"] == "classifier" and record["method"] == "distill" and record["dev"].endswith("dev.tsv")
+    assert record["after"]["parameters"] < record["before"]["parameters"]
+    assert record["after"]["dev_accuracy"] is not None and record["before"]["dev_accuracy"] is not None
+    train = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert {"ce_loss", "teacher_agreement", "acc"} <= set(train[0])
+    capsys.readouterr()
+    # the student's layer, embeddings and classifier are the teacher's at the start
+    teacher = load_finetuned(sst2_run / "model", device="cpu").model
+    from bertlab.compress.distill_classifier import make_student_classifier
+
+    fresh, kept = make_student_classifier(teacher, load_finetuned(sst2_run / "model").setup, 1)
+    assert kept == (1,)
+    torch.testing.assert_close(fresh.classifier.weight, teacher.classifier.weight, rtol=0, atol=0)
+    torch.testing.assert_close(
+        fresh.bert.encoder.layer[0].output.dense.weight,
+        teacher.bert.encoder.layer[1].output.dense.weight,
+        rtol=0,
+        atol=0,
+    )
+    # a pretraining folder is no classifier teacher
+    bad = ["compress", "distill", "--teacher", str(tiny_checkpoint), "--layers", "1", "--task", "sst2"]
+    assert main([*bad, "--data", str(sst2_run.parent), "--run-dir", str(tmp_path / "r2")]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()

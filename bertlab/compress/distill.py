@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from bertlab.atomic import write_json_atomic, write_text_atomic
+from bertlab.compress.distill_classifier import distil_classifier_from_args
 from bertlab.compress.distill_loss import DistillWeights, distillation_loss, layer_pairs
 from bertlab.compress.measure import (
     RECORD_FILE,
@@ -276,7 +277,8 @@ def _card_fields(teacher: Teacher, settings: DistillSettings, kept: tuple[int, .
                 "metrics",
             )
             if k in parent
-        },
+        }
+        | ({"init_command": parent["init_card"].get("command")} if parent.get("init_card") else {}),
     }
 
 
@@ -342,10 +344,14 @@ def student_card_markdown(card: dict) -> str:
         "",
         "## Distillation: the teacher and what was kept",
         "",
-        f"- Teacher: `{d.get('teacher')}` ({d.get('teacher_layers')} layers), itself trained with "
-        f"`{parent.get('command', '?')}` ({parent.get('total_steps', parent.get('steps', 0)):,} steps and "
+        f"- Teacher: `{d.get('teacher')}` ({d.get('teacher_layers')} layers): "
+        f"{parent.get('total_steps', parent.get('steps', 0)):,} steps and "
         f"{parent.get('total_tokens', parent.get('tokens', 0)):,} input tokens over all its stages; held-out MLM "
-        f"accuracy {pm.get('mlm_acc', float('nan')):.1%} by its own card). Its card lists each stage.",
+        f"accuracy {pm.get('mlm_acc', float('nan')):.1%} by its own card, which lists each stage.",
+        f"- Stages: the teacher's (its last: `{parent.get('command', '?')}`"
+        + (f"; before it: `{parent['init_command']}`" if parent.get("init_command") else "")
+        + f"), then this distillation ({card.get('steps', 0):,} steps, {card.get('tokens', 0):,} input tokens, "
+        f"{card.get('train_time_s', 0) / 3600:.2f} h on {card.get('hardware', '?')}).",
         f"- Kept layers (0-based): {d.get('kept_layers')}; loss weights ce {d.get('alpha_ce')}, mlm "
         f"{d.get('alpha_mlm')}, cos {d.get('alpha_cos')} ({d.get('cosine_layers')}), nsp {d.get('alpha_nsp')}; "
         f"temperature {d.get('temperature')}.",
@@ -369,6 +375,7 @@ def student_card_markdown(card: dict) -> str:
                 f"- Fill-mask p50 at {lb['threads']} thread(s): {lb['p50_ms']:.2f} -> {la['p50_ms']:.2f} ms "
                 f"({lb['p50_ms'] / la['p50_ms']:.2f}x the speed)."
             )
+    lines += [f"- {note}" for note in card.get("evaluations", [])]  # added later, e.g. a fine-tuning's dev score
     return "\n".join(lines) + "\n"
 
 
@@ -400,6 +407,8 @@ def distil_from_args(args: argparse.Namespace) -> tuple[CompressionRecord | None
     """`bertlab compress distill`: train (or resume) the student, then write and measure it. Returns (the
     record, or None when the run stopped before its end; the student's folder; the training result)."""
     logging.getLogger("bertlab").setLevel(logging.INFO)
+    if args.task:
+        return distil_classifier_from_args(args)
     cfg, settings = settings_from_args(args)
     out = check_output_folder(args.out, args.teacher) if args.out else None
     teacher = None

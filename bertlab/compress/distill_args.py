@@ -6,6 +6,8 @@ distillation with them before anything heavy is imported).
 
 `--config` and the overrides are a pretraining config (bertlab.training.pretrain_config): the corpus, the
 data, the budget and the optimiser; the vocabulary is the teacher's and the objective follows its heads.
+With `--task T --data D` the teacher is a fine-tuned classifier, and the overrides are the fine-tuning
+config's (max_train_examples=8000 epochs=2 train.learning_rate=2e-4 ...).
 
 Imports argparse and bertlab.training.pretrain_config (its help), both torch-free.
 """
@@ -39,6 +41,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default="all",
         help="all: each student layer against the teacher layer it was copied from; last: the last only (DistilBERT)",
     )
+    p.add_argument("--task", help="distil a fine-tuned classifier (the teacher) on this task's data, e.g. sst2")
+    p.add_argument("--data", help="with --task: the task's data folder or file, as for bertlab finetune")
     p.add_argument("--held-out", help="text file (a sentence a line) for the record (default: the held-out documents)")
     p.add_argument("--repeats", type=int, default=30, help="timed fill-mask runs per thread count in the record")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where to train (default: the config's)")
