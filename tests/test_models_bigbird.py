@@ -163,7 +163,14 @@ def test_ours_saved_with_save_checkpoint_opens_in_transformers_with_equal_logits
     assert reopened.model.config == config
     long_text = " ".join(["the cat sat on the mat ."] * 8) + " the dog ran to the [MASK] ."
     answer = reopened.fill_mask(long_text, top_k=2)  # past sparse_from: the block-sparse path
-    assert len(reopened.tokenizer.encode(long_text).ids) >= config.sparse_from and answer.masks[0].candidates
+    ids = torch.tensor([reopened.tokenizer.encode(long_text).ids])
+    assert ids.shape[1] >= config.sparse_from
+    theirs = transformers.BigBirdForMaskedLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        top = theirs(ids).logits[0, answer.masks[0].position].softmax(-1).topk(2)
+    assert theirs.bert.attention_type == "block_sparse"
+    assert [c.token_id for c in answer.masks[0].candidates] == top.indices.tolist()
+    assert_close(torch.tensor([c.score for c in answer.masks[0].candidates]), top.values, atol=1e-6, rtol=1e-5)
 
 
 def test_what_bigbird_cannot_open_is_refused(tmp_path, tokenizer):

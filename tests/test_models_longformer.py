@@ -227,12 +227,19 @@ def test_training_gradients_match_transformers(bpe, glob):
     assert len(list(ours.named_parameters())) == len(theirs_grads)
 
 
-def test_fill_mask_reads_the_typed_mask_as_longformer_s(pair):
-    _, lm = pair
-    answer = lm.fill_mask("The cat sat on the [MASK].", top_k=3)
-    assert "<mask>" in answer.tokens and len(answer.masks) == 1
-    assert len(answer.masks[0].candidates) == 3
-    assert answer.masks[0].position == answer.tokens.index("<mask>")
+def test_fill_mask_reads_the_typed_mask_as_longformer_s_and_answers_as_transformers(pair):
+    theirs, lm = pair
+    text = "The cat sat on the mat. The dog ran to the park. Paris is the capital of [MASK]. It is big."
+    answer = lm.fill_mask(text, top_k=3)
+    assert "<mask>" in answer.tokens and len(answer.masks) == 1 and len(answer.tokens) > 3 * WINDOW
+    position = answer.masks[0].position
+    assert position == answer.tokens.index("<mask>")
+    ids = torch.tensor([lm.tokenizer.encode(text).ids])
+    with torch.no_grad():
+        probs = theirs(ids).logits[0, position].softmax(-1)
+    top = probs.topk(3)
+    assert [c.token_id for c in answer.masks[0].candidates] == top.indices.tolist()
+    assert_close(torch.tensor([c.score for c in answer.masks[0].candidates]), top.values, atol=1e-6, rtol=1e-5)
 
 
 def test_a_fine_tuned_classifier_reads_with_cls_global_as_transformers_does(tmp_path, pair, bpe):
