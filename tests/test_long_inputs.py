@@ -174,3 +174,20 @@ def test_a_windowed_model_fine_tunes_on_long_inputs_and_predicts(tmp_path, token
     model = load_finetuned(tmp_path / "ft" / "model")
     assert model.model.config.attention_pattern == "window" and model.model.config.attention_window == 16
     assert model.predict(long_pos).label in ("0", "1", "negative", "positive")
+
+
+def test_rollout_states_its_limit_and_integrated_gradients_reads_a_long_input(tmp_path, tokenizer):
+    import pytest
+
+    from bertlab.errors import InputError
+    from bertlab.inference import load_model
+    from bertlab.interpret.attribution import attribute
+    from bertlab.interpret.rollout import attention_maps
+
+    lm = load_model(_tiny_window_checkpoint(tmp_path, tokenizer, max_position_embeddings=2048))
+    long = " ".join(["the cat sat on the mat ."] * 200)  # ~1,400 tokens
+    with pytest.raises(InputError, match="up to 1,024 tokens"):
+        attention_maps(lm, long)
+    text = " ".join(["the cat sat on the mat ."] * 90) + " the [MASK] sat ."  # ~640 tokens, past 512
+    result = attribute(lm, text, steps=8, max_steps=8)
+    assert len(result.tokens) > 600 and result.steps == 8

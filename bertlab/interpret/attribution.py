@@ -44,6 +44,7 @@ from bertlab.interpret.targets import (
 log = logging.getLogger(__name__)
 
 MAX_IG_STEPS = 256  # per input: every step is one forward and backward pass
+IG_BATCH_TOKENS = 32_768  # tokens in one batched forward and backward (memory grows with steps x length)
 MAX_TEXTS = 8  # per call from the app; the package takes more when asked (max_texts)
 DEFAULT_TOLERANCE = 0.05  # |delta| as a share of |p(input) - p(baseline)|
 
@@ -234,7 +235,8 @@ def _integrated_gradients(
             baselines=base[rows],
             additional_forward_args=tuple(a[rows] for a in prep.forward_args),
             n_steps=n,
-            internal_batch_size=max(1, 256 // len(todo)) * len(todo),
+            # at most IG_BATCH_TOKENS tokens per pass (256 steps of 128 tokens): a 4,096-token input runs 8 at a time
+            internal_batch_size=max(1, IG_BATCH_TOKENS // (T * len(todo))) * len(todo),
             return_convergence_delta=True,
         )
         scores = attributions.sum(-1).detach().double().cpu().numpy()  # (len(todo), T)

@@ -32,6 +32,7 @@ from bertlab.inference import LoadedModel
 from bertlab.interpret.targets import as_subject
 
 RESIDUAL = 0.5  # Abnar & Zuidema's weight of the identity (the residual connection)
+MAX_ROLLOUT_TOKENS = 1_024  # rollout's T x T products; a long windowed model reads 4,096 (bertlab.patterns)
 MAX_FLOW_EDGES = 4_000  # L x T x T edges (about 1 s on one core); over this attention_maps skips flow and says why
 
 
@@ -133,10 +134,21 @@ class AttentionMaps:
     flow_note: str = ""
 
 
+def _check_length(T: int) -> None:
+    """Rollout multiplies every layer's T x T map: a long model's 4,096 tokens would need 64 MiB a map."""
+    if T > MAX_ROLLOUT_TOKENS:
+        raise InputError(
+            f"attention rollout multiplies every layer's full {T:,} x {T:,} map; it reads up to "
+            f"{MAX_ROLLOUT_TOKENS:,} tokens: shorten the text (the Attention page draws a long text's pattern)"
+        )
+
+
 def _attentions(model, text: str, text_b: str | None, head_mask: torch.Tensor | None) -> tuple[list[str], np.ndarray]:
     """The tokens and (L, A, T, T) attention of one input, for a `LoadedModel` (its `inspect`) or a
     fine-tuned model (its encoder, read without gradients: a frozen encoder is fine here)."""
     if isinstance(model, LoadedModel):
+        model._check_text(text)
+        _check_length(len(model.tokenizer.encode(text, text_b, max_length=model.max_length)))
         ins = model.inspect(text, text_b, head_mask=head_mask)
         return ins.tokens, ins.attentions
     subject = as_subject(model, gradients=False)
@@ -158,6 +170,7 @@ def _attentions(model, text: str, text_b: str | None, head_mask: torch.Tensor | 
         hm = hm.to(device=subject.device, dtype=next(subject.module.parameters()).dtype)
     tok = subject.tokenizer
     e = tok.encode(text, text_b, max_length=subject.max_length)
+    _check_length(len(e))
     batch = {k: v.to(subject.device) for k, v in pad_batch([e.ids], tok.pad_id, [e.type_ids]).items()}
     # as LoadedModel.inspect: no gradients and the model's own precision, whatever the caller has on
     with torch.inference_mode(), torch.autocast(subject.device.type, enabled=False):
