@@ -57,9 +57,9 @@ except (BertLabError, ValueError) as exc:
     st.stop()
 mine, full = picture.map_bytes(cfg)
 with left:
-    st.metric("Pairs computed", f"{picture.share:.1%} of n²", f"{picture.pairs:,} of {picture.full_pairs:,}")
+    st.metric("Pairs computed", f"{picture.share:.1%} of n²")
     st.caption(
-        f"Attention maps of this model's shape ({c.num_layers} layers x {c.num_heads} heads, float32) at "
+        f"{picture.pairs:,} query-key pairs of {picture.full_pairs:,}. Attention maps of this model's shape ({c.num_layers} layers x {c.num_heads} heads, float32) at "
         f"{length:,} tokens: **{human_bytes(mine)}** for this pattern, **{human_bytes(full)}** under full attention."
     )
 with right:
@@ -76,11 +76,17 @@ else:
         "bends towards n², a window stays near n. PyTorch's fused attention never stores the n² matrix (its memory "
         "grows linearly), but its time still grows as n²."
     )
+    precisions = sorted({r["precision"] for r in costs if r.get("precision")})
+    a, b = st.columns(2)
+    step = a.radio("Work", ["forward pass", "training step"], horizontal=True, key="li_step")
+    precision = b.radio("Precision", precisions, horizontal=True, key="li_prec") if precisions else None
+    rows = [r for r in costs if precision is None or r.get("precision") == precision]
+    kind = "forward" if step == "forward pass" else "train"
     a, b = st.columns(2)
     with a:
-        show_figure(cost_figure(costs, "forward_ms", "milliseconds", "Forward pass time"), "long_inputs_time")
+        show_figure(cost_figure(rows, f"{kind}_s", "seconds", f"Time of a {step}"), "long_inputs_time")
     with b:
-        show_figure(cost_figure(costs, "peak_mib", "MiB", "Peak memory of a forward pass"), "long_inputs_memory")
+        show_figure(cost_figure(rows, f"{kind}_mb", "MiB", f"Peak memory of a {step}"), "long_inputs_memory")
 
 st.subheader("Your text, through the model in the sidebar")
 kind = {"window": "a sliding-window model", "bigbird": "a BigBird-pattern model"}.get(c.attention_pattern)

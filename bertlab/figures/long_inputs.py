@@ -16,6 +16,8 @@ from bertlab.attention import LongAttention
 from bertlab.figures.answers import style_figure
 from bertlab.patterns.describe import PatternPicture
 
+# white only where nothing is computed: a global token's row in a 16-token tile is 1/16 of its pairs, still seen
+SHARE_SCALE = [[0.0, "#ffffff"], [1e-6, "#9ecae1"], [0.25, "#4292c6"], [1.0, "#08306b"]]
 PATTERN_NAMES = {"full": "full attention", "window": "sliding window", "bigbird": "BigBird blocks"}
 
 
@@ -32,7 +34,7 @@ def pattern_figure(picture: PatternPicture, title: str = "") -> go.Figure:
             z=picture.density,
             x=axis,
             y=axis,
-            colorscale="Blues",
+            colorscale=SHARE_SCALE,
             zmin=0,
             zmax=1,
             colorbar=dict(thickness=12, tickformat=".0%", title="pairs computed"),
@@ -40,7 +42,7 @@ def pattern_figure(picture: PatternPicture, title: str = "") -> go.Figure:
         )
     )
     fig.update_yaxes(autorange="reversed", title="query (the token reading)")
-    fig.update_xaxes(title="key (the token read)", side="top")
+    fig.update_xaxes(title="key (the token read)")
     name = PATTERN_NAMES.get(picture.pattern, picture.pattern)
     tiles = f"; a tile is {picture.pool}x{picture.pool} tokens" if picture.pool > 1 else ""
     default = f"{name}, {picture.length:,} tokens: {picture.share:.1%} of the T² pairs{tiles}"
@@ -70,24 +72,24 @@ def long_attention_figure(att: LongAttention, layer: int, head: int, log_scale: 
         )
     )
     fig.update_yaxes(autorange="reversed", title="query tile")
-    fig.update_xaxes(title="key tile", side="top")
+    fig.update_xaxes(title="key tile")
     tiles = f" (tiles of {att.pool} tokens)" if att.pool > 1 else ""
     return style_figure(fig, f"Layer {layer + 1}, head {head + 1}: {att.length:,} tokens{tiles}", height=520)
 
 
-def cost_figure(rows: Sequence[dict], metric: str, unit: str, title: str) -> go.Figure:
+def cost_figure(rows: Sequence[dict], metric: str, unit: str, title: str, variant: str = "setting") -> go.Figure:
     """Cost against length on log-log axes, one line per variant, with n and n² through the first point.
 
-    rows: dicts with "variant", "length" and `metric`."""
+    rows: dicts with `variant` (its name), "length" and `metric` (bench/results/long_inputs.csv's rows)."""
     fig = go.Figure()
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    for v in variants:
-        pts = sorted((r["length"], r[metric]) for r in rows if r["variant"] == v and r.get(metric) is not None)
+    rows = [r for r in rows if isinstance(r.get(metric), int | float)]
+    for v in dict.fromkeys(r[variant] for r in rows):
+        pts = sorted((r["length"], r[metric]) for r in rows if r[variant] == v)
         if pts:
             fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=v))
-    pts = sorted((r["length"], r[metric]) for r in rows if r.get(metric) is not None)
+    pts = sorted((r["length"], r[metric]) for r in rows)
     if pts:
-        x0, y0 = pts[0]
+        x0, y0 = min(pts)
         xs = sorted({p[0] for p in pts})
         for power, name in ((1, "∝ n"), (2, "∝ n²")):
             ys = [y0 * (x / x0) ** power for x in xs]
