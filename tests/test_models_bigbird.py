@@ -1,8 +1,9 @@
 """bertlab.models.bigbird: BigBird opens from transformers and saves for it. original_full equals
 transformers' (logits, hidden states, maps, gradients); block_sparse equals transformers' eval mode at
 every length (short inputs read with full attention, as transformers switches to; long ones block-sparse,
-block 0 counted 1 + num_random_blocks times), and differs from full attention there; fill-mask works on a
-BigBird folder; what it cannot open is refused with a CheckpointError.
+block 0 counted 1 + num_random_blocks times), and differs from full attention there; in training mode each
+head's random blocks are transformers', so gradients are equal there too; fill-mask works on a BigBird
+folder; what it cannot open is refused with a CheckpointError.
 
 Tiny random configs built by transformers; the WordPiece vocabulary is conftest's."""
 
@@ -115,18 +116,24 @@ def test_block_sparse_equals_transformers_in_eval_mode(tokenizer, lengths):
             assert (full(**batch).mlm_logits[keep] - ref[keep]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("attention_type", ["original_full", "block_sparse"])
-def test_gradients_match_transformers(tokenizer, attention_type):
-    """Dropout off: the masked-LM loss and every parameter's gradient equal transformers'. original_full
-    in train mode; block_sparse in eval mode, where transformers' layout has no random draw."""
-    off = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    theirs = _theirs(len(tokenizer), attention_type, seed=2, **off)
+@pytest.mark.parametrize(
+    "attention_type, mode, lengths, block",
+    [
+        ("original_full", "train", LONG, BLOCK),
+        ("block_sparse", "eval", LONG, BLOCK),
+        ("block_sparse", "train", LONG, BLOCK),  # each head's random blocks, drawn as transformers draws them
+        ("block_sparse", "train", (1024, 1000), 32),  # padded to 1,024: the paper's random-block procedure
+    ],
+)
+def test_gradients_match_transformers(tokenizer, attention_type, mode, lengths, block):
+    """Dropout off: the masked-LM loss and every parameter's gradient equal transformers'."""
+    off = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=1024)
+    theirs = _theirs(len(tokenizer), attention_type, seed=2, block_size=block, **off)
     ours = _ours_from(theirs)
-    if attention_type == "original_full":
-        theirs.train(), ours.train()
-    batch = _batch(LONG, len(tokenizer), seed=2)
+    theirs.train(mode == "train"), ours.train(mode == "train")
+    batch = _batch(lengths, len(tokenizer), seed=2)
     labels = torch.full_like(batch["input_ids"], -100)
-    labels[0, 2], labels[1, 4], labels[2, 1], labels[0, 60], labels[2, 40] = 7, 9, 11, 13, 15
+    labels[0, 2], labels[1, 4], labels[-1, 1], labels[0, 60], labels[-1, 36] = 7, 9, 11, 13, 15
     out = ours(**batch, mlm_positions=labels != -100)
     a = torch.nn.functional.cross_entropy(out.mlm_logits, labels[labels != -100])
     b = theirs(**batch, labels=labels)
