@@ -139,7 +139,7 @@ class BertSelfAttention(nn.Module):
                 plan,
                 head_mask=head_mask,
                 dropout_p=self.dropout.p if self.training else 0.0,
-                global_proj=self.global_projections(x),
+                global_proj=self.global_projections(x) if plan.global_idx is not None else None,
                 output_attentions=output_attentions,
             )
         elif output_attentions:
