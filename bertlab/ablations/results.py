@@ -153,7 +153,7 @@ def write_results(record: dict, out_dir: str | Path, registry: JobRegistry | Non
         k: record.get(k)
         for k in ("id", "table", "spec", "created", "commit", "hardware", "base_recipe", "recipe_changes")
     }
-    meta["citation"] = CITATION
+    meta["citation"] = CITATION if table in PAPER else ""  # the successors' papers: bertlab.ablations.successors
     meta["models"] = model_records(record, registry)
     meta["curves"] = pretraining_curves(record, registry)
     meta["collected"] = time.time()
