@@ -58,3 +58,21 @@ def test_the_run_folder_and_the_hub_cache_ask_it(tmp_path):
 def test_modelfolder_imports_no_torch():
     code = "import sys, bertlab.storage.modelfolder; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_stored_parameter_count_is_each_familys_own(
+    tmp_path, tiny_checkpoint, tiny_albert_checkpoint, tiny_electra_pair
+):
+    """Read from model.safetensors' header: BERT's, ALBERT's (its shared layer once) and an ELECTRA pair's
+    (both halves, their shared embeddings once) equal the built models' counts; no safetensors, no count."""
+    from bertlab.models.registry import build_model
+    from bertlab.storage.checkpoint import load_config
+    from bertlab.storage.modelfolder import stored_parameter_count
+
+    for folder in (tiny_checkpoint, tiny_albert_checkpoint, tiny_electra_pair):
+        config, _ = load_config(folder)
+        model = build_model(config)
+        assert stored_parameter_count(folder) == sum(p.numel() for p in model.parameters()), folder
+    assert stored_parameter_count(tmp_path) is None
+    (tmp_path / "model.safetensors").write_bytes(b"\xff" * 16)  # not a safetensors file
+    assert stored_parameter_count(tmp_path) is None

@@ -19,7 +19,7 @@ from bertlab.errors import CheckpointError
 from bertlab.storage.checkpoint import HUB_ID, default_model_path, is_checkpoint_dir, load_config
 from bertlab.storage.model_card import metric_rows, plain_value, pretrained_length, training_rows
 from bertlab.storage.model_card import read_card as read_card  # public here too (bertlab.storage.catalog.read_card)
-from bertlab.storage.modelfolder import CONFIG_FILE, has_config
+from bertlab.storage.modelfolder import CONFIG_FILE, has_config, stored_parameter_count
 from bertlab.storage.runfolder import (
     CHECKPOINT_DIR,
     MODEL_DIR,
@@ -91,10 +91,11 @@ def summarize(directory: str | Path) -> str:
         c = read_config(directory)
     except CheckpointError as exc:
         return str(exc)
-    return (
-        f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} · "
-        f"{human_count(parameter_count(c))} parameters · vocab {c.vocab_size:,}"
-    )
+    # the weights' own count (any family: ALBERT's shared layers, an ELECTRA pair's two halves); BERT's
+    # formula only for a folder without model.safetensors
+    params = stored_parameter_count(directory)
+    params = parameter_count(c) if params is None else params
+    return f"L={c.num_layers} H={c.hidden_size} A={c.num_heads} · {human_count(params)} parameters · vocab {c.vocab_size:,}"
 
 
 def _finetune_section(directory: str | Path) -> dict | None:

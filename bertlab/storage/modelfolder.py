@@ -14,6 +14,7 @@ Imports only the standard library: the CLI and the pages ask these questions bef
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
@@ -75,3 +76,64 @@ def hidden_width(path: str | Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return width if isinstance(width, int) and width > 0 else None
+
+
+# an int8 copy's per-channel scales and zero points beside each int8 weight (bertlab.storage.quantized's names):
+# how the weights are stored, not parameters
+_NOT_PARAMETERS = (".weight_scale", ".weight_zero_point")
+_MAX_HEADER = 100_000_000  # bytes: a safetensors header is JSON of names and shapes, far smaller than this
+
+
+def _safetensors_header(file: Path) -> dict | None:
+    """A safetensors file's header (name -> dtype, shape, data_offsets), None when unreadable."""
+    try:
+        with open(file, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size < _MAX_HEADER:
+                return None
+            header = json.loads(f.read(size))
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _tensor_bytes(file: Path, header: dict, name: str) -> bytes:
+    start, end = header[name]["data_offsets"]
+    with open(file, "rb") as f:
+        f.seek(8 + int.from_bytes(f.read(8), "little") + start)
+        return f.read(end - start)
+
+
+def stored_parameter_count(path: str | Path) -> int | None:
+    """The parameters a folder's weights hold, read from model.safetensors' header (names and shapes;
+    nothing is loaded), so every family counts as it is built: ALBERT's shared layer once, ELECTRA's
+    narrower embeddings, a tied output layer once (it is saved once). A pair folder counts its halves,
+    a tensor both hold (same name, shape and bytes: ELECTRA's shared embeddings) once. An int8 copy counts its
+    int8 weights, not their scales. None where a folder has no readable model.safetensors (a
+    pytorch_model.bin is read only with torch)."""
+    pair = halves(path) if weights_path(path) is None else {}
+    if pair:
+        files = [Path(folder) / SAFETENSORS_FILE for folder in pair.values()]
+        headers = [_safetensors_header(f) for f in files]
+        if any(h is None for h in headers):
+            return None
+        total = sum(_count(h) for h in headers)
+        first, first_header = files[0], headers[0]
+        for file, header in zip(files[1:], headers[1:], strict=True):
+            for name, entry in header.items():
+                theirs = first_header.get(name)
+                if name == "__metadata__" or not isinstance(theirs, dict) or theirs.get("shape") != entry.get("shape"):
+                    continue
+                if _tensor_bytes(first, first_header, name) == _tensor_bytes(file, header, name):
+                    total -= math.prod(entry["shape"])
+        return total
+    header = _safetensors_header(Path(path) / SAFETENSORS_FILE)
+    return None if header is None else _count(header)
+
+
+def _count(header: dict) -> int:
+    return sum(
+        math.prod(entry.get("shape") or ())
+        for name, entry in header.items()
+        if name != "__metadata__" and isinstance(entry, dict) and not name.endswith(_NOT_PARAMETERS)
+    )
