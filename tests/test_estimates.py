@@ -607,3 +607,26 @@ def test_a_run_of_over_a_day_is_a_warning_and_a_few_steps_one_too(runs, job_data
     assert long.startswith("this run takes over a day (~") and "a GPU" in long
     few = estimate_spec(tiny_spec(corpus, cache, steps=1), cwd=REPO, runs_dir=runs, measure=False)
     assert any("next to nothing" in n for n in few.warnings)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "objective", "overrides", "built"),
+    [
+        ("albert", "mlm_sop", (("embedding_size", 16),), "AlbertForPreTraining"),
+        ("electra", "electra", (("generator_size", 0.5),), "ElectraPair"),
+        ("roberta", "roberta", (), "RobertaForMaskedLM"),
+    ],
+)
+def test_a_pretraining_step_is_timed_on_the_jobs_own_family(monkeypatch, model_type, objective, overrides, built):
+    """The Train page's estimate times the family's model with its objective's loss, not BERT's."""
+    from bertlab.jobs.estimates import timed_step
+    from bertlab.models import registry
+
+    made = []
+    real_build = registry.build_model
+    monkeypatch.setattr(timed_step, "build_model", lambda config: made.append(real_build(config)) or made[-1])
+    family = timed_step.PretrainingModel(model_type, objective, overrides)
+    config = preset("tiny", vocab_size=200, max_position_embeddings=64, use_nsp_head=False)
+    seconds = timed_step.measured_step_seconds(config, 2, 16, "cpu", True, 4, False, 1, None, "fp32", 0.0, 0, family)
+    assert seconds > 0 and type(made[0]).__name__ == built
+    timed_step.measured_step_seconds.cache_clear()

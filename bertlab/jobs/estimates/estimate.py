@@ -26,7 +26,7 @@ from bertlab.formatting import format_duration
 from bertlab.jobs.estimates.memory import memory_use
 from bertlab.jobs.estimates.step_time import device_info, step_seconds
 from bertlab.jobs.estimates.task_tokens import TaskTokens
-from bertlab.jobs.estimates.timed_step import busy_note
+from bertlab.jobs.estimates.timed_step import PretrainingModel, busy_note
 from bertlab.jobs.spec import JobError
 from bertlab.training import types as train_types
 
@@ -123,6 +123,7 @@ def estimate(
     measure: bool = True,
     head: HeadConfig | None = None,
     max_seq_length: int = 0,
+    family: PretrainingModel | None = None,
 ) -> Estimate:
     """Parameters, memory and time of a training run (a labelled estimate, not a promise).
 
@@ -132,7 +133,8 @@ def estimate(
     same job. `compile`: the job runs torch.compile, which adds `compile_seconds` up front.
     `head`: a fine-tuning job's output layer (a BiLSTM costs more than the encoder on CPU);
     `max_seq_length`: a fine-tuning job's own cap, which an earlier run of it must share (its
-    `seq_length` is the longest row of the task; 0 = seq_length).
+    `seq_length` is the longest row of the task; 0 = seq_length). `family`: a pretraining job's family,
+    objective and family settings, so its step is timed on its own model (None: BERT, MLM + NSP).
 
     Memory per process: see `memory_estimate.memory_use`. Seconds a step: see `step_time.step_seconds` (an
     earlier run of the same job shape, steps timed here now, or tabulated FLOP/s).
@@ -155,7 +157,7 @@ def estimate(
     step_s, source = step_seconds(
         config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
         max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head, max_seq_length,
-        precision, real_row,
+        precision, real_row, family,
     )  # fmt: skip
     tokens_per_step = round(batch_size * real_row * gpus)
     steps, seconds, notes = _steps_and_seconds(max_steps, max_time_s, step_s)

@@ -23,6 +23,7 @@ from bertlab.errors import BertLabError, CheckpointError
 from bertlab.formatting import format_duration
 from bertlab.jobs.estimates.estimate import Estimate, estimate, with_compile
 from bertlab.jobs.estimates.task_tokens import pretraining_tokens, task_tokens, typical_tokens
+from bertlab.jobs.estimates.timed_step import PretrainingModel
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
 from bertlab.storage.modelfolder import CONFIG_FILE
 
@@ -113,6 +114,7 @@ def _pretraining_estimate(spec: JobSpec, cfg: PretrainConfig, runs_dir, measure:
             threads=t.num_threads,
             measure=measure,
             tokens=tokens,
+            family=PretrainingModel(cfg.model_type, cfg.data.objective, tuple(sorted(cfg.family_overrides.items()))),
         )
         parts.append((data, est))
     est = _with_few_steps_note(parts[0][1] if len(parts) == 1 else _phases_together(parts))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bertlab.config import BertConfig
 from bertlab.hardware import default_threads, gpu_stats
-from bertlab.jobs.estimates.timed_step import timed_micro_batch
+from bertlab.jobs.estimates.timed_step import PretrainingModel, timed_micro_batch
 from bertlab.jobs.runs import run_dirs
 from bertlab.storage.runfolder import read_metrics, read_run_config, read_status, runs_root
 
@@ -61,7 +61,7 @@ def device_info(device: str) -> tuple[str, float | None, float, str]:
 def step_seconds(
     config, batch_size, micro, grad_accum, seq_length, padded_row, device, gpus, pretraining,
     max_predictions, trainable_fraction, runs_dir, task, threads, measure, flops_rate, key, name, head=None,
-    max_seq_length=0, precision="auto", real_row=0.0,
+    max_seq_length=0, precision="auto", real_row=0.0, family=None,
 ) -> tuple[float, str]:  # fmt: skip
     """(seconds an optimizer step, where that comes from), the first of: an earlier run of the same job shape
     on this kind of device (`_measured_in_run`); a micro-batch of the job's padded length timed here now
@@ -72,7 +72,7 @@ def step_seconds(
     device's (`device_info`)."""
     if gpus == 1:
         measured = _measured_in_run(
-            config, seq_length, padded_row, batch_size, device, task, runs_dir, head, max_seq_length, threads
+            config, seq_length, padded_row, batch_size, device, task, runs_dir, head, max_seq_length, threads, family
         )
         if measured:
             return measured
@@ -85,7 +85,7 @@ def step_seconds(
     if measure:
         timed = timed_micro_batch(
             config, micro, padded_row, real_row, device, name, pretraining, max_predictions, trainable_fraction < 1.0,
-            threads, head, precision, tabulated_s / max(1, grad_accum),
+            threads, head, precision, tabulated_s / max(1, grad_accum), family,
         )  # fmt: skip
     if timed is not None:
         micro_s, source = timed
@@ -153,6 +153,7 @@ def _measured_in_run(
     head: HeadConfig | None = None,
     max_seq_length: int = 0,
     threads: int = 0,
+    family: PretrainingModel | None = None,
 ) -> tuple[float, str] | None:
     """(seconds a step, source) from the newest earlier run of the same job shape on the same kind
     of device: a pretraining run of the same model shape and about the same sequence length (its
@@ -180,6 +181,8 @@ def _measured_in_run(
             if task is None:
                 if rc.get("kind", "pretrain") != "pretrain" or not (0.8 * seq_length <= run_seq <= 1.25 * seq_length):
                     continue
+                if cfg.get("model_type", "bert") != (family or PretrainingModel()).model_type:
+                    continue  # an ALBERT of BERT's shape steps at another speed
             elif rc.get("kind") != "finetune" or cfg.get("task") != task or run_seq != (max_seq_length or seq_length):
                 continue
             elif ((rc.get("effective_train") or cfg.get("train") or {}).get("batch_size")) != batch_size:

@@ -4,7 +4,8 @@ model and head on random tokens, in the precision and on the CPU threads the job
 smaller ones (`_micro_batch_seconds`). `timed_micro_batch` is what the estimates call.
 
 Imports the standard library and bertlab.config / hardware / training.memory_estimate (a model too big to
-build here) / training.types (the precision a job asks for); torch, the model classes, the pretraining loss
+build here) / training.types (the precision a job asks for) / data.objectives and models.registry (a
+pretraining job's family and loss, torch-free until a model is built); torch, the model classes, the pretraining loss
 (bertlab.losses) and the optimizer's precision rules only inside the functions that time (deferred so the
 jobs CLI starts without torch).
 """
@@ -16,11 +17,14 @@ import logging
 import math
 import os
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from bertlab.config import BertConfig
+from bertlab.data.objectives import get_objective
 from bertlab.hardware import default_threads
 from bertlab.jobs.estimates.memory import count_parameters
+from bertlab.models.registry import build_model, family_for
 from bertlab.training import types as train_types
 
 if TYPE_CHECKING:  # annotations only: the head's module imports torch
@@ -31,6 +35,19 @@ if TYPE_CHECKING:  # annotations only: the head's module imports torch
     from bertlab.finetune.models import HeadConfig
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PretrainingModel:
+    """What a pretraining job builds beyond BERT's shape, so that its step is timed on its own model and
+    loss: its family (config.json's `model_type`), its objective (bertlab.data.objectives: the heads and
+    the loss) and the family's own settings (`PretrainConfig.family_overrides`: ALBERT's embedding_size
+    and sharing, ELECTRA's generator_size). Hashable: the timing is cached per shape."""
+
+    model_type: str = "bert"
+    objective: str = "mlm_nsp"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
 
 MEASURE_MAX_PARAMETERS = 60_000_000  # larger models are not built here just to time them (memory, minutes)
 MEASURE_MAX_STEP_S = 0.5  # a step the table expects to take longer is timed on fewer rows and scaled up
@@ -51,6 +68,7 @@ def measured_step_seconds(
     precision: str = "auto",
     real_length: float = 0.0,
     trial: int = 0,
+    family: PretrainingModel | None = None,
 ) -> float:
     """Seconds of a training step (forward, backward, AdamW) of the real model on one micro-batch of
     `rows` x `length` random tokens: the faster of two steps after an untimed one (the faster one
@@ -69,42 +87,32 @@ def measured_step_seconds(
     a tagging or span head); None times a sentence classifier.
 
     `threads` > 0 times with that many CPU threads, as a job with --threads runs; 0 with those a job
-    gets by default (`default_threads`); torch's thread count is put back afterwards."""
+    gets by default (`default_threads`); torch's thread count is put back afterwards.
+
+    `family`: a pretraining job's family and objective (None: BERT with MLM + NSP, `config` as given),
+    so an ALBERT, a RoBERTa or an ELECTRA pair is timed with its own model and loss."""
     import torch
 
     from bertlab.finetune.models import HeadConfig, build_task_model  # deferred: torch
-    from bertlab.losses import masked_lm_nsp  # deferred: torch
-    from bertlab.model import BertForPreTraining  # deferred: torch
+    from bertlab.losses import get_loss  # deferred: torch
     from bertlab.training.optimization import autocast_context  # deferred: torch
 
     g = torch.Generator().manual_seed(0)
     torch_device = torch.device(device)
     head = head or HeadConfig(shape="single", num_labels=2)
-    model = (BertForPreTraining(config) if pretraining else build_task_model(config, head)).to(torch_device)
+    family = family or PretrainingModel()
+    built = build_model(_family_config(config, family)) if pretraining else build_task_model(config, head)
+    model = built.to(torch_device)
+    objective_loss = get_loss(get_objective(family.objective).loss)
     model.train()
     if frozen_encoder:
         for p in model.bert.parameters():
             p.requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    ids = torch.randint(5, config.vocab_size, (rows, length), generator=g).to(torch_device)  # (B, T)
-    mask = torch.ones_like(ids)
-    if 0 < real_length < length:
-        mask[1:, _other_rows_length(rows, length, real_length) :] = 0
-    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
-    if pretraining:
-        labels = torch.full_like(ids, -100)
-        labels[:, 1 : 1 + min(max_predictions, length - 1)] = ids[:, 1 : 1 + min(max_predictions, length - 1)]
-        batch |= {"mlm_labels": labels, "nsp_labels": torch.zeros(rows, dtype=torch.long, device=torch_device)}
-    elif head.shape == "qa":
-        batch |= {
-            "start_positions": torch.ones(rows, dtype=torch.long),
-            "end_positions": torch.ones(rows, dtype=torch.long),
-        }
-    elif head.shape == "tagging":
-        batch["labels"] = torch.zeros_like(ids)
-    else:
-        batch["labels"] = torch.zeros(rows, dtype=torch.float if head.num_labels == 1 else torch.long)
-    batch = {k: v.to(torch_device) for k, v in batch.items()}
+    ids = torch.randint(5, config.vocab_size, (rows, length), generator=g)  # (B, T)
+    batch = {
+        k: v.to(torch_device) for k, v in _random_batch(ids, pretraining, head, max_predictions, real_length).items()
+    }
     amp = autocast_context(torch_device, _autocast_dtype(precision, torch_device))
     old_threads = torch.get_num_threads()
     if device == "cpu":  # the job's threads, not this process's (the app answers on fewer)
@@ -114,8 +122,8 @@ def measured_step_seconds(
         for _ in range(3):
             t0 = time.perf_counter()
             with amp:
-                # pretraining: BERT's objective owns its loss; a task model returns its own
-                loss = masked_lm_nsp(model, batch).loss if pretraining else model(**batch).loss
+                # pretraining: the job's objective owns its loss; a task model returns its own
+                loss = objective_loss(model, batch).loss if pretraining else model(**batch).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -125,6 +133,44 @@ def measured_step_seconds(
     finally:
         torch.set_num_threads(old_threads)
     return min(times[1:])
+
+
+def _random_batch(
+    ids: torch.Tensor, pretraining: bool, head: HeadConfig, max_predictions: int, real_length: float
+) -> dict[str, torch.Tensor]:
+    """A batch of random token ids (B, T) as the job's are shaped: padded to `real_length` real tokens on
+    average where asked, with the labels its loss reads (masked positions and a sentence-pair label, or
+    the head's)."""
+    import torch  # deferred: torch (the estimates' own modules start without it)
+
+    rows, length = ids.shape
+    mask = torch.ones_like(ids)
+    if 0 < real_length < length:
+        mask[1:, _other_rows_length(rows, length, real_length) :] = 0
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
+    if pretraining:
+        labels = torch.full_like(ids, -100)
+        labels[:, 1 : 1 + min(max_predictions, length - 1)] = ids[:, 1 : 1 + min(max_predictions, length - 1)]
+        pair_labels = torch.zeros(rows, dtype=torch.long)  # NSP's or sentence order's, whichever the loss reads
+        return batch | {"mlm_labels": labels, "nsp_labels": pair_labels, "sop_labels": pair_labels}
+    if head.shape == "qa":
+        return batch | {
+            "start_positions": torch.ones(rows, dtype=torch.long),
+            "end_positions": torch.ones(rows, dtype=torch.long),
+        }
+    if head.shape == "tagging":
+        return batch | {"labels": torch.zeros_like(ids)}
+    return batch | {"labels": torch.zeros(rows, dtype=torch.float if head.num_labels == 1 else torch.long)}
+
+
+def _family_config(config: BertConfig, family: PretrainingModel) -> BertConfig:
+    """`config` (BERT's shape, as `PretrainConfig.model_config` gives it) read as the job's family reads
+    it, with the family's own settings: what bertlab.training.pretrain.family_config builds for the run."""
+    if family == PretrainingModel():
+        return config
+    sop = get_objective(family.objective).pair_head == "sop"
+    raw = {**config.to_hf_dict(extra={"use_sop_head": sop}), **dict(family.overrides), "model_type": family.model_type}
+    return family_for(raw, "the job's model_type").load().config_from_hf(raw, "the job's model")
 
 
 def timed_micro_batch(
@@ -141,6 +187,7 @@ def timed_micro_batch(
     head: HeadConfig | None,
     precision: str,
     tabulated_s: float,
+    family: PretrainingModel | None = None,
 ) -> tuple[float, str] | None:
     """(seconds of a `micro`-row step of the job's model timed here now, where they come from: 'timed here
     now (...)'), or None where it cannot be timed here (`_can_time_here`; out of memory, a device in use):
@@ -155,7 +202,7 @@ def timed_micro_batch(
     def timed(rows: int, trial: int = 0) -> float:
         return measured_step_seconds(
             config, rows, length, device, pretraining, max_predictions, frozen_encoder, threads, head,
-            precision, real, trial,
+            precision, real, trial, family,
         )  # fmt: skip
 
     try:
