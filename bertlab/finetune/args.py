@@ -74,7 +74,8 @@ def _add_task_args(p: argparse.ArgumentParser) -> None:
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
-        help="pretrained checkpoint folder or Hub id (default: the shipped model, "
+        help="pretrained checkpoint folder or Hub id of any family: BERT, ALBERT, ELECTRA (a pair folder "
+        "fine-tunes its discriminator), RoBERTa, DistilBERT (default: the shipped model, "
         "checkpoints/bertlab-mini, unless --size asks for random weights)",
     )
     p.add_argument(
