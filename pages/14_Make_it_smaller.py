@@ -24,8 +24,8 @@ from bertlab.compress.lab import (
 )
 from bertlab.compress.measure import RECORD_FILE
 from bertlab.compress.source import CLASSIFIER, PRETRAINING
-from bertlab.compress.study import CLAIMS, read_csv, read_curve
-from bertlab.compress.views import curve_figure, results_table
+from bertlab.compress.study import read_csv, read_curve
+from bertlab.compress.views import bench_table, claims_rows, curve_figure, results_table
 from bertlab.errors import BertLabError
 from bertlab.finetune.predict import load_finetuned
 from bertlab.inference import MAX_TEXT_CHARS, load_model
@@ -201,6 +201,17 @@ for tab, name, what in zip(
         if points:
             show_figure(curve_figure(points, f"Pruning curve: {what}"), f"pruning-curve-{name}", key=f"curve_{name}")
 
+bench = read_csv(REPO_ROOT / "bench" / "results" / "compression" / "compression.csv")
+if bench:
+    st.subheader("Speed, side by side in one run")
+    st.dataframe(pd.DataFrame(bench_table(bench)), hide_index=True, width="stretch")
+    st.caption(
+        "`bench/bench_compression.py`: the shipped model's fill-mask of one sentence, every copy timed in turn "
+        "round after round (so load hits all alike), with the machine's training runs paused; its CPU, flags "
+        "and load are in `bench/results/compression/`. The tables above were timed beside training runs, so "
+        "their speeds are not shown."
+    )
+
 # ---- distillation ---------------------------------------------------------------------------------
 st.header("Distillation")
 distill_readme = COMMITTED / "distill" / "README.md"
@@ -231,4 +242,14 @@ if distill_readme.is_file():
 
 # ---- the papers ---------------------------------------------------------------------------------
 st.header("The papers' claims, and what answers them here")
-st.table(pd.DataFrame([{"method": c.method, "paper": c.source, "claim": c.claim, "ours": c.ours} for c in CLAIMS]))
+st.table(
+    pd.DataFrame(
+        claims_rows(
+            read_csv(COMMITTED / "shipped.csv"),
+            read_csv(COMMITTED / "sst2.csv"),
+            read_curve(COMMITTED / "curve-shipped.csv"),
+            read_curve(COMMITTED / "curve-sst2.csv"),
+        )
+    )
+)
+st.caption("Ours: the committed results above (results/compression/), all post-training, on a 4-layer model.")

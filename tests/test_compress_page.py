@@ -156,3 +156,23 @@ def test_importance_figure_marks_removed_heads():
     z = np.asarray(fig.data[0].z, dtype=float)
     assert np.isnan(z[0, 1]) and np.isfinite(np.delete(z.ravel(), 1)).all()
     assert fig.data[0].text[0][1] == "removed"
+
+
+def test_committed_tables_and_claims_read_the_csvs(tmp_path):
+    from bertlab.compress.study import RECORD_COLUMNS, CurvePoint, read_csv, read_curve, write_csv
+    from bertlab.compress.views import claims_rows, results_table
+
+    def row(scheme, before, after, vs_fp32):
+        return dict(zip(RECORD_COLUMNS, ["quantize", scheme, 100, 1.0, vs_fp32, 0.7, 1, 2, None, None, 1, None,
+                                         before, after, "mlm_accuracy"], strict=True))  # fmt: skip
+
+    write_csv(tmp_path / "lm.csv", [row("int8-dynamic", 0.2168, 0.2169, 0.358)], RECORD_COLUMNS)
+    write_csv(tmp_path / "cls.csv", [row("int8-dynamic", 0.7913, 0.7844, 0.564)], RECORD_COLUMNS)
+    points = [CurvePoint("heads", s, 10, q, "dev_accuracy") for s, q in ((0.0, 0.79), (0.375, 0.77), (0.5, 0.76))]
+    write_csv(tmp_path / "curve.csv", [p.__dict__ for p in points])
+    lm, cls, curve = read_csv(tmp_path / "lm.csv"), read_csv(tmp_path / "cls.csv"), read_curve(tmp_path / "curve.csv")
+    assert curve == points and read_csv(tmp_path / "missing.csv") == []
+    assert results_table(lm)[0]["held-out masked-LM accuracy"] == "21.7%"
+    ours = {r["paper"].split()[0]: r["ours"] for r in claims_rows(lm, cls, curve, curve)}
+    assert "SST-2 79.1% → 78.4%, 0.56x fp32" in ours["PyTorch's"]
+    assert "2.8x smaller than fp32" in ours["Q8BERT"] and "79.0% → 77.0% with 37.5%" in ours["Michel"]
