@@ -176,3 +176,18 @@ def test_committed_tables_and_claims_read_the_csvs(tmp_path):
     ours = {r["paper"].split()[0]: r["ours"] for r in claims_rows(lm, cls, curve, curve)}
     assert "SST-2 79.1% → 78.4%, 0.56x fp32" in ours["PyTorch's"]
     assert "2.8x smaller than fp32" in ours["Q8BERT"] and "79.0% → 77.0% with 37.5%" in ours["Michel"]
+
+
+def test_why_it_answered_offers_an_int8_classifiers_source(app, sst2_run):
+    source = app / "runs" / sst2_run.name
+    shutil.copytree(sst2_run, source)
+    quantize(source / "model", app / "runs" / "sst2-int8" / "model", repeats=1, threads=(1,))
+    at = open_page(WHY)
+    at.radio(key="why_kind").set_value("A fine-tuned model's answer").run(timeout=TIMEOUT)
+    at.selectbox(key="why_tuned").set_value(str(app / "runs" / "sst2-int8" / "model")).run(timeout=TIMEOUT)
+    clean(at)
+    assert any("dynamic int8 copy" in w.value for w in at.warning)
+    click(at, f"Explain the original model ({source / 'model'})")
+    clean(at)
+    assert at.selectbox(key="why_tuned").value == str(source / "model")
+    assert any(s.value.startswith("Why ") for s in at.subheader)
