@@ -151,7 +151,7 @@ def test_a_starting_model_whose_config_does_not_parse_is_an_error(runs, tmp_path
     model.mkdir()
     (model / "config.json").write_text("{not json")
     spec = JobSpec("finetune", ("--task", "sst2", "--data", str(tmp_path), "--model", str(model)), device="cpu")
-    with pytest.raises(JobError, match="cannot be read as a BERT config"):
+    with pytest.raises(JobError, match="cannot be read as a model config"):
         estimate_spec(spec, cwd=REPO, runs_dir=runs)
     (model / "config.json").write_text(json.dumps({"hidden_size": 32}))  # not a BERT config: keys missing
     with pytest.raises(JobError, match="missing key"):
@@ -630,3 +630,22 @@ def test_a_pretraining_step_is_timed_on_the_jobs_own_family(monkeypatch, model_t
     seconds = timed_step.measured_step_seconds(config, 2, 16, "cpu", True, 4, False, 1, None, "fp32", 0.0, 0, family)
     assert seconds > 0 and type(made[0]).__name__ == built
     timed_step.measured_step_seconds.cache_clear()
+
+
+def test_a_fine_tuning_step_is_timed_on_the_starting_models_family(
+    runs, tmp_path, monkeypatch, tiny_albert_checkpoint, tiny_electra_pair
+):
+    """An ALBERT folder's fine-tuning is timed on ALBERT's encoder; an ELECTRA pair's on its discriminator."""
+    from bertlab.finetune import models
+    from bertlab.jobs.estimates import timed_step
+
+    _write_sst2(tmp_path / "sst2")
+    built = []
+    real = models.build_task_model
+    monkeypatch.setattr(models, "build_task_model", lambda config, head: built.append(real(config, head)) or built[-1])
+    for folder, encoder in ((tiny_albert_checkpoint, "albert"), (tiny_electra_pair, "electra")):
+        args = ("--task", "sst2", "--data", str(tmp_path / "sst2"), "--model", str(folder), "--max-steps", "2")
+        estimate_spec(JobSpec("finetune", args, device="cpu"), cwd=REPO, runs_dir=runs)
+        assert built and built[-1].encoder_name == encoder
+        assert getattr(built[-1].config, "role", "discriminator") == "discriminator"
+        timed_step.measured_step_seconds.cache_clear()

@@ -25,7 +25,8 @@ from bertlab.jobs.estimates.estimate import Estimate, estimate, with_compile
 from bertlab.jobs.estimates.task_tokens import pretraining_tokens, task_tokens, typical_tokens
 from bertlab.jobs.estimates.timed_step import PretrainingModel
 from bertlab.jobs.spec import JobError, JobSpec, parse_recipe_args, pretrain_config, validate
-from bertlab.storage.modelfolder import CONFIG_FILE
+from bertlab.models.registry import family_for
+from bertlab.storage.modelfolder import CONFIG_FILE, has_config
 
 if TYPE_CHECKING:  # annotations only
     from bertlab.data.data_config import DataConfig
@@ -197,6 +198,8 @@ def _finetune_estimate(
         cfg = dataclasses.replace(cfg, data=str(cwd / cfg.data))
     if model_config is not None:
         model_cfg = model_config
+    elif cfg.model and has_config(cwd / Path(cfg.model).expanduser()):
+        model_cfg = _task_model_config(cwd / Path(cfg.model).expanduser())
     else:
         model_cfg = _model_config(cwd, cfg.model, None) if cfg.model else preset(cfg.size, vocab_size=cfg.vocab_size)
     t = cfg.train
@@ -280,6 +283,23 @@ def _distill_estimate(spec: JobSpec, ns, cwd: Path, runs_dir, measure: bool) -> 
             *est.notes,
         ),
     )
+
+
+def _task_model_config(folder: Path) -> BertConfig:
+    """The config a fine-tuning job builds its model with from a local folder, in the folder's family
+    (bertlab.finetune.recipe: an ALBERT's, a RoBERTa's; a pair folder's discriminator), so a step is timed
+    on the family's encoder and classifier."""
+    from bertlab.finetune.recipe import encoder_folder  # deferred: the recipe imports torch
+    from bertlab.storage.checkpoint import load_config  # deferred: imports torch
+
+    try:
+        config, raw = load_config(encoder_folder(folder))
+    except CheckpointError as exc:
+        raise JobError(
+            f"{folder / CONFIG_FILE} cannot be read as a model config ({exc}); point the model at a checkpoint "
+            "folder whose config.json `bertlab export` or transformers wrote"
+        ) from exc
+    return family_for(raw, str(folder / CONFIG_FILE)).load().task_config(config)
 
 
 def _model_config(cwd: Path, model: str | None, size: str | None) -> BertConfig:
