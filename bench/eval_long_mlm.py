@@ -162,13 +162,16 @@ def score(passages: Passages, guess: torch.Tensor, edges: tuple[int, ...] = BUCK
 
 def readings(short: LoadedModel, long: LoadedModel, passages: Passages, edges=BUCKETS) -> dict[str, Score]:
     """The three readings of the module docstring, scored on the same masked positions."""
-    n = short.max_length
+    n, T = short.max_length, passages.ids.shape[1]
+    long_name = (
+        f"long, whole passage ({T} tokens)"
+        if long.max_length >= T
+        else f"long, {long.max_length}-token chunks (no overlap; it reads no more)"
+    )
     return {
         f"short, {n}-token chunks (no overlap)": score(passages, predict(short, passages, n), edges),
         f"short, {n}-token windows, stride {n // 2}": score(passages, predict(short, passages, n, n // 2), edges),
-        f"long, whole passage ({passages.ids.shape[1]} tokens)": score(
-            passages, predict(long, passages, long.max_length), edges
-        ),
+        long_name: score(passages, predict(long, passages, long.max_length), edges),
     }
 
 
