@@ -30,6 +30,7 @@ from bertlab.errors import BertLabError
 from bertlab.finetune.predict import load_finetuned
 from bertlab.inference import MAX_TEXT_CHARS, load_model
 from bertlab.jobs import spec as job_spec
+from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.storage.catalog import find_run_checkpoints, is_finetuned
 from bertlab.storage.modelfolder import folder_stamp
 from bertlab.storage.runfolder import REPO_ROOT, runs_root
@@ -50,6 +51,11 @@ RESULT_KEY = "small_result"  # the folder this session last made
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def _open(path: str, kind: str, stamp: float, code: int):  # stamp: folder_stamp; code: see code_version
     return load_finetuned(path, device="cpu") if kind == CLASSIFIER else load_model(path, device="cpu")
+
+
+@st.cache_data(show_spinner="Estimating the distillation…", max_entries=8)
+def _distill_estimate(args: tuple[str, ...]) -> str:
+    return estimate_spec(job_spec.JobSpec("distill", list(args)), cwd=REPO_ROOT, measure=False).summary()
 
 
 def _fail(exc: BaseException) -> None:
@@ -226,6 +232,10 @@ if "distill" in job_spec.KINDS:
     minutes = st.number_input("Training time (minutes)", 1, 600, 30, key="small_minutes")
     args = ["--teacher", chosen_model(), "--layers", str(layers), "--config", "configs/compress/distill-mini.yaml"]
     args += [f"train.max_time_s={int(minutes) * 60}"]
+    try:
+        st.caption(f"Estimate: {_distill_estimate(tuple(args))}")
+    except BertLabError as exc:
+        st.caption(f"No estimate: {exc}")
     if jobs_allowed():
         run_as_job_button("small_distill", lambda: job_spec.JobSpec("distill", args))
     st.code(shlex.join(["bertlab", "compress", "distill", *args]), language="bash", wrap_lines=True)

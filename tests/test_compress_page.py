@@ -191,3 +191,11 @@ def test_why_it_answered_offers_an_int8_classifiers_source(app, sst2_run):
     clean(at)
     assert at.selectbox(key="why_tuned").value == str(source / "model")
     assert any(s.value.startswith("Why ") for s in at.subheader)
+
+
+def test_distillation_launches_as_a_job_with_an_estimate(app):
+    at = open_page(SMALLER)
+    clean(at)
+    assert any(c.value.startswith("Estimate: ") and "parameters" in c.value for c in at.caption)
+    assert any(b.label == "Run it as a job" for b in at.button)
+    assert any("bertlab compress distill --teacher" in c.value for c in at.code)
