@@ -15,6 +15,7 @@ from bertlab.interpret.contextual import SAMPLE_SENTENCES
 from bertlab.interpret.head_views import importance_figure, pruning_figure, recipe_for
 from bertlab.interpret.heads import MAX_PAGE_EXAMPLES, HeadStudy, MaskedSentences, study_heads
 from bertlab.interpret.saved import read_results
+from bertlab.interpret.targets import gradients_refusal
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
 from bertlab.storage.catalog import find_run_checkpoints, finetuned_task, is_finetuned
 from bertlab.storage.runfolder import REPO_ROOT
@@ -144,7 +145,10 @@ else:
     )
     task = finetuned_task(path) if path else None
     data = None  # the form's labelled file, where it offers one
-    if path and not DEFAULT_TASK_DATA.get(task or "", "").startswith("glue/"):
+    refusal = gradients_refusal(path) if path else None
+    if refusal is not None:  # a dynamic int8 copy: its head study would fail; offer the model it was made from
+        offer_original(refusal, "heads_tuned", key="heads_tuned_original")
+    elif path and not DEFAULT_TASK_DATA.get(task or "", "").startswith("glue/"):
         st.info(
             f"Head studies read labelled GLUE sentences; this model was fine-tuned on {task or 'an unknown task'}.",
             icon=":material/info:",

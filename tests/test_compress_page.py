@@ -187,7 +187,7 @@ def test_why_it_answered_offers_an_int8_classifiers_source(app, sst2_run):
     at.selectbox(key="why_tuned").set_value(str(app / "runs" / "sst2-int8" / "model")).run(timeout=TIMEOUT)
     clean(at)
     assert any("dynamic int8 copy" in w.value for w in at.warning)
-    click(at, f"Explain the original model ({source / 'model'})")
+    click(at, f"Use the original model ({source / 'model'})")
     clean(at)
     assert at.selectbox(key="why_tuned").value == str(source / "model")
     assert any(s.value.startswith("Why ") for s in at.subheader)
@@ -199,3 +199,18 @@ def test_distillation_launches_as_a_job_with_an_estimate(app):
     assert any(c.value.startswith("Estimate: ") and "parameters" in c.value for c in at.caption)
     assert any(b.label == "Run it as a job" for b in at.button)
     assert any("bertlab compress distill --teacher" in c.value for c in at.code)
+
+
+def test_which_heads_matter_refuses_a_study_of_an_int8_classifier(app, sst2_run):
+    source = app / "runs" / sst2_run.name
+    shutil.copytree(sst2_run, source)
+    quantize(source / "model", app / "runs" / "sst2-int8" / "model", repeats=1, threads=(1,))
+    at = open_page(HEADS)
+    at.radio(key="heads_source").set_value("A fine-tuned classifier (saved results)").run(timeout=TIMEOUT)
+    at.selectbox(key="heads_tuned").set_value(str(app / "runs" / "sst2-int8" / "model")).run(timeout=TIMEOUT)
+    clean(at)
+    assert any("dynamic int8 copy" in w.value for w in at.warning)
+    assert not any(b.label == "Run it as a job" for b in at.button)
+    click(at, f"Use the original model ({source / 'model'})")
+    assert at.selectbox(key="heads_tuned").value == str(source / "model")
+    assert any(b.label == "Run it as a job" for b in at.button)

@@ -159,6 +159,15 @@ def as_subject(model: LoadedModel | FinetunedModel | Subject, gradients: bool = 
     )
 
 
+def gradients_refusal(path: str | Path) -> NoGradientsError | None:
+    """What a computation that needs gradients would raise for the model folder at `path` (a dynamic
+    int8 copy), read from its config.json without loading it; None for a float model."""
+    config = Path(path) / "config.json"
+    if config.is_file() and quantized.scheme_of(read_config(path)) == quantized.INT8_DYNAMIC:
+        return _no_gradients(str(path))
+    return None
+
+
 def _no_gradients(path: str) -> NoGradientsError:
     """The refusal of an int8 model, naming the float model it was made from where its folder says."""
     raw = read_config(path) if path and (Path(path) / "config.json").is_file() else {}

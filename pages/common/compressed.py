@@ -29,7 +29,7 @@ def offer_original(exc: NoGradientsError, select_key: str | None = None, key: st
         )
     else:
         st.button(
-            f"Explain the original model ({exc.source})",
+            f"Use the original model ({exc.source})",
             key=key,
             icon=":material/undo:",
             on_click=_select,
