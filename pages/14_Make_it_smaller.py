@@ -259,6 +259,7 @@ st.table(
             read_csv(COMMITTED / "sst2.csv"),
             read_curve(COMMITTED / "curve-shipped.csv"),
             read_curve(COMMITTED / "curve-sst2.csv"),
+            read_csv(COMMITTED / "distill" / "summary.csv"),
         )
     )
 )

@@ -173,7 +173,13 @@ def test_committed_tables_and_claims_read_the_csvs(tmp_path):
     lm, cls, curve = read_csv(tmp_path / "lm.csv"), read_csv(tmp_path / "cls.csv"), read_curve(tmp_path / "curve.csv")
     assert curve == points and read_csv(tmp_path / "missing.csv") == []
     assert results_table(lm)[0]["held-out masked-LM accuracy"] == "21.7%"
-    ours = {r["paper"].split()[0]: r["ours"] for r in claims_rows(lm, cls, curve, curve)}
+    distill = [
+        {"model": "teacher", "parameters": 100.0, "sst2_dev_mean": 0.8, "cpu_ms_1t_p50": 4.0},
+        {"model": "student", "parameters": 70.0, "sst2_dev_mean": 0.78, "cpu_ms_1t_p50": 2.5},
+    ]
+    ours = {r["paper"].split()[0]: r["ours"] for r in claims_rows(lm, cls, curve, curve, distill)}
+    assert ours["DistilBERT"].startswith("2-layer student: 30% fewer parameters, SST-2 78.0% against 80.0% (97.5%")
+    assert "1.60x faster" in ours["DistilBERT"]
     assert "SST-2 79.1% → 78.4%, 0.56x fp32" in ours["PyTorch's"]
     assert "2.8x smaller than fp32" in ours["Q8BERT"] and "79.0% → 77.0% with 37.5%" in ours["Michel"]
 

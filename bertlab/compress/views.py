@@ -81,10 +81,27 @@ def _at(points: Sequence[CurvePoint], method: str, share: float) -> float | None
 
 
 def claims_rows(
-    shipped: Sequence[dict], sst2: Sequence[dict], shipped_curve: Sequence[CurvePoint], sst2_curve: Sequence[CurvePoint]
+    shipped: Sequence[dict],
+    sst2: Sequence[dict],
+    shipped_curve: Sequence[CurvePoint],
+    sst2_curve: Sequence[CurvePoint],
+    distill: Sequence[dict] = (),
 ) -> list[dict]:
-    """The papers' claims (study.CLAIMS) with our committed numbers beside them, where we have them."""
+    """The papers' claims (study.CLAIMS) with our committed numbers beside them, where we have them
+    (`distill`: results/compression/distill/summary.csv's rows, teacher and student)."""
     ours = {}
+    by_model = {str(r.get("model")): r for r in distill}
+    teacher, student = by_model.get("teacher"), by_model.get("student")
+    if teacher and student and all(r.get(k) for r in (teacher, student) for k in ("parameters", "sst2_dev_mean")):
+        ours["distillation"] = (
+            f"2-layer student: {1 - student['parameters'] / teacher['parameters']:.0%} fewer parameters, SST-2 "
+            f"{student['sst2_dev_mean']:.1%} against {teacher['sst2_dev_mean']:.1%} "
+            f"({student['sst2_dev_mean'] / teacher['sst2_dev_mean']:.1%} of the teacher's)"
+        )
+        if teacher.get("cpu_ms_1t_p50") and student.get("cpu_ms_1t_p50"):
+            ours["distillation"] += (
+                f", fill-mask {teacher['cpu_ms_1t_p50'] / student['cpu_ms_1t_p50']:.2f}x faster in CPU time at one thread"
+            )
     q_lm, q_cls = _by_scheme(shipped).get("int8-dynamic"), _by_scheme(sst2).get("int8-dynamic")
     if q_lm and q_cls:
         ours["int8"] = (
