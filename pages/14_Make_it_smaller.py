@@ -46,6 +46,7 @@ lm = require_model()
 COMMITTED = REPO_ROOT / "results" / "compression"
 SIDEBAR, TUNED = "The model in the sidebar", "A fine-tuned classifier (your runs)"
 RESULT_KEY = "small_result"  # the folder this session last made
+ESTIMATED = "small_estimated"  # the distillation arguments last estimated
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
@@ -218,6 +219,23 @@ if bench:
         "their speeds are not shown."
     )
 
+# ---- the papers ---------------------------------------------------------------------------------
+st.header("The papers' claims, and what answers them here")
+st.table(
+    pd.DataFrame(
+        claims_rows(
+            read_csv(COMMITTED / "shipped.csv"),
+            read_csv(COMMITTED / "sst2.csv"),
+            read_curve(COMMITTED / "curve-shipped.csv"),
+            read_curve(COMMITTED / "curve-sst2.csv"),
+            read_csv(COMMITTED / "distill" / "summary.csv"),
+        )
+    )
+)
+st.caption(
+    "Ours: the committed results (results/compression/) of a 4-layer model; quantization and pruning are post-training."
+)
+
 # ---- distillation ---------------------------------------------------------------------------------
 st.header("Distillation")
 distill_readme = COMMITTED / "distill" / "README.md"
@@ -232,10 +250,13 @@ if "distill" in job_spec.KINDS:
     minutes = st.number_input("Training time (minutes)", 1, 600, 30, key="small_minutes")
     args = ["--teacher", chosen_model(), "--layers", str(layers), "--config", "configs/compress/distill-mini.yaml"]
     args += [f"train.max_time_s={int(minutes) * 60}"]
-    try:
-        st.caption(f"Estimate: {_distill_estimate(tuple(args))}")
-    except BertLabError as exc:
-        st.caption(f"No estimate: {exc}")
+    # the estimate reads the corpus config and can take seconds on a busy machine: asked for, then cached
+    if st.button("Estimate its time and memory", key="small_estimate") or st.session_state.get(ESTIMATED) == args:
+        st.session_state[ESTIMATED] = args
+        try:
+            st.caption(f"Estimate: {_distill_estimate(tuple(args))}")
+        except BertLabError as exc:
+            st.caption(f"No estimate: {exc}")
     if jobs_allowed():
         run_as_job_button("small_distill", lambda: job_spec.JobSpec("distill", args))
     st.code(shlex.join(["bertlab", "compress", "distill", *args]), language="bash", wrap_lines=True)
@@ -249,18 +270,3 @@ else:
 if distill_readme.is_file():
     with st.expander("The committed distillation results (results/compression/distill/)"):
         st.markdown(distill_readme.read_text(encoding="utf-8"))
-
-# ---- the papers ---------------------------------------------------------------------------------
-st.header("The papers' claims, and what answers them here")
-st.table(
-    pd.DataFrame(
-        claims_rows(
-            read_csv(COMMITTED / "shipped.csv"),
-            read_csv(COMMITTED / "sst2.csv"),
-            read_curve(COMMITTED / "curve-shipped.csv"),
-            read_curve(COMMITTED / "curve-sst2.csv"),
-            read_csv(COMMITTED / "distill" / "summary.csv"),
-        )
-    )
-)
-st.caption("Ours: the committed results above (results/compression/), all post-training, on a 4-layer model.")

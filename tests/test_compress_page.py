@@ -202,6 +202,9 @@ def test_why_it_answered_offers_an_int8_classifiers_source(app, sst2_run):
 def test_distillation_launches_as_a_job_with_an_estimate(app):
     at = open_page(SMALLER)
     clean(at)
+    assert not any(c.value.startswith("Estimate: ") for c in at.caption)  # asked for: it can take seconds
+    click(at, "Estimate its time and memory")
+    clean(at)
     assert any(c.value.startswith("Estimate: ") and "parameters" in c.value for c in at.caption)
     assert any(b.label == "Run it as a job" for b in at.button)
     assert any("bertlab compress distill --teacher" in c.value for c in at.code)
