@@ -205,6 +205,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="also write the counts here")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER[@TOKENS]",
+        help="another reading: a model (same vocabulary) reading the passage whole, or in chunks of TOKENS "
+        "(e.g. shipped=checkpoints/bertlab-mini@128: the shipped model at the length it was trained on)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -214,6 +222,14 @@ def main(argv: list[str] | None = None) -> None:
     passages = make_passages(short, book_text(args.text), length, args.passages, args.seed)
     edges = tuple(e for e in BUCKETS if e < length) + (length,)
     results = readings(short, long, passages, edges)
+    for spec in args.also:
+        name, _, where = spec.partition("=")
+        folder, _, tokens = where.partition("@")
+        other = load_model(folder, device="cpu")
+        check_same_vocabulary(short, other)
+        n = min(int(tokens), other.max_length) if tokens else other.max_length
+        how = f"whole passage ({length} tokens)" if n >= length else f"{n}-token chunks (no overlap)"
+        results[f"{name}, {how}"] = score(passages, predict(other, passages, n), edges)
     print(
         f"short: {args.short} (reads {short.max_length}, {short.config.attention_pattern} attention)  "
         f"long: {args.long} (reads {long.max_length}, {long.config.attention_pattern} attention)\n"

@@ -49,6 +49,11 @@ def test_a_short_model_continues_long_with_its_positions_copied_and_a_window(tmp
     assert config["bertlab"]["attention_pattern"] == "window" and config["bertlab"]["attention_window"] == 16
     card = json.loads((tmp_path / "two" / "model" / "model_card.json").read_text())
     assert "64 learned positions copied to fill 160" in json.dumps(card)
+    from bertlab.storage.model_card import model_card_markdown
+
+    readme = model_card_markdown(card)
+    assert "- Attention: sliding window: 8 tokens on each side plus [CLS]" in readme
+    assert "- Position table: 64 learned positions copied to fill 160 (Longformer's initialisation)." in readme
     model, tok, _ = load_pretraining_model(tmp_path / "two" / "model")
     assert model.config.sparse and tok.model_max_length == 160
 

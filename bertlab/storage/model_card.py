@@ -408,6 +408,12 @@ def model_card_markdown(card: dict, metrics_note: str = "") -> str:
         f"batches of {t.get('batch_size')} sequences, weight decay {t.get('weight_decay')}.",
         f"- Dropout while pretraining: {card.get('pretrain_dropout', 0.1)}"
         + (" (config.json keeps 0.1 for fine-tuning)." if card.get("pretrain_dropout") not in (None, 0.1) else "."),
+        *([f"- Attention: {card['attention']}."] if card.get("attention") else []),
+        *(
+            [f"- Position table: {card['positions_copied']} (Longformer's initialisation)."]
+            if card.get("positions_copied")
+            else []
+        ),
         f"- Trained {_num(card.get('steps'))} step{'' if card.get('steps') == 1 else 's'}, "
         f"{_num(card.get('tokens'))} input tokens, "
         f"{hours:.2f} h of training on {card.get('hardware', '?')}.",

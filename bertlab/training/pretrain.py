@@ -53,6 +53,7 @@ from bertlab.model import BertForPreTraining
 from bertlab.models.registry import build_model as new_model_of_family
 from bertlab.models.registry import family_for
 from bertlab.models.roberta_tokenizer import RobertaTokenizer
+from bertlab.storage.catalog import attention_words
 from bertlab.storage.checkpoint import load_pretraining_model, save_checkpoint
 from bertlab.storage.model_card import recipe_deviations
 from bertlab.storage.runfolder import (
@@ -556,7 +557,7 @@ def card_of_run(
         "eval_data": asdict(cfg.heldout_data()),
         "train_config": asdict(cfg.train),
         "pretrain_dropout": cfg.dropout if cfg.dropout is not None else model_config.hidden_dropout,
-    }
+    } | ({"attention": attention_words(model_config)} if model_config.sparse else {})
 
 
 # --------------------------------------------------------------------------------------
