@@ -420,3 +420,18 @@ def test_electra_discriminator_alone(server, page, shots, tiny_electra_pair):
     _check_clean(page, "Fill_mask (ELECTRA discriminator)")
     assert "cannot fill a [MASK]" in page.locator("[data-testid='stAlertContentInfo']").first.inner_text()
     _screenshot(page, shots / "Fill_mask-electra-discriminator.png")
+
+
+def test_long_model_attention_on_a_long_text(server, page, shots):
+    """The shipped long model on Long inputs: its own attention on the built-in ~2,000-token text, drawn
+    as tiles (the band and [CLS]'s column), with the memory a full map would need."""
+    _use_folder(page, server, page_titled("Long inputs").url_path, REPO / "checkpoints" / "bertlab-mini-long")
+    page.get_by_text("reads 4,096 tokens", exact=False).first.wait_for(timeout=30_000)
+    page.get_by_role("button", name="Read it").click()
+    _wait_idle(page, timeout=120)
+    page.get_by_text("full attention's would be", exact=False).first.wait_for(timeout=60_000)
+    _check_clean(page, "Long_inputs (long model)")
+    page.mouse.wheel(0, 5000)  # Streamlit draws a figure once it scrolls into view
+    page.wait_for_timeout(1500)
+    _screenshot(page, shots / "Long_inputs-long-model.png")
+    assert page.locator(".js-plotly-plot").count() >= 4  # pattern, two cost curves, the model's attention

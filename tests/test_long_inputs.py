@@ -196,3 +196,24 @@ def test_rollout_states_its_limit_and_integrated_gradients_reads_a_long_input(tm
     text = " ".join(["the cat sat on the mat ."] * 90) + " the [MASK] sat ."  # ~640 tokens, past 512
     result = attribute(lm, text, steps=8, max_steps=8)
     assert len(result.tokens) > 600 and result.steps == 8
+
+
+def test_the_shipped_long_model_reads_4096_tokens_with_a_window():
+    from pathlib import Path
+
+    from bertlab.inference import load_model
+
+    lm = load_model(Path(__file__).resolve().parent.parent / "checkpoints" / "bertlab-mini-long")
+    c = lm.config
+    assert (c.attention_pattern, c.attention_window, c.max_position_embeddings, lm.max_length) == (
+        "window",
+        128,
+        4096,
+        4096,
+    )
+    story = "The lighthouse keeper wrote in his log every evening, and he noted the wind and the waves. " * 60
+    result = lm.fill_mask(story + "At night he lit the [MASK] and went to sleep.")
+    assert result.masks[0].position > 1000  # read in one pass, far past 512 tokens
+    assert result.masks[0].candidates[0].token.isalpha()
+    card = lm.card
+    assert "128 learned positions copied to fill 4096" in card.get("positions_copied", "")

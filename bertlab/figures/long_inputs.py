@@ -71,8 +71,8 @@ def long_attention_figure(att: LongAttention, layer: int, head: int, log_scale: 
             hovertemplate="%{customdata}<br>keys from token %{x}<br>weight %{text}<extra></extra>",
         )
     )
-    fig.update_yaxes(autorange="reversed", title="query tile")
-    fig.update_xaxes(title="key tile")
+    fig.update_yaxes(autorange="reversed", title="query (a tile's first token)")
+    fig.update_xaxes(title="key (a tile's first token)")
     tiles = f" (tiles of {att.pool} tokens)" if att.pool > 1 else ""
     return style_figure(fig, f"Layer {layer + 1}, head {head + 1}: {att.length:,} tokens{tiles}", height=520)
 
