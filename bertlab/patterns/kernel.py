@@ -43,14 +43,6 @@ def _gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x.gather(2, idx[:, None, :, None].expand(B, nh, idx.shape[1], hs))
 
 
-_NEG = -1e9  # a masked score (float32): finite, so that a row with nothing to read gives no NaN
-
-
-def _bias(allowed: torch.Tensor) -> torch.Tensor:
-    """0 where allowed, _NEG elsewhere, in float32 (added to the scores before the softmax)."""
-    return torch.zeros(allowed.shape, device=allowed.device).masked_fill_(~allowed, _NEG)
-
-
 def sparse_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -70,14 +62,12 @@ def sparse_attention(
     qb = qp.view(B, nh, nb, b, hs) * scale
     kb = plan.gather_blocks(kp.view(B, nh, nb, b, hs))  # (B, nh, nb, K*b, hs)
     vb = plan.gather_blocks(vp.view(B, nh, nb, b, hs))
-    # (B, 1, nb, b, K*b) in float32: the pattern's band plus each example's real, non-global keys
-    bias = _bias(plan.band)[None, None] + _bias(plan.key_ok)[:, None, :, None, :]
-    scores = (qb @ kb.transpose(-1, -2)).float() + bias  # (B, nh, nb, b, K*b): linear in T
+    scores = (qb @ kb.transpose(-1, -2)).float() + plan.local_bias  # (B, nh, nb, b, K*b): linear in T
     G = 0 if plan.global_idx is None else plan.global_idx.shape[1]
     if G:
         kg, vg = _gather_rows(kp, plan.global_idx), _gather_rows(vp, plan.global_idx)  # (B, nh, G, hs)
         gscores = (qb.flatten(2, 3) @ kg.transpose(-1, -2)).float().view(B, nh, nb, b, G)
-        gscores = gscores + _bias(plan.global_valid)[:, None, None, None, :]
+        gscores = gscores + plan.global_column_bias
         scores = torch.cat([gscores, scores], -1)
     probs = scores.softmax(-1)
     if plan.has_padding:
@@ -117,7 +107,7 @@ def _global_rows(
     if proj is not None:
         qp, kp, vp = (_pad(x, P) for x in (proj.query, proj.key, proj.value))
     qg = _gather_rows(qp, plan.global_idx) * scale  # (B, nh, G, hs)
-    scores = (qg @ kp.transpose(-1, -2)).float() + _bias(plan.key_valid)[:, None, None, :]
+    scores = (qg @ kp.transpose(-1, -2)).float() + plan.global_row_bias
     probs = scores.softmax(-1).to(vp.dtype)  # (B, nh, G, P); an unused global slot's row is never read
     dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
     rows = dropped @ vp  # (B, nh, G, hs)

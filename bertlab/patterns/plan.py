@@ -19,6 +19,7 @@ Imports torch and bertlab.config only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,13 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.config import BertConfig
+
+MASKED = -1e9  # a masked score (float32): finite, so that a row with nothing to read gives no NaN
+
+
+def as_bias(allowed: torch.Tensor) -> torch.Tensor:
+    """0 where allowed, MASKED elsewhere, in float32 (added to the scores before the softmax)."""
+    return torch.zeros(allowed.shape, device=allowed.device).masked_fill_(~allowed, MASKED)
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,25 @@ class AttentionPlan:
     def num_blocks(self) -> int:
         return self.key_blocks.shape[0]
 
-    @property
+    @functools.cached_property
     def has_padding(self) -> bool:
         return self.padded != self.length or not bool(self.key_valid.all())
+
+    # The masks as float32 biases for the scores, made once per plan: every layer that shares the plan reuses them
+    @functools.cached_property
+    def local_bias(self) -> torch.Tensor:
+        """(B, 1, nb, b, K*b): 0 where a query may read a gathered key, MASKED elsewhere."""
+        return as_bias(self.band)[None, None] + as_bias(self.key_ok)[:, None, :, None, :]
+
+    @functools.cached_property
+    def global_column_bias(self) -> torch.Tensor:
+        """(B, 1, 1, 1, G): every query reads the real global tokens."""
+        return as_bias(self.global_valid)[:, None, None, None, :]
+
+    @functools.cached_property
+    def global_row_bias(self) -> torch.Tensor:
+        """(B, 1, 1, padded): a global token reads every real token."""
+        return as_bias(self.key_valid)[:, None, None, :]
 
     def key_positions(self) -> torch.Tensor:
         """(nb, K*b) long: the position of every key each query block reads."""
