@@ -17,7 +17,6 @@ from bertlab.ablations import tables as table_specs
 from bertlab.ablations.view import (
     agreement,
     agreement_text,
-    column_widths,
     comparison_by_task,
     curves_figure,
     paper_rows,
@@ -32,7 +31,7 @@ from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import FINETUNE_TASKS, check_path_allowed
 from bertlab.storage.runfolder import REPO_ROOT
-from pages.common import concept, setup_page, show_error, show_figure
+from pages.common import concept, fitted, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
 PAGE = setup_page(__file__)
@@ -55,12 +54,6 @@ table = (
 paper = paper_tables.PAPER[table]
 table_spec = table_specs.TABLES[table]
 suggested = planning.suggested_spec(table)  # the suite this page offers: its launch form and commands
-
-
-def fitted(rows: list[dict]) -> dict:
-    """Each column as wide as its name and its longest cell (no cut-off header); the row's name pinned,
-    so that it stays in view while a wide table scrolls sideways within the page."""
-    return {k: st.column_config.Column(width=w, pinned=k == "variant") for k, w in column_widths(rows).items()}
 
 
 # a cell's leading list or heading mark ("+ BiLSTM"), which st.table, reading its cells as markdown, would draw

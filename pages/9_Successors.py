@@ -6,7 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from bertlab.ablations import estimate as suite_estimate
+from bertlab.ablations import results as suite_results
 from bertlab.ablations import successors as succ
+from bertlab.ablations import successors_verdicts as sv
+from bertlab.ablations import suites as ab
 from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
 from bertlab.formatting import format_duration
@@ -15,7 +19,7 @@ from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobSpec
 from bertlab.jobs.view import estimate_caption, format_count, format_gb
 from bertlab.storage.runfolder import REPO_ROOT
-from pages.common import concept, setup_page, show_error
+from pages.common import concept, fitted, setup_page, show_error
 from pages.common.admin import job_access_field
 
 PAGE = setup_page(__file__)
@@ -28,10 +32,19 @@ except BertLabError as exc:
     show_error(exc)
     st.stop()
 
+RESULTS = suite_results.results_root() / "successors"
+try:
+    finetuned = suite_results.read_results(RESULTS / "successors.csv") if (RESULTS / "successors.csv").is_file() else []
+except BertLabError as exc:
+    show_error(exc)
+    finetuned = []
+verdicts = sv.claim_verdicts(finetuned)
+
 st.subheader("In short")
 st.markdown(
     "After BERT, four papers each changed one part of it and beat it on its own benchmarks. This page puts their "
-    "claims beside a suite of ours that changes the same parts of one small model, on the same text."
+    "claims beside a suite of ours that changes the same parts of one small model, on the same text. "
+    + sv.in_short(verdicts)
 )
 ours = {v.key for v in variants}  # in the order they came out, BERT first
 st.markdown("\n".join(f"- {text}" for key, text in succ.IN_SHORT.items() if key in ours))
@@ -41,6 +54,29 @@ st.table(pd.DataFrame(succ.claim_rows()), hide_index=True)
 st.caption("Sources: " + " ".join(sorted(set(c.citation for c in succ.CLAIMS))))
 with st.expander("What each number was measured on"):
     st.markdown("\n".join(f"- **{c.variant}, {c.source}**: {c.note}" for c in succ.CLAIMS if c.note))
+
+st.subheader("Our verdicts")
+concept(
+    "Each claim read against our suite (the tables below). A difference counts as clear when it is larger than its "
+    "noise, the larger of the two rows' spread (std) over fine-tuning seeds, as the Ablations page reads the "
+    "paper's tables; 'not measured yet' says which runs are missing."
+)
+verdict_rows = [v.row() for v in verdicts]
+st.dataframe(pd.DataFrame(verdict_rows), hide_index=True, column_config=fitted(verdict_rows))
+
+st.subheader("Fine-tuning: each row on five tasks")
+table = sv.finetune_rows(finetuned)
+if table:
+    st.dataframe(pd.DataFrame(table), hide_index=True, column_config=fitted(table))
+    st.caption(
+        "Mean ± std over fine-tuning seeds, and in brackets the difference from BERT's row. Every row is fine-tuned "
+        "the same way: Table 5's recipe (SST-2 and QNLI 2 epochs, MRPC and RTE 4, SQuAD 3 on 128-token windows, all "
+        "at 3e-4, batch 32, up to 8,000 training examples; QNLI and SQuAD train on 80% of their dev set and are "
+        "scored on the rest). MRPC is read on accuracy: calling every pair a paraphrase already scores F1 81. "
+        f"From `{RESULTS.relative_to(REPO_ROOT).as_posix()}/successors.csv`; its README tells how each row was made."
+    )
+else:
+    st.info("No fine-tuning results are committed yet.", icon=":material/hourglass_top:")
 
 budgets = sorted({v.max_tokens for v in variants})
 budget = f"{budgets[0] / 1e6:.0f}M each" if len(budgets) == 1 else "budgets differ: " + ", ".join(map(str, budgets))
@@ -71,13 +107,6 @@ if curves:
     )
     st.markdown("**Held-out masked-LM accuracy (%) against input tokens**")
     st.line_chart(frame, x_label="input tokens (M)", y_label="masked-LM accuracy (%)")
-st.info(
-    "The comparison itself, fine-tuning every variant on SST-2, MRPC, QNLI, RTE and SQuAD with three seeds each, "
-    "and a verdict per claim (agree / no clear difference / disagree), comes when the five pretraining runs "
-    "finish. Until then this page shows the runs as they go; nothing here is a verdict yet.",
-    icon=":material/hourglass_top:",
-)
-
 # --------------------------------------------------------------------------------------
 # Run this yourself
 # --------------------------------------------------------------------------------------
@@ -134,3 +163,57 @@ if access.allowed:
                     st.page_link(jobs.file, label="Watch it on the Jobs page", icon=jobs.icon)
 else:
     st.caption("Queuing a variant as a job needs the admin token of this shared app (the field above).")
+
+# --------------------------------------------------------------------------------------
+# Fine-tune the finished rows: the comparison as a suite of jobs
+# --------------------------------------------------------------------------------------
+st.markdown("**Then fine-tune every finished row**, three seeds of each task, as a suite of jobs:")
+ft_spec = succ.finetune_spec(variants, registry.root)
+if not ft_spec.row_models:
+    st.caption("No variant's pretraining has finished in the runs folder yet; the rows join as they finish.")
+else:
+    st.code(succ.finetune_command(variants, registry.root), language="bash", wrap_lines=True)
+    left_out = [v.key for v in variants if v.key not in dict(ft_spec.row_models)]
+    st.caption(
+        "Rows: "
+        + ", ".join(dict(ft_spec.row_models))
+        + (f"; not finished yet: {', '.join(left_out)}" if left_out else "")
+    )
+    if access.allowed:
+        b1, b2 = st.columns([1, 4])
+        if b1.button("Estimate", key="succ_ft_estimate", icon=":material/timer:"):
+            try:
+                with st.spinner("Timing a training step of each distinct fine-tuning job…"):
+                    est = suite_estimate.estimate_suite(ft_spec, registry=registry)
+            except BertLabError as exc:
+                show_error(exc)
+            else:
+                st.info(f"This suite makes {est.text}.", icon=":material/timer:")
+        if b2.button("Queue the fine-tuning suite", type="primary", key="succ_ft_launch", icon=":material/play_arrow:"):
+            try:
+                with st.spinner("Checking every job and estimating the suite…"):
+                    suite_dir = ab.launch(ft_spec, registry)
+            except BertLabError as exc:
+                show_error(exc)
+            else:
+                st.success(f"Suite {suite_dir.name} queued; its progress is below and on the Jobs page.")
+
+ours = [s for s in ab.list_suites(registry) if s.get("table") == "successors"]
+if ours:
+    record = ours[0]  # the newest
+
+    def _progress(record: dict) -> None:
+        runs = ab.suite_runs(record, registry)
+        done = sum(r.state == "finished" for r in runs)
+        st.progress(done / max(1, len(runs)), text=f"Suite {record['id']}: {done} of {len(runs)} runs finished")
+        matrix = ab.progress_matrix(record, runs)
+        st.dataframe(pd.DataFrame(matrix), hide_index=True, column_config=fitted(matrix))
+        if done == len(runs):
+            st.caption(
+                f"Every run has finished: `bertlab ablate collect {record['id']} --out results/successors` writes "
+                "the table's CSV, which this page reads."
+            )
+
+    busy = any(r.state in ("queued", "waiting", "preparing", "running") for r in ab.suite_runs(record, registry))
+    st.caption("Runs finished of all seeds, then one mark per seed: ✓ finished, ▶ running, · queued, ✗ failed.")
+    st.fragment(_progress, run_every=3.0 if busy else None)(record)

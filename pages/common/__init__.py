@@ -22,6 +22,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from bertlab.ablations.view import column_widths
 from bertlab.app_pages import APP_PAGES, AppPage, app_page
 from bertlab.errors import BertLabError
 from bertlab.explore import InputNote
@@ -356,6 +357,12 @@ def show_error(exc: BaseException) -> None:
     else:
         log.exception("unexpected error", exc_info=exc)
         st.error(f"Something went wrong ({type(exc).__name__}: {exc}). Try another input.")
+
+
+def fitted(rows: list[dict]) -> dict:
+    """Each column as wide as its name and its longest cell (no cut-off header); the row's name pinned,
+    so that it stays in view while a wide table scrolls sideways within the page."""
+    return {k: st.column_config.Column(width=w, pinned=k in ("variant", "row")) for k, w in column_widths(rows).items()}
 
 
 def concept(text: str) -> None:
