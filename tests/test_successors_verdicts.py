@@ -124,5 +124,5 @@ def test_roberta_and_span_verdicts():
 def test_in_short_counts_the_verdicts():
     vs = sv.claim_verdicts(rows_of({"bert": everywhere(70.0), "electra": everywhere(75.0)}))
     text = sv.in_short(vs)
-    assert text.startswith("Of the papers' 5 claims, 1 agree")
+    assert text.startswith("Of the papers' 5 claims, 1 agrees")
     assert "4 are not measured yet" in text

@@ -302,12 +302,12 @@ def _span(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
 def in_short(verdicts: Sequence[ClaimVerdict]) -> str:
     """'Of the 5 claims, 2 agree, 1 shows no clear difference, 1 disagrees and 1 is not measured yet.'"""
     counts = {v: sum(x.verdict == v for x in verdicts) for v in (AGREES, NO_CLEAR, DISAGREES, NOT_YET)}
-    words = {
-        AGREES: "agree",
-        NO_CLEAR: "show no clear difference",
-        DISAGREES: "disagree",
-        NOT_YET: "are not measured yet",
+    words = {  # (one, several)
+        AGREES: ("agrees", "agree"),
+        NO_CLEAR: ("shows no clear difference", "show no clear difference"),
+        DISAGREES: ("disagrees", "disagree"),
+        NOT_YET: ("is not measured yet", "are not measured yet"),
     }
-    parts = [f"{n} {words[v]}" for v, n in counts.items() if n]
+    parts = [f"{n} {words[v][n != 1]}" for v, n in counts.items() if n]
     body = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "none measured"
     return f"Of the papers' {len(verdicts)} claims, {body}."
