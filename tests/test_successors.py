@@ -103,7 +103,11 @@ def test_page_shows_claims_suite_and_a_run(app_env, tmp_path):  # noqa: F811
     assert len(claims) == len(succ.CLAIMS) and "79.9" in " ".join(claims["numbers"])
     runs = dict(zip(ours["variant"], ours["pretraining run"], strict=True))
     assert "40.0%, sentence order 70.0% at 8.0M tokens" in runs["albert"] and runs["electra"] == "not run yet"
-    assert "fine-tuning" in " ".join(str(i.value) for i in at.info)
+    subheaders = [str(s.value) for s in at.subheader]
+    assert "Our verdicts" in subheaders and "Fine-tuning: each row on five tasks" in subheaders
+    verdicts = at.dataframe[0].value  # one per claim, from the committed results
+    assert list(verdicts["verdict"]).count("not measured yet") <= len(succ.CLAIMS) == len(verdicts)
+    assert "claims, " in " ".join(str(m.value) for m in at.markdown)  # the count of verdicts in the In short
     assert "bertlab pretrain --config configs/successors/electra.yaml" in at.code[0].value
     assert at.selectbox(key="succ_pick").value is None  # no estimate until a variant is picked
 
