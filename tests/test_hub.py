@@ -237,6 +237,18 @@ def test_picker_offers_googles_berts_online_and_downloads_with_progress(request,
 
     fake = request.getfixturevalue("fake_hub")
     repo_id = "google/bert_uncased_L-2_H-128_A-2"
+    # every listed successor opens now (ALBERT's SentencePiece too): a stand-in for one that does not
+    unread = hub.HubModel(
+        "google/bigbird-roberta-base",
+        12,
+        768,
+        12,
+        family="BigBird",
+        known_parameters=128_000_000,
+        opens=False,
+        note="BigBird (Zaheer et al. 2020): its SentencePiece tokenizer is not read by BERT Lab yet",
+    )
+    monkeypatch.setattr(common, "SUCCESSORS", (*hub.SUCCESSORS, unread))
     fake.remotes[repo_id] = fake.remotes["google/both"]
     real_connect = socket.create_connection
     monkeypatch.setattr(  # the Hub "answers" (is_online's TCP check); nothing else is touched
@@ -258,7 +270,8 @@ def test_picker_offers_googles_berts_online_and_downloads_with_progress(request,
     at.run()
     assert not at.exception
     pick = at.sidebar.selectbox(key="bertlab_hub_pick")
-    assert len(pick.options) == 27 + len(hub.SUCCESSORS)
+    assert len(pick.options) == 27 + len(hub.SUCCESSORS) + 1
+    assert any(o.startswith("ALBERT · albert-base-v2: L=12 H=768 A=12") for o in pick.options)
     assert any(o.startswith("RoBERTa · roberta-base: L=12 H=768 A=12, 125M parameters") for o in pick.options)
     assert any(
         o.startswith("google-bert/bert-base-uncased: L=12 H=768 A=12, 110M parameters, 440 MB") for o in pick.options
@@ -266,7 +279,7 @@ def test_picker_offers_googles_berts_online_and_downloads_with_progress(request,
     assert any(
         o.startswith("google/bert_uncased_L-2_H-128_A-2: L=2 H=128 A=2, 4M parameters, 18 MB") for o in pick.options
     )
-    pick.set_value(next(m for m in hub.SUCCESSORS if not m.opens)).run()  # ALBERT's SentencePiece: not offered
+    pick.set_value(unread).run()  # a model BERT Lab cannot read is not offered
     assert at.sidebar.button(key="bertlab_hub_go").disabled
     assert any("SentencePiece" in c.value for c in at.sidebar.caption)
     pick.set_value(next(m for m in hub.GOOGLE_BERTS if m.repo_id == repo_id)).run()

@@ -29,11 +29,12 @@ builds the module and never calls it); Google's ALBERT does, and so does this mo
 whenever dropout is off (inference, and ALBERT v2's released configs, which set it to 0).
 
 What a folder of this family holds: the encoder under `albert.`, the masked-LM head under
-`predictions.`, the SOP head under `sop_classifier.`. ALBERT's released checkpoints use a
-SentencePiece tokenizer (spiece.model), which BERT Lab does not read yet; ours keep a WordPiece
-vocab.txt.
+`predictions.`, the SOP head under `sop_classifier.`. ALBERT's released checkpoints (albert-base-v2)
+and folders transformers saves keep a SentencePiece tokenizer (spiece.model and/or a unigram
+tokenizer.json), read by bertlab.models.spiece_tokenizer; ours keep a WordPiece vocab.txt.
 
-Imports torch, bertlab.config, bertlab.errors, bertlab.model, bertlab.models.bert and bertlab.tokenizer.
+Imports torch, bertlab.config, bertlab.errors, bertlab.model, bertlab.models.bert,
+bertlab.models.spiece_tokenizer and bertlab.tokenizer.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from bertlab.model import (
     init_weights,
 )
 from bertlab.models import bert
+from bertlab.models.spiece_tokenizer import SentencePieceTokenizer, holds_sentencepiece
 from bertlab.patterns.plan import AttentionPlan
 from bertlab.tokenizer import BertTokenizer
 
@@ -497,17 +499,16 @@ def heads_in(config: AlbertConfig, state: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def load_tokenizer(directory: Path, config: AlbertConfig) -> BertTokenizer:
-    """The folder's WordPiece tokenizer (vocab.txt, or a WordPiece tokenizer.json).
+    """The folder's tokenizer: WordPiece (vocab.txt, or a WordPiece tokenizer.json: ALBERTs trained
+    here), else SentencePiece (a unigram tokenizer.json or spiece.model: Google's releases and folders
+    transformers' AlbertTokenizer saved).
 
     Raises:
-        CheckpointError: the folder holds only ALBERT's SentencePiece model (Google's releases).
+        CheckpointError: no tokenizer file, or one that cannot be read.
     """
     directory = Path(directory)
-    if not (directory / "vocab.txt").is_file() and (directory / "spiece.model").is_file():
-        raise CheckpointError(
-            f"{directory}: holds a SentencePiece tokenizer (spiece.model), as Google's ALBERT releases do; "
-            "BERT Lab reads WordPiece vocabularies only (vocab.txt): open an ALBERT trained here, or one saved with a vocab.txt"
-        )
+    if holds_sentencepiece(directory):
+        return SentencePieceTokenizer.from_dir(directory, config.max_position_embeddings)
     return bert.load_tokenizer(directory, config)
 
 

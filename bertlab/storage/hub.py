@@ -26,8 +26,17 @@ from bertlab.errors import CheckpointError
 from bertlab.models.registry import known_model_types, model_type_of
 from bertlab.storage.modelfolder import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILES, is_model_folder
 
-# vocab.json + merges.txt: a byte-level BPE's (RoBERTa's), which tokenizer.json also holds
-OTHER_FILES = (CONFIG_FILE, VOCAB_FILE, "tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt")
+# vocab.json + merges.txt: a byte-level BPE's (RoBERTa's), which tokenizer.json also holds;
+# spiece.model: a SentencePiece model's (ALBERT's), read when a repo has no tokenizer.json
+OTHER_FILES = (
+    CONFIG_FILE,
+    VOCAB_FILE,
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+)
 BASE_VOCAB = {True: 30522, False: 28996}  # uncased / cased WordPiece vocabularies
 
 
@@ -145,8 +154,7 @@ SUCCESSORS: tuple[HubModel, ...] = (
         12,
         family="ALBERT",
         known_parameters=11_700_000,
-        opens=False,
-        note="ALBERT-base v2 (Lan et al. 2019): its SentencePiece tokenizer is not read by BERT Lab yet",
+        note="ALBERT-base v2 (Lan et al. 2019): shared layers, factorised embeddings, a SentencePiece tokenizer",
     ),
 )
 ALIASES = {
@@ -165,7 +173,9 @@ def hub_cache_dir() -> Path:
 
 
 def _snapshot_ok(snapshot: Path) -> bool:
-    return is_model_folder(snapshot) and ((snapshot / VOCAB_FILE).is_file() or (snapshot / "tokenizer.json").is_file())
+    return is_model_folder(snapshot) and any(
+        (snapshot / f).is_file() for f in (VOCAB_FILE, "tokenizer.json", "spiece.model")
+    )
 
 
 def cached_models(cache: str | Path | None = None) -> dict[str, Path]:
