@@ -7,6 +7,9 @@
 #   RESUME=1 bash bench/device/ablate.sh                # the next call on the same, still-warm machine: follow
 #                                                       #   (and resume) the suites the last call left unfinished
 #   DEV=cpu DEADLINE_S=300 nice bash bench/device/ablate.sh ...   # a rehearsal on a CPU, tiny settings
+#   bash bench/device/ablate.sh successors-pretrain [--set KEY=VALUE ...]   # BERT's successors (#54): their own
+#   bash bench/device/ablate.sh successors-finetune [ARGS ...]              #   pretraining jobs, then the suite
+#   bash bench/device/ablate.sh successors [PRETRAIN OPTIONS] --- [ARGS]    #   of the finished rows (successors.sh)
 #
 # It unpacks the bundle (data in ../shared/data's layout; gensim for the `default` corpus) and links
 # ../shared/data to it when the checkout has none beside it, so the suites' recorded paths hold; starts CUDA
@@ -107,6 +110,14 @@ json.dump({"started": time.time(), "device": dev, "gpu": gpu, "python": platform
            "jobs_per_gpu": os.environ.get("BERTLAB_JOBS_PER_GPU"), "resume": os.environ.get("RESUME", "0"),
            "argv": argv, "bundle": bundle}, open(out, "w"), indent=1)
 EOF
+
+# BERT's successors are pretrained by their own configs, then fine-tuned as a suite: bench/device/successors.sh
+case ${1:-} in
+  successors | successors-pretrain | successors-finetune)
+    # shellcheck source=bench/device/successors.sh
+    . "$repo/bench/device/successors.sh"
+    ;;
+esac
 
 suites=()
 if [ "${RESUME:-0}" = 1 ]; then

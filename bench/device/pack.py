@@ -5,6 +5,8 @@ On the device (`ablate.sh` calls these; the runs folder is $BERTLAB_RUNS):
     python -m bench.device.pack wait --out OUT --work WORK --until EPOCH SUITE...  # follow, pack every minute
     python -m bench.device.pack pack --out OUT --work WORK SUITE...                # collect, export, pack once
     python -m bench.device.pack pending                                           # suites with runs not ended
+    python -m bench.device.pack wait|pack ... --jobs JOB...   # also jobs outside any suite (the successors'
+                                                              # pretraining runs, bench/device/successors.py)
 
 Here, after the call (the files came back under the run tool's files_at):
 
@@ -14,8 +16,9 @@ $OUT after each pack holds at most 8 files, as a run call brings back (ablate.sh
 
     results.tar.gz       collected/<suite>/<table>.csv|json (`bertlab ablate collect`'s set, curves included),
                          runs/ablations/<suite>/suite.json, and every run folder of the suites without weights
-                         or checkpoints (runs/<job>/: metrics, status, config, log, model card)
+                         or checkpoints (runs/<job>/: metrics, status, config, log, model card), the --jobs' too
     models.tar.part-NN   runs/<job>/model/: each finished pretraining run's model in fp16 (`bertlab export`),
+                         the suites' and the finished --jobs',
                          smallest first up to --models-mb and what $OUT has room for, in parts of PART_BYTES
 
 so that a CPU session can fine-tune more seeds of the same models and merge columns with
@@ -41,6 +44,7 @@ from pathlib import Path
 from bertlab.ablations import results
 from bertlab.ablations import suites as ab
 from bertlab.jobs.registry import JobRegistry
+from bertlab.jobs.runs import Job
 from bertlab.storage.runfolder import CHECKPOINT_DIR, MODEL_DIR, SNAPSHOT_DIR, TENSORBOARD_DIR
 
 PART_BYTES = 14 * 2**20  # each models part: under 15 MB, and a run call brings back files of up to 16 MiB
@@ -93,27 +97,54 @@ def collect(records: list[dict], registry: JobRegistry, work: Path) -> None:
             say(f"collect {record['id']}: {type(exc).__name__}: {exc}")
 
 
-def export_models(records: list[dict], registry: JobRegistry, work: Path) -> list[Path]:
-    """Export each finished pretraining run of the suites not exported yet into work/models/<job>/model (fp16,
-    with its card); returns every exported model folder."""
-    done = []
-    for record in records:
-        for run in ab.suite_runs(record, registry):
-            if run.column != "pretraining" or run.state != "finished":
-                continue
-            target = work / "models" / run.job / MODEL_DIR
-            if not (target / "config.json").is_file():
-                from bertlab.training.export import export_run  # deferred: torch
+def job_states(registry: JobRegistry, jobs: list[str]) -> list[Job]:
+    """The jobs outside any suite (the successors' pretraining runs), read afresh; one gone reads as missing."""
+    out = []
+    for job in jobs:
+        try:
+            out.append(registry.get(job))
+        except Exception:  # a folder removed under us: said as missing, not a crash of the follow
+            out.append(Job(job, registry.root / job, None, "missing", False, False, 0.0))
+    return out
 
-                tmp = target.with_name("model.tmp")
-                shutil.rmtree(tmp, ignore_errors=True)
-                try:
-                    export_run(registry.root / run.job, tmp)
-                except Exception as exc:  # one model that will not load must not stop the others
-                    say(f"export {run.job}: {type(exc).__name__}: {exc}")
-                    continue
-                tmp.rename(target)
-            done.append(target)
+
+def jobs_progress(jobs: list[Job]) -> str:
+    """'pretraining: 3/5 finished, 1 running, 1 queued (succ-bert-... 64%)'."""
+    states = Counter(j.state for j in jobs)
+    active = [j for j in jobs if j.state not in ab.ENDED and j.state != "queued"]
+    text = f"pretraining: {states['finished']}/{len(jobs)} finished, {len(active)} running"
+    text += f", {states['queued']} queued" if states["queued"] else ""
+    bad = sum(states[s] for s in ("failed", "cancelled", "missing"))
+    text += f", {bad} failed" if bad else ""
+    shown = [f"{j.id} {j.progress:.0%}" for j in active if j.progress is not None]
+    return text + (f" ({', '.join(shown)})" if shown else "")
+
+
+def export_models(records: list[dict], registry: JobRegistry, work: Path, jobs: list[str] = ()) -> list[Path]:
+    """Export each finished pretraining run of the suites, and each finished job of `jobs`, not exported yet
+    into work/models/<job>/model (fp16, with its card); returns every exported model folder."""
+    done = []
+    finished = [
+        run.job
+        for record in records
+        for run in ab.suite_runs(record, registry)
+        if run.column == "pretraining" and run.state == "finished"
+    ]
+    finished += [j.id for j in job_states(registry, list(jobs)) if j.state == "finished" and j.id not in finished]
+    for job in finished:
+        target = work / "models" / job / MODEL_DIR
+        if not (target / "config.json").is_file():
+            from bertlab.training.export import export_run  # deferred: torch
+
+            tmp = target.with_name("model.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                export_run(registry.root / job, tmp)
+            except Exception as exc:  # one model that will not load must not stop the others
+                say(f"export {job}: {type(exc).__name__}: {exc}")
+                continue
+            tmp.rename(target)
+        done.append(target)
     return done
 
 
@@ -136,21 +167,24 @@ def _replace(path: Path, write) -> None:
     tmp.replace(path)
 
 
-def pack_results(records: list[dict], registry: JobRegistry, work: Path, out: Path) -> int:
-    """out/results.tar.gz: the collected sets, the suite records and the run folders without weights."""
+def pack_results(records: list[dict], registry: JobRegistry, work: Path, out: Path, jobs: list[str] = ()) -> int:
+    """out/results.tar.gz: the collected sets, the suite records and the run folders without weights (the
+    suites' and `jobs`')."""
 
     def write(tmp: Path) -> None:
         with tarfile.open(tmp, "w:gz") as tar:
             collected = work / "collected"
             if collected.is_dir():
                 tar.add(collected, arcname="collected")
+            folders = []
             for record in records:
                 suite_dir = Path(record["dir"])
                 tar.add(suite_dir, arcname=f"runs/{ab.SUITES_DIR}/{suite_dir.name}")
-                for run in record["runs"]:
-                    run_dir = registry.root / str(run.get("job"))
-                    for f in _small_files(run_dir) if run_dir.is_dir() else ():
-                        tar.add(f, arcname=f"runs/{run_dir.name}/{f.relative_to(run_dir).as_posix()}", recursive=False)
+                folders += [str(run.get("job")) for run in record["runs"]]
+            for job in dict.fromkeys([*folders, *jobs]):
+                run_dir = registry.root / job
+                for f in _small_files(run_dir) if run_dir.is_dir() else ():
+                    tar.add(f, arcname=f"runs/{run_dir.name}/{f.relative_to(run_dir).as_posix()}", recursive=False)
             info = work / "device.json"
             if info.is_file():
                 tar.add(info, arcname="device.json")
@@ -184,11 +218,13 @@ def pack_models(models: list[Path], out: Path, budget: int) -> tuple[list[Path],
     return brought, left
 
 
-def pack(records: list[dict], registry: JobRegistry, work: Path, out: Path, models_mb: float) -> str:
+def pack(
+    records: list[dict], registry: JobRegistry, work: Path, out: Path, models_mb: float, jobs: list[str] = ()
+) -> str:
     """Collect, export and pack once; returns a line saying what $OUT now holds."""
     collect(records, registry, work)
-    models = export_models(records, registry, work)
-    size = pack_results(records, registry, work, out)
+    models = export_models(records, registry, work, jobs)
+    size = pack_results(records, registry, work, out, jobs)
     log = out / SUMMARY_FILE
     room = OUT_LIMIT - size - (log.stat().st_size if log.is_file() else 0) - 2**20  # the log grows a little yet
     brought, left = pack_models(models, out, min(int(models_mb * 2**20), room))
@@ -208,33 +244,44 @@ def wait(
     models_mb: float,
     poll_s: float = 5.0,
     pack_every_s: float = 60.0,
+    jobs: list[str] = (),
 ) -> bool:
-    """Follow the suites until every run has ended (or waits on a failed one) or the clock reaches `until`
-    (epoch seconds), moving the queue on and packing $OUT every `pack_every_s`; True when all finished."""
+    """Follow the suites (and `jobs`, outside any suite) until every run has ended (or waits on a failed one)
+    or the clock reaches `until` (epoch seconds), moving the queue on and packing $OUT every `pack_every_s`;
+    True when all finished."""
     t0, last, next_pack = time.time(), None, time.time() + pack_every_s
     while True:
         registry.tick()
         runs = [r for record in records for r in ab.suite_runs(record, registry)]
-        lines = [progress(record, registry) for record in records]
+        own = job_states(registry, list(jobs))
+        lines = [progress(record, registry) for record in records] + ([jobs_progress(own)] if own else [])
         if lines != last:
             say(f"[{time.time() - t0:5.0f} s] " + "; ".join(lines))
             last = lines
-        if all(r.state in ab.ENDED or r.held for r in runs):
-            return all(r.state == "finished" for r in runs)
+        if all(r.state in ab.ENDED or r.held for r in runs) and all(j.state in ab.ENDED for j in own):
+            return all(r.state == "finished" for r in runs) and all(j.state == "finished" for j in own)
         if time.time() >= until:
-            left = sum(r.state not in ab.ENDED for r in runs)
+            left = sum(r.state not in ab.ENDED for r in runs) + sum(j.state not in ab.ENDED for j in own)
             say(f"deadline: {left} runs not ended; they go on while the machine is held (RESUME=1 follows them)")
             return False
         if time.time() >= next_pack:
-            say(pack(records, registry, work, out, models_mb))
+            say(pack(records, registry, work, out, models_mb, jobs))
             next_pack = time.time() + pack_every_s
         time.sleep(poll_s)
 
 
-def summary(records: list[dict], registry: JobRegistry, work: Path, out: Path) -> str:
-    """Per suite: its runs' states, the failed ones with their errors, and each pretrained row's held-out
-    scores from the collected CSV; then the files in $OUT."""
+def summary(records: list[dict], registry: JobRegistry, work: Path, out: Path, jobs: list[str] = ()) -> str:
+    """Per job outside a suite, its state and last held-out evaluation; per suite: its runs' states, the failed
+    ones with their errors, and each pretrained row's held-out scores from the collected CSV; then the files in
+    $OUT."""
     lines = []
+    for j in job_states(registry, list(jobs)):
+        evals = [m for m in registry.metrics(j.id) if m.get("split") == "eval"] if j.state != "missing" else []
+        accs = {k: v for k, v in (evals[-1] if evals else {}).items() if k.endswith("_acc") and isinstance(v, float)}
+        text = f"{j.id}: {j.state}" + (f" ({j.error})" if j.error and j.state != "finished" else "")
+        text += f", {j.progress:.0%}" if j.progress is not None and j.state != "finished" else ""
+        text += "".join(f", held-out {k} {v:.1%}" for k, v in accs.items())
+        lines.append(text)
     for record in records:
         lines.append(progress(record, registry))
         for r in ab.suite_runs(record, registry):
@@ -268,6 +315,21 @@ def restore(files_at: Path, dest: Path) -> str:
             tar.extractall(dest, filter="data")
     runs = dest / "runs"
     lines = [f"restored into {dest}: {len(parts)} models parts"]
+    in_suites = {
+        str(r.get("job"))
+        for suite_dir in ((runs / ab.SUITES_DIR).iterdir() if (runs / ab.SUITES_DIR).is_dir() else ())
+        for r in (ab.read_suite(suite_dir) or {}).get("runs", [])
+    }
+    alone = sorted(
+        d.name
+        for d in (runs.iterdir() if runs.is_dir() else ())
+        if d.name not in in_suites and d.name != ab.SUITES_DIR and (d / "job.json").is_file()
+    )
+    for job in alone:  # jobs outside any suite: the successors' pretraining runs
+        has = any((runs / job / MODEL_DIR).rglob("model.safetensors"))  # ELECTRA's pair: one in each half
+        lines.append(
+            f"pretraining run {job}: " + (f"its fp16 model in {runs / job / MODEL_DIR}" if has else "no model")
+        )
     for suite_dir in sorted((runs / ab.SUITES_DIR).iterdir()) if (runs / ab.SUITES_DIR).is_dir() else ():
         record = ab.read_suite(suite_dir)
         if record is None:
@@ -295,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     for name in ("wait", "pack"):
         s = sub.add_parser(name)
-        s.add_argument("suites", nargs="+")
+        s.add_argument("suites", nargs="*")
+        s.add_argument("--jobs", nargs="*", default=[], help="jobs outside any suite (successors' pretraining)")
         s.add_argument("--out", type=Path, required=True)
         s.add_argument("--work", type=Path, required=True)
         s.add_argument("--models-mb", type=float, default=60.0)
@@ -320,11 +383,19 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     if args.command == "wait":
         finished = wait(
-            records, registry, args.work, args.out, args.until, args.models_mb, args.poll_s, args.pack_every_s
+            records,
+            registry,
+            args.work,
+            args.out,
+            args.until,
+            args.models_mb,
+            args.poll_s,
+            args.pack_every_s,
+            args.jobs,
         )
         return 0 if finished else 1
-    say(pack(records, registry, args.work, args.out, args.models_mb))
-    say(summary(records, registry, args.work, args.out))
+    say(pack(records, registry, args.work, args.out, args.models_mb, args.jobs))
+    say(summary(records, registry, args.work, args.out, args.jobs))
     return 0
 
 

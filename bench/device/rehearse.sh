@@ -6,10 +6,14 @@
 #   nice bash bench/device/rehearse.sh              # tiny Table 6: two shapes of 2 layers, 60k tokens of the
 #                                                   # committed corpus, SST-2 on 300 sentences, one seed
 #   TABLES=table7 nice bash bench/device/rehearse.sh table7 --tasks upos --max-train-examples 200 ...
+#   TABLES=successors THEN="successors-finetune --tasks sst2 ..." nice bash bench/device/rehearse.sh \
+#       successors-pretrain --set size=tiny ...     # two calls on one "warm machine": the second's args in THEN
 #
 # Environment: TABLES (the bundle's tables; default table6), PREPARE_ARGS (more prepare.sh arguments, e.g.
-# `--shared DIR --no-wheels`), WHERE (default ${TMPDIR:-/tmp}/bertlab-rehearsal, emptied first), and ablate.sh's
-# (DEADLINE_S, MODELS_MB, POLL_S). One CPU thread a job, one job at a time.
+# `--shared DIR --no-wheels`), WHERE (default ${TMPDIR:-/tmp}/bertlab-rehearsal, emptied first), THEN (a second
+# ablate.sh call's arguments, run after the first in the same copy, as on a still-warm machine; its files come back
+# to out2/ and are restored into restored2/), and ablate.sh's (DEADLINE_S, MODELS_MB, POLL_S). One CPU thread a
+# job, one job at a time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -37,5 +41,13 @@ status=0
 t2=$(date +%s)
 echo "== came back: $(cd "$where/out" && ls | tr '\n' ' ')"
 python3 -m bench.device.pack restore "$where/out" "$where/restored"
+if [ -n "${THEN:-}" ]; then
+  read -r -a then_args <<<"$THEN"
+  echo "== the second call: ablate.sh ${then_args[*]}"
+  (cd "$where/repo" && OUT="$where/out2" UNPACK="$where/unpack" DEV=cpu OMP_NUM_THREADS=1 \
+    BERTLAB_RUNS="$where/repo/runs" DEADLINE_S=${DEADLINE_S:-540} bash bench/device/ablate.sh "${then_args[@]}") || status=$?
+  echo "== came back: $(cd "$where/out2" && ls | tr '\n' ' ')"
+  python3 -m bench.device.pack restore "$where/out2" "$where/restored2"
+fi
 echo "== rehearsal: prepare + copy $((t1 - t0)) s, ablate.sh $((t2 - t1)) s (status $status), all $(($(date +%s) - t0)) s"
 exit "$status"
