@@ -51,6 +51,7 @@ def test_budgets():
     assert p.fraction(cfg) == pytest.approx(0.5) and not p.done(cfg)
     assert Progress(step=100).done(cfg)
     assert Progress(train_time_s=30).fraction(TrainConfig(max_time_s=60)) == pytest.approx(0.5)
+    assert Progress(step=3, tokens=6144).fraction(TrainConfig(max_tokens=4000)) == 1.0  # a last batch past the budget
 
 
 def test_nonfinite_steps_stop_a_run_only_when_they_count():

@@ -174,7 +174,7 @@ class Progress:
             parts.append(self.tokens / cfg.max_tokens)
         if cfg.max_time_s:
             parts.append(self.train_time_s / cfg.max_time_s)
-        return max(parts)
+        return min(1.0, max(parts))  # the last step may pass the budget (a batch's tokens): 100%, not 119%
 
     def done(self, cfg: TrainConfig) -> bool:
         return self.fraction(cfg) >= 1.0
