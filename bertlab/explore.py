@@ -355,7 +355,7 @@ def embedding_row_note(guess: LayerGuess, vocab_size: int) -> str:
     if guess.layer != 0:
         raise InputError(f"the embeddings row is layer 0, got layer {guess.layer}")
     top = guess.candidates[0].score if guess.candidates else 0.0
-    words = ", ".join(c.token for c in guess.candidates[:4])
+    words = ", ".join(c.piece for c in guess.candidates[:4])
     even = 1 / vocab_size
     return (
         "**Not shown: the embeddings (before layer 1).** There the vector at the mask is only the `[MASK]` "

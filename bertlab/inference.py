@@ -33,15 +33,17 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------
 @dataclass
 class Candidate:
-    """One answer for a [MASK]: the vocabulary's `token`, its probability, and the whole `word`
-    it makes with its neighbours, as the tokenizer reads words (`BertTokenizer.whole_word`): WordPiece
-    'dog' before '##s' -> 'dogs', '##s' at 'cat[MASK]' -> 'cats', and a ## piece proposed where a word
-    stands on its own reads 'is + ##s'; RoBERTa's byte-level 'Ġmat' -> 'mat'."""
+    """One answer for a [MASK]: the vocabulary's `token`, its probability, the whole `word` it makes with its
+    neighbours, as the tokenizer reads words (`BertTokenizer.whole_word`): WordPiece 'dog' before '##s' ->
+    'dogs', '##s' at 'cat[MASK]' -> 'cats', and a ## piece proposed where a word stands on its own reads
+    'is + ##s'; RoBERTa's byte-level 'Ġmat' -> 'mat'; and the token as a page draws a piece, `piece`
+    (`BertTokenizer.readable_tokens`: WordPiece's '##s' as it is, RoBERTa's 'Ġmat' -> '␣mat')."""
 
     token: str
     token_id: int
     score: float
     word: str
+    piece: str
 
 
 @dataclass
@@ -251,7 +253,8 @@ class LoadedModel:
         out = []
         for s, i in zip(scores.tolist(), ids.tolist(), strict=True):
             tok = self.tokenizer.id_to_token.get(i, "[UNK]")
-            out.append(Candidate(tok, i, s, self.tokenizer.whole_word(tokens or enc.tokens, position, tok, attached)))
+            word = self.tokenizer.whole_word(tokens or enc.tokens, position, tok, attached)
+            out.append(Candidate(tok, i, s, word, self.tokenizer.readable_tokens([tok])[0]))
         return out
 
     def _check_text(self, text: str, what: str = "text") -> str:

@@ -396,6 +396,12 @@ class BertTokenizer:
         """Token ids (no specials) of many texts at once; the fast path for pretraining data."""
         return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
+    def tokenize_words(self, words: Sequence[str]) -> list[list[int]]:
+        """Token ids (no specials) of each word of a sentence given already split into words (a tagging
+        task's), each as it reads inside the sentence. WordPiece reads a word the same wherever it
+        stands; a family whose pieces carry the space before a word (RoBERTa's 'Ġ') overrides this."""
+        return self.tokenize_batch(words)
+
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token.get(int(i), self.unk_token) for i in ids]
 
@@ -406,7 +412,9 @@ class BertTokenizer:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def readable_tokens(self, tokens: Sequence[str]) -> list[str]:
-        """Tokens as a page draws them: WordPiece's read as they are ('##s' continues a word)."""
+        """Tokens as a page draws them: WordPiece's read as they are ('##s' continues a word). Every page,
+        figure and table that shows tokens to a learner goes through this; a family whose vocabulary
+        spells pieces in its own alphabet overrides it (RoBERTa's 'Ġmat' reads '␣mat')."""
         return list(tokens)
 
     # --- answers as words: the vocabulary's own rule for where a word starts --------------

@@ -247,7 +247,7 @@ if kind == MASK:
     token = st.selectbox(
         "Which answer to explain",
         [c.token for c in answers],
-        format_func=lambda t: f"{t} ({next(c.score for c in answers if c.token == t):.1%})",
+        format_func=lambda t: next(f"{c.piece} ({c.score:.1%})" for c in answers if c.token == t),
         key="why_answer",
         help="The model's five best answers for the first [MASK]; the explanation is for the one picked.",
     )
@@ -287,9 +287,9 @@ else:
 if reading := baseline_reading(result):
     st.info(reading, icon=":material/balance:")
 st.markdown("**Integrated gradients**")
-st.markdown(shaded_tokens_html(result.tokens, result.integrated_gradients), unsafe_allow_html=True)
+st.markdown(shaded_tokens_html(result.pieces, result.integrated_gradients), unsafe_allow_html=True)
 st.markdown("**Gradient × input**")
-st.markdown(shaded_tokens_html(result.tokens, result.gradient_x_input), unsafe_allow_html=True)
+st.markdown(shaded_tokens_html(result.pieces, result.gradient_x_input), unsafe_allow_html=True)
 show_figure(attribution_figure(result), "attribution", key="why_bars")
 with st.expander("The scores as a table"):
     st.dataframe(pd.DataFrame(result.rows()), hide_index=True, width="stretch")
@@ -299,8 +299,9 @@ if kind == TASK:
 
 st.subheader("Attention rollout and flow")
 try:
-    # flow into the token the answer is read at: the [MASK], or [CLS] for NSP
-    into = result.tokens.index("[MASK]") if kind == MASK and "[MASK]" in result.tokens else 0
+    # flow into the token the answer is read at: the [MASK] (RoBERTa's <mask>), or [CLS] for NSP
+    mask = lm.tokenizer.mask_token
+    into = result.tokens.index(mask) if kind == MASK and mask in result.tokens else 0
     maps = attention_maps(lm, text, text_b, position=into)
 except BertLabError as exc:
     show_error(exc)
@@ -315,9 +316,7 @@ with right:
     show_figure(roll_fig, "rollout", key="why_rollout")
 if note := capped_maps_note(maps, layer):
     st.caption(note)
-show_figure(
-    flow_figure(maps, f"What reaches {maps.tokens[maps.flow_position]} after the last layer"), "flow", key="why_flow"
-)
+show_figure(flow_figure(maps), "flow", key="why_flow")
 if maps.flow is None:
     st.info(maps.flow_note, icon=":material/info:")
 else:

@@ -312,7 +312,7 @@ with neurons_tab:
                     st.markdown(
                         factor_heading(factors, f)
                         + "\n\n"
-                        + shaded_tokens_html(factors.tokens, factors.strength[f].tolist()),
+                        + shaded_tokens_html(factors.pieces, factors.strength[f].tolist()),
                         unsafe_allow_html=True,
                     )
 

@@ -104,7 +104,7 @@ for side, col, path in ((result.left, columns[0], current), (result.right, colum
         )
         st.markdown(f"**Why {side.attribution.target}** (integrated gradients)")
         st.markdown(
-            shaded_tokens_html(side.attribution.tokens, side.attribution.integrated_gradients), unsafe_allow_html=True
+            shaded_tokens_html(side.attribution.pieces, side.attribution.integrated_gradients), unsafe_allow_html=True
         )
         if not side.attribution.converged:
             st.caption(f"Not converged in {side.attribution.steps} steps: read as rough.")

@@ -159,7 +159,7 @@ except BertLabError as exc:
 
 st.caption(
     f"Answered in {elapsed * 1000:.0f} ms on {lm.device.type.upper()} · input of {len(result.tokens)} tokens: "
-    + " ".join(f"`{t}`" for t in result.tokens[:80])
+    + " ".join(f"`{t}`" for t in lm.tokenizer.readable_tokens(result.tokens[:80]))
     + (" …" if len(result.tokens) > 80 else "")
 )
 
@@ -171,7 +171,7 @@ if n > 1:
         st.markdown("**Independently**: each mask's best guess, the other masks still hidden")
         st.markdown(f"> {independent_text(lm.tokenizer, lm.max_length, result)}")
     with b, st.container(border=True):
-        order = " → ".join(f"#{i + 1} `{result.joint[i].token}`" for i in result.joint_order)
+        order = " → ".join(f"#{i + 1} `{result.joint[i].piece}`" for i in result.joint_order)
         st.markdown("**Jointly**: surest mask first, then read again")
         st.markdown(f"> {result.joint_text}")
         st.caption(f"Filled in this order: {order}")
@@ -226,13 +226,13 @@ st.caption(embedding_row_note(deep[0], len(lm.tokenizer)))
 g1, g2 = st.columns([3, 2], gap="large")
 with g1:
     show_figure(
-        answer_trajectory_figure(deep, final.token_id, final.word if whole_words else final.token),
+        answer_trajectory_figure(deep, final.token_id, final.word if whole_words else final.piece),
         "answer-by-layer",
         key="fm_traj",
     )
 with g2:
     st.markdown(
-        f"The line follows the model's final answer **{final.word if whole_words else final.token}** down through "
+        f"The line follows the model's final answer **{final.word if whole_words else final.piece}** down through "
         "the layers. Where it jumps is where the network worked the answer out; a point at 0% means the word "
         "is not among that layer's 200 most likely tokens."
     )

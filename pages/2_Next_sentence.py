@@ -189,7 +189,8 @@ st.markdown(
     "gets E<sub>B</sub>.",
     unsafe_allow_html=True,
 )
-show_figure(input_embeddings_figure(encoding.tokens, encoding.type_ids), "input-embeddings", key="nsp_fig2")
+shown = lm.tokenizer.readable_tokens(encoding.tokens)  # RoBERTa's 'Ġmat' reads '␣mat'
+show_figure(input_embeddings_figure(shown, encoding.type_ids), "input-embeddings", key="nsp_fig2")
 drawn = figure2_columns(encoding.type_ids)
 if drawn.left_out:
     st.caption(
@@ -202,7 +203,7 @@ with st.expander("The same as a table (token ids, segments, positions)"):
         pd.DataFrame(
             {
                 "position": list(range(len(encoding))),
-                "token": encoding.tokens,
+                "token": shown,
                 "token id": encoding.ids,
                 "segment": ["A" if s == 0 else "B" for s in encoding.type_ids],
             }

@@ -117,7 +117,7 @@ if not instances:
 
 st.caption(
     f"{len(instances)} example(s) made in {elapsed * 1000:.0f} ms with the chosen model's vocabulary "
-    f"({len(lm.tokenizer):,} WordPieces)."
+    f"({len(lm.tokenizer):,} tokens)."
 )
 
 
@@ -133,6 +133,8 @@ index = (
 )
 index = min(index, len(instances) - 1)
 inst = instances[index]
+# as a learner reads them: RoBERTa's 'Ġmat' reads '␣mat' (the tokenizer's own rule; WordPiece's as they are)
+tokens, original_tokens = lm.tokenizer.readable_tokens(inst.tokens), lm.tokenizer.readable_tokens(inst.original_tokens)
 
 kinds = inst.kinds
 n_chosen = sum(1 for k in kinds if k)
@@ -144,13 +146,13 @@ with h1:
 with h2:
     st.markdown(f"**Why:** {inst.reason}")
     st.markdown(
-        f"Segment **A** is tokens 1-{inst.a_end - 1} and ends at the first `[SEP]` (position {inst.a_end}); "
-        f"segment **B** runs from position {inst.a_end + 1} to the last `[SEP]`."
+        f"Segment **A** is tokens 1-{inst.a_end - 1} and ends at the first `{lm.tokenizer.sep_token}` (position "
+        f"{inst.a_end}); segment **B** runs from position {inst.a_end + 1} to the last `{lm.tokenizer.sep_token}`."
     )
 
 st.subheader("The example, token by token")
 st.html(legend_html())
-st.html(example_html(inst.tokens, inst.original_tokens, kinds, inst.segment_ids))
+st.html(example_html(tokens, original_tokens, kinds, inst.segment_ids))
 st.markdown(
     f"**{n_chosen}** tokens were chosen for prediction: {chosen_count_text(len(inst.tokens), n_chosen, config)}. "
     f"Of the {n_chosen}, **{counts['mask']}** became `[MASK]`, **{counts['random']}** a random token, "
@@ -163,8 +165,8 @@ with st.expander("As a table"):
         pd.DataFrame(
             {
                 "position": list(range(len(inst.tokens))),
-                "input token": inst.tokens,
-                "original": inst.original_tokens,
+                "input token": tokens,
+                "original": original_tokens,
                 "chosen as": [k or "" for k in kinds],
                 "segment": ["A" if s == 0 else "B" for s in inst.segment_ids],
             }

@@ -124,9 +124,9 @@ def test_embedding_row_note_says_there_is_no_context(tiny_checkpoint):
     with pytest.raises(InputError, match="layer 0"):
         embedding_row_note(LayerGuess(1, guesses[1].candidates), 100)
     # 'nearly flat' only where it is: a first-place mask's best can take a quarter of the probability
-    sure = LayerGuess(0, [Candidate("mr", 1, 0.244, "mr")])
+    sure = LayerGuess(0, [Candidate("mr", 1, 0.244, "mr", "mr")])
     assert "nearly flat" not in embedding_row_note(sure, 30_000) and "at most 24.4%" in embedding_row_note(sure, 30_000)
-    spread = LayerGuess(0, [Candidate("mr", 1, 0.0002, "mr")])
+    spread = LayerGuess(0, [Candidate("mr", 1, 0.0002, "mr", "mr")])
     assert "nearly flat" in embedding_row_note(spread, 30_000)
 
 

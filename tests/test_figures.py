@@ -19,7 +19,7 @@ TOKENS = ["[CLS]", "the", "cat", "the", "[SEP]"]
 
 
 def cands(*pairs) -> list[Candidate]:
-    return [Candidate(tok, i, score, tok.lstrip("#")) for i, (tok, score) in enumerate(pairs)]
+    return [Candidate(tok, i, score, tok.lstrip("#"), tok) for i, (tok, score) in enumerate(pairs)]
 
 
 def uniform(L=2, A=3, T=len(TOKENS)) -> np.ndarray:

@@ -17,8 +17,8 @@ import torch
 from conftest import SAMPLE_TEXT, tiny_config
 from torch.testing import assert_close
 
-from bertlab.finetune.data import QAExample, SequenceExample
-from bertlab.finetune.encoding import encode_qa, encode_sequences
+from bertlab.finetune.data import QAExample, SequenceExample, TaggingExample
+from bertlab.finetune.encoding import IGNORE, decode_tagging, encode_qa, encode_sequences, encode_tagging
 from bertlab.finetune.models import HeadConfig, build_task_model
 from bertlab.finetune.predict import TaskSetup, load_finetuned, save_finetuned
 from bertlab.finetune.recipe import FinetuneConfig, pretrained_task_model, run_finetuning
@@ -276,6 +276,37 @@ def test_roberta_pairs_and_qa_windows_read_as_roberta_s_tokenizer_builds_them(tm
     assert window.input_ids == theirs(question, context)["input_ids"]
     answer = window.input_ids[window.start_position : window.end_position + 1]
     assert bpe.decode(answer).strip() == "The cat"
+
+
+TAGGED = [
+    ["The", "cat", "sat", "on", "the", "mat", "."],
+    ["Paris", "is", "the", "capital", "of", "France", "!"],
+    ["a", "big", "red", "bird", "sang"],
+]
+
+
+def test_roberta_tagging_reads_each_word_with_its_space_as_transformers_does(tmp_path, bpe):
+    """Tagged words come split; RoBERTa reads every word with the space before it, the first too ('Ġcat'),
+    as transformers' tokenizer with add_prefix_space=True does on is_split_into_words input; each word's
+    label sits on its first piece and comes back to the word."""
+    bpe.save_vocab(tmp_path / "vocab.json")  # vocab.json + merges.txt alone: transformers builds from the files
+    theirs = transformers.RobertaTokenizerFast.from_pretrained(tmp_path, add_prefix_space=True)
+    labels = ["O", "X"]
+    examples = [TaggingExample(words, [labels[i % 2] for i in range(len(words))]) for words in TAGGED]
+    features = encode_tagging(examples, bpe, 64, {t: i for i, t in enumerate(labels)})
+    logits = []
+    for ex, feature in zip(examples, features, strict=True):
+        reference = theirs(ex.words, is_split_into_words=True)
+        assert feature.input_ids == reference["input_ids"]
+        firsts = [reference.word_ids().index(w) for w in range(len(ex.words))]
+        assert feature.word_starts == firsts
+        assert all(bpe.convert_ids_to_tokens([feature.input_ids[p]])[0].startswith("Ġ") for p in firsts)
+        assert [feature.token_labels[p] for p in firsts] == [labels.index(t) for t in ex.tags]
+        assert all(label == IGNORE for p, label in enumerate(feature.token_labels) if p not in firsts)
+        scores = torch.zeros(len(feature.input_ids), len(labels))
+        scores[firsts, [labels.index(t) for t in ex.tags]] = 1.0  # a model right on every first piece
+        logits.append(scores)
+    assert decode_tagging(examples, features, logits, labels) == [ex.tags for ex in examples]
 
 
 def test_a_distilbert_fine_tunes_as_the_bert_its_layers_are(folders):

@@ -43,7 +43,7 @@ def test_the_factorisation_finds_factors_built_into_the_activations():
     values[0, [2, 4], 4:] = 2.0  # 'b' fires neurons 4-7, twice as strongly
     values[0, 5, :] = -0.1  # 'c' only GELU's negative part: counted as 0
     values[0, [0, 6], :] = 9.0  # the special tokens fire most
-    nf = neuron_factors(Activations(tokens, values), k=2)
+    nf = neuron_factors(Activations(tokens, values, tokens), k=2)
     assert nf.tokens == ("a", "b", "a", "b", "c") and nf.positions == (1, 2, 3, 4, 5) and nf.layers == (1,)
     assert nf.fit == pytest.approx(1.0, abs=1e-3)
     assert nf.strongest(0, 3) == ["b"] and nf.strongest(1, 3) == ["a"]  # the larger factor first
@@ -51,7 +51,7 @@ def test_the_factorisation_finds_factors_built_into_the_activations():
     assert {n for _, n, _ in nf.neurons[0]} <= {4, 5, 6, 7} and {n for _, n, _ in nf.neurons[1]} <= {0, 1, 2, 3}
     assert sum(share for *_, share in nf.neurons[1][:4]) == pytest.approx(1.0, abs=1e-3)
     assert factor_label(nf, 0) == "factor 1: b" and factor_neurons_text(nf, 1).startswith("L1 #")
-    with_special = neuron_factors(Activations(tokens, values), k=2, special=True)
+    with_special = neuron_factors(Activations(tokens, values, tokens), k=2, special=True)
     assert with_special.tokens == tokens and with_special.strongest(0, 1) == ["[CLS]"]
     fig = factors_figure(nf)
     assert len(fig.data[0].x) == 5 and len(set(fig.data[0].x)) == 5  # a repeated token keeps its own column
@@ -66,7 +66,7 @@ def test_bad_input_is_refused_plainly(lm):
         neuron_factors(acts, layers=[0])
     with pytest.raises(InputError, match="7 tokens to factorise into 8"):
         neuron_factors(acts, k=8)
-    zeros = Activations(("a", "b", "c"), torch.zeros(1, 3, 4))
+    zeros = Activations(("a", "b", "c"), torch.zeros(1, 3, 4), ("a", "b", "c"))
     with pytest.raises(InputError, match="every activation is zero"):
         neuron_factors(zeros, k=2)
     assert neuron_factors(acts, k=3, layers=[2, 2]).layers == (2,)

@@ -130,8 +130,9 @@ def test_a_note_says_when_the_raw_or_rollout_map_is_capped():
     for i in range(T):  # half on [CLS], half on ten neighbours: white but for [CLS] on a 0-0.5 scale
         spread[0, i, [(i + k) % T for k in range(1, 11)]] = 0.05
     spread[0, :, 0] += 0.5
-    long = AttentionMaps([f"t{i}" for i in range(T)], spread, np.full((1, T, T), 1 / T), None, 0, 0.0)
+    names = [f"t{i}" for i in range(T)]
+    long = AttentionMaps(names, names, spread, np.full((1, T, T), 1 / T), None, 0, 0.0)
     note = capped_maps_note(long, 0)
     assert note.startswith("The raw attention map’s colours stop at the 99th-percentile weight")
-    short = AttentionMaps(["a", "b"], np.full((1, 2, 2), 0.5), np.full((1, 2, 2), 0.5), None, 0, 0.0)
+    short = AttentionMaps(["a", "b"], ["a", "b"], np.full((1, 2, 2), 0.5), np.full((1, 2, 2), 0.5), None, 0, 0.0)
     assert capped_maps_note(short, 0) == ""

@@ -12,6 +12,7 @@ Imports numpy, plotly and bertlab types; bertviz lazily; never streamlit.
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import logging
 import math
@@ -31,6 +32,13 @@ BLUE = "#3b6fb6"
 ORANGE = "#e8853d"
 GREY = "#9aa0a6"
 FONT = dict(family="Inter, Source Sans Pro, Helvetica, Arial, sans-serif", size=13)
+
+
+def plotly_text(text: str) -> str:
+    """`text` as plotly draws it letter for letter. Plotly reads a few HTML tags in its labels, titles and
+    hovers ('<s>' strikes through, '<b>' bolds), so RoBERTa's <s> and </s> would vanish from a tick;
+    '<', '>' and '&' become the entities plotly draws as the characters."""
+    return html.escape(text, quote=False)
 
 
 def style_figure(fig: go.Figure, title: str = "", height: int | None = None, **kw: Any) -> go.Figure:
@@ -76,7 +84,7 @@ def _tick_format(top: float) -> str:
 
 def probability_bar(candidates: Sequence[Candidate], whole_words: bool = True, title: str = "") -> go.Figure:
     """Horizontal bars of the top-k answers for one [MASK], most likely on top."""
-    labels = [(c.word if whole_words else c.token) for c in candidates]
+    labels = [plotly_text(c.word if whole_words else c.piece) for c in candidates]
     labels = _unique_labels(labels)
     scores = [c.score for c in candidates]
     fig = go.Figure(
@@ -124,7 +132,7 @@ def layer_predictions_figure(guesses: Sequence[LayerGuess], whole_words: bool = 
     for r, g in enumerate(guesses):
         for j, c in enumerate(g.candidates):
             z[r, j] = c.score
-            text[r][j] = f"{c.word if whole_words else c.token}<br>{percent(c.score)}"
+            text[r][j] = f"{plotly_text(c.word if whole_words else c.piece)}<br>{percent(c.score)}"
     ylabels = ["embeddings" if g.layer == 0 else f"layer {g.layer}" for g in guesses]
     fig = go.Figure(
         go.Heatmap(
@@ -163,6 +171,7 @@ def answer_by_layer(guesses: Sequence[LayerGuess], token_id: int) -> list[float 
 def answer_trajectory_figure(guesses: Sequence[LayerGuess], token_id: int, word: str) -> go.Figure:
     """Line: the final answer's probability at every layer (0 where it is outside the top-k)."""
     probs = answer_by_layer(guesses, token_id)
+    word = plotly_text(word)
     x = [g.layer for g in guesses]
     y = [p if p is not None else 0.0 for p in probs]
     fig = go.Figure(

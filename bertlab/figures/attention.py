@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from bertlab.errors import InputError
-from bertlab.figures.answers import BLUE, GREY, ORANGE, style_figure
+from bertlab.figures.answers import BLUE, GREY, ORANGE, plotly_text, style_figure
 from bertlab.inference import Inspection
 
 # Long inputs: a 512-token grid of 16 heads was 128 MB of figure JSON and froze the browser.
@@ -106,7 +106,7 @@ def _token_ticks(tokens: Sequence[str], first: int = 0) -> dict:
     its position, since the reader can no longer count along the axis."""
     T = len(tokens)
     if T <= MAX_TICK_LABELS:
-        return dict(tickmode="array", tickvals=list(range(first, first + T)), ticktext=list(tokens))
+        return dict(tickmode="array", tickvals=list(range(first, first + T)), ticktext=[plotly_text(t) for t in tokens])
     step = _tick_step(T)
     special: list[int] = []
     for i, t in enumerate(tokens):  # the first of two [SEP]s a few tokens apart: their names would overlap
@@ -117,7 +117,7 @@ def _token_ticks(tokens: Sequence[str], first: int = 0) -> dict:
     return dict(
         tickmode="array",
         tickvals=[first + i for i in picked],
-        ticktext=[f"{tokens[i]} ({first + i})" for i in picked],
+        ticktext=[f"{plotly_text(tokens[i])} ({first + i})" for i in picked],
     )
 
 
@@ -221,7 +221,7 @@ def attention_heatmap(
         raise InputError(f"attention matrix has shape {m.shape} but there are {T} tokens")
     if T * T <= HOVER_CELLS:
         hover: dict = dict(
-            customdata=[[f"{tokens[i]} → {tokens[j]}" for j in range(T)] for i in range(T)],
+            customdata=[[f"{plotly_text(tokens[i])} → {plotly_text(tokens[j])}" for j in range(T)] for i in range(T)],
             hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
         )
     else:
@@ -252,7 +252,7 @@ def attention_heatmap(
             text="switched off", x=(T - 1) / 2, y=(T - 1) / 2, showarrow=False, font=dict(size=18, color=GREY)
         )
     style_figure(fig, title, height=side)
-    longest = max((len(t) for t in ticks["ticktext"]), default=1)
+    longest = max((len(t) for t in tokens), default=1)
     fig.update_layout(margin=dict(t=(40 if title else 10) + 6 * longest))
     return fig
 
@@ -277,7 +277,7 @@ def attention_lines(
     if m.shape != (T, T):
         raise InputError(f"attention matrix has shape {m.shape} but there are {T} tokens")
     window = window or token_window(T)
-    first, shown = window.start, window.tokens(tokens)
+    first, shown = window.start, [plotly_text(t) for t in window.tokens(tokens)]
     n = len(shown)
     fig = go.Figure()
     bins = np.linspace(threshold, 1.0, 9)
@@ -305,7 +305,7 @@ def attention_lines(
     rows = range(window.start, window.stop)
     strongest = m[window.start : window.stop].argmax(1) if n else np.zeros(0, dtype=int)
     hover = [
-        f"{tokens[i]} ({i}) attends most to {tokens[j]} ({j}): {m[i, j]:.2f}"
+        f"{plotly_text(tokens[i])} ({i}) attends most to {plotly_text(tokens[j])} ({j}): {m[i, j]:.2f}"
         for i, j in zip(rows, strongest, strict=True)
     ]
     dense = n > 24  # smaller words and rows, so 64 tokens take about the height of the heatmap beside

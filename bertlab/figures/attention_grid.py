@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from bertlab.attention import head_label
 from bertlab.errors import InputError
-from bertlab.figures.answers import GREY, style_figure
+from bertlab.figures.answers import GREY, plotly_text, style_figure
 from bertlab.figures.attention import (
     HOVER_CELLS,
     TokenWindow,
@@ -107,7 +107,7 @@ def head_grid(
     att = np.asarray(attentions, dtype=float)
     per_head = _per_head_scale(att, scale, zmax, mark_uniform)
     window = window or token_window(att.shape[-1])
-    att, tokens = window.maps(att), window.tokens(tokens)
+    att, tokens = window.maps(att), [plotly_text(t) for t in window.tokens(tokens)]  # ticks and hovers
     L, A, T, _ = att.shape
     off_set, removed_set = set(off) - set(removed), set(removed)
     z, custom = _tiles(att, tokens, off_set | removed_set, per_head)

@@ -1,7 +1,8 @@
 """Examples -> model inputs -> task answers, shared by training, evaluation and prediction.
 
 - sentences / pairs: [CLS] A [SEP] (B [SEP]), longest-first truncation;
-- tagging: words are split into WordPieces; the first piece of each word carries the word's
+- tagging: words are split into pieces as they read inside the sentence (`tokenize_words`: RoBERTa's
+  carry the space before each word, 'Ġcat'); the first piece of each word carries the word's
   label and the rest -100 (not scored); a sentence longer than the model accepts is cut into
   consecutive chunks of whole words, so every word is tagged;
 - QA: [CLS] question [SEP] context window [SEP] (RoBERTa: <s> question </s></s> context </s>, the
@@ -75,12 +76,12 @@ def encode_sequences(
 def encode_tagging(
     examples: Sequence[TaggingExample], tokenizer: BertTokenizer, max_length: int, label_to_id: dict[str, int] | None
 ) -> list[Feature]:
-    """Label the first WordPiece of each word; chunk sentences that do not fit."""
+    """Label the first piece of each word; chunk sentences that do not fit."""
     room = max_length - 2
     if room < 1:
         raise InputError(f"max_length {max_length} leaves no room for words")
     flat = [w for ex in examples for w in ex.words]
-    pieces = tokenizer.tokenize_batch(flat) if flat else []
+    pieces = tokenizer.tokenize_words(flat) if flat else []
     out, k = [], 0
     for i, ex in enumerate(examples):
         word_pieces = []

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from bertlab.figures.answers import style_figure
+from bertlab.figures.answers import plotly_text, style_figure
 from bertlab.figures.attention import CAP_PERCENTILE, attention_heatmap, heatmap_cap
 from bertlab.finetune.answers import ExampleAnswer, FileAnswers
 from bertlab.finetune.tasks import label_text
@@ -43,12 +43,14 @@ def shaded_tokens_html(tokens: Sequence[str], scores: Sequence[float]) -> str:
 
 def attribution_figure(attr: Attribution, title: str = "") -> go.Figure:
     """Both methods' score per token, side by side as bars."""
-    x = list(range(len(attr.tokens)))
+    x = list(range(len(attr.pieces)))
     fig = go.Figure()
     fig.add_bar(x=x, y=attr.integrated_gradients, name="integrated gradients", marker_color="#1f77b4")
     fig.add_bar(x=x, y=attr.gradient_x_input, name="gradient × input", marker_color="#ff7f0e")
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=attr.tokens, tickangle=-45)
-    fig.update_yaxes(title=f"change in {attr.target}<br>from the baseline", zeroline=True, zerolinecolor="#999")
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[plotly_text(t) for t in attr.pieces], tickangle=-45)
+    fig.update_yaxes(
+        title=f"change in {plotly_text(attr.target)}<br>from the baseline", zeroline=True, zerolinecolor="#999"
+    )
     return style_figure(fig, title, height=360, barmode="group", legend=dict(orientation="h", y=-0.35))
 
 
@@ -78,8 +80,8 @@ def baseline_reading(attr: Attribution) -> str:
 def raw_and_rollout_figures(maps: AttentionMaps, layer: int) -> tuple[go.Figure, go.Figure]:
     """The layer's head-averaged raw attention, and the rollout up to and including that layer."""
     L = maps.raw.shape[0]
-    raw = attention_heatmap(maps.tokens, maps.raw[layer], f"Raw attention, layer {layer + 1} (heads averaged)")
-    roll = attention_heatmap(maps.tokens, maps.rollout[layer], f"Rollout, layers 1–{layer + 1} of {L}")
+    raw = attention_heatmap(maps.pieces, maps.raw[layer], f"Raw attention, layer {layer + 1} (heads averaged)")
+    roll = attention_heatmap(maps.pieces, maps.rollout[layer], f"Rollout, layers 1–{layer + 1} of {L}")
     return raw, roll
 
 
@@ -100,10 +102,13 @@ def capped_maps_note(maps: AttentionMaps, layer: int) -> str:
     )
 
 
-def flow_figure(maps: AttentionMaps, title: str = "") -> go.Figure:
-    """How much reaches the output token from each input token: last-layer raw attention, rollout and flow."""
+def flow_figure(maps: AttentionMaps, title: str | None = None) -> go.Figure:
+    """How much reaches the output token from each input token: last-layer raw attention, rollout and flow;
+    `title` None names the output token ('What reaches <mask> after the last layer')."""
     p = maps.flow_position
-    x = list(range(len(maps.tokens)))
+    if title is None:
+        title = f"What reaches {plotly_text(maps.pieces[p])} after the last layer"
+    x = list(range(len(maps.pieces)))
     fig = go.Figure()
     fig.add_bar(x=x, y=maps.raw[-1, p], name="raw attention (last layer)", marker_color="#9ecae1")
     fig.add_bar(x=x, y=maps.rollout[-1, p], name="rollout", marker_color="#1f77b4")
@@ -112,8 +117,8 @@ def flow_figure(maps: AttentionMaps, title: str = "") -> go.Figure:
         fig.add_bar(
             x=x, y=maps.flow / total if total > 0 else maps.flow, name="flow (normalised)", marker_color="#d62728"
         )
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=maps.tokens, tickangle=-45)
-    fig.update_yaxes(title=f"weight into {maps.tokens[p]!s}")
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[plotly_text(t) for t in maps.pieces], tickangle=-45)
+    fig.update_yaxes(title=f"weight into {plotly_text(maps.pieces[p])}")
     return style_figure(fig, title, height=340, barmode="group", legend=dict(orientation="h", y=-0.35))
 
 

@@ -55,6 +55,7 @@ class Attribution:
 
     Attributes:
         tokens: the T tokens the model read.
+        pieces: the same T tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġmat' reads '␣mat').
         target: what is explained, e.g. "P('paris' at [MASK] #1)".
         prediction / baseline_prediction: the explained number for the input and for the baseline.
         gradient_x_input: (T,) float64, gradient x word embedding per token.
@@ -67,6 +68,7 @@ class Attribution:
     text: str
     text_b: str | None
     tokens: list[str]
+    pieces: list[str]
     target: str
     prediction: float
     baseline_prediction: float
@@ -83,11 +85,11 @@ class Attribution:
         return self.prediction - self.baseline_prediction
 
     def rows(self) -> list[dict]:
-        """One dict per token (position, token, both scores), for a table."""
+        """One dict per token (position, token as drawn, both scores), for a table."""
         return [
             {"position": i, "token": t, "integrated gradients": float(ig), "gradient × input": float(gx)}
             for i, (t, ig, gx) in enumerate(
-                zip(self.tokens, self.integrated_gradients, self.gradient_x_input, strict=True)
+                zip(self.pieces, self.integrated_gradients, self.gradient_x_input, strict=True)
             )
         ]
 
@@ -168,6 +170,7 @@ def attribute(
                 text=texts[i],
                 text_b=texts_b[i] if texts_b else None,
                 tokens=tokens,
+                pieces=subject.tokenizer.readable_tokens(tokens),
                 target=prep.names[i],
                 prediction=float(p_input[i]),
                 baseline_prediction=float(p_base[i]),

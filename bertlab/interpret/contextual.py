@@ -45,8 +45,9 @@ ANISOTROPY_PAIRS = 1000  # random word pairs per layer
 
 @dataclass
 class Occurrence:
-    """One occurrence of the word: sentence `sentence_index`, its token positions and WordPieces (`pieces`),
-    as typed (`surface`); `sense` is "" when the sentence has none."""
+    """One occurrence of the word: sentence `sentence_index`, its token positions and its pieces as a page
+    draws them (`pieces`, `readable_tokens`: RoBERTa's 'Ġb' reads '␣b'), as typed (`surface`); `sense` is ""
+    when the sentence has none."""
 
     sentence_index: int
     sentence: str
@@ -315,7 +316,8 @@ def contextual_word(
         tokens = subject.tokenizer.encode(s, max_length=subject.max_length).tokens
         for surface, positions in found:
             sense = senses[i].strip() if senses else ""
-            occurrences.append(Occurrence(i, s, surface, positions, sense, [tokens[p] for p in positions]))
+            pieces = subject.tokenizer.readable_tokens([tokens[p] for p in positions])
+            occurrences.append(Occurrence(i, s, surface, positions, sense, pieces))
     states = _hidden_states(subject, sentences)
     vectors = np.stack([states[o.sentence_index][:, o.token_positions].mean(1) for o in occurrences], 1)  # (L+1, N, H)
     groups = np.array([o.sentence_index for o in occurrences])

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertlab.figures.answers import style_figure
+from bertlab.figures.answers import plotly_text, style_figure
 from bertlab.formatting import shortened
 from bertlab.interpret.contextual import ContextualWord
 from bertlab.interpret.neighbours import CorpusIndex, NeighbourResult, same_word_ceiling
@@ -114,13 +114,13 @@ def sense_note(result: ContextualWord) -> str:
 
 
 def pieces_note(result: ContextualWord) -> str:
-    """How the tokenizer cut the word, when it is more than one WordPiece ("" otherwise)."""
+    """How the tokenizer cut the word, when it is more than one piece ("" otherwise)."""
     pieces = result.occurrences[0].pieces
     if len(pieces) < 2:
         return ""
     return (
         f"The tokenizer reads “{result.word}” as {len(pieces)} pieces, {' · '.join(pieces)} (punctuation is always "
-        "a word of its own, and a long word is cut into WordPieces): its vector in a sentence is the mean of "
+        "a word of its own, and a long word is cut into pieces): its vector in a sentence is the mean of "
         "its pieces' vectors."
     )
 
@@ -378,8 +378,8 @@ def factor_label(nf: NeuronFactors, factor: int) -> str:
 
 def factors_figure(nf: NeuronFactors, title: str = "") -> go.Figure:
     """Every factor (rows, strongest factor first) at every token (columns, in reading order)."""
-    columns = [t + "\u200b" * i for i, t in enumerate(nf.tokens)]  # invisible marks keep a repeated token apart
-    rows = [factor_label(nf, f) for f in range(nf.strength.shape[0])]
+    columns = [plotly_text(t) + "\u200b" * i for i, t in enumerate(nf.pieces)]  # invisible marks keep a repeat apart
+    rows = [plotly_text(factor_label(nf, f)) for f in range(nf.strength.shape[0])]
     fig = go.Figure(
         go.Heatmap(
             z=nf.strength.numpy(),

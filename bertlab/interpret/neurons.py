@@ -31,10 +31,12 @@ SPECIAL = ("[CLS]", "[SEP]")
 
 @dataclass(frozen=True)
 class Activations:
-    """A text's feed-forward activations: `values[l]` is (T, F) for layer l+1 (layers counted from 1)."""
+    """A text's feed-forward activations: `values[l]` is (T, F) for layer l+1 (layers counted from 1);
+    `pieces`, the T tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġcat' reads '␣cat')."""
 
     tokens: tuple[str, ...]
     values: torch.Tensor  # (L, T, F) float32
+    pieces: tuple[str, ...]
 
     @property
     def num_layers(self) -> int:
@@ -43,7 +45,8 @@ class Activations:
 
 @dataclass(frozen=True)
 class NeuronFactors:
-    """k factors of the activations of `layers` (counted from 1) over `tokens` (the ones factorised).
+    """k factors of the activations of `layers` (counted from 1) over `tokens` (the ones factorised;
+    `pieces`, the same as a page draws them).
 
     `strength[f, t]` is factor f at token t, each factor scaled to its largest (0..1); `neurons[f]`
     the (up to five) neurons that load most on it as (layer, neuron, share of the factor's loading,
@@ -51,6 +54,7 @@ class NeuronFactors:
     share of the activations the k factors reproduce (1 - |V - WH| / |V|, Frobenius)."""
 
     tokens: tuple[str, ...]
+    pieces: tuple[str, ...]
     positions: tuple[int, ...]  # of `tokens` in the whole input
     layers: tuple[int, ...]
     strength: torch.Tensor  # (k, T)
@@ -58,14 +62,15 @@ class NeuronFactors:
     fit: float
 
     def strongest(self, factor: int, top: int = 3, floor: float = 0.1) -> list[str]:
-        """The tokens where a factor is strongest, strongest first (each once; none under `floor` of its peak)."""
+        """The tokens where a factor is strongest, as drawn (`pieces`), strongest first (each once; none under
+        `floor` of its peak)."""
         order = torch.argsort(self.strength[factor], descending=True).tolist()
         seen: list[str] = []
         for t in order:
             if self.strength[factor, t] < floor:
                 break
-            if self.tokens[t] not in seen:
-                seen.append(self.tokens[t])
+            if self.pieces[t] not in seen:
+                seen.append(self.pieces[t])
             if len(seen) == top:
                 break
         return seen
@@ -95,7 +100,7 @@ def ffn_activations(model, text: str, text_b: str | None = None) -> Activations:
     finally:
         for h in handles:
             h.remove()
-    return Activations(tuple(enc.tokens), torch.stack(caught))
+    return Activations(tuple(enc.tokens), torch.stack(caught), tuple(subject.tokenizer.readable_tokens(enc.tokens)))
 
 
 def _nmf(v: torch.Tensor, k: int, seed: int, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,6 +156,7 @@ def neuron_factors(
         neurons.append(tuple((picked[i // width], i % width, float(share[i])) for i in top))
     return NeuronFactors(
         tokens=tuple(acts.tokens[t] for t in positions),
+        pieces=tuple(acts.pieces[t] for t in positions),
         positions=positions,
         layers=picked,
         strength=strength,

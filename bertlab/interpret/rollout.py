@@ -119,6 +119,8 @@ class AttentionMaps:
     """Raw attention, rollout and flow for one input.
 
     Attributes:
+        tokens: the T tokens the model read.
+        pieces: the same T tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġmat' reads '␣mat').
         raw: (L, T, T) the heads of each layer averaged (no residual).
         rollout: (L, T, T) cumulative rollout after each layer.
         flow: (T,) flow from each input token to `flow_position` at the last layer, or None when
@@ -126,6 +128,7 @@ class AttentionMaps:
     """
 
     tokens: list[str]
+    pieces: list[str]
     raw: np.ndarray
     rollout: np.ndarray
     flow: np.ndarray | None
@@ -143,14 +146,16 @@ def _check_length(T: int) -> None:
         )
 
 
-def _attentions(model, text: str, text_b: str | None, head_mask: torch.Tensor | None) -> tuple[list[str], np.ndarray]:
-    """The tokens and (L, A, T, T) attention of one input, for a `LoadedModel` (its `inspect`) or a
-    fine-tuned model (its encoder, read without gradients: a frozen encoder is fine here)."""
+def _attentions(
+    model, text: str, text_b: str | None, head_mask: torch.Tensor | None
+) -> tuple[list[str], list[str], np.ndarray]:
+    """The tokens, the same as drawn, and (L, A, T, T) attention of one input, for a `LoadedModel` (its
+    `inspect`) or a fine-tuned model (its encoder, read without gradients: a frozen encoder is fine here)."""
     if isinstance(model, LoadedModel):
         model._check_text(text)
         _check_length(len(model.tokenizer.encode(text, text_b, max_length=model.max_length)))
         ins = model.inspect(text, text_b, head_mask=head_mask)
-        return ins.tokens, ins.attentions
+        return ins.tokens, model.tokenizer.readable_tokens(ins.tokens), ins.attentions
     subject = as_subject(model, gradients=False)
     for value, what in ((text, "text"), (text_b, "text_b")):
         if value is None and what == "text_b":
@@ -175,7 +180,8 @@ def _attentions(model, text: str, text_b: str | None, head_mask: torch.Tensor | 
     # as LoadedModel.inspect: no gradients and the model's own precision, whatever the caller has on
     with torch.inference_mode(), torch.autocast(subject.device.type, enabled=False):
         enc = subject.module.bert(**batch, head_mask=hm, output_attentions=True)
-    return e.tokens, torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
+    att = torch.stack(enc.attentions, 0)[:, 0].float().cpu().numpy()  # (L, A, T, T)
+    return e.tokens, tok.readable_tokens(e.tokens), att
 
 
 def attention_maps(
@@ -196,7 +202,7 @@ def attention_maps(
     Raises:
         InputError: empty text, a head mask of the wrong shape, or `position` not a token of the input.
     """
-    tokens, att = _attentions(model, text, text_b, head_mask)  # (L, A, T, T)
+    tokens, pieces, att = _attentions(model, text, text_b, head_mask)  # att: (L, A, T, T)
     L, A, T, _ = att.shape
     position = _check_position(position, T)
     live = att.sum(-1, keepdims=True) > 0.5
@@ -213,4 +219,4 @@ def attention_maps(
             started = time.perf_counter()
             flows = attention_flow(att, position)
             seconds = time.perf_counter() - started
-    return AttentionMaps(tokens, raw, attention_rollout(att), flows, position, seconds, note)
+    return AttentionMaps(tokens, pieces, raw, attention_rollout(att), flows, position, seconds, note)

@@ -344,7 +344,7 @@ def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None
                 if ids[0] == tok.unk_id and target.token != "[UNK]":
                     raise InputError(f"{target.token!r} is not in the vocabulary; pick one of the model's answers")
                 classes[i] = ids[0]
-            word = tok.id_to_token.get(int(classes[i]), "[UNK]")
+            word = tok.readable_tokens([tok.id_to_token.get(int(classes[i]), "[UNK]")])[0]  # 'Ġmat' reads '␣mat'
             names.append(f"P({word!r} at [MASK] #{target.mask + 1})")
         elif isinstance(target, IsNext):
             names.append("P(IsNext)")
@@ -358,13 +358,14 @@ def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None
                 classes[i] = subject.labels.index(target.label)
             else:
                 raise InputError(f"label {target.label!r} is not one of this model's labels {list(subject.labels)}")
-            at = f" at {e.tokens[int(positions[i])]!r}" if subject.kind == "tagging" else ""
+            at = f" at {tok.readable_tokens([e.tokens[int(positions[i])]])[0]!r}" if subject.kind == "tagging" else ""
             names.append(f"P(label {subject.labels[int(classes[i])]!r}{at})")
         else:
             context = torch.tensor([s == 1 for s in e.sequence_ids] + [False] * (probs.shape[1] - len(e)))
             scores = probs[i].cpu().masked_fill(~context, -1.0)
             positions[i] = int(scores.argmax())
-            names.append(f"P(answer {'ends' if target.end else 'starts'} at {e.tokens[int(positions[i])]!r})")
+            piece = tok.readable_tokens([e.tokens[int(positions[i])]])[0]
+            names.append(f"P(answer {'ends' if target.end else 'starts'} at {piece!r})")
     return Prepared(
         batch["input_ids"],
         batch["token_type_ids"],

@@ -39,6 +39,48 @@ MASK_TOKEN = "<mask>"
 _MASK_ANY_CASE = re.compile(r"\[mask\]", re.IGNORECASE)
 _SPACE = "Ġ"  # the byte-level alphabet's space: a token that starts with it starts a word
 VISIBLE_SPACE = "␣"  # how a page draws a piece's leading space (readable_tokens)
+# what a page draws for the other white space a piece can spell: 'Ċ' (a newline byte) would otherwise
+# reach the page as a line break that HTML and markdown fold away
+_VISIBLE_WHITESPACE = str.maketrans({" ": VISIBLE_SPACE, "\n": "↵", "\r": "␍", "\t": "⇥"})
+
+
+def _byte_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character that stands for each of the 256 bytes (a printable
+    byte as itself, the others shifted past 255 in order: a space, byte 32, is 'Ġ', a newline 'Ċ')."""
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    alphabet, shifted = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            alphabet[chr(byte)] = byte
+        else:
+            alphabet[chr(256 + shifted)] = byte
+            shifted += 1
+    return alphabet
+
+
+_BYTE_OF = _byte_alphabet()
+
+
+def _spelled(pieces: str) -> str:
+    """The text that byte-level pieces (one, or several run together) spell, a byte that is only part of
+    a character shown as '<0xC3>' (the first half of 'é'; `piece_text` would give '�', the same for every
+    such byte), and so is a control character other than a tab or a line break, which draws as nothing."""
+    if not all(ch in _BYTE_OF for ch in pieces):
+        return pieces
+    data, out = bytes(_BYTE_OF[ch] for ch in pieces), []
+    while data:
+        try:
+            out.append(data.decode("utf-8"))
+            break
+        except UnicodeDecodeError as err:
+            out.append(data[: err.start].decode("utf-8"))
+            out.extend(f"<0x{byte:02X}>" for byte in data[err.start : err.end])
+            data = data[err.end :]
+    return "".join(f"<0x{ord(ch):02X}>" if _is_control(ch) else ch for ch in "".join(out))
+
+
+def _is_control(ch: str) -> bool:
+    return (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F
 
 
 def _kind(ch: str) -> str:
@@ -250,6 +292,13 @@ class RobertaTokenizer(BertTokenizer):
 
         return super().encode_batch(masks(texts), masks(texts_b), max_length, truncate)
 
+    def tokenize_words(self, words: Sequence[str]) -> list[list[int]]:
+        """Token ids (no specials) of each word of a sentence given already split into words, each with the
+        space that stands before it in the sentence ('cat' -> 'Ġcat'), the first word too: transformers'
+        RobertaTokenizerFast(add_prefix_space=True) on is_split_into_words input, which RoBERTa's tagging
+        recipes use. Alone, 'cat' would read as the pieces of a word glued to the one before it."""
+        return self.tokenize_batch([w if w.startswith(" ") else " " + w for w in words])
+
     # --- answers as words ----------------------------------------------------------------
     def piece_text(self, token: str) -> str:
         """What a vocabulary string spells: 'Ġmat' -> ' mat', 'Ã©' -> 'é' (the bytes it stands for)."""
@@ -257,8 +306,9 @@ class RobertaTokenizer(BertTokenizer):
 
     def readable_tokens(self, tokens: Sequence[str]) -> list[str]:
         """Tokens as a page draws them: the text each piece spells, a word's leading space shown as '␣'
-        ('Ġmat' -> '␣mat', 'Ã©' -> 'é'), special tokens as they are."""
-        return [t if t in self._specials else self.piece_text(t).replace(" ", VISIBLE_SPACE) for t in tokens]
+        and a newline as '↵' ('Ġmat' -> '␣mat', 'Ċ' -> '↵', 'Ã©' -> 'é'), a byte that is only part of
+        a character as its value ('Ã' -> '<0xC3>'), special tokens as they are."""
+        return [t if t in self._specials else _spelled(t).translate(_VISIBLE_WHITESPACE) for t in tokens]
 
     def _joins(self, left: str, token: str) -> bool:
         """Whether `token` continues the word that `left` (the token before it) is part of: no 'Ġ' in
@@ -285,20 +335,20 @@ class RobertaTokenizer(BertTokenizer):
         """
         if attached is None:
             attached = position > 0 and self._joins(tokens[position - 1], tokens[position])
+        # the pieces are spelled together, not one by one: 'Ã' + '©' is 'é', each alone half of it
         left, i, piece = "", position, token
         while i > 0 and self._joins(tokens[i - 1], piece):
             i -= 1
             piece = tokens[i]
-            left = self.piece_text(piece) + left
+            left = piece + left
         right, j, piece = "", position + 1, token
         while j < len(tokens) and self._joins(piece, tokens[j]):
             piece = tokens[j]
-            right += self.piece_text(piece)
+            right += piece
             j += 1
-        core = self.piece_text(token)
         if left and not attached:
-            return f"{left.strip()} + {core}{right}"
-        return (left + core + right).strip()
+            return f"{_spelled(left).strip()} + {_spelled(token + right)}"
+        return _spelled(left + token + right).strip()
 
     def attached_to_left(self, enc: Encoding, position: int) -> bool:
         """Whether the token at `position` was typed against the one on its left (no space between:
