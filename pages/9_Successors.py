@@ -9,6 +9,7 @@ import streamlit as st
 from bertlab.ablations import estimate as suite_estimate
 from bertlab.ablations import results as suite_results
 from bertlab.ablations import successors as succ
+from bertlab.ablations import successors_record as record_files
 from bertlab.ablations import successors_verdicts as sv
 from bertlab.ablations import suites as ab
 from bertlab.app_pages import page_titled
@@ -38,7 +39,13 @@ try:
 except BertLabError as exc:
     show_error(exc)
     finetuned = []
-verdicts = sv.claim_verdicts(finetuned)
+try:
+    record = record_files.read_record()
+except BertLabError as exc:
+    show_error(exc)
+    record = record_files.SuccessorsRecord((), ())
+parameters, pair_accuracy = sv.record_inputs(record)
+verdicts = sv.claim_verdicts(finetuned, parameters, pair_accuracy)
 
 st.subheader("In short")
 st.markdown(
@@ -78,10 +85,39 @@ if table:
 else:
     st.info("No fine-tuning results are committed yet.", icon=":material/hourglass_top:")
 
+st.subheader("Pretraining: what each row cost and reached")
+cost = sv.pretraining_rows(record)
+if cost:
+    st.dataframe(pd.DataFrame(cost), hide_index=True, column_config=fitted(cost))
+    st.caption(
+        "Parameters and size of the model that fine-tunes (an ELECTRA pair's discriminator; its generator apart), "
+        "counted from the saved weights. Held-out accuracies at the run's last evaluation, on 128-token text it never "
+        "trained on, 15% of tokens masked. The pair head columns score a sentence-pair head on held-out next-sentence "
+        "and sentence-order pairs, the ALBERT paper's test both ways (IsNext read as 'in order'). Latency: one "
+        "fill-mask sentence on one CPU thread, measured with no training beside it (an ELECTRA pair answers with its "
+        f"generator). From `{RESULTS.relative_to(REPO_ROOT).as_posix()}/pretraining.csv` and `curves.csv`."
+    )
+    by_x = {"input tokens (M)": ("tokens", 1e6), "training minutes": ("train_s", 60.0)}
+    for tab, (axis, (x, scale)) in zip(st.tabs(list(by_x)), by_x.items(), strict=True):
+        series = [
+            pd.DataFrame({axis: [a / scale for a, _ in c], label: [100 * b for _, b in c]}).set_index(axis)
+            for key, label in sv.LABELS.items()
+            if (c := record.curve(key, "mlm_acc", x=x))
+        ]
+        if series:
+            tab.line_chart(pd.concat(series, axis=1), x_label=axis, y_label="held-out masked-LM accuracy (%)")
+    st.caption(
+        "Every row read the same text for the same number of input tokens; the minutes differ with what a step "
+        "costs (ELECTRA runs a generator too) and with what else ran on the machine. ELECTRA's curve is its "
+        "generator's, a quarter of the others' width."
+    )
+else:
+    st.info("No pretraining record is committed yet.", icon=":material/hourglass_top:")
+
 budgets = sorted({v.max_tokens for v in variants})
 budget = f"{budgets[0] / 1e6:.0f}M each" if len(budgets) == 1 else "budgets differ: " + ", ".join(map(str, budgets))
 sizes = ", ".join(sorted({v.size for v in variants}))
-st.subheader(f"Ours, at equal tokens ({budget}, {sizes} size)")
+st.subheader(f"The suite in your runs folder ({budget}, {sizes} size)")
 concept(
     "Each variant changes only what its paper changes against our baseline (BERT, masked LM + NSP), and every "
     "one reads the same text for the same number of input tokens. The run column reads the runs folder "

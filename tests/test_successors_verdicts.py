@@ -101,8 +101,8 @@ def test_albert_sop_reads_both_ways_against_chance(sop_on_nsp, nsp_on_sop, expec
 
 
 def test_near_chance_uses_the_binomial_error_of_the_set_size():
-    assert sv.near_chance(52.0, 1000)  # 2 SE = 3.2 points
-    assert not sv.near_chance(54.0, 1000)
+    assert sv.near_chance(54.0, 1000)  # 99%: 2.58 SE = 4.1 points
+    assert not sv.near_chance(55.0, 1000)
     assert not sv.near_chance(52.0, 100_000)
 
 
@@ -126,3 +126,34 @@ def test_in_short_counts_the_verdicts():
     text = sv.in_short(vs)
     assert text.startswith("Of the papers' 5 claims, 1 agrees")
     assert "4 are not measured yet" in text
+
+
+def test_the_pretraining_record_feeds_the_albert_verdicts_and_the_cost_table():
+    from bertlab.ablations.successors_record import PretrainingRow, SuccessorsRecord
+
+    def row(variant, **kw):
+        base = dict(run=f"succ-{variant}", family="BERT", objective="mlm_nsp", steps=10, tokens=32_000_000)
+        base.update(train_s=3900.0, parameters=5_500_000, generator_parameters=None, size_mb=22.1)
+        base.update(discriminator_size_mb=None, generator_size_mb=None, mlm_acc=0.29, task_metric="nsp_acc")
+        base.update(task_acc=0.85, pair_head="nsp")
+        return PretrainingRow(variant=variant, **{**base, **kw})
+
+    record = SuccessorsRecord(
+        (
+            row("bert", nsp_acc=0.844, nsp_instances=739, sop_acc=0.542, sop_instances=578),
+            row(
+                "albert", parameters=1_400_000, task_metric="sop_acc", pair_head="sop", nsp_acc=0.70, nsp_instances=739
+            ),
+            row("electra", parameters=5_450_000, generator_parameters=2_470_000, task_metric="rtd_acc", pair_head=""),
+        ),
+        (),
+    )
+    parameters, pair = sv.record_inputs(record)
+    assert parameters["albert"] == 1_400_000
+    assert pair[("bert", "sop")] == (pytest.approx(54.2), 578) and ("albert", "sop") not in pair
+    v = verdict(sv.claim_verdicts([], parameters, pair), "albert_sop")
+    assert v.verdict == sv.AGREES  # 54.2% on 578 pairs: within 99% of chance (±5.4); 70% on 739 is not
+    table = sv.pretraining_rows(record)
+    assert [r["row"] for r in table] == ["BERT (MLM + NSP)", "ALBERT", "ELECTRA"]  # the suite's order
+    assert table[0]["pair head on sentence order"] == "54.2%" and table[0]["its own task"] == "NSP 85.0%"
+    assert table[2]["parameters"] == "5.45M (+ generator 2.47M)" and table[2]["fill-mask latency (p50)"] == "—"

@@ -9,9 +9,10 @@ and `in_short` (one sentence per verdict for the page's first paragraph).
 
 A difference counts as clear when it is larger than its noise, the larger of the two rows' std over
 seeds, as the ablation tables read theirs (bertlab.ablations.comparison). Accuracy on a held-out set of
-n instances is near chance when it lies within two binomial standard errors of 50%.
+n instances is near chance when it lies within its 99% binomial interval around 50% (2.58 standard errors).
 
-Torch-free: imports bertlab.ablations.successors (the claims and rows) and bertlab.ablations.tables.
+Torch-free: imports bertlab.ablations.successors (the claims and rows), successors_record (the pretraining
+record: parameters and the sentence-pair heads scored both ways) and bertlab.ablations.tables.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bertlab.ablations.successors import BASELINE, CLAIMS, PaperClaim
+from bertlab.ablations.successors_record import SuccessorsRecord
 from bertlab.ablations.tables import SUCCESSOR_ROWS
 
 # (task, metric, title): MRPC on accuracy, as Table 5 reads it: every pair called a paraphrase already
@@ -159,9 +161,12 @@ class ClaimVerdict:
         }
 
 
+CHANCE_Z = 2.576  # a 99% interval: the held-out pair sets hold a few hundred pairs, so 95% would call 54% "solved"
+
+
 def near_chance(accuracy: float, n: int) -> bool:
-    """Within two binomial standard errors of 50% on `n` instances (accuracy in %)."""
-    return abs(accuracy - 50.0) <= 2 * 100 * math.sqrt(0.25 / max(n, 1))
+    """Within the 99% binomial interval of a coin's 50% on `n` instances (accuracy in %)."""
+    return abs(accuracy - 50.0) <= CHANCE_Z * 100 * math.sqrt(0.25 / max(n, 1))
 
 
 def claim_verdicts(
@@ -186,6 +191,17 @@ def claim_verdicts(
     }
     context = _Context(task_scores(rows), rows, dict(parameters or {}), dict(pair_accuracy or {}))
     return [make[c.key](c, context) for c in CLAIMS if c.key in make]
+
+
+def record_inputs(record: SuccessorsRecord) -> tuple[dict[str, int], dict[tuple[str, str], tuple[float, int]]]:
+    """`claim_verdicts`' parameters and pair accuracies (in %) from the committed pretraining record."""
+    parameters = {r.variant: r.parameters for r in record.rows if r.parameters}
+    pair = {}
+    for r in record.rows:
+        for task, acc, n in (("nsp", r.nsp_acc, r.nsp_instances), ("sop", r.sop_acc, r.sop_instances)):
+            if acc is not None and n:
+                pair[(r.variant, task)] = (100 * acc, n)
+    return parameters, pair
 
 
 @dataclass(frozen=True)
@@ -311,3 +327,37 @@ def in_short(verdicts: Sequence[ClaimVerdict]) -> str:
     parts = [f"{n} {words[v][n != 1]}" for v, n in counts.items() if n]
     body = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "none measured"
     return f"Of the papers' {len(verdicts)} claims, {body}."
+
+
+def pretraining_rows(record: SuccessorsRecord) -> list[dict]:
+    """The pretraining record as the page's table: a row per finished variant in the suite's order, with
+    what it cost (parameters, size, tokens, seconds), what it reached on held-out text, its sentence-pair
+    head on both pair tasks and its fill-mask latency ('—': not measured)."""
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    out = []
+    for key, label in SUCCESSOR_ROWS:
+        r = record.row(key)
+        if r is None:
+            continue
+        generator = f" (+ generator {r.generator_parameters / 1e6:.2f}M)" if r.generator_parameters else ""
+        latency = "—"
+        if r.latency_p50_ms is not None:
+            latency = f"{r.latency_p50_ms:.1f} ms (p90 {r.latency_p90_ms:.1f}; {r.latency_threads} thread)"
+        out.append(
+            {
+                "row": label,
+                "parameters": (f"{r.parameters / 1e6:.2f}M" if r.parameters else "—") + generator,
+                "size on disk": "—" if r.size_mb is None else f"{r.size_mb:.1f} MB",
+                "tokens": "—" if r.tokens is None else f"{r.tokens / 1e6:.1f}M",
+                "training time": "—" if r.train_s is None else f"{r.train_s / 60:.0f} min",
+                "held-out masked LM": pct(r.mlm_acc) + (" (generator)" if r.generator_parameters else ""),
+                "its own task": "—" if r.task_metric == "mlm_acc" else f"{r.task_name} {pct(r.task_acc)}",
+                "pair head on NSP": pct(r.nsp_acc),
+                "pair head on sentence order": pct(r.sop_acc),
+                "fill-mask latency (p50)": latency,
+            }
+        )
+    return out
