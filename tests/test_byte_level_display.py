@@ -122,3 +122,14 @@ def test_an_answer_s_pieces_are_spelled_together():
     assert bpe.whole_word(tokens, 3, "©") == "é" and bpe.whole_word(tokens, 2, "Ã") == "é"
     assert bpe.whole_word(["<s>", "Ġthe", "<mask>", "</s>"], 2, "Ã") == "<0xC3>"  # half a character, said so
     assert bpe.whole_word(["<s>", "Ġthe", "<mask>", "</s>"], 2, "Ġmat") == "mat"
+
+
+def test_a_learning_history_keeps_the_pieces_as_drawn(tiny_roberta):  # noqa: F811
+    """Watch it learn draws the attention tokens a history stored when the run's snapshots were probed."""
+    from bertlab.inference import load_model
+    from bertlab.training.history import Probes, probe_model
+
+    lm = load_model(tiny_roberta, device="cpu")
+    snapshot = probe_model(lm, Probes(fill_mask=("The cat sat on the [MASK].",), pairs=(), attention=("The cat sat.",)))
+    tokens, _ = snapshot.attention_maps(0)
+    assert tokens[0] == "<s>" and "␣cat" in tokens and not [t for t in tokens if "Ġ" in t]

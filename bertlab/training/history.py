@@ -81,7 +81,8 @@ class SnapshotProbe:
         fill_mask: per probe sentence, the top-5 (word, probability) for its [MASK].
         nsp: per probe pair, P(IsNext); empty for models without an NSP head.
         attention: per attention sentence, {"tokens": [...], "permille": (L, A, T, T) nested lists
-            of attention probabilities x 1000, rounded (`attention_maps` gives them back as floats).
+            of attention probabilities x 1000, rounded (`attention_maps` gives them back as floats);
+            the tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġcat' is kept as '␣cat').
         head_stats: statistic name (bertlab.attention.HEAD_STATS) -> (L, A) nested lists,
             averaged over the attention sentences.
         stage: which pretraining stage took it (2 and on: runs continued from the model so far).
@@ -152,7 +153,7 @@ def probe_model(lm: LoadedModel, probes: Probes = DEFAULT_PROBES, card: dict | N
     for text in probes.attention:
         ins = lm.inspect(text)
         permille = np.rint(np.asarray(ins.attentions, dtype=np.float64) * 1000).astype(int)  # compact on disk
-        attention.append({"tokens": list(ins.tokens), "permille": permille.tolist()})
+        attention.append({"tokens": lm.tokenizer.readable_tokens(ins.tokens), "permille": permille.tolist()})
         stats = head_statistics(ins.attentions, ins.tokens)
         n = len(ins.tokens)
         for name, v in stats.values.items():
