@@ -14,7 +14,8 @@ tiles, so that it fits a figure and never needs the T x T matrix; a sparse model
 goes (bertlab.patterns.kernel.attention_map); a full-attention model's map is read whole (up to
 FULL_MAP_LIMIT tokens) and pooled after. Beside it, the pattern's picture (bertlab.patterns.describe).
 
-Imports numpy, torch, bertlab.errors, bertlab.inference (types) and bertlab.patterns.describe; never streamlit.
+Imports numpy, torch, bertlab.errors, bertlab.inference (types), bertlab.models.registry (head names) and
+bertlab.patterns.describe; never streamlit.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LoadedModel, NSPResult
+from bertlab.models.registry import HEAD_TITLES
 from bertlab.patterns.describe import PatternPicture, pattern_picture, pool_for
 
 log = logging.getLogger(__name__)
@@ -312,7 +314,8 @@ def compare_ablation(
     text_b: str | None = None,
     top_k: int = 5,
 ) -> AblationComparison:
-    """Run fill-mask on `mask_text` and NSP on (`text_a`, `text_b`) with all heads, then with `head_mask`.
+    """Run fill-mask on `mask_text` and NSP on (`text_a`, `text_b`) with all heads, then with `head_mask`;
+    a model without the head one of them needs gets a note saying what it has instead.
 
     Raises:
         InputError: from fill_mask (no [MASK], empty text) or a mask of the wrong shape.
@@ -320,8 +323,14 @@ def compare_ablation(
     model._head_mask(head_mask)  # the one shape check, before any work: InputError for a wrong shape
     out = AblationComparison(off=heads_off(head_mask))
     if mask_text is not None and mask_text.strip():
-        out.fill_base = model.fill_mask(mask_text, top_k=top_k, joint=False)
-        out.fill_ablated = model.fill_mask(mask_text, top_k=top_k, joint=False, head_mask=head_mask)
+        if model.has_mlm:
+            out.fill_base = model.fill_mask(mask_text, top_k=top_k, joint=False)
+            out.fill_ablated = model.fill_mask(mask_text, top_k=top_k, joint=False, head_mask=head_mask)
+        else:  # an ELECTRA discriminator: replaced-token detection, no masked LM
+            has = ", ".join(HEAD_TITLES.get(h, h) for h in model.heads) or "no pretraining head"
+            out.notes.append(
+                f"this checkpoint has no masked-LM head (it has {has}), so there is no fill-mask answer to compare"
+            )
     if text_a and text_b:
         if model.has_nsp:
             out.nsp_base = model.next_sentence(text_a, text_b)
@@ -341,7 +350,7 @@ FULL_MAP_LIMIT = 1024  # a full-attention model's maps are read whole only up to
 class LongAttention:
     """One text's attention maps, pooled."""
 
-    tokens: list[str]
+    tokens: list[str]  # as a page draws them (the tokenizer's readable_tokens)
     maps: np.ndarray  # (L, A, n, n): each row is a tile of `pool` queries, its mean attention per key tile
     pool: int  # tokens per tile side
     truncated: bool  # the text was longer than the model reads
@@ -379,7 +388,8 @@ def long_attention(lm: LoadedModel, text: str, pool: int | None = None) -> LongA
         else:
             out = lm.model(ids, types, output_attentions=True)
             maps = _pool(torch.stack(out.encoder.attentions, 0)[:, 0].float(), pool).cpu().numpy()
-    return LongAttention(enc.tokens, maps, pool, enc.truncated, pattern_picture(lm.config, T, pool))
+    tokens = lm.tokenizer.readable_tokens(enc.tokens)  # as drawn: RoBERTa's 'Ġmat' reads '␣mat'
+    return LongAttention(tokens, maps, pool, enc.truncated, pattern_picture(lm.config, T, pool))
 
 
 def _pool(maps: torch.Tensor, pool: int) -> torch.Tensor:

@@ -19,7 +19,15 @@ from bertlab.interpret.targets import gradients_refusal
 from bertlab.jobs.spec import DEFAULT_TASK_DATA, JobSpec, default_task_data
 from bertlab.storage.catalog import find_run_checkpoints, finetuned_task, is_finetuned
 from bertlab.storage.runfolder import REPO_ROOT
-from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure
+from pages.common import (
+    chosen_model,
+    concept,
+    heads_in_words,
+    require_model,
+    setup_page,
+    show_error,
+    show_figure,
+)
 from pages.common.compressed import offer_original
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
@@ -104,6 +112,14 @@ if source == SIDEBAR:
         f"{min(len(SAMPLE_SENTENCES), MAX_PAGE_EXAMPLES)} everyday sentences (at most {MAX_PAGE_EXAMPLES} here, so it "
         "runs while you wait), 15% of their words masked; the score is how many masked words the model gets right."
     )
+    if not lm.has_mlm:  # the study masks words and scores the masked LM's answers
+        st.info(
+            f"The built-in study scores a masked LM's answers, and the model picked has {heads_in_words(lm)}. "
+            "Pick a model with a masked LM in the sidebar (an ELECTRA pair folder's generator has one), or measure "
+            "a fine-tuned classifier's heads (above).",
+            icon=":material/info:",
+        )
+        st.stop()
     try:
         study = HeadStudy.from_dict(_sample_study(chosen_model(), lm.config.num_layers, lm.config.num_heads))
     except NoGradientsError as exc:  # a dynamic int8 copy: offer the float model it was made from

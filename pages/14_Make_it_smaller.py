@@ -83,6 +83,16 @@ with controls:
     if source == SIDEBAR:
         model_path, kind = chosen_model(), PRETRAINING
         st.markdown(f"**{model_path}** (pick another in the sidebar)")
+        if lm.halves:  # an ELECTRA pair folder: a model in each half, compressed one at a time
+            half = st.radio(
+                "Which half",
+                list(lm.halves),
+                horizontal=True,
+                key="small_half",
+                help="A pair folder holds two models (ELECTRA's generator and discriminator); each is compressed "
+                "into a folder of its own.",
+            )
+            model_path = lm.halves[half]
         held_out = st.text_input(
             "Held-out text to score masked-word accuracy on (a sentence or paragraph a line; empty: none)",
             str(DEFAULT_HELD_OUT) if DEFAULT_HELD_OUT.is_file() else "",
@@ -180,13 +190,17 @@ if made:
         + " ".join(n[0].upper() + n[1:] + "." for n in record.notes)
     )
     kind_made = CLASSIFIER if record.kind == CLASSIFIER else PRETRAINING
-    text = st.text_input(
-        "Ask both the same thing", probe_text(kind_made), key=f"small_probe_{kind_made}", max_chars=MAX_TEXT_CHARS
-    )
     try:
         before = _open(record.source, kind_made, folder_stamp(record.source), code_version())
-        after = _open(made, kind_made, folder_stamp(made), code_version())
-        st.dataframe(pd.DataFrame(answers_side_by_side(before, after, text)), hide_index=True, width="stretch")
+        if kind_made == CLASSIFIER or before.has_mlm:  # an ELECTRA discriminator has no answers to ask for
+            text = st.text_input(
+                "Ask both the same thing",
+                probe_text(kind_made),
+                key=f"small_probe_{kind_made}",
+                max_chars=MAX_TEXT_CHARS,
+            )
+            after = _open(made, kind_made, folder_stamp(made), code_version())
+            st.dataframe(pd.DataFrame(answers_side_by_side(before, after, text)), hide_index=True, width="stretch")
     except Exception as exc:  # a bad sentence is a BertLabError; anything else is still one line
         _fail(exc)
 

@@ -124,6 +124,23 @@ def tiny_albert_checkpoint(tmp_path_factory, tokenizer) -> Path:
     return save_checkpoint(tmp_path_factory.mktemp("albert") / "albert", model, tokenizer)
 
 
+@pytest.fixture(scope="session")
+def tiny_distilbert_checkpoint(tmp_path_factory, vocab_file, tokenizer) -> Path:
+    """A random-weight tiny DistilBERT (masked LM only) as transformers saves it, with our WordPiece vocab.txt:
+    bertlab opens DistilBERT folders but does not write them."""
+    import shutil
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.DistilBertConfig(
+        vocab_size=len(tokenizer), dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64
+    )
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("distilbert") / "distilbert"
+    transformers.DistilBertForMaskedLM(config).save_pretrained(folder)
+    shutil.copy(vocab_file, folder / "vocab.txt")
+    return folder
+
+
 # --------------------------------------------------------------------------------------
 # Jobs: runs folders, a corpus, fake run folders
 # --------------------------------------------------------------------------------------

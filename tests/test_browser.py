@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_app_successors import tiny_roberta  # noqa: F401  (a fixture)
 from test_history import make_run
 
 from bertlab.app_pages import APP_PAGES, page_titled
@@ -435,3 +436,35 @@ def test_long_model_attention_on_a_long_text(server, page, shots):
     page.wait_for_timeout(1500)
     _screenshot(page, shots / "Long_inputs-long-model.png")
     assert page.locator(".js-plotly-plot").count() >= 4  # pattern, two cost curves, the model's attention
+
+
+# one tiny model of each family on the page that shows its own head, then on Attention (#54); BERT is
+# slow-marked: test_page_renders opens both pages with the same tiny BERT (the server's default)
+FAMILY_VIEWS = [
+    pytest.param("tiny_checkpoint", "", FILL, id="BERT", marks=pytest.mark.slow),
+    pytest.param("tiny_roberta", "", FILL, id="RoBERTa"),
+    pytest.param("tiny_albert_checkpoint", "", page_titled("Next sentence"), id="ALBERT"),
+    pytest.param("tiny_electra_pair", "", FILL, id="ELECTRA-pair"),
+    pytest.param("tiny_electra_pair", "discriminator", FILL, id="ELECTRA-discriminator"),
+    pytest.param("tiny_distilbert_checkpoint", "", FILL, id="DistilBERT"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "half", "first"), FAMILY_VIEWS)
+def test_each_family_on_its_page_and_attention(server, page, shots, request, fixture, half, first):
+    """The family's tiny model typed into the picker: its own page (the answers, P(replaced) for a
+    discriminator, P(in order) for ALBERT) and Attention draw clean, with byte-level pieces drawn as text."""
+    family = request.node.callspec.id
+    folder = request.getfixturevalue(fixture) / half if half else request.getfixturevalue(fixture)
+    for shown in (first, ATTENTION):
+        _use_folder(page, server, shown.url_path, folder)
+        page.get_by_role("heading", name=shown.heading).first.wait_for(timeout=60_000)
+        page.locator(".js-plotly-plot:visible").first.wait_for(timeout=30_000)  # not the pair's closed ELECTRA box
+        _wait_idle(page)
+        _check_clean(page, f"{shown.title} ({family})")
+        box = page.get_by_role("textbox", name="Checkpoint folder or Hub id", exact=True)
+        assert box.input_value() == str(folder)  # the page read the family's model, not the default
+        assert page.locator(".js-plotly-plot").count() >= (2 if shown is ATTENTION else 1)
+        drawn = page.locator("[data-testid='stMain']").text_content()  # SVG text too: axes, bars' labels
+        assert "Ġ" not in drawn, f"{shown.title} ({family}) draws raw byte-level pieces"
+        _screenshot(page, shots / f"{shown.url_path}-{family}.png")

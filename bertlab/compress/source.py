@@ -154,9 +154,20 @@ class Source:
 
 
 def probe(model: LoadedModel | FinetunedModel) -> Callable[[], object]:
-    """The one call a model is timed on: fill-mask of `PROBE_SENTENCE`, or classifying a review."""
+    """The one call a model is timed on: fill-mask of `PROBE_SENTENCE`, classifying a review, or for a
+    model without a masked LM (an ELECTRA discriminator) one forward pass over `PROBE_SENTENCE`."""
     if isinstance(model, FinetunedModel):
         return lambda: model.predict(PROBE_REVIEW)
+    if not model.has_mlm:
+        enc = model.tokenizer.encode(PROBE_SENTENCE, max_length=model.max_length)
+        ids = torch.tensor([enc.ids], device=model.device)  # (1, T)
+        types = torch.tensor([enc.type_ids], device=model.device)
+
+        def forward() -> object:
+            with torch.inference_mode():
+                return model.model(ids, types, torch.ones_like(ids))
+
+        return forward
     return lambda: model.fill_mask(PROBE_SENTENCE, joint=False)
 
 

@@ -1,0 +1,250 @@
+"""Every page that reads the sidebar's model, under AppTest, with a tiny random model of each family
+(issue #54: "every page runs ... with a tiny model of each family").
+
+The families: BERT (MLM + NSP), RoBERTa (byte-level BPE, masked LM only), ALBERT (SOP head, shared
+layers), ELECTRA as a pair folder (generator/ and discriminator/) and as a discriminator folder alone
+(replaced-token detection, no masked LM), and DistilBERT (masked LM only, loaded from transformers).
+Each test picks the folder as the sidebar does (the session's model), opens Home with it (clean, its
+architecture drawn), switches to the page, does the page's click where its output needs one, and
+checks that nothing raised and that either the page's main output is there or, where the family
+lacks the head the page needs, a message names what it has.
+
+What runs by default: every page with every family (57 cases), about a minute on 2 busy cores. The
+pages stop early for a family without the head they need and a tiny model answers in well under a
+second, so the matrix is cheap, and its cells are not redundant: each bug this file found was in one
+family on one page (ALBERT's shared layers on head importance and on the feed-forward neurons; a
+discriminator on head importance, on switching heads off and on compression; RoBERTa's raw 'Ġ'
+pieces on Long inputs). Slow-marked (`-m slow`): "Make it smaller" with BERT and ALBERT (~5-7 s
+each: the quantize-and-measure path that RoBERTa, the pair's generator and the discriminator run by
+default; BERT's is tests/test_compress_page.py's too).
+Known bugs in files other engineers are changing are strict xfails that name the file (KNOWN).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+from test_app import REPO, TIMEOUT, app_env, assert_clean, messages, plotly_charts  # noqa: E402, F401  (app_env: a fixture)
+from test_app_successors import tiny_roberta  # noqa: E402, F401  (a fixture)
+
+from bertlab.app_pages import page_titled  # noqa: E402
+
+BERT, ROBERTA, ALBERT, PAIR, DISCRIMINATOR, DISTILBERT = (
+    "BERT",
+    "RoBERTa",
+    "ALBERT",
+    "ELECTRA pair",
+    "ELECTRA discriminator",
+    "DistilBERT",
+)
+FAMILIES = (BERT, ROBERTA, ALBERT, PAIR, DISCRIMINATOR, DISTILBERT)
+MASKED_LM = (BERT, ROBERTA, ALBERT, PAIR, DISTILBERT)  # a pair answers with its generator
+# what Next sentence and require_model say each family has (bertlab.models.registry.HEAD_TITLES)
+HAS = {ROBERTA: "masked LM", PAIR: "masked LM", DISCRIMINATOR: "replaced-token detection", DISTILBERT: "masked LM"}
+
+
+@pytest.fixture(scope="module")
+def folders(tiny_checkpoint, tiny_roberta, tiny_albert_checkpoint, tiny_electra_pair, tiny_distilbert_checkpoint):  # noqa: F811
+    return {
+        BERT: tiny_checkpoint,
+        ROBERTA: tiny_roberta,
+        ALBERT: tiny_albert_checkpoint,
+        PAIR: tiny_electra_pair,
+        DISCRIMINATOR: tiny_electra_pair / "discriminator",
+        DISTILBERT: tiny_distilbert_checkpoint,
+    }
+
+
+def open_with(folder, title: str) -> AppTest:
+    """Home with `folder` as the session's model (what picking it in the sidebar keeps), then the page."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT)
+    at.session_state["bertlab_model"] = str(folder)
+    at.run()
+    assert_clean(at)
+    assert any("Model card" in s.value for s in at.subheader) and plotly_charts(at)  # the card and the picture
+    at.switch_page(page_titled(title).file).run()
+    return at
+
+
+def spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def drawn_text(at: AppTest) -> str:
+    """Every label the page's figures draw (axes, ticks, bars' labels)."""
+    return " ".join(json.dumps(spec(c)) for c in plotly_charts(at))
+
+
+def no_raw_byte_pieces(at: AppTest) -> None:
+    """RoBERTa's byte-level pieces are drawn as text: '␣mat' or 'mat', never 'Ġmat'."""
+    assert "Ġ" not in drawn_text(at) and "\\u0120" not in drawn_text(at)
+
+
+def says_it_lacks(at: AppTest, family: str, *needed: str) -> None:
+    """A message that names the head the page needs and the one the family has."""
+    said = messages(at)
+    assert all(n in said for n in needed), said
+    assert HAS[family] in said, said
+
+
+# --------------------------------------------------------------------------------------
+# One check per page: do the page's click, then look for its output or its message
+# --------------------------------------------------------------------------------------
+def fill_mask(at: AppTest, family: str) -> None:
+    if family == DISCRIMINATOR:
+        assert "cannot fill a [MASK]" in messages(at)
+        assert any("P(replaced)" in spec(c)["data"][0].get("hovertemplate", "") for c in plotly_charts(at))
+        return
+    bars = [spec(c)["data"][0] for c in plotly_charts(at)]
+    answers = next(b["y"] for b in bars if "P(replaced)" not in b.get("hovertemplate", ""))  # the first [MASK]'s
+    assert len(answers) == at.slider(key="fm_topk").value
+    no_raw_byte_pieces(at)
+    if family == PAIR:
+        assert any("ELECTRA pair" in e.label for e in at.expander)
+
+
+def next_sentence(at: AppTest, family: str) -> None:
+    labels = [m.label for m in at.metric]
+    if family == BERT:
+        assert labels == ["P(IsNext)"] and at.table
+    elif family == ALBERT:
+        assert labels == ["P(in order)"]
+    else:
+        says_it_lacks(at, family, "no sentence-pair head")
+        assert not labels
+    assert plotly_charts(at)  # Figure 2's input diagram, for every family
+    no_raw_byte_pieces(at)
+
+
+def attention(at: AppTest, family: str) -> None:
+    assert len(plotly_charts(at)) == 2  # one head: the heatmap and the lines
+    no_raw_byte_pieces(at)
+    at.session_state["att_tab"] = "Switch heads off"  # what clicking the tab does
+    at.run()
+    at.button(key="att_btn_layer").click().run()  # switch off layer 1
+    assert_clean(at)
+    assert "head(s) switched off" in messages(at)
+    nsp = [m for m in at.metric if m.label == "P(IsNext) with the heads off"]
+    assert bool(nsp) == (family == BERT)
+    if family != BERT:
+        assert "no next-sentence head" in messages(at)
+    if family == DISCRIMINATOR:
+        says_it_lacks(at, family, "no masked-LM head")
+        assert not plotly_charts(at)
+    else:  # the first [MASK]'s answers, all heads against heads off
+        assert at.selectbox(key="att_focus_word").options and len(plotly_charts(at)) == 1
+
+
+def how_an_example_is_made(at: AppTest, family: str) -> None:
+    assert at.metric[0].label == "Next sentence label"
+    table = at.dataframe[0].value
+    assert len(table) > 5 and not table["input token"].str.contains("Ġ").any()
+
+
+def why_it_answered(at: AppTest, family: str) -> None:
+    if family == DISCRIMINATOR:
+        says_it_lacks(at, family, "masked-LM head")
+        return
+    assert [m.label for m in at.metric][:2] == ["Prediction", "Baseline ([PAD] words)"]
+    assert len(plotly_charts(at)) == 4  # the attribution bars, raw attention, rollout and flow
+    no_raw_byte_pieces(at)
+
+
+def what_each_layer_knows(at: AppTest, family: str) -> None:
+    assert len(plotly_charts(at)) == 2 and at.dataframe  # contextual vs static: PCA and similarity by layer
+    at.session_state["layers_tab"] = "Feed-forward neurons"
+    at.run()
+    assert_clean(at)
+    assert len(plotly_charts(at)) == 1  # the factors
+    no_raw_byte_pieces(at)
+
+
+def which_heads_matter(at: AppTest, family: str) -> None:
+    if family == DISCRIMINATOR:
+        says_it_lacks(at, family, "masked LM")
+        assert not plotly_charts(at)
+        return
+    assert len(plotly_charts(at)) == 2  # importance and the pruning curves
+
+
+def compare_models(at: AppTest, family: str) -> None:
+    if family == DISCRIMINATOR:
+        says_it_lacks(at, family, "needs a masked LM head")
+        return
+    assert [s.value for s in at.subheader] == ["Model A", "Model B"]
+    assert len(plotly_charts(at)) == 2 and len(at.dataframe) == 2
+    no_raw_byte_pieces(at)
+
+
+def make_it_smaller(at: AppTest, family: str) -> None:
+    if family == PAIR:
+        assert at.radio(key="small_half").options == ["generator", "discriminator"]
+    next(b for b in at.button if b.label == "Make it smaller").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    if family == DISTILBERT:  # opened from transformers, not written as DistilBERT: one line says so
+        assert [e.value for e in at.error] == [
+            "BERT Lab opens DistilBERT checkpoints but does not save them as DistilBERT; "
+            "use transformers' DistilBertForMaskedLM to save one"
+        ]
+        return
+    assert_clean(at)
+    assert any(s.value.startswith("Before and after: quantize") for s in at.subheader)
+    assert "Weights on disk" in [m.label for m in at.metric]
+    answers = [t for t in at.dataframe if "rank" in t.value.columns]
+    assert bool(answers) == (family != DISCRIMINATOR)  # no answers to ask a discriminator for
+
+
+def long_inputs(at: AppTest, family: str) -> None:
+    at.button(key="li_go").click().run()
+    assert_clean(at)
+    assert "only its first" in messages(at)  # the built-in text is longer than a tiny model reads
+    assert len(plotly_charts(at)) >= 2  # the pattern and the model's own attention
+    no_raw_byte_pieces(at)
+
+
+PAGES = {
+    "Fill-mask": fill_mask,
+    "Next sentence": next_sentence,
+    "Attention": attention,
+    "How an example is made": how_an_example_is_made,
+    "Why it answered": why_it_answered,
+    "What each layer knows": what_each_layer_knows,
+    "Which heads matter": which_heads_matter,
+    "Compare models": compare_models,
+    "Make it smaller": make_it_smaller,
+    "Long inputs": long_inputs,
+}
+
+SLOW = {("Make it smaller", f) for f in (BERT, ALBERT)}  # the same quantize-and-measure path as RoBERTa's
+# bugs in files that other engineers are changing now: each names where the fix belongs
+KNOWN = {
+    ("Which heads matter", ALBERT): "bertlab/interpret/heads.py gated() hooks layer.attention.self, which "
+    "ALBERT's AlbertAttention is itself, and its shared layers are one module L times (AttributeError)",
+    ("What each layer knows", ALBERT): "bertlab/interpret/neurons.py ffn_activations() hooks layer.intermediate, "
+    "which AlbertLayer calls ffn, once per module while ALBERT's shared layers are one module L times",
+    ("Why it answered", DISCRIMINATOR): "pages/10_Why_it_answered.py asks a discriminator for fill-mask, and "
+    "LoadedModel._need_mlm (bertlab/inference.py) says it is 'a fine-tuned classifier or an encoder', "
+    "not that it has replaced-token detection",
+}
+
+
+def _cases():
+    for title in PAGES:
+        for family in FAMILIES:
+            marks = []
+            if (title, family) in SLOW:
+                marks.append(pytest.mark.slow)
+            if (title, family) in KNOWN:
+                marks.append(pytest.mark.xfail(reason=KNOWN[(title, family)], strict=True))
+            yield pytest.param(title, family, marks=marks, id=f"{title}-{family}")
+
+
+@pytest.mark.parametrize(("title", "family"), list(_cases()))
+def test_page_with_each_family(app_env, folders, title, family):  # noqa: F811
+    at = open_with(folders[family], title)
+    assert_clean(at)
+    PAGES[title](at, family)
