@@ -31,6 +31,13 @@ def test_the_papers_objectives():
         get_objective("soup")
 
 
+def test_span_sbo_is_span_masking_plus_the_boundary_head():
+    span, sbo = OBJECTIVES["span"], OBJECTIVES["span_sbo"]
+    assert (sbo.paired, sbo.nsp, sbo.masker, sbo.loss) == (False, False, "span_sbo", "masked_lm_sbo")
+    assert sbo.heads == ("sbo",) and span.heads == () and OBJECTIVES["mlm_nsp"].heads == ("nsp",)
+    assert sbo.static_shapes and sbo.span_boundary and not span.span_boundary
+
+
 class FirstWordMasker:
     """A toy masker: the first token after [CLS] is replaced by [MASK] and predicted."""
 
@@ -87,3 +94,27 @@ def test_a_toy_objective_pretrains(toy_objective, tmp_path, vocab_file):
     card = json.loads((tmp_path / "run" / "model" / "model_card.json").read_text())
     assert card["objective"] == "first_word"
     assert "guess the first word" in model_card.objective_text(card["objective"])
+
+
+def test_sentences_are_tokenized_as_running_text(tokenizer):
+    """A paragraph's later sentences read with the space before them: RoBERTa's byte-level BPE then marks their
+    first word as inside running text ('Ġthe'), as its own text would read it; WordPiece's ids do not change,
+    and only a tokenizer that marks spaces gets a new data-cache key."""
+    from conftest import SAMPLE_TEXT
+
+    from bertlab.data.data_config import DataConfig
+    from bertlab.data.pretraining_data import data_cache_key, running_text, tokenize_documents
+    from bertlab.models.roberta_tokenizer import RobertaTokenizer
+
+    doc = ["the cat sat down.", "the dog ran off."]
+    assert running_text(doc) == ["the cat sat down.", " the dog ran off."]
+    bpe = RobertaTokenizer.train(texts=SAMPLE_TEXT * 20, vocab_size=320)
+    (sents,) = tokenize_documents([doc], bpe)
+    first, second = bpe.convert_ids_to_tokens(sents[0]), bpe.convert_ids_to_tokens(sents[1])
+    assert not first[0].startswith("Ġ") and second[0] == "Ġthe"  # the text's start, then inside the paragraph
+    assert sents[0] + sents[1] == bpe.tokenize_batch(["the cat sat down. the dog ran off."])[0]
+    (wordpiece,) = tokenize_documents([doc], tokenizer)
+    assert wordpiece == tokenizer.tokenize_batch(doc)
+    config = DataConfig()
+    assert data_cache_key("c", tokenizer, config, 0, "train") == data_cache_key("c", tokenizer, config, 0, "train")
+    assert len({data_cache_key("c", t, config, 0, "train") for t in (tokenizer, bpe)}) == 2

@@ -18,7 +18,7 @@ from bertlab.data.maskers import (
     make_masker,
 )
 from bertlab.data.objectives import get_objective
-from bertlab.data.pretraining_data import Instance, apply_mask, instances_by_document
+from bertlab.data.pretraining_data import Instance, apply_mask, instances_by_document, running_text
 from bertlab.errors import InputError
 from bertlab.tokenizer import BertTokenizer
 
@@ -151,7 +151,7 @@ def explain_text(
     token_docs, names = [], []
     n_user = 0
     for i, d in enumerate(docs + [split_sentences(t) for t in OTHER_DOCUMENTS]):
-        sents = [ids for ids in tokenizer.tokenize_batch(d) if ids]
+        sents = [ids for ids in tokenizer.tokenize_batch(running_text(d)) if ids]
         if sents:
             token_docs.append(sents)
             names.append(names_all[i])

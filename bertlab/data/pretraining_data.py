@@ -227,11 +227,19 @@ def pair_config(config: DataConfig) -> DataConfig:
     return config if config.objective_spec.nsp else dataclasses.replace(config, random_next_prob=0.0)
 
 
+def running_text(document: Document) -> list[str]:
+    """A document's sentences as they read in running text: every one after the first with the space
+    before it. A tokenizer that marks spaces (RoBERTa's byte-level BPE: 'ĠOn') then reads a sentence's
+    first word as it reads it inside a paragraph, not as the start of a text ('On'); WordPiece and
+    SentencePiece drop the space, so their ids do not change."""
+    return [s if i == 0 else " " + s for i, s in enumerate(document)]
+
+
 def tokenize_documents(
     documents: Sequence[Document], tokenizer: BertTokenizer, batch: int = 20000
 ) -> list[list[list[int]]]:
-    """Every sentence to token ids, in big batches (parallel in Rust)."""
-    flat = [s for d in documents for s in d]
+    """Every sentence to token ids (as in running text: `running_text`), in big batches (parallel in Rust)."""
+    flat = [s for d in documents for s in running_text(d)]
     ids: list[list[int]] = []
     for start in range(0, len(flat), batch):
         ids.extend(tokenizer.tokenize_batch(flat[start : start + batch]))
@@ -368,6 +376,8 @@ def data_cache_key(corpus_fingerprint: str, tokenizer: BertTokenizer, config: Da
     h.update(str(tokenizer.lowercase).encode())
     h.update(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
     h.update(f"{seed}:{split}:v1".encode())
+    if tokenizer.tokenize_batch([" a"]) != tokenizer.tokenize_batch(["a"]):  # marks spaces: `running_text` changed it
+        h.update(b"running-text")
     return h.hexdigest()[:20]
 
 
