@@ -13,6 +13,9 @@ from typing import Any, ClassVar
 from bertlab.errors import CheckpointError, InputError
 
 ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
+# rows of the span-boundary head's relative-position table: a masked token's place in its span, 0-based,
+# clamped to the last row (SpanBERT's spans are at most 10 words, a few more WordPieces)
+SBO_POSITIONS = 32
 # which keys a query reads (bertlab.patterns): all of them; a band plus global tokens (Longformer); blocks
 # of a band, random blocks and global blocks (BigBird)
 ATTENTION_PATTERNS = ("full", "window", "bigbird")
@@ -41,6 +44,9 @@ class BertConfig:
     pad_token_id: int = 0  # [PAD] in BERT vocabularies
     attention_direction: str = "bidirectional"  # "left_to_right" is the paper's LTR ablation (causal mask)
     use_nsp_head: bool = True  # False for the "No NSP" ablation: the checkpoint has no NSP weights
+    # SpanBERT's span-boundary head (`cls.span_boundary`, the span_sbo objective's): predicts a masked
+    # token from its span's two boundary tokens; only the BERT family builds it
+    span_boundary_head: bool = False
     # heads removed from layers, ((layer, (head, ...)), ...) in the unpruned numbering: transformers 4's
     # config.json `pruned_heads`. A tuple, not a dict, so the config stays hashable; `heads_in_layer`
     # reads it (bertlab compress prune writes it)
@@ -139,6 +145,7 @@ class BertConfig:
             "bertlab": {
                 "attention_direction": self.attention_direction,
                 "use_nsp_head": self.use_nsp_head,
+                **({"span_boundary_head": True} if self.span_boundary_head else {}),  # absent: no SBO head
                 **self.pattern_fields(),
             },
         }
@@ -174,6 +181,7 @@ class BertConfig:
                 pad_token_id=int(data.get("pad_token_id", 0) or 0),
                 attention_direction=ours.get("attention_direction", "bidirectional"),
                 use_nsp_head=bool(ours.get("use_nsp_head", True)),
+                span_boundary_head=bool(ours.get("span_boundary_head", False)),
                 pruned_heads=_read_pruned_heads(data.get("pruned_heads") or {}),
                 **{k: ours[k] for k in PATTERN_KEYS if k in ours},
             )
@@ -195,7 +203,8 @@ def parameter_count(config: BertConfig) -> int:
     """Parameters of a BertForPreTraining with this config (tied decoder counted once).
 
     Embeddings (word, position, segment, LayerNorm), L layers of attention + feed-forward with
-    their LayerNorms, the pooler, the MLM transform and output bias, and the NSP head.
+    their LayerNorms, the pooler, the MLM transform and output bias, the NSP head and the
+    span-boundary head (its decoder is the word embeddings too).
     """
     H, V, F = config.hidden_size, config.vocab_size, config.intermediate_size
     emb = (V + config.max_position_embeddings + config.type_vocab_size) * H + 2 * H
@@ -207,7 +216,9 @@ def parameter_count(config: BertConfig) -> int:
     pooler = H * H + H
     mlm = (H * H + H) + 2 * H + V  # transform dense, LayerNorm, output bias (decoder tied to embeddings)
     nsp = (2 * H + 2) if config.use_nsp_head else 0
-    return emb + layers + pooler + mlm + nsp
+    # relative positions, two dense + LayerNorm (3H -> H, H -> H), output bias
+    sbo = (SBO_POSITIONS * H + (3 * H * H + H) + (H * H + H) + 4 * H + V) if config.span_boundary_head else 0
+    return emb + layers + pooler + mlm + nsp + sbo
 
 
 def _preset(layers: int, hidden: int, heads: int) -> BertConfig:

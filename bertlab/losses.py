@@ -88,15 +88,19 @@ def summarize(sums: dict[str, float]) -> dict[str, float]:
 # --------------------------------------------------------------------------------------
 # Scores of one head
 # --------------------------------------------------------------------------------------
-def masked_lm_score(out: PreTrainingOutput, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def masked_lm_score(
+    out: PreTrainingOutput, labels: torch.Tensor, logits: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Masked-LM (or next-token) cross-entropy, mean over the predicted positions, in fp32, with the
     number of correct top-1 predictions and of predicted positions.
 
     Args:
         out: the model's output, scored at `labels != IGNORE` (mlm_logits (N, V), or (B, K, V) slots).
         labels: (B, T) long, the token to predict at each predicted position and IGNORE elsewhere.
+        logits: another head's logits at the same rows or slots as out.mlm_logits (the span-boundary
+            head's `sbo_logits`), scored instead; None: out.mlm_logits.
     """
-    logits = out.mlm_logits
+    logits = out.mlm_logits if logits is None else logits
     if out.mlm_slots is not None:
         # fixed slots: no data-dependent shape; unused slots get the ignore label
         positions, slot_used = out.mlm_slots
@@ -111,6 +115,31 @@ def masked_lm_score(out: PreTrainingOutput, labels: torch.Tensor) -> tuple[torch
     loss = F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0
     correct = (logits.argmax(-1) == targets).sum()
     return loss, correct, torch.tensor(targets.numel(), device=targets.device)
+
+
+def span_boundaries(selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each selected position's span, read from the selection: a span is a run of consecutive selected
+    positions, so this is exact when no two spans touch (maskers.SpanBoundaryMasker keeps a gap).
+
+    Args:
+        selected: (B, T) bool, the masked positions (`labels != IGNORE`).
+
+    Returns:
+        (left, right, relative), each (B, T) long: at a selected position i of the span s..e, the
+        positions s-1 and e+1 of its boundary tokens (clamped into 0..T-1: a span never holds [CLS] or
+        [SEP], so they are real tokens) and i - s, its place in the span; at other positions i, i and 0.
+    """
+    T = selected.shape[1]  # noqa: N806
+    index = torch.arange(T, device=selected.device).expand_as(selected)  # (B, T)
+    before = F.pad(selected[:, :-1], (1, 0), value=False)  # (B, T): the position before is selected
+    after = F.pad(selected[:, 1:], (0, 1), value=False)
+    first = torch.where(selected & ~before, index, 0).cummax(dim=1).values  # (B, T): the latest span start <= i
+    # the earliest span end >= i: a running max over the flipped row, in flipped positions (T-1-i)
+    last = (T - 1) - torch.where((selected & ~after).flip(1), index, 0).cummax(dim=1).values.flip(1)  # (B, T)
+    left = torch.where(selected, (first - 1).clamp(min=0), index)
+    right = torch.where(selected, (last + 1).clamp(max=T - 1), index)
+    relative = torch.where(selected, index - first, 0)
+    return left, right, relative
 
 
 def sentence_pair_score(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,6 +223,33 @@ def masked_lm_sop(
     sop_loss, sop_correct = sentence_pair_score(out.sop_logits, order)
     sums = _mlm_sums(mlm_loss, correct, count) | {"sop_correct": float(sop_correct), "sop_count": float(order.numel())}
     return ObjectiveOutput(mlm_loss + sop_loss, sums, out)
+
+
+@register_loss("masked_lm_sbo")
+def masked_lm_sbo(
+    model: nn.Module, batch: dict[str, torch.Tensor], prediction_cap: int | None = None
+) -> ObjectiveOutput:
+    """SpanBERT's pretraining loss (Joshi et al. 2019, §3.2): masked LM + span-boundary objective, the
+    sum of the two means over the masked tokens. The spans are read back from the labels
+    (`span_boundaries`); the model's span-boundary head scores each masked token from its span's two
+    boundary tokens and its place in the span (bertlab.model.BertSpanBoundaryHead)."""
+    labels = batch["mlm_labels"]
+    selected = labels != IGNORE
+    out = model(
+        **_encoder_inputs(batch),
+        mlm_positions=selected,
+        prediction_cap=prediction_cap,
+        span_boundaries=span_boundaries(selected),
+    )
+    mlm_loss, correct, count = masked_lm_score(out, labels)
+    sbo_loss, sbo_correct, sbo_count = masked_lm_score(out, labels, out.sbo_logits)
+    sums = _mlm_sums(mlm_loss, correct, count)
+    sums.update(
+        sbo_correct=float(sbo_correct),
+        sbo_count=float(sbo_count),
+        sbo_loss_sum=float(sbo_loss.detach()) * float(sbo_count),
+    )
+    return ObjectiveOutput(mlm_loss + sbo_loss, sums, out)
 
 
 RTD_WEIGHT = 50.0  # λ: the discriminator's loss weighs 50 times the generator's (Clark et al. 2020, §2)

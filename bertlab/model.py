@@ -11,6 +11,7 @@ Imports torch and bertlab.config only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.config import BertConfig
+from bertlab.config import SBO_POSITIONS, BertConfig
 from bertlab.patterns.kernel import GlobalProjections, sparse_attention
 from bertlab.patterns.plan import AttentionPlan, build_plan
 
@@ -59,12 +60,15 @@ class PreTrainingOutput:
         encoder: the encoder's output.
         mlm_slots: with a `prediction_cap`, ((B, K) long positions each slot scored, (B, K) bool
             slots that hold a selected position); None otherwise.
+        sbo_logits: the span-boundary head's logits at the same rows or slots as mlm_logits ((N, V)
+            or (B, K, V)), when `span_boundaries` were given; None otherwise.
     """
 
     mlm_logits: torch.Tensor
     nsp_logits: torch.Tensor | None
     encoder: EncoderOutput
     mlm_slots: tuple[torch.Tensor, torch.Tensor] | None = None
+    sbo_logits: torch.Tensor | None = None
 
 
 # --------------------------------------------------------------------------------------
@@ -392,9 +396,9 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 
 
 class BertPredictionHeadTransform(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, in_features: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features or config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -414,12 +418,38 @@ class BertLMPredictionHead(nn.Module):
         return self.decoder(self.transform(x)) + self.bias
 
 
+class BertSpanBoundaryHead(nn.Module):
+    """SpanBERT's span-boundary objective (Joshi et al. 2019, §3.2): the token x_i of a masked span
+    x_s..x_e predicted from the encoder's outputs at the boundary tokens x_{s-1}, x_{e+1} and a
+    relative position embedding p_{i-s}: h1 = LayerNorm(GELU(W1 [x_{s-1}; x_{e+1}; p_{i-s}])),
+    y = LayerNorm(GELU(W2 h1)). The model scores y with the masked LM's decoder (the word embeddings)
+    plus this head's own `bias`: SpanBERT's released code gives its SBO head a bias of its own, and
+    the two heads' token priors need not agree (the SBO one sees no token of the span)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        H = config.hidden_size  # noqa: N806
+        self.position_embeddings = nn.Embedding(SBO_POSITIONS, H)  # p: the place in the span, 0-based
+        self.input_transform = BertPredictionHeadTransform(config, 3 * H)  # W1: [left; right; p] -> H
+        self.output_transform = BertPredictionHeadTransform(config)  # W2
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor, relative: torch.Tensor) -> torch.Tensor:
+        """left, right: (..., H) the last layer's outputs at the span's boundary tokens; relative:
+        (...) long, each token's place in its span (0 = first; past the table's last row: that row).
+        Returns y, (..., H), for the decoder."""
+        p = self.position_embeddings(relative.clamp(0, SBO_POSITIONS - 1))  # (..., H)
+        return self.output_transform(self.input_transform(torch.cat([left, right, p], dim=-1)))
+
+
 class BertPreTrainingHeads(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
         # The "No NSP" ablation drops this head entirely, so the checkpoint holds no NSP weights.
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if config.use_nsp_head else None
+        # SpanBERT's span-boundary head, for the span_sbo objective only (config.span_boundary_head)
+        self.span_boundary = BertSpanBoundaryHead(config) if config.span_boundary_head else None
 
 
 def _last_layer_positions(select: torch.Tensor, cap: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -474,7 +504,11 @@ class BertForPreTraining(nn.Module):
     @property
     def heads(self) -> tuple[str, ...]:
         """The heads this model has (bertlab.models.registry.HEAD_TITLES' names)."""
-        return ("mlm",) + (("nsp",) if self.cls.seq_relationship is not None else ())
+        return (
+            ("mlm",)
+            + (("nsp",) if self.cls.seq_relationship is not None else ())
+            + (("sbo",) if self.cls.span_boundary is not None else ())
+        )
 
     def forward(
         self,
@@ -488,8 +522,9 @@ class BertForPreTraining(nn.Module):
         prediction_cap: int | None = None,
         global_attention_mask: torch.Tensor | None = None,
         attention_pool: int = 1,
+        span_boundaries: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> PreTrainingOutput:
-        """Run the encoder and both heads.
+        """Run the encoder and the heads.
 
         Args:
             mlm_positions: (B, T) bool, the positions the masked-LM head scores (training: where the
@@ -501,19 +536,36 @@ class BertForPreTraining(nn.Module):
                 step as one graph; mlm_logits is then (B, K, V) over every slot and `mlm_slots` says
                 which position each slot holds and which slots are real.
             global_attention_mask, attention_pool: a sparse attention pattern's, as BertModel.forward.
+            span_boundaries: the span-boundary head's inputs (a model with one; needs mlm_positions):
+                (left, right, relative), each (B, T) long, read where mlm_positions is True: the
+                positions of the token's span's boundary tokens x_{s-1} and x_{e+1} and its place in
+                the span, 0-based (bertlab.losses.span_boundaries makes them from the labels).
+                `sbo_logits` then scores the same rows or slots as mlm_logits.
 
         When only some positions are scored (and no attentions or hidden states are asked for),
-        the last layer runs only at those positions and [CLS]: the same numbers, less work.
+        the last layer runs only at those positions and [CLS]: the same numbers, less work. With
+        span_boundaries it also runs at each scored slot's two boundary positions, as rows of their
+        own beside the slot's (3K rows; a boundary shared by two slots is computed twice): a gather
+        then needs no position-to-row map, and with a prediction_cap the rows stay 3(cap + 1), static.
         """
         select = mlm_positions
-        positions = None
+        if span_boundaries is not None and (select is None or self.cls.span_boundary is None):
+            raise ValueError(
+                "span_boundaries need mlm_positions and a model with a span-boundary head "
+                "(BertConfig.span_boundary_head=True, as data.objective=span_sbo builds it)"
+            )
+        positions = rows = None
         if (
             select is not None
             and not output_attentions
             and not output_hidden_states
             and self.config.attention_direction == "bidirectional"
         ):
-            positions, slot_used = _last_layer_positions(select, prediction_cap)
+            positions, slot_used = _last_layer_positions(select, prediction_cap)  # (B, K) each
+            rows = positions
+            if span_boundaries is not None:
+                left, right, relative = (t.gather(1, positions) for t in span_boundaries)  # (B, K) each
+                rows = torch.cat([positions, left, right], dim=1)  # (B, 3K): [CLS] still first, for the pooler
         enc = self.bert(
             input_ids,
             token_type_ids,
@@ -521,11 +573,24 @@ class BertForPreTraining(nn.Module):
             head_mask,
             output_attentions,
             output_hidden_states,
-            last_layer_positions=positions,
+            last_layer_positions=rows,
             global_attention_mask=global_attention_mask,
             attention_pool=attention_pool,
         )
         hidden = enc.last_hidden_state
+        sbo_logits = None
+        if positions is not None and span_boundaries is not None:
+            hidden, at_left, at_right = hidden.split(positions.shape[1], dim=1)  # (B, K, H) each
+            enc = dataclasses.replace(enc, last_hidden_state=hidden)  # the scored slots' rows, as without SBO
+            if prediction_cap is None:  # the selected slots only, row-major like mlm_logits
+                at_left, at_right, relative = at_left[slot_used], at_right[slot_used], relative[slot_used]
+            sbo_logits = self.span_boundary_logits(at_left, at_right, relative)  # (B, K, V) or (N, V)
+        elif span_boundaries is not None:  # every position's output is there: gather the boundaries
+            left, right, relative = span_boundaries
+            width = hidden.shape[-1]
+            at_left = hidden.gather(1, left[..., None].expand(-1, -1, width))  # (B, T, H)
+            at_right = hidden.gather(1, right[..., None].expand(-1, -1, width))  # (B, T, H)
+            sbo_logits = self.span_boundary_logits(at_left[select], at_right[select], relative[select])  # (N, V)
         slots = None
         if positions is not None and prediction_cap is not None:
             mlm_logits = self.layer_logits(hidden)  # (B, K, V): every slot, a shape known in advance
@@ -537,7 +602,15 @@ class BertForPreTraining(nn.Module):
         else:
             mlm_logits = self.layer_logits(hidden)  # (B, T, V)
         nsp_logits = self.next_sentence_logits(enc.pooled_output)  # (B, 2) or None
-        return PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc, mlm_slots=slots)
+        return PreTrainingOutput(
+            mlm_logits=mlm_logits, nsp_logits=nsp_logits, encoder=enc, mlm_slots=slots, sbo_logits=sbo_logits
+        )
+
+    def span_boundary_logits(self, left: torch.Tensor, right: torch.Tensor, relative: torch.Tensor) -> torch.Tensor:
+        """The span-boundary head (BertSpanBoundaryHead) scored against the vocabulary with the masked
+        LM's decoder, the word embeddings, and the head's own bias: (..., H), (..., H), (...) -> (..., V)."""
+        head = self.cls.span_boundary
+        return self.cls.predictions.decoder(head(left, right, relative)) + head.bias
 
     def next_sentence_logits(self, pooled: torch.Tensor) -> torch.Tensor | None:
         """(B, 2) the NSP head on the pooled [CLS] vector (B, H); None without one (No NSP; ALBERT,

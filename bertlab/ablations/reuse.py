@@ -14,6 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from bertlab.ablations.planning import RUN_SETTINGS, PlannedRun, SuiteSpec, flatten, plan
+from bertlab.config import BertConfig
 from bertlab.errors import BertLabError, InputError
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.runs import Job, read_job
@@ -41,8 +42,13 @@ def _comparable(config: dict, model_config: dict) -> dict:
     (compared apart) and how the run goes (RUN_SETTINGS: checkpoints, threads, compile), with the model's shape in place of the preset and overrides that give it
     (so Table 6's 4/256/4 row may reuse a mini run); flat, lists for tuples, as JSON reads them back."""
     recipe = json.loads(json.dumps({k: v for k, v in config.items() if k not in ("name", "size", "model_overrides")}))
-    recipe["model"] = json.loads(json.dumps(model_config))
+    # a model field added since a run recorded its model_config (span_boundary_head) reads there as its
+    # default, which is what that run built, so the older run still matches
+    recipe["model"] = json.loads(json.dumps({**MODEL_DEFAULTS, **model_config}))
     return {k: v for k, v in flatten(recipe).items() if k not in RUN_SETTINGS}
+
+
+MODEL_DEFAULTS = asdict(BertConfig())  # every model field's default (see `_comparable`)
 
 
 def _job_device(job: Job) -> str:

@@ -2,7 +2,8 @@
 
 `Masker` is Google's `create_masked_lm_predictions` (15% of tokens; 80% [MASK] / 10% random / 10%
 kept; whole-word option), every probability a `DataConfig` field; `SpanMasker` is SpanBERT's (Joshi
-et al. 2019): spans of whole words. An `Objective` names its masker (`Objective.masker`), found in
+et al. 2019): spans of whole words; `SpanBoundaryMasker` the same with a gap between any two spans,
+for the span-boundary objective. An `Objective` names its masker (`Objective.masker`), found in
 `MASKERS`; `register_masker` adds one.
 
 One deliberate departure from Google: the 10% random replacement draws from the vocabulary *minus*
@@ -157,7 +158,7 @@ class SpanMasker(Masker):
                 if len(chosen) + len(positions) + len(word) > target:
                     break
                 positions.extend(word)
-            if not positions or any(i in covered for i in positions):
+            if not positions or self._collides(positions, covered):
                 continue
             r = rng.random()
             kind = (
@@ -177,5 +178,24 @@ class SpanMasker(Masker):
         chosen.sort()
         return out, [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
 
+    @staticmethod
+    def _collides(positions: list[int], covered: set[int]) -> bool:
+        """Whether a candidate span (ascending, contiguous positions) overlaps a span already chosen."""
+        return any(i in covered for i in positions)
+
+
+class SpanBoundaryMasker(SpanMasker):
+    """SpanMasker with one rule more: a span never touches another one (at least one unmasked
+    token lies between any two), so that the spans can be read back from the labels alone, as
+    runs of consecutive labelled positions, and each span's boundary tokens x_{s-1} and x_{e+1}
+    are unmasked: what the span-boundary objective (bertlab.losses.span_boundaries) predicts from.
+    SpanBERT's own masker lets spans touch; the gap costs a few candidate spans, which later
+    attempts replace (the budget is met as closely as SpanMasker's)."""
+
+    @staticmethod
+    def _collides(positions: list[int], covered: set[int]) -> bool:
+        return any(i in covered for i in range(positions[0] - 1, positions[-1] + 2))
+
 
 MASKERS["span"] = SpanMasker
+MASKERS["span_sbo"] = SpanBoundaryMasker

@@ -44,6 +44,10 @@ class Objective:
     # "continuation" always (No NSP), or A's continuation with A and B "swap"ped half the time (ALBERT's
     # sentence order: the SOP head and loss, label 1 = swapped)
     segment_b: str = "continuation"
+    # SpanBERT's span-boundary objective: each masked token is also predicted from its span's two
+    # boundary tokens (the model's SBO head, BertConfig.span_boundary_head); its masker must keep spans
+    # apart, so that the loss can read them back from the labels (maskers.SpanBoundaryMasker)
+    span_boundary: bool = False
 
     def __post_init__(self) -> None:
         if self.segment_b not in SEGMENT_B:
@@ -55,6 +59,12 @@ class Objective:
     def pair_head(self) -> str | None:
         """The sentence-pair head it trains ("nsp", "sop": bertlab.models.registry's head names), or None."""
         return {"random_document": "nsp", "swap": "sop"}.get(self.segment_b) if self.paired else None
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The heads beyond the masked LM it trains (bertlab.models.registry's head names): its
+        sentence-pair head and the span-boundary head, where it has them."""
+        return tuple(h for h in (self.pair_head, "sbo" if self.span_boundary else None) if h is not None)
 
     @property
     def static_shapes(self) -> bool:
@@ -129,7 +139,7 @@ register_objective(
     )
 )
 # SpanBERT (Joshi et al. 2019): single segments and no NSP, as in the paper; spans of whole words
-# masked (bertlab.data.maskers.SpanMasker). The span-boundary objective (SBO) is not built.
+# masked (bertlab.data.maskers.SpanMasker). `span_sbo` below adds the span-boundary objective.
 register_objective(
     Objective(
         "span",
@@ -142,6 +152,26 @@ register_objective(
         "Geometric(0.2) clipped at 10, single segments, no NSP",
         short="masked LM over word spans (SpanBERT)",
         loss="masked_lm",
+    )
+)
+# SpanBERT's whole objective (Joshi et al. 2019, §3.2): span masking as `span` (with a gap between any
+# two spans: bertlab.data.maskers.SpanBoundaryMasker) plus the span-boundary objective, each masked token
+# predicted again from the encoder's outputs at its span's two boundary tokens and its place in the span
+# (the SBO head, BERT's only); loss = masked LM mean + SBO mean (bertlab.losses.masked_lm_sbo).
+register_objective(
+    Objective(
+        "span_sbo",
+        paired=False,
+        nsp=False,
+        masker="span_sbo",
+        next_token_labels=False,
+        attention_direction="bidirectional",
+        description="SpanBERT's span masking + span-boundary objective (Joshi et al. 2019): spans of whole "
+        "words as in span, each masked token also predicted from the two tokens just outside its span and "
+        "its place in the span (loss: masked LM + SBO), single segments, no NSP",
+        short="masked LM over word spans + span-boundary objective (SpanBERT)",
+        loss="masked_lm_sbo",
+        span_boundary=True,
     )
 )
 # ELECTRA (Clark et al. 2020): BERT's masker picks 15% of the tokens, a small generator fills them

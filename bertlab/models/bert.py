@@ -3,7 +3,8 @@ from and saves to Hugging Face's layout (registered in bertlab.models.registry a
 
 The architecture itself is bertlab.model (BertModel, BertForPreTraining); this module is what the
 checkpoint reader asks about it. Names are Google's and Hugging Face's, key for key: the encoder
-under `bert.`, the masked-LM head under `cls.predictions.`, the NSP head at `cls.seq_relationship`.
+under `bert.`, the masked-LM head under `cls.predictions.`, the NSP head at `cls.seq_relationship`,
+and SpanBERT's span-boundary head, ours alone (transformers has none), under `cls.span_boundary.`.
 
 Imports torch, bertlab.config, bertlab.model, bertlab.tokenizer.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from bertlab.config import BertConfig
+from bertlab.config import SBO_POSITIONS, BertConfig
 from bertlab.model import TIED_KEYS, BertForPreTraining, BertModel
 from bertlab.tokenizer import BertTokenizer
 
@@ -24,6 +25,7 @@ ENCODER_PREFIXES = ("bert.",)  # a folder without these weights is not a BERT
 OPTIONAL_PREFIXES = ("bert.pooler.",)  # BertForMaskedLM has no pooler; only NSP needs it
 MLM_KEYS = ("cls.predictions.transform.dense.weight",)  # the masked-LM head's first weight
 NSP_KEYS = ("cls.seq_relationship.weight", "bert.pooler.dense.weight")  # NSP needs both
+SBO_KEYS = ("cls.span_boundary.input_transform.dense.weight",)  # the span-boundary head's first weight
 
 
 def config_from_hf(raw: dict, source: str) -> BertConfig:
@@ -32,7 +34,8 @@ def config_from_hf(raw: dict, source: str) -> BertConfig:
 
 
 def build(config: BertConfig) -> BertForPreTraining:
-    """A freshly initialised model with the heads `config` asks for (NSP when `use_nsp_head`)."""
+    """A freshly initialised model with the heads `config` asks for (NSP when `use_nsp_head`, the span
+    boundary when `span_boundary_head`)."""
     return BertForPreTraining(config)
 
 
@@ -94,6 +97,17 @@ def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     }
     if config.use_nsp_head:
         shapes.update(linear("cls.seq_relationship", 2, h))
+    if config.span_boundary_head:  # its decoder is the masked LM's (the word embeddings): no weight of its own
+        shapes.update(
+            {
+                "cls.span_boundary.position_embeddings.weight": (SBO_POSITIONS, h),
+                **linear("cls.span_boundary.input_transform.dense", h, 3 * h),
+                **layer_norm("cls.span_boundary.input_transform.LayerNorm"),
+                **linear("cls.span_boundary.output_transform.dense", h, h),
+                **layer_norm("cls.span_boundary.output_transform.LayerNorm"),
+                "cls.span_boundary.bias": (v,),
+            }
+        )
     for n in range(config.num_layers):
         p = f"bert.encoder.layer.{n}."
         width = config.heads_in_layer(n) * config.head_size  # h unless heads were pruned (BertConfig.pruned_heads)
@@ -108,13 +122,15 @@ def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def heads_in(config: BertConfig, state: Mapping[str, Any]) -> tuple[str, ...]:
-    """The heads whose weights `state` (normalised names) holds: "mlm", "nsp" (a classifier's or an
-    encoder-only folder holds neither)."""
+    """The heads whose weights `state` (normalised names) holds: "mlm", "nsp", "sbo" (a classifier's or
+    an encoder-only folder holds none)."""
     heads = []
     if all(k in state for k in MLM_KEYS):
         heads.append("mlm")
     if config.use_nsp_head and all(k in state for k in NSP_KEYS):
         heads.append("nsp")
+    if config.span_boundary_head and all(k in state for k in SBO_KEYS):
+        heads.append("sbo")
     return tuple(heads)
 
 

@@ -27,7 +27,7 @@ what its sentence classifier reads (BERT's and ALBERT's pooler, or ELECTRA's and
 head on the first token) and which half of a pair folder fine-tunes.
 
 The heads a family can hold, by name: "mlm" (masked LM), "nsp" (next sentence prediction), "sop"
-(sentence order), "rtd" (replaced-token detection), "lm" (next token). Pages read these names to
+(sentence order), "rtd" (replaced-token detection), "sbo" (SpanBERT's span boundary), "lm" (next token). Pages read these names to
 say what a model lacks.
 
 Imports bertlab.errors only; no torch.
@@ -48,6 +48,7 @@ HEAD_TITLES = {
     "nsp": "next sentence prediction",
     "sop": "sentence order prediction",
     "rtd": "replaced-token detection",
+    "sbo": "span boundary (SpanBERT)",
 }
 
 
@@ -155,7 +156,7 @@ def family_for(raw: Mapping[str, Any], source: str = "config.json") -> Family:
         ) from None
 
 
-register_family(Family("BERT", ("bert",), heads=("mlm", "nsp"), implementation="bertlab.models.bert"))
+register_family(Family("BERT", ("bert",), heads=("mlm", "nsp", "sbo"), implementation="bertlab.models.bert"))
 register_family(
     Family(
         "ELECTRA",

@@ -94,6 +94,7 @@ class PretrainConfig:
         overrides = {
             "vocab_size": vocab_size,
             "use_nsp_head": objective.nsp,
+            "span_boundary_head": objective.span_boundary,
             "attention_direction": objective.attention_direction,
         }
         overrides.update({k: v for k, v in self.model_overrides.items() if k in BERT_FIELDS})
@@ -173,11 +174,11 @@ class PretrainConfig:
 
 def check_objective_fits_family(objective: Objective, model_type: str) -> None:
     """An objective made for one family (ELECTRA's) trains only that family, which trains with no other;
-    an objective's sentence-pair head (NSP, sentence order) must be one the family has.
+    an objective's heads beyond the masked LM (NSP, sentence order, span boundary) must be ones the family has.
 
     Raises:
         InputError: the objective names another family, the family has objectives of its own, or it
-            lacks the objective's sentence-pair head.
+            lacks one of the objective's heads.
     """
     if objective.model_type not in (None, model_type):
         raise InputError(
@@ -191,11 +192,12 @@ def check_objective_fits_family(objective: Objective, model_type: str) -> None:
             f"set data.objective={own[0]}"
         )
     family = family_for({"model_type": model_type}, "model_type")
-    if objective.pair_head is not None and objective.pair_head not in family.heads:
-        raise InputError(  # ALBERT has a sentence-order head and no NSP head; BERT the other way round
-            f"data.objective={objective.name} trains a {HEAD_TITLES[objective.pair_head]} head, and "
-            f"{family.name} has none (its heads: {', '.join(family.heads)}): pick another objective, e.g. mlm"
-        )
+    for head in objective.heads:
+        if head not in family.heads:
+            raise InputError(  # ALBERT has a sentence-order head and no NSP head; BERT the other way round
+                f"data.objective={objective.name} trains a {HEAD_TITLES[head]} head, and "
+                f"{family.name} has none (its heads: {', '.join(family.heads)}): pick another objective, e.g. mlm"
+            )
 
 
 def _parse_value(text: str) -> Any:
