@@ -14,13 +14,14 @@ from bertlab.ablations import successors_verdicts as sv
 from bertlab.ablations import suites as ab
 from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError
+from bertlab.figures.successors import curves_figure
 from bertlab.formatting import format_duration
 from bertlab.jobs.estimates.spec import estimate_spec
 from bertlab.jobs.registry import JobRegistry
 from bertlab.jobs.spec import JobSpec
 from bertlab.jobs.view import estimate_caption, format_count, format_gb
 from bertlab.storage.runfolder import REPO_ROOT
-from pages.common import concept, fitted, setup_page, show_error
+from pages.common import concept, fitted, setup_page, show_error, show_figure
 from pages.common.admin import job_access_field
 
 PAGE = setup_page(__file__)
@@ -33,7 +34,7 @@ except BertLabError as exc:
     show_error(exc)
     st.stop()
 
-RESULTS = suite_results.results_root() / "successors"
+RESULTS = record_files.RECORD_DIR  # results/successors: the fine-tuning CSV and the pretraining record
 try:
     finetuned = suite_results.read_results(RESULTS / "successors.csv") if (RESULTS / "successors.csv").is_file() else []
 except BertLabError as exc:
@@ -68,8 +69,7 @@ concept(
     "noise, the larger of the two rows' spread (std) over fine-tuning seeds, as the Ablations page reads the "
     "paper's tables; 'not measured yet' says which runs are missing."
 )
-verdict_rows = [v.row() for v in verdicts]
-st.dataframe(pd.DataFrame(verdict_rows), hide_index=True, column_config=fitted(verdict_rows))
+st.table(pd.DataFrame([v.row() for v in verdicts]), hide_index=True)
 
 st.subheader("Fine-tuning: each row on five tasks")
 table = sv.finetune_rows(finetuned)
@@ -97,15 +97,12 @@ if cost:
         "fill-mask sentence on one CPU thread, measured with no training beside it (an ELECTRA pair answers with its "
         f"generator). From `{RESULTS.relative_to(REPO_ROOT).as_posix()}/pretraining.csv` and `curves.csv`."
     )
-    by_x = {"input tokens (M)": ("tokens", 1e6), "training minutes": ("train_s", 60.0)}
-    for tab, (axis, (x, scale)) in zip(st.tabs(list(by_x)), by_x.items(), strict=True):
-        series = [
-            pd.DataFrame({axis: [a / scale for a, _ in c], label: [100 * b for _, b in c]}).set_index(axis)
-            for key, label in sv.LABELS.items()
-            if (c := record.curve(key, "mlm_acc", x=x))
-        ]
-        if series:
-            tab.line_chart(pd.concat(series, axis=1), x_label=axis, y_label="held-out masked-LM accuracy (%)")
+    for tab, x in zip(
+        st.tabs(["against input tokens", "against training minutes"]), ("tokens", "train_s"), strict=True
+    ):
+        with tab:
+            by_row = {label: record.curve(key, "mlm_acc", x=x) for key, label in sv.LABELS.items()}
+            show_figure(curves_figure(by_row, x), f"bertlab-successors-curves-{x}", key=f"succ-curves-{x}")
     st.caption(
         "Every row read the same text for the same number of input tokens; the minutes differ with what a step "
         "costs (ELECTRA runs a generator too) and with what else ran on the machine. ELECTRA's curve is its "
@@ -134,15 +131,8 @@ st.table(pd.DataFrame(rows), hide_index=True)
 
 curves = {v.key: run.curve for v in variants if (run := succ.run_progress(registry.root, v)) and run.curve}
 if curves:
-    frame = pd.concat(
-        [
-            pd.DataFrame({"tokens (M)": [t / 1e6 for t, _ in c], v: [a * 100 for _, a in c]}).set_index("tokens (M)")
-            for v, c in curves.items()
-        ],
-        axis=1,
-    )
-    st.markdown("**Held-out masked-LM accuracy (%) against input tokens**")
-    st.line_chart(frame, x_label="input tokens (M)", y_label="masked-LM accuracy (%)")
+    st.markdown("**Your runs' held-out masked-LM accuracy against input tokens**")
+    show_figure(curves_figure(curves), "bertlab-successors-your-runs", key="succ-curves-runs")
 # --------------------------------------------------------------------------------------
 # Run this yourself
 # --------------------------------------------------------------------------------------
