@@ -206,7 +206,9 @@ def _finetune_estimate(
     micro = max(1, t.batch_size // max(1, t.grad_accum))
     # the recipe cuts inputs to the model's positions and to the length it was pretrained on
     pretrained = trained_length(cfg, cwd / Path(cfg.model).expanduser()) if cfg.model else 0
-    cfg = dataclasses.replace(cfg, max_seq_length=input_length(cfg, model_cfg.max_position_embeddings, pretrained))
+    # the longest input its position table holds: RoBERTa's rows start after the padding index (514 hold 512)
+    positions = getattr(model_cfg, "max_length", model_cfg.max_position_embeddings)
+    cfg = dataclasses.replace(cfg, max_seq_length=input_length(cfg, positions, pretrained))
     unread = ""
     try:
         tokens = task_tokens(cfg, micro)
