@@ -107,6 +107,7 @@ def _task_tokenizer(cfg):
     """(tokenizer, max positions, whose it is, its folder or None) of the model a fine-tuning job starts
     from; for random weights with a vocabulary still to be trained, the shipped model's (about the same
     lengths)."""
+    from bertlab.models.registry import family_of
     from bertlab.storage.checkpoint import default_model_path, load_config, resolve  # deferred: torch
     from bertlab.tokenizer import BertTokenizer
 
@@ -114,9 +115,10 @@ def _task_tokenizer(cfg):
         with contextlib.suppress(BertLabError, OSError):
             directory = resolve(cfg.model)
             config, _ = load_config(directory)
+            positions = getattr(config, "max_length", config.max_position_embeddings)  # RoBERTa's: 2 fewer
             return (
-                BertTokenizer.from_dir(directory, config.max_position_embeddings),
-                config.max_position_embeddings,
+                family_of(config).load().load_tokenizer(directory, config),  # RoBERTa's byte-level BPE, ...
+                positions,
                 f"{Path(directory).name}'s tokenizer",
                 directory,
             )
