@@ -235,10 +235,6 @@ SLOW = {("Make it smaller", f) for f in (BERT, ALBERT)}  # the same quantize-and
 SLOW |= {("Train", f) for f in (BERT, DISTILBERT)}
 # bugs in files that other engineers are changing now: each names where the fix belongs
 KNOWN = {
-    ("Which heads matter", ALBERT): "bertlab/interpret/heads.py gated() hooks layer.attention.self, which "
-    "ALBERT's AlbertAttention is itself, and its shared layers are one module L times (AttributeError)",
-    ("What each layer knows", ALBERT): "bertlab/interpret/neurons.py ffn_activations() hooks layer.intermediate, "
-    "which AlbertLayer calls ffn, once per module while ALBERT's shared layers are one module L times",
     ("Why it answered", DISCRIMINATOR): "pages/10_Why_it_answered.py asks a discriminator for fill-mask, and "
     "LoadedModel._need_mlm (bertlab/inference.py) says it is 'a fine-tuned classifier or an encoder', "
     "not that it has replaced-token detection",

@@ -8,12 +8,14 @@ import shutil
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import tiny_config
 from interpret_models import finetuned, one_live_head, pretrained
 
 from bertlab.errors import InputError
 from bertlab.finetune.data import SequenceExample
 from bertlab.finetune.predict import save_finetuned
+from bertlab.inference import load_model
 from bertlab.interpret import cli, heads
 from bertlab.interpret.heads import (
     HeadStudy,
@@ -63,6 +65,40 @@ def test_gates_equal_the_models_head_mask(tokenizer):
     assert view.module.cls.predictions.decoder.weight is private  # tied weights stay tied
     with pytest.raises(InputError, match=r"\(2, 4\)"):
         gated(as_subject(lm), torch.ones(3, 4))
+
+
+def test_gates_on_a_shared_albert_are_each_layers_own(tiny_albert_checkpoint):
+    """ALBERT's shared layers are one module run L times: the gates reach layer i as the head mask's
+    row i, so each layer's gradients are its own, equal to central differences of the loss taken
+    through the model's head_mask (float64), one gate at a time."""
+    lm = load_model(tiny_albert_checkpoint, device="cpu", dtype=torch.float64)
+    layers = lm.model.bert.encoder.layer
+    assert lm.config.parameter_sharing == "all" and len({id(layer) for layer in layers}) == 1
+    subject = as_subject(lm)
+    (batch,) = heads._batches(subject, MaskedSentences(TEXTS[:4], mask_prob=0.3), batch_size=4)
+    L, A = lm.config.num_layers, lm.config.num_heads
+    gates = torch.ones(L, A, dtype=torch.float64, requires_grad=True)
+    loss, _, _ = heads._loss_and_correct(gated(subject, gates), batch)
+    (grad,) = torch.autograd.grad(loss, gates)
+
+    select = batch.labels != -100
+
+    def loss_with(mask: torch.Tensor) -> float:  # in float64 throughout (the study's loss is float32)
+        with torch.no_grad():
+            logits = lm.model(**batch.inputs, mlm_positions=select, head_mask=mask).mlm_logits  # (N, V)
+            return float(F.cross_entropy(logits, batch.labels[select]))
+
+    eps = 1e-5
+    reference = torch.zeros(L, A, dtype=torch.float64)
+    for layer in range(L):
+        for head in range(A):
+            up, down = torch.ones(L, A, dtype=torch.float64), torch.ones(L, A, dtype=torch.float64)
+            up[layer, head], down[layer, head] = 1 + eps, 1 - eps
+            reference[layer, head] = (loss_with(up) - loss_with(down)) / (2 * eps)
+    torch.testing.assert_close(grad, reference, rtol=1e-5, atol=1e-8)
+    assert not torch.allclose(grad[0], grad[1])  # a hook on the shared module would gate both layers alike
+    imp = head_importance(lm, MaskedSentences(TEXTS[:4], mask_prob=0.3), batch_size=4)
+    np.testing.assert_allclose(imp.raw, grad.abs().numpy(), rtol=1e-6)
 
 
 def test_pruning_the_most_important_head_hurts_more_than_the_least(tokenizer):

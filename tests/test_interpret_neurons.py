@@ -35,6 +35,26 @@ def test_the_activations_are_each_layers_gelu_output(lm):
         ffn_activations(lm, "  ")
 
 
+def test_a_shared_albert_gives_each_layer_its_own_activations(tiny_albert_checkpoint):
+    """ALBERT's shared layers are one module run L times: row i is the i-th run's GELU output, as
+    recomputed from layer i's input (its attention block, then `ffn` and the tanh GELU)."""
+    albert = load_model(tiny_albert_checkpoint, device="cpu")
+    layers = albert.model.bert.encoder.layer
+    assert albert.config.parameter_sharing == "all" and len({id(layer) for layer in layers}) == 1
+    text = "the cat sat on the mat ."
+    acts = ffn_activations(albert, text)
+    enc = albert.tokenizer.encode(text, max_length=albert.max_length)
+    assert acts.values.shape == (albert.config.num_layers, len(enc.ids), albert.config.intermediate_size)
+    with torch.no_grad():
+        out = albert.model.bert(torch.tensor([enc.ids]), torch.tensor([enc.type_ids]), output_hidden_states=True)
+        for i, layer in enumerate(layers):
+            att, _ = layer.attention(out.hidden_states[i], None, None, False)
+            want = F.gelu(layer.ffn(att), approximate=albert.config.gelu_approximation)[0]
+            torch.testing.assert_close(acts.values[i], want, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(acts.values[0], acts.values[1])
+    assert not albert.model.bert.encoder.layer[0].activation._forward_hooks  # read on a private copy
+
+
 def test_the_factorisation_finds_factors_built_into_the_activations():
     """Two groups of neurons, each firing on its own tokens: two factors split them exactly."""
     tokens = ("[CLS]", "a", "b", "a", "b", "c", "[SEP]")

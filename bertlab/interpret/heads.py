@@ -7,11 +7,14 @@ fine-tuned classifier, `MaskedSentences` for a pretrained model's masked LM), `h
 
 Importance is I_h = E_x |d loss(x) / d xi_h| (the paper's eq. 5), the gradient taken per batch
 of `batch_size` examples (batch_size=1 is exactly per example; Hugging Face's bertology example
-uses batches too), then normalised per layer by its L2 norm as the paper does. The gates are
-forward hooks on each layer's `attention.self` of a private copy of the model's modules that
-shares its weights, so they work on any model built from `bertlab.model` (both attention paths,
-pretrained and fine-tuned; a task model's forward takes no head_mask) and never change the model
-itself, which the app shares between sessions and threads.
+uses batches too), then normalised per layer by its L2 norm as the paper does. The gates are the
+encoder's own `head_mask` (BertModel.forward, which every family's encoder runs: BERT, RoBERTa,
+ALBERT, ELECTRA, DistilBERT), handed to the encoder of a private copy of the model's modules that
+shares its weights: so they work on every family and both attention paths, pretrained and
+fine-tuned (a task model's forward takes no head_mask; its encoder's does), on layers that share
+one module (ALBERT: the encoder gives layer i the mask's row i, where a hook on the shared module
+would fire on every layer's call), and never change the model itself, which the app shares between
+sessions and threads.
 
 Imports torch, numpy, bertlab.finetune (data and encoding), bertlab.interpret.targets.
 """
@@ -48,13 +51,15 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
     it pruned every other user's answers while a study ran. The copy (`targets.private_copy`) is the
     module tree only, about 40 ms for BERT-base; its weights share the same storage, needing no gradient
     (no extra memory), so gradients reach `gates` and never the weights (no `.grad`, no
-    `requires_grad` change). It is in eval mode, as the paper measures. The hooks read `gates`
-    itself, so writing into it (`gates.fill_(1)`) re-gates the copy.
+    `requires_grad` change). It is in eval mode, as the paper measures. The copy's encoder reads
+    `gates` itself at every call, so writing into it (`gates.fill_(1)`) re-gates the copy.
 
-    A hook scales the context vectors (B, T, A x hs) head by head, which equals scaling the head's
-    attention probabilities (context = probs @ v is linear in them), as the model's head_mask does.
-    In a layer whose heads were pruned (bertlab compress prune) the kept heads' gates apply and a
-    removed head's gate reaches nothing, so its importance is 0.
+    The gates are the encoder's `head_mask` (a pre-hook on the copy's `module.bert` hands them in,
+    times any mask the caller gave): the encoder, called once per forward, gives layer i row i, so
+    an ALBERT whose L layers are one module gets each layer's own gates. The mask scales each
+    head's attention probabilities, which equals scaling its context vector (probs @ v is linear in
+    them). In a layer whose heads were pruned (bertlab compress prune) the kept heads' gates apply
+    and a removed head's gate reaches nothing, so its importance is 0.
 
     Raises:
         InputError: `gates` is not (L, A).
@@ -63,18 +68,17 @@ def gated(subject: Subject, gates: torch.Tensor) -> Subject:
     if tuple(gates.shape) != (L, A):
         raise InputError(f"gates have shape {tuple(gates.shape)}; this model needs ({L}, {A}) (layers, heads)")
     private = private_copy(subject.module)
-    for i, layer in enumerate(private.bert.encoder.layer):
+    dtype = next(private.parameters()).dtype
 
-        def hook(module, args, output, i=i):
-            context, probs = output
-            B, T, W = context.shape  # W = H, or fewer kept heads x hs in a pruned layer
-            kept = module.kept_heads  # a pruned layer's heads, unpruned numbering: their gates apply, the rest are gone
-            gate = gates[i] if len(kept) == A else gates[i][list(kept)]
-            n = len(kept)
-            scaled = context.view(B, T, n, W // n) * gate.view(1, 1, n, 1).to(context.dtype)  # (B, T, n, hs)
-            return scaled.view(B, T, W), probs
+    def with_gates(_encoder, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        # BertModel.forward(input_ids, token_type_ids, attention_mask, head_mask, ...)
+        given = args[3] if len(args) > 3 else kwargs.get("head_mask")
+        mask = gates.to(dtype) if given is None else gates.to(dtype) * given  # (L, A), differentiable in gates
+        if len(args) > 3:
+            return (*args[:3], mask, *args[4:]), kwargs
+        return args, {**kwargs, "head_mask": mask}
 
-        layer.attention.self.register_forward_hook(hook)
+    private.bert.register_forward_pre_hook(with_gates, with_kwargs=True)
     return replace(subject, module=private)
 
 

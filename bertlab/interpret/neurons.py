@@ -1,7 +1,8 @@
 """The feed-forward neurons: what fires where, summed up as a few factors (as ecco's neuron factors).
 
 Owns `ffn_activations` (every layer's feed-forward activations on a text: the GELU output of each
-layer's intermediate dense layer, 4H neurons a layer) and `neuron_factors` with its result
+layer's intermediate dense layer, 4H neurons a layer: BERT's `intermediate`, ALBERT's `activation`,
+read in the order the layers run, so that ALBERT's shared layers, one module L times, give L rows) and `neuron_factors` with its result
 `NeuronFactors`: a non-negative matrix factorisation (Lee & Seung 2001, multiplicative updates on
 the Frobenius loss) of the tokens x neurons activations of the layers picked into k factors. Each
 factor is a group of neurons that fire together and the tokens they fire on; on a trained model
@@ -11,7 +12,7 @@ GELU can be slightly negative (down to -0.17); those values are set to 0 before 
 ecco does (NMF needs a non-negative matrix). [CLS] and [SEP] fire far more than the words and can
 fill every factor, so they are left out unless asked for.
 
-Imports torch, bertlab.errors and bertlab.interpret.targets.
+Imports torch, bertlab.errors and bertlab.interpret.targets (the model as a Subject, and its private copy).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bertlab.errors import InputError
-from bertlab.interpret.targets import as_subject
+from bertlab.interpret.targets import as_subject, private_copy
 
 MAX_FACTORS = 12
 ITERATIONS = 300
@@ -85,22 +86,31 @@ def ffn_activations(model, text: str, text_b: str | None = None) -> Activations:
     enc = subject.tokenizer.encode(text, text_b, max_length=subject.max_length)
     ids = torch.tensor([enc.ids], device=subject.device)
     types = torch.tensor([enc.type_ids], device=subject.device)
-    layers = subject.module.bert.encoder.layer
-    caught: list[torch.Tensor] = [torch.empty(0)] * len(layers)
+    encoder = private_copy(subject.module).bert  # hooks on our own copy: the app's model serves other sessions
+    layers = encoder.encoder.layer
+    caught: list[torch.Tensor] = []  # one (T, 4H) per call, in the order the layers run
 
-    def keep(i: int):
-        def hook(_module, _inputs, output):
-            caught[i] = output[0].float().cpu()
+    def keep(_module, _inputs, output):
+        caught.append(output[0].float().cpu())
 
-        return hook
-
-    handles = [layer.intermediate.register_forward_hook(keep(i)) for i, layer in enumerate(layers)]
-    try:
-        subject.module.bert(input_ids=ids, token_type_ids=types, attention_mask=torch.ones_like(ids))
-    finally:
-        for h in handles:
-            h.remove()
+    # each module hooked once: a module shared by several layers (ALBERT) fires once per layer it serves
+    blocks = {id(b): b for b in (_neurons_of(layer) for layer in layers)}
+    for block in blocks.values():
+        block.register_forward_hook(keep)
+    encoder(input_ids=ids, token_type_ids=types, attention_mask=torch.ones_like(ids))
+    if len(caught) != len(layers):
+        raise RuntimeError(f"the feed-forward activations were read {len(caught)} times for {len(layers)} layers")
     return Activations(tuple(enc.tokens), torch.stack(caught), tuple(subject.tokenizer.readable_tokens(enc.tokens)))
+
+
+def _neurons_of(layer: torch.nn.Module) -> torch.nn.Module:
+    """The module whose output is a layer's feed-forward activations: BERT's (and every family built on
+    BertLayer's) `intermediate`, dense + GELU; ALBERT's `activation`, the GELU after its `ffn`."""
+    block = getattr(layer, "intermediate", None)
+    block = getattr(layer, "activation", None) if block is None else block
+    if block is None:
+        raise InputError(f"{type(layer).__name__} has no feed-forward activations to read (no intermediate layer)")
+    return block
 
 
 def _nmf(v: torch.Tensor, k: int, seed: int, iterations: int) -> tuple[torch.Tensor, torch.Tensor]:

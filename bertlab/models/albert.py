@@ -223,8 +223,9 @@ class AlbertAttention(BertSelfAttention):
 
 class AlbertLayer(nn.Module):
     """One post-LN encoder layer, as BertLayer computes it, under transformers' ALBERT names: the
-    attention block (`attention`), then the feed-forward block (`ffn`, `ffn_output`,
-    `full_layer_layer_norm`). Either block may be the same module object in every layer (sharing)."""
+    attention block (`attention`), then the feed-forward block (`ffn`, its GELU `activation`,
+    `ffn_output`, `full_layer_layer_norm`). Either block may be the same module object in every layer
+    (sharing), and under "all" the layer itself is: one module called L times in one forward."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
@@ -233,7 +234,9 @@ class AlbertLayer(nn.Module):
         self.ffn_output = nn.Linear(config.intermediate_size, config.hidden_size)
         self.full_layer_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)  # Google's; transformers leaves it out (module docstring)
-        self.approximate = config.gelu_approximation
+        # a module of its own (no weights), so that the neurons' activations can be read where they
+        # are computed (bertlab.interpret.neurons), as BertLayer's `intermediate` output is
+        self.activation = nn.GELU(approximate=config.gelu_approximation)
 
     def forward(
         self,
@@ -247,7 +250,7 @@ class AlbertLayer(nn.Module):
         """BertLayer's signature: xq (B, K, H) the rows to compute (all rows serve as keys); None = all;
         plan: a sparse attention pattern's keys (bertlab.patterns.plan), None for full attention."""
         a, probs = self.attention(x, attn_bias, head_mask, output_attentions, xq, plan)  # (B, Tq, H)
-        h = self.ffn_output(F.gelu(self.ffn(a), approximate=self.approximate))  # (B, Tq, H)
+        h = self.ffn_output(self.activation(self.ffn(a)))  # (B, Tq, H)
         return self.full_layer_layer_norm(self.dropout(h) + a), probs
 
 
