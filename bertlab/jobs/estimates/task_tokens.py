@@ -107,7 +107,7 @@ def _task_tokenizer(cfg):
     """(tokenizer, max positions, whose it is, its folder or None) of the model a fine-tuning job starts
     from; for random weights with a vocabulary still to be trained, the shipped model's (about the same
     lengths)."""
-    from bertlab.models.registry import family_of
+    from bertlab.models.registry import family_of  # deferred with the two below: read only for an estimate
     from bertlab.storage.checkpoint import default_model_path, load_config, resolve  # deferred: torch
     from bertlab.tokenizer import BertTokenizer
 
