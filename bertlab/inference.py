@@ -21,6 +21,7 @@ from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, is_whole_number
 from bertlab.hardware import pick_device
 from bertlab.model import BertForPreTraining
+from bertlab.models.registry import heads_in_words
 from bertlab.storage import quantized
 from bertlab.storage.checkpoint import default_model_path, load_pretraining_model
 from bertlab.tokenizer import BertTokenizer, Encoding, mask_any_case
@@ -219,12 +220,11 @@ class LoadedModel:
         self.supports_gradients = self.info.get("quantization") is None
 
     def _need_mlm(self, what: str) -> None:
-        """InputError when the folder has no masked-LM head (a fine-tuned classifier, an encoder)."""
+        """InputError naming the heads the folder has (and where the app shows them) when none is a masked LM."""
         if not self.has_mlm:
             raise InputError(
-                f"{what} needs a masked-LM head, and {self.path or 'this model'} has none "
-                "(a fine-tuned classifier or an encoder saved without its pretraining heads); "
-                "pick a pretrained model, or use the pages that read only the encoder (attention, layers)"
+                f"{what} needs a masked-LM head, and {self.path or 'this model'} has {heads_in_words(self.heads, True)}"
+                "; pick a pretrained model with one, or use the pages that read only the encoder (attention, layers)"
             )
 
     @property

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertlab.app_pages import page_titled
 from bertlab.errors import BertLabError, NoGradientsError
 from bertlab.explore import input_notes
 from bertlab.finetune.answers import CLASSIFIERS, answer_file, training_accuracy
@@ -27,7 +28,7 @@ from bertlab.interpret.answer_views import (
 )
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute
 from bertlab.interpret.rollout import MAX_FLOW_EDGES, attention_maps
-from bertlab.interpret.targets import IsNext, MaskedWord, TaskLabel
+from bertlab.interpret.targets import InOrder, IsNext, MaskedWord, TaskLabel
 from bertlab.jobs.spec import check_path_allowed, default_task_data
 from bertlab.storage.catalog import find_run_checkpoints, is_finetuned
 from bertlab.storage.model_card import pretrained_length
@@ -50,7 +51,14 @@ PAGE = setup_page(__file__)
 st.title(PAGE.heading)
 lm = require_model()
 
-MASK, NSP, TASK = "A [MASK] answer", "Next sentence: P(IsNext)", "A fine-tuned model's answer"
+MASK, TASK = "A [MASK] answer", "A fine-tuned model's answer"
+# the sentence-pair head the model has: BERT's next sentence, ALBERT's sentence order (NSP where it has neither:
+# the answer then says what it has)
+PAIR, PAIR_TARGET = (
+    ("Sentence order: P(in order)", InOrder())
+    if lm.has_sop and not lm.has_nsp
+    else ("Next sentence: P(IsNext)", IsNext())
+)
 
 
 @st.cache_resource(show_spinner="Loading the fine-tuned model…", max_entries=2)
@@ -89,7 +97,8 @@ with explain:
         "counting the residual connection; raw attention shows one layer only."
     )
 with controls:
-    kind = st.radio("Explain", [MASK, NSP, TASK], horizontal=True, key="why_kind")
+    forget_on_change("why_kind", PAIR)  # the pair choice is named for the model's head
+    kind = st.radio("Explain", [MASK, PAIR, TASK], horizontal=True, key="why_kind")
     steps = st.slider(
         "Integrated-gradients steps to start with",
         8,
@@ -109,10 +118,10 @@ with controls:
             key="why_text",
             max_chars=text_cap(lm.max_length),  # a long-input model reads a chapter
         )
-    elif kind == NSP:
+    elif kind == PAIR:
         text = st.text_input("Sentence A", "The cat sat on the mat.", key="why_a", max_chars=MAX_TEXT_CHARS)
         text_b = st.text_input("Sentence B", "It was warm in the sun.", key="why_b", max_chars=MAX_TEXT_CHARS)
-        target = IsNext()
+        target = PAIR_TARGET
     else:
         tuned = [e for e in find_run_checkpoints() if is_finetuned(e.path)]
         if not tuned:
@@ -243,6 +252,9 @@ if kind == MASK:
         answers = lm.fill_mask(text, top_k=5, joint=False).masks[0].candidates
     except BertLabError as exc:
         show_error(exc)
+        if "rtd" in lm.heads:  # an ELECTRA discriminator: its own view is on Fill-mask
+            fill_mask = page_titled("Fill-mask")
+            st.page_link(fill_mask.file, label="Which tokens it takes for replaced: Fill-mask", icon=fill_mask.icon)
         st.stop()
     token = st.selectbox(
         "Which answer to explain",
@@ -299,7 +311,7 @@ if kind == TASK:
 
 st.subheader("Attention rollout and flow")
 try:
-    # flow into the token the answer is read at: the [MASK] (RoBERTa's <mask>), or [CLS] for NSP
+    # flow into the token the answer is read at: the [MASK] (RoBERTa's <mask>), or [CLS] for a sentence pair
     mask = lm.tokenizer.mask_token
     into = result.tokens.index(mask) if kind == MASK and mask in result.tokens else 0
     maps = attention_maps(lm, text, text_b, position=into)

@@ -148,12 +148,22 @@ def how_an_example_is_made(at: AppTest, family: str) -> None:
 
 
 def why_it_answered(at: AppTest, family: str) -> None:
+    pair = at.radio(key="why_kind").options[1]  # the sentence-pair choice, named for the model's head
+    assert pair == {ALBERT: "Sentence order: P(in order)"}.get(family, "Next sentence: P(IsNext)")
     if family == DISCRIMINATOR:
-        says_it_lacks(at, family, "masked-LM head")
+        says_it_lacks(at, family, "masked-LM head", "P(replaced)")
+        assert any(link.proto.label.endswith("Fill-mask") for link in at.get("page_link"))
+        at.radio(key="why_kind").set_value(pair).run()  # no sentence-pair head either, nor a [MASK] to offer
+        says_it_lacks(at, family, "no next sentence prediction head")
+        assert "[MASK] instead" not in messages(at)
         return
     assert [m.label for m in at.metric][:2] == ["Prediction", "Baseline ([PAD] words)"]
     assert len(plotly_charts(at)) == 4  # the attribution bars, raw attention, rollout and flow
     no_raw_byte_pieces(at)
+    if family in (BERT, ALBERT):  # its own sentence-pair head explained
+        at.radio(key="why_kind").set_value(pair).run()
+        assert_clean(at)
+        assert [s.value for s in at.subheader][0] == f"Why {pair.split(': ')[1]}"
 
 
 def what_each_layer_knows(at: AppTest, family: str) -> None:
@@ -234,11 +244,7 @@ SLOW = {("Make it smaller", f) for f in (BERT, ALBERT)}  # the same quantize-and
 # Train: RoBERTa (its positions start after the padding index), ALBERT and the pair run by default
 SLOW |= {("Train", f) for f in (BERT, DISTILBERT)}
 # bugs in files that other engineers are changing now: each names where the fix belongs
-KNOWN = {
-    ("Why it answered", DISCRIMINATOR): "pages/10_Why_it_answered.py asks a discriminator for fill-mask, and "
-    "LoadedModel._need_mlm (bertlab/inference.py) says it is 'a fine-tuned classifier or an encoder', "
-    "not that it has replaced-token detection",
-}
+KNOWN = {}
 
 
 def _cases():

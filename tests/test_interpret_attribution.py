@@ -10,7 +10,7 @@ from interpret_models import finetuned, pretrained
 
 from bertlab.errors import InputError
 from bertlab.interpret.attribution import MAX_IG_STEPS, attribute, baseline_ids, shading
-from bertlab.interpret.targets import AnswerSpan, IsNext, MaskedWord, TaskLabel, as_subject, prepare
+from bertlab.interpret.targets import AnswerSpan, InOrder, IsNext, MaskedWord, TaskLabel, as_subject, prepare
 
 
 def assert_complete(a, tolerance=0.05):
@@ -197,5 +197,28 @@ def test_a_masked_word_is_explained_for_a_family_without_bert_s_heads(tokenizer)
     a = attribute(lm, "the cat sat on the [MASK] .")
     assert abs(a.difference) > 1e-4
     assert_complete(a)
-    with pytest.raises(InputError, match="no next-sentence head"):
+    with pytest.raises(InputError, match=r"no next sentence prediction head; it has sentence order prediction"):
         attribute(lm, "the cat sat .", "it was big .", target=IsNext())
+    # its own sentence-pair head instead: P(in order), the number sentence_order reads, the default for a pair
+    pair = attribute(lm, "the cat sat .", "it was big .")
+    assert pair.target == "P(in order)"
+    assert pair.prediction == pytest.approx(lm.sentence_order("the cat sat .", "it was big .").in_order_prob, abs=1e-5)
+    assert_complete(pair)
+    with pytest.raises(
+        InputError,
+        match=r"no sentence order prediction head; it has next sentence prediction: explain that \(IsNext\(\)\)",
+    ):
+        attribute(pretrained(tokenizer), "the cat sat .", "it was big .", target=InOrder())
+
+
+def test_a_discriminator_is_told_what_it_has(tiny_electra_pair):
+    """An ELECTRA discriminator has replaced-token detection only: no [MASK] to explain instead."""
+    from bertlab.inference import load_model
+
+    lm = load_model(tiny_electra_pair / "discriminator", device="cpu")
+    for target in (IsNext(), InOrder()):
+        with pytest.raises(InputError, match=r"it has replaced-token detection \(the Fill-mask page") as raised:
+            attribute(lm, "the cat sat .", "it was big .", target=target)
+        assert "[MASK]" not in str(raised.value)
+    with pytest.raises(InputError, match=r"needs a masked-LM head, and .* has replaced-token detection"):
+        lm.fill_mask("the cat sat on the [MASK] .")

@@ -8,7 +8,7 @@ model; a target fits its model (a [MASK] or NSP needs a pretrained one, a label 
 and `compare_models` compares the [MASK] answers of two pretrained models. Bad arguments (a count
 that is not a whole number, a str where a list is wanted) raise InputError too. Modules, lowest first:
 
-- targets: the model and the prediction being explained (a [MASK] answer, P(IsNext), a label, a span);
+- targets: the model and the prediction being explained (a [MASK] answer, P(IsNext), P(in order), a label, a span);
 - attribution: gradient x input and integrated gradients (Captum), with a convergence check;
 - rollout: attention rollout and attention flow (Abnar & Zuidema 2020);
 - contextual: one word in several sentences, per layer: PCA, self-similarity, anisotropy (Ethayarajh 2019);
@@ -52,6 +52,7 @@ _OWNERS = {
     "corrupt_and_detect": "replaced",
     "detect_replaced": "replaced",
     "AnswerSpan": "targets",
+    "InOrder": "targets",
     "IsNext": "targets",
     "MaskedWord": "targets",
     "TaskLabel": "targets",
@@ -67,6 +68,7 @@ __all__ = [
     "ContextualWord",
     "HeadImportance",
     "HeadStudy",
+    "InOrder",
     "IsNext",
     "LabelledSentences",
     "MaskedSentences",

@@ -122,7 +122,7 @@ def attribute(
     Args:
         model: a `LoadedModel`, a `FinetunedModel` or a `Subject`.
         text_b: the second sentence (NSP, pair tasks, QA context), or a list of them.
-        target: what to explain (`MaskedWord`, `IsNext`, `TaskLabel`, `AnswerSpan`); None picks the
+        target: what to explain (`MaskedWord`, `IsNext`, `InOrder`, `TaskLabel`, `AnswerSpan`); None picks the
             model's main prediction (the first [MASK], NSP for a pair, the label, the answer start).
         steps: integrated-gradients steps to start with; doubled until converged, up to `max_steps`.
         tolerance: the completeness gap allowed, as a share of prediction - baseline.

@@ -1,7 +1,7 @@
 """What is being explained: a model, an input, and the one number of its output we explain.
 
 Owns `Subject` (any loaded model, pretrained or fine-tuned, seen through one interface), the
-prediction targets (`MaskedWord`, `IsNext`, `TaskLabel`, `AnswerSpan`), `prepare` (texts and a
+prediction targets (`MaskedWord`, `IsNext`, ALBERT's `InOrder`, `TaskLabel`, `AnswerSpan`), `prepare` (texts and a
 target -> a padded batch with the position and class each row's number is read at) and
 `target_probability` (that number as a differentiable (B,) tensor). Attribution, head importance
 and comparison all read predictions through here, so a new kind of prediction is one new target.
@@ -14,7 +14,7 @@ An int8 model (bertlab.storage.quantized) is refused where gradients are needed,
 `NoGradientsError` naming the float model it was made from.
 
 Imports torch, bertlab.inference, bertlab.finetune.predict, bertlab.storage (checkpoint, quantized),
-bertlab.data.batching, bertlab.errors.
+bertlab.data.batching, bertlab.errors, bertlab.models.registry (the heads' names).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from bertlab.data.batching import pad_batch
 from bertlab.errors import InputError, NoGradientsError, is_whole_number
 from bertlab.finetune.predict import SHAPE_OF_ARCHITECTURE, FinetunedModel, load_finetuned
 from bertlab.inference import LoadedModel, load_model
+from bertlab.models.registry import HEAD_TITLES, heads_in_words
 from bertlab.storage import quantized
 from bertlab.storage.checkpoint import load_config, read_config, resolve
 from bertlab.tokenizer import BertTokenizer
@@ -49,6 +50,7 @@ class Subject:
         kind: "pretraining", or the task shape of a fine-tuned model (single, pair, regression,
             tagging, qa).
         labels: class names of a fine-tuned model, in output order; () for a pretrained one.
+        heads: a pretrained model's heads (bertlab.models.registry.HEAD_TITLES' names); () for a fine-tuned one.
     """
 
     module: nn.Module
@@ -59,6 +61,7 @@ class Subject:
     device: torch.device
     name: str
     has_nsp: bool = False
+    heads: tuple[str, ...] = ()
 
     @property
     def num_layers(self) -> int:
@@ -141,7 +144,15 @@ def as_subject(model: LoadedModel | FinetunedModel | Subject, gradients: bool = 
         raise _no_gradients(str(model.path))
     if isinstance(model, LoadedModel):
         return Subject(
-            model.model, model.tokenizer, model.max_length, "pretraining", (), model.device, model.path, model.has_nsp
+            model.model,
+            model.tokenizer,
+            model.max_length,
+            "pretraining",
+            (),
+            model.device,
+            model.path,
+            model.has_nsp,
+            model.heads,
         )
     if isinstance(model, FinetunedModel):
         if gradients and model.model.frozen:
@@ -202,6 +213,11 @@ class IsNext:
 
 
 @dataclass(frozen=True)
+class InOrder:
+    """P(in order): that `text` comes before `text_b` in their text (ALBERT's sentence-order head)."""
+
+
+@dataclass(frozen=True)
 class TaskLabel:
     """A fine-tuned model's P(`label`) (None = its predicted label); its score for regression.
 
@@ -226,13 +242,17 @@ class AnswerSpan:
     end: bool = False
 
 
-Target = MaskedWord | IsNext | TaskLabel | AnswerSpan
+Target = MaskedWord | IsNext | InOrder | TaskLabel | AnswerSpan
+PAIR_HEADS = {IsNext: "nsp", InOrder: "sop"}  # the sentence-pair targets and the head each reads
 
 
 def default_target(subject: Subject, text_b: str | None) -> Target:
-    """The prediction a model is best known for: the [MASK] (or NSP for a pair), its label, its answer."""
+    """The prediction a model is best known for: the [MASK] (or its sentence-pair head's for a pair: NSP,
+    ALBERT's sentence order), its label, its answer."""
     if subject.kind == "pretraining":
-        return IsNext() if text_b is not None else MaskedWord()
+        if text_b is None:
+            return MaskedWord()
+        return InOrder() if "sop" in subject.heads and not subject.has_nsp else IsNext()
     if subject.kind == "qa":
         return AnswerSpan()
     return TaskLabel()
@@ -265,19 +285,32 @@ class Prepared:
         return self.token_type_ids, self.attention_mask, self.positions, self.classes
 
 
-TARGETS = (MaskedWord, IsNext, TaskLabel, AnswerSpan)
+TARGETS = (MaskedWord, IsNext, InOrder, TaskLabel, AnswerSpan)
+
+
+def _lacks_pair_head(subject: Subject, head: str) -> str:
+    """What a model without the sentence-pair head `head` ("nsp" or "sop") has instead, in words."""
+    other, other_target = ("sop", "InOrder()") if head == "nsp" else ("nsp", "IsNext()")
+    if other in subject.heads:
+        instead = f"it has {HEAD_TITLES[other]}: explain that ({other_target}) instead"
+    elif "mlm" in subject.heads:
+        instead = "explain a [MASK] instead"
+    else:  # an ELECTRA discriminator: replaced-token detection only
+        instead = f"it has {heads_in_words(subject.heads, offer=True)}, which attribution here does not explain"
+    return f"this checkpoint has no {HEAD_TITLES[head]} head; {instead}"
 
 
 def _check_kind(subject: Subject, target: Target) -> None:
     if not isinstance(target, TARGETS):
         raise InputError(
-            f"target must be a MaskedWord(), IsNext(), TaskLabel() or AnswerSpan() from bertlab.interpret "
+            f"target must be a MaskedWord(), IsNext(), InOrder(), TaskLabel() or AnswerSpan() from bertlab.interpret "
             f"(or None for the model's main prediction), got {target!r} ({type(target).__name__})"
         )
-    if isinstance(target, MaskedWord | IsNext) and subject.kind != "pretraining":
+    if isinstance(target, MaskedWord | IsNext | InOrder) and subject.kind != "pretraining":
         raise InputError(f"{type(target).__name__} needs a pretrained model; this one is fine-tuned for {subject.kind}")
-    if isinstance(target, IsNext) and not subject.has_nsp:
-        raise InputError("this checkpoint has no next-sentence head (trained without NSP); explain a [MASK] instead")
+    head = PAIR_HEADS.get(type(target))
+    if head is not None and head not in subject.heads and not (head == "nsp" and subject.has_nsp):
+        raise InputError(_lacks_pair_head(subject, head))
     if isinstance(target, TaskLabel) and subject.kind in ("pretraining", "qa"):
         raise InputError(f"TaskLabel needs a fine-tuned classifier or tagger, not a {subject.kind} model")
     if isinstance(target, AnswerSpan) and subject.kind != "qa":
@@ -298,7 +331,7 @@ def _checked_texts(
     for t in [*texts, *[b for b in texts_b if b is not None]]:
         if not isinstance(t, str) or not t.strip():
             raise InputError("every text must be a non-empty string; type a sentence")
-    if isinstance(target, IsNext | AnswerSpan) and any(b is None for b in texts_b):
+    if isinstance(target, IsNext | InOrder | AnswerSpan) and any(b is None for b in texts_b):
         raise InputError(f"{type(target).__name__} reads a pair: give the second text (text_b)")
     return texts_b
 
@@ -348,6 +381,8 @@ def prepare(subject: Subject, texts: Sequence[str], texts_b: Sequence[str | None
             names.append(f"P({word!r} at [MASK] #{target.mask + 1})")
         elif isinstance(target, IsNext):
             names.append("P(IsNext)")
+        elif isinstance(target, InOrder):
+            names.append("P(in order)")
         elif isinstance(target, TaskLabel):
             if subject.kind == "regression":
                 names.append("the predicted score")
@@ -393,6 +428,8 @@ def _output_probabilities(
         enc = m.bert(ids, types, mask)
         if isinstance(target, IsNext):  # `_check_kind` refused a model without an NSP head
             return m.next_sentence_logits(enc.pooled_output).float().softmax(-1)  # (B, 2), 0 = IsNext
+        if isinstance(target, InOrder):  # ALBERT's; `_check_kind` refused a model without it
+            return m.sop_classifier(enc.pooled_output).float().softmax(-1)  # (B, 2), 0 = A then B, in order
         hidden = enc.last_hidden_state[rows, positions]  # (B, H)
         return m.layer_logits(hidden).float().softmax(-1)  # (B, V): every family's masked-LM head
     out = m(ids, types, mask)

@@ -36,7 +36,7 @@ Imports bertlab.errors only; no torch.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -50,6 +50,23 @@ HEAD_TITLES = {
     "rtd": "replaced-token detection",
     "sbo": "span boundary (SpanBERT)",
 }
+# where the app shows the answers of a head that is not a masked LM, for messages that offer them
+HEAD_VIEWS = {
+    "nsp": "the Next sentence page shows its P(IsNext)",
+    "sop": "the Next sentence page shows its P(in order)",
+    "rtd": "the Fill-mask page shows its P(replaced) for every token",
+}
+
+
+def heads_in_words(heads: Sequence[str], offer: bool = False) -> str:
+    """The heads a model has, in words ("masked LM, sentence order prediction"), for messages; `offer`
+    adds where the app shows each one's answers ("replaced-token detection (the Fill-mask page shows
+    its P(replaced) for every token)")."""
+    if not heads:
+        return "no pretraining head (a fine-tuned classifier or an encoder saved without its pretraining heads)"
+    return ", ".join(
+        HEAD_TITLES.get(h, h) + (f" ({HEAD_VIEWS[h]})" if offer and h in HEAD_VIEWS else "") for h in heads
+    )
 
 
 class FamilyImplementation(Protocol):

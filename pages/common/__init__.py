@@ -29,6 +29,7 @@ from bertlab.explore import InputNote
 from bertlab.figures.answers import image_export_available, plotly_config, to_html, to_image
 from bertlab.inference import LoadedModel, load_model
 from bertlab.jobs.spec import check_path_allowed, data_roots, is_loopback_address
+from bertlab.models import registry
 from bertlab.models.registry import HEAD_TITLES
 from bertlab.storage.catalog import (
     HUB,
@@ -286,12 +287,10 @@ def load_chosen_model() -> tuple[LoadedModel | None, str | None]:
         return None, f"Could not load **{choice}** ({type(exc).__name__}: {exc}). Pick another model in the sidebar."
 
 
-def heads_in_words(lm: LoadedModel) -> str:
-    """The heads a model has, in words ("masked LM, sentence order prediction"), for messages."""
-    return (
-        ", ".join(HEAD_TITLES.get(h, h) for h in lm.heads)
-        or "no pretraining head (a fine-tuned classifier or a bare encoder)"
-    )
+def heads_in_words(lm: LoadedModel, offer: bool = False) -> str:
+    """The heads a model has, in words ("masked LM, sentence order prediction"), for messages; `offer`:
+    with the page that shows each (bertlab.models.registry.heads_in_words)."""
+    return registry.heads_in_words(lm.heads, offer)
 
 
 def require_model(needs: tuple[str, ...] = (), unless: tuple[str, ...] = ()) -> LoadedModel:
