@@ -59,12 +59,13 @@ from pages.common import (
     show_error,
     show_figure,
     show_notes,
+    shown_half,
 )
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = shown_half(require_model(), "discriminator")  # an ELECTRA pair: every view reads the encoder
 
 
 def _explained(text: str):

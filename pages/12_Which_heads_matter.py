@@ -27,13 +27,14 @@ from pages.common import (
     setup_page,
     show_error,
     show_figure,
+    shown_half,
 )
 from pages.common.compressed import offer_original
 from pages.common.jobs import jobs_allowed, run_as_job_button
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = shown_half(require_model(), "generator")  # an ELECTRA pair: the built-in study needs its masked LM
 
 SIDEBAR, TUNED = "The model in the sidebar (masked LM)", "A fine-tuned classifier (saved results)"
 COMMITTED = REPO_ROOT / "results"  # results/interpret/heads-<task>.json, committed with the repository

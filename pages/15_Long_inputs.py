@@ -13,11 +13,11 @@ from bertlab.figures.long_inputs import cost_figure, long_attention_figure, patt
 from bertlab.formatting import human_bytes
 from bertlab.inference import text_cap
 from bertlab.patterns.describe import CLAIMS, LONG_SAMPLE, pattern_picture, read_cost_table
-from pages.common import concept, require_model, setup_page, show_error, show_figure
+from pages.common import concept, require_model, setup_page, show_error, show_figure, shown_half
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = shown_half(require_model(), "discriminator")  # an ELECTRA pair: the model that fine-tunes
 c = lm.config
 
 st.subheader("In short")

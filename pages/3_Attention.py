@@ -36,11 +36,20 @@ from bertlab.figures.long_inputs import long_attention_figure
 from bertlab.formatting import human_bytes
 from bertlab.inference import text_cap
 from bertlab.storage.model_card import pretrained_length
-from pages.common import chosen_model, concept, require_model, setup_page, show_error, show_figure, show_notes
+from pages.common import (
+    chosen_model,
+    concept,
+    require_model,
+    setup_page,
+    show_error,
+    show_figure,
+    show_notes,
+    shown_half,
+)
 
 PAGE = setup_page(__file__)
 st.title(PAGE.heading)
-lm = require_model()
+lm = shown_half(require_model(), "discriminator")  # an ELECTRA pair: the model that fine-tunes
 L, A = lm.config.num_layers, lm.config.num_heads
 LABELS = [head_label(layer, head) for layer, head in all_heads(L, A)]
 # heads pruned from the weights (bertlab compress prune): gone, so drawn as removed and not offered to switch off
@@ -258,7 +267,7 @@ with tab_stats:
         if scope == "this input":
             stats = stats_here
         else:
-            stats = sample_stats(chosen_model(), tuple(off_pairs), lm)
+            stats = sample_stats(lm.path or chosen_model(), tuple(off_pairs), lm)
         st.caption(
             f"Averaged over {stats.num_tokens} tokens of {stats.num_inputs} input(s). Shares are of each token's "
             "attention (0-100%); entropy is in bits. In the spirit of Clark et al. 2019, Figures 2-4."

@@ -134,8 +134,8 @@ def attention(at: AppTest, family: str) -> None:
     assert bool(nsp) == (family == BERT)
     if family != BERT:
         assert "no next-sentence head" in messages(at)
-    if family == DISCRIMINATOR:
-        says_it_lacks(at, family, "no masked-LM head")
+    if family in (DISCRIMINATOR, PAIR):  # a pair's Attention page reads its discriminator
+        says_it_lacks(at, DISCRIMINATOR, "no masked-LM head")
         assert not plotly_charts(at)
     else:  # the first [MASK]'s answers, all heads against heads off
         assert at.selectbox(key="att_focus_word").options and len(plotly_charts(at)) == 1
@@ -240,6 +240,15 @@ PAGES = {
     "Train": train,
 }
 
+# the half of a pair folder each page reads (a masked LM's pages the generator, the others the discriminator),
+# said in a caption
+PAIR_HALF = {
+    "Attention": "discriminator",
+    "What each layer knows": "discriminator",
+    "Which heads matter": "generator",
+    "Long inputs": "discriminator",
+}
+
 SLOW = {("Make it smaller", f) for f in (BERT, ALBERT)}  # the same quantize-and-measure path as RoBERTa's
 # Train: RoBERTa (its positions start after the padding index), ALBERT and the pair run by default
 SLOW |= {("Train", f) for f in (BERT, DISTILBERT)}
@@ -262,4 +271,6 @@ def _cases():
 def test_page_with_each_family(app_env, folders, title, family):  # noqa: F811
     at = open_with(folders[family], title)
     assert_clean(at)
+    if family == PAIR and title in PAIR_HALF:
+        assert any(f"shows its **{PAIR_HALF[title]}**" in c.value for c in at.caption)
     PAGES[title](at, family)

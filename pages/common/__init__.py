@@ -332,6 +332,20 @@ def load_half(lm: LoadedModel, half: str) -> LoadedModel | None:
     return _load(path, folder_stamp(path), code_version())
 
 
+HALF_ROLES = {"generator": "its masked LM", "discriminator": "the model that fine-tunes"}
+
+
+def shown_half(lm: LoadedModel, half: str) -> LoadedModel:
+    """What a page reads of the chosen model: a pair folder's `half` ("generator" where the page needs a
+    masked LM, "discriminator" where it reads the encoder), said in one caption line; `lm` itself for a
+    folder of one model. A pair folder opens as its first half (the generator), so that one is `lm`."""
+    if not lm.halves or half not in lm.halves:
+        return lm
+    model = lm if half == next(iter(lm.halves)) else load_half(lm, half)
+    st.caption(f"An ELECTRA pair: this page shows its **{half}** ({HALF_ROLES.get(half, half)}).")
+    return model
+
+
 # --------------------------------------------------------------------------------------
 # Messages and layout
 # --------------------------------------------------------------------------------------
