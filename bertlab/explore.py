@@ -184,7 +184,8 @@ def truncation_point(tokenizer: BertTokenizer, text: str, max_length: int, text_
         tail = tail.strip()
         out.append(
             f"{name} is {n_full} tokens and only the first {n_kept} fit (the model reads {max_length} tokens in all, "
-            f"[CLS] and [SEP] included): everything after '…{tail}' (character {cut_at:,}) was cut"
+            f"{tokenizer.cls_token} and {tokenizer.sep_token} included): "
+            f"everything after '…{tail}' (character {cut_at:,}) was cut"
         )
     return out
 

@@ -65,7 +65,7 @@ with explain:
         "shown as `[MASK]`, 10% as a random word, 10% unchanged, so that it cannot rely on seeing `[MASK]`) "
         "and learns to predict each one from the words on **both** sides, which a left-to-right language "
         "model cannot do. The MLM head turns the last layer's vector at the mask into a probability for "
-        "every WordPiece in the vocabulary. With several masks, each is answered **independently** (the "
+        "every piece in its vocabulary (BERT's WordPieces; RoBERTa's byte-level BPE pieces). With several masks, each is answered **independently** (the "
         "others stay masked) and **jointly** (fill the surest one, read again, repeat)."
     )
 with controls:
@@ -112,7 +112,7 @@ with controls:
             key=f"fm_pills_{hash(text)}",
             wrap=True,
         )
-        whole = st.checkbox("Whole-word masking: one [MASK] per WordPiece of the word", value=True, key="fm_whole")
+        whole = st.checkbox("Whole-word masking: one [MASK] per piece of the word", value=True, key="fm_whole")
         masked = mask_words(text, picked or [], lm.tokenizer, whole_word=whole)
         if picked:
             st.markdown(f"The model reads: `{masked}`")
@@ -122,8 +122,9 @@ with controls:
         "Whole words",
         value=True,
         key="fm_words",
-        help="WordPiece answers like '##ing' are shown joined to the pieces of the same word, e.g. 'playing'; "
-        "a piece proposed after a word typed on its own is shown as a piece, e.g. 'is + ##s'.",
+        help="Answers that continue a word (WordPiece's '##ing', a byte-level piece without a leading space) are "
+        "shown joined to the pieces of the same word, e.g. 'playing'; a piece proposed after a word typed on its "
+        "own is shown as a piece, e.g. 'is + ##s'.",
     )
 
 if not masked.strip():
@@ -190,7 +191,7 @@ for i, (m, box) in enumerate(zip(result.masks, containers, strict=False)):
     with box:
         label = f"[MASK] #{i + 1} (token {m.position})" if n > 1 else f"[MASK] (token {m.position})"
         # one view: the bars carry the rank (order), the word and its probability; the toggle above
-        # shows the raw WordPieces instead of whole words
+        # shows the raw pieces instead of whole words
         show_figure(
             probability_bar(m.candidates, whole_words, title=label),
             f"fill-mask-{i + 1}",

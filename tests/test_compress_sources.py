@@ -128,3 +128,15 @@ def test_gradients_pages_refuse_int8_and_name_the_source(int8_classifier, classi
         attribute(load_model(tmp_path / "lm8"), "the cat sat on the [MASK] .")
     assert caught.value.source == str(tiny_checkpoint)
     assert attribute(load_model(tiny_checkpoint), "the cat sat on the [MASK] .", steps=4, max_steps=4).tokens
+
+
+def test_a_discriminator_s_timing_says_it_is_one_forward_pass(tiny_electra_pair, tiny_checkpoint, tmp_path):
+    """A model without a masked LM is timed on one forward pass, and its rows say so, not 'fill-mask'."""
+    from bertlab.compress.lab import comparison_rows, read_record
+
+    record, _ = quantize(tiny_electra_pair / "discriminator", tmp_path / "d8", "int8-dynamic", **FAST)
+    assert record.before.timed == record.after.timed == "one forward pass"
+    timing = [row[""] for row in comparison_rows(read_record(tmp_path / "d8")) if "p50" in row[""]]
+    assert timing and all(t.startswith("one forward pass p50 / p95") for t in timing)
+    masked_lm, _ = quantize(tiny_checkpoint, tmp_path / "b8", "int8-dynamic", **FAST)
+    assert masked_lm.before.timed == "fill-mask"

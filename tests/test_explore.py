@@ -63,6 +63,18 @@ def test_truncation_says_where(tokenizer):
     pair = truncation_point(tokenizer, "the cat .", 16, "the dog ran to the park . " * 5)
     assert len(pair) == 1 and pair[0].startswith("sentence B is")
     assert input_notes(tokenizer, 16, text)[0].message.startswith("Input too long")
+    assert "[CLS] and [SEP] included" in msg
+
+
+def test_truncation_names_the_tokenizer_s_own_special_tokens():
+    """RoBERTa's byte-level tokenizer wraps a text in <s> ... </s>, not [CLS] ... [SEP]."""
+    from conftest import SAMPLE_TEXT
+
+    from bertlab.models.roberta_tokenizer import RobertaTokenizer
+
+    bpe = RobertaTokenizer.train(texts=SAMPLE_TEXT * 5, vocab_size=300)
+    (msg,) = truncation_point(bpe, "the cat sat on the mat . " * 10, 16)
+    assert "<s> and </s> included" in msg and "[CLS]" not in msg
 
 
 def test_a_note_names_tokens_past_the_pretrained_length(tokenizer):

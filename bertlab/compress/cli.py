@@ -103,7 +103,7 @@ def format_record(record: CompressionRecord, out: str) -> str:
         f"({record.fp32_weights_bytes / 2**20:.2f} MiB), {a.weights_bytes / b.weights_bytes:.2f}x of the source "
         f"as stored ({b.dtype}, {b.weights_bytes / 2**20:.2f} MiB)",
     ]
-    what = "classification" if record.kind == "classifier" else "fill-mask"
+    what = "classification" if record.kind == "classifier" else record.before.timed
     for lb, la in zip(b.latency, a.latency, strict=True):
         lines.append(
             f"{what} p50 at {lb.threads} thread(s): {lb.p50_ms:.2f} -> {la.p50_ms:.2f} ms, "

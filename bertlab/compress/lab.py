@@ -148,7 +148,7 @@ def comparison_rows(record: CompressionRecord) -> list[dict]:
          "change": f"{a.weights_bytes / b.weights_bytes:.2f}x of the source, "
                    f"{a.weights_bytes / record.fp32_weights_bytes:.2f}x of fp32"},
     ]  # fmt: skip
-    what = "classification" if record.kind == CLASSIFIER else "fill-mask"
+    what = "classification" if record.kind == CLASSIFIER else record.before.timed
     for lb, la in zip(b.latency, a.latency, strict=True):
         rows.append(
             {

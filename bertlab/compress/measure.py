@@ -51,6 +51,9 @@ class Measurement:
     latency: tuple[Latency, ...] = ()
     mlm_accuracy: float | None = None  # share of masked tokens guessed right on the held-out file
     dev_accuracy: float | None = None  # a fine-tuned classifier's accuracy on its task's dev file
+    # what one timed call does (bertlab.compress.source.probe): "fill-mask", "classification", or "one forward
+    # pass" for a model without a masked LM (an ELECTRA discriminator); records written before it say fill-mask
+    timed: str = "fill-mask"
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ class Source:
             weights_bytes=stored_bytes,
             dtype=dtype,
             latency=tuple(call_latency(probe(model), n, repeats) for n in threads),
+            timed=probed(model),
             mlm_accuracy=None if held_out is None or self.kind == CLASSIFIER else _mlm(model, held_out),
             dev_accuracy=None if dev is None else round(answer_file(model, dev).accuracy, 4),
         )
@@ -169,6 +170,13 @@ def probe(model: LoadedModel | FinetunedModel) -> Callable[[], object]:
 
         return forward
     return lambda: model.fill_mask(PROBE_SENTENCE, joint=False)
+
+
+def probed(model: LoadedModel | FinetunedModel) -> str:
+    """What `probe(model)` times, in words, for the tables ("fill-mask p50 / p95")."""
+    if isinstance(model, FinetunedModel):
+        return "classification"
+    return "fill-mask" if model.has_mlm else "one forward pass"
 
 
 def _mlm(model: LoadedModel, held_out: Sequence[str]) -> float | None:
