@@ -165,3 +165,22 @@ def test_a_bad_run_entry_is_said_plainly(tmp_path):
     argv = ["--runs", str(tmp_path), "adopt", "table7", "--tasks", "upos", "--seeds", "1", "--run", "cat4/upos=x"]
     with pytest.raises(InputError, match="write VARIANT/COLUMN/SEED=RUN"):
         run(_parse(argv))
+
+
+def test_a_partial_suite_adopts_the_runs_given_and_says_how_many_of_its_plan(tmp_path):
+    registry = JobRegistry(tmp_path / "runs")
+    runs = _pilot(registry.root)
+    kept = {k: v for k, v in runs.items() if k[2] == 0}  # seed 0 of every row: 7 of the plan's 14
+    with pytest.raises(InputError, match="--partial adopts the runs given"):
+        adopt.adopt(SPEC, kept, registry)
+    record = read_suite(adopt.adopt(SPEC, kept, registry, partial=True))
+    assert len(record["runs"]) == 7 and {r["seed"] for r in record["runs"]} == {0}
+    assert "7 of the plan's 14" in record["adopted"]
+    rows = results.collect(record, registry)
+    assert len({(r["variant"], r["seed"]) for r in rows}) == 7
+    # the runs given are checked as strictly as in a whole suite
+    runs[("mix", "upos", 0)].joinpath("status.json").write_text(json.dumps({"state": "running", "pid": 999999999}))
+    with pytest.raises(InputError, match="adopt takes finished runs only"):
+        adopt.adopt(SPEC, kept, registry, partial=True)
+    with pytest.raises(InputError, match="no run to adopt"):
+        adopt.adopt(SPEC, {}, registry, partial=True)

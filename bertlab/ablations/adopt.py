@@ -108,12 +108,19 @@ def differences(planned: list[str], ran: list[str], cwd: Path = REPO_ROOT, recor
 
 
 def adopt(
-    spec: SuiteSpec, run_dirs: Mapping[tuple[str, str, int], str | Path], registry: JobRegistry | None = None
+    spec: SuiteSpec,
+    run_dirs: Mapping[tuple[str, str, int], str | Path],
+    registry: JobRegistry | None = None,
+    partial: bool = False,
 ) -> Path:
     """Write a suite record for `spec` whose runs are the finished plain runs `run_dirs`, keyed
     (variant, column, seed) and each in the registry's runs folder; returns the suite's folder. Raises
     InputError, writing nothing, when the table pretrains, a planned run has no folder (or a folder is not
-    in the plan), or a run is not finished or ran other arguments than the plan's."""
+    in the plan), or a run is not finished or ran other arguments than the plan's.
+
+    `partial`: a suite still under way (the successors' fine-tuning on a CPU takes days): the planned runs
+    without a folder are left out of the record, which says how many of the plan it holds; the runs given
+    are checked as strictly."""
     registry = registry or JobRegistry()
     if spec.table_spec.pretrains:
         raise InputError(
@@ -129,8 +136,15 @@ def adopt(
             f"{'/'.join(map(str, extra[0]))} is not a run of this suite's plan ({len(keys)} runs, e.g. {named})"
         )
     missing = [f"{r.variant}/{r.column}/{r.seed}" for r in planned if (r.variant, r.column, r.seed) not in run_dirs]
-    if missing:
-        raise InputError(f"{len(missing)} of the suite's {len(planned)} runs have no folder (e.g. {missing[0]})")
+    if missing and not partial:
+        raise InputError(
+            f"{len(missing)} of the suite's {len(planned)} runs have no folder (e.g. {missing[0]}); "
+            "--partial adopts the runs given and leaves the rest out"
+        )
+    if not run_dirs:
+        raise InputError("no run to adopt: give each one with --run VARIANT/COLUMN/SEED=RUN")
+    n_planned = len(planned)
+    planned = [r for r in planned if (r.variant, r.column, r.seed) in run_dirs]
     root = registry.root.resolve()
     runs, devices, started = [], set(), []
     for r in planned:
@@ -162,7 +176,12 @@ def adopt(
         "hardware": f"{hardware_text(spec, registry)} (where adopted); the runs ran on {', '.join(sorted(devices))}",
         "base_recipe": BASE_RECIPE,
         "recipe_changes": [],
-        "adopted": "plain `bertlab finetune` runs, each checked to have run the suite's own arguments",
+        "adopted": "plain `bertlab finetune` runs, each checked to have run the suite's own arguments"
+        + (
+            f"; {len(runs)} of the plan's {n_planned} (partial: the others had not run)"
+            if len(runs) < n_planned
+            else ""
+        ),
         "runs": runs,
     }
     write_json_atomic(suite_dir / SUITE_FILE, record, indent=1)

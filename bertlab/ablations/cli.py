@@ -196,7 +196,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="VARIANT/COLUMN/SEED=RUN",
         help="the run folder (in the runs folder) of one of the suite's runs, e.g. cat4/upos/0=pilot-cat4 (repeatable; "
-        "every run of the suite needs one)",
+        "every run of the suite needs one, unless --partial)",
+    )
+    a.add_argument(
+        "--partial",
+        action="store_true",
+        help="adopt the runs given and leave the plan's other runs out (a suite still under way); the record says "
+        "how many of the plan it holds",
     )
     sub.add_parser("list", help="the suites in the runs folder")
     s = sub.add_parser("status", help="a suite's progress: variant x task, runs finished of all")
@@ -468,7 +474,7 @@ def _adopt(args: argparse.Namespace, registry: JobRegistry) -> int:
     if len(set(keys)) < len(keys):
         twice = next(k for k in keys if keys.count(k) > 1)
         raise InputError(f"--run names {'/'.join(map(str, twice))} twice")
-    suite_dir = adopt.adopt(spec_from_args(args), dict(entries), registry)
+    suite_dir = adopt.adopt(spec_from_args(args), dict(entries), registry, partial=args.partial)
     record = ab.read_suite(suite_dir)
     print(
         json.dumps({"suite": record["id"], "dir": str(suite_dir), "runs": len(record["runs"])})
