@@ -277,7 +277,7 @@ with neurons_tab:
                 "Layers", list(range(1, n_layers + 1)), list(range(1, n_layers + 1)), key="ffn_layers"
             )
             special = st.toggle(
-                "Keep [CLS] and [SEP]",
+                f"Keep {lm.tokenizer.cls_token} and {lm.tokenizer.sep_token}",
                 False,
                 key="ffn_special",
                 help="They fire far more than the words and can take whole factors to themselves.",

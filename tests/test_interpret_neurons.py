@@ -53,6 +53,26 @@ def test_a_shared_albert_gives_each_layer_its_own_activations(tiny_albert_checkp
             torch.testing.assert_close(acts.values[i], want, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(acts.values[0], acts.values[1])
     assert not albert.model.bert.encoder.layer[0].activation._forward_hooks  # read on a private copy
+    assert acts.special == tuple(s is None for s in enc.sequence_ids) and acts.special[0] and acts.special[-1]
+
+
+def test_the_tokenizer_s_own_special_tokens_are_left_out():
+    """RoBERTa's <s> and </s> are what the tokenizer added: left out of the factors unless asked for."""
+    from conftest import SAMPLE_TEXT, tiny_config
+
+    from bertlab.inference import LoadedModel
+    from bertlab.models import roberta as family
+    from bertlab.models.roberta_tokenizer import RobertaTokenizer
+
+    bpe = RobertaTokenizer.train(texts=SAMPLE_TEXT * 5, vocab_size=300)
+    fields = tiny_config(len(bpe), pad_token_id=1, type_vocab_size=1).__dict__
+    torch.manual_seed(0)
+    roberta = LoadedModel(family.build(family.RobertaConfig(**fields)), bpe)
+    acts = ffn_activations(roberta, "the cat sat on the mat .")
+    assert acts.tokens[0] == "<s>" and acts.tokens[-1] == "</s>"
+    factors = neuron_factors(acts, k=2)
+    assert "<s>" not in factors.tokens and "</s>" not in factors.tokens
+    assert len(neuron_factors(acts, k=2, special=True).tokens) == len(acts.tokens)
 
 
 def test_the_factorisation_finds_factors_built_into_the_activations():

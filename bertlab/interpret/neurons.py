@@ -27,17 +27,20 @@ from bertlab.interpret.targets import as_subject, private_copy
 
 MAX_FACTORS = 12
 ITERATIONS = 300
-SPECIAL = ("[CLS]", "[SEP]")
+SPECIAL = ("[CLS]", "[SEP]")  # what is special where the activations do not say (`Activations.special`)
 
 
 @dataclass(frozen=True)
 class Activations:
     """A text's feed-forward activations: `values[l]` is (T, F) for layer l+1 (layers counted from 1);
-    `pieces`, the T tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġcat' reads '␣cat')."""
+    `pieces`, the T tokens as a page draws them (`readable_tokens`: RoBERTa's 'Ġcat' reads '␣cat');
+    `special`, which tokens the tokenizer added (BERT's [CLS] and [SEP], RoBERTa's <s> and </s>); empty:
+    those named in SPECIAL."""
 
     tokens: tuple[str, ...]
     values: torch.Tensor  # (L, T, F) float32
     pieces: tuple[str, ...]
+    special: tuple[bool, ...] = ()
 
     @property
     def num_layers(self) -> int:
@@ -100,7 +103,8 @@ def ffn_activations(model, text: str, text_b: str | None = None) -> Activations:
     encoder(input_ids=ids, token_type_ids=types, attention_mask=torch.ones_like(ids))
     if len(caught) != len(layers):
         raise RuntimeError(f"the feed-forward activations were read {len(caught)} times for {len(layers)} layers")
-    return Activations(tuple(enc.tokens), torch.stack(caught), tuple(subject.tokenizer.readable_tokens(enc.tokens)))
+    pieces = tuple(subject.tokenizer.readable_tokens(enc.tokens))
+    return Activations(tuple(enc.tokens), torch.stack(caught), pieces, tuple(s is None for s in enc.sequence_ids))
 
 
 def _neurons_of(layer: torch.nn.Module) -> torch.nn.Module:
@@ -136,14 +140,16 @@ def neuron_factors(
 ) -> NeuronFactors:
     """Factorise the activations of `layers` (counted from 1; default all) into `k` factors.
 
-    `special` keeps [CLS] and [SEP] in. InputError: k out of 1..MAX_FACTORS, a layer the model lacks,
-    fewer tokens than factors, or activations that are all zero."""
+    `special` keeps the tokens the tokenizer added ([CLS] and [SEP], RoBERTa's <s> and </s>) in.
+    InputError: k out of 1..MAX_FACTORS, a layer the model lacks, fewer tokens than factors, or
+    activations that are all zero."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_FACTORS:
         raise InputError(f"the number of factors must be a whole number from 1 to {MAX_FACTORS}, got {k!r}")
     picked = tuple(range(1, acts.num_layers + 1)) if layers is None else tuple(sorted(set(layers)))
     if not picked or any(not (isinstance(x, int) and 1 <= x <= acts.num_layers) for x in picked):
         raise InputError(f"layers are counted from 1 to {acts.num_layers}; got {list(layers or [])}")
-    positions = tuple(t for t, tok in enumerate(acts.tokens) if special or tok not in SPECIAL)
+    added = acts.special or tuple(tok in SPECIAL for tok in acts.tokens)
+    positions = tuple(t for t in range(len(acts.tokens)) if special or not added[t])
     if len(positions) < k:
         raise InputError(f"{len(positions)} tokens to factorise into {k} factors: use fewer factors or a longer text")
     v = torch.cat([acts.values[layer - 1][list(positions)] for layer in picked], 1).clamp_min(0).double()
