@@ -32,7 +32,7 @@ import torch
 
 from bertlab.errors import InputError
 from bertlab.inference import FillMaskResult, LoadedModel, NSPResult
-from bertlab.models.registry import HEAD_TITLES
+from bertlab.models.registry import heads_in_words
 from bertlab.patterns.describe import PatternPicture, pattern_picture, pool_for
 
 log = logging.getLogger(__name__)
@@ -327,16 +327,19 @@ def compare_ablation(
             out.fill_base = model.fill_mask(mask_text, top_k=top_k, joint=False)
             out.fill_ablated = model.fill_mask(mask_text, top_k=top_k, joint=False, head_mask=head_mask)
         else:  # an ELECTRA discriminator: replaced-token detection, no masked LM
-            has = ", ".join(HEAD_TITLES.get(h, h) for h in model.heads) or "no pretraining head"
             out.notes.append(
-                f"this checkpoint has no masked-LM head (it has {has}), so there is no fill-mask answer to compare"
+                f"this checkpoint has no masked-LM head, so there is no fill-mask answer to compare; "
+                f"it has {heads_in_words(model.heads, offer=True)}"
             )
     if text_a and text_b:
         if model.has_nsp:
             out.nsp_base = model.next_sentence(text_a, text_b)
             out.nsp_ablated = model.next_sentence(text_a, text_b, head_mask=head_mask)
         else:
-            out.notes.append("this checkpoint has no next-sentence head, so there is no NSP answer to compare")
+            out.notes.append(
+                "this checkpoint has no next-sentence head, so there is no NSP answer to compare; "
+                f"it has {heads_in_words(model.heads, offer=True)}"
+            )
     return out
 
 
