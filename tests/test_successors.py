@@ -97,7 +97,11 @@ def test_page_shows_claims_suite_and_a_run(app_env, tmp_path):  # noqa: F811
     at = open_page(PAGE)
     assert_clean(at)
     text = " ".join(str(m.value) for m in at.markdown) + " ".join(str(s.value) for s in at.subheader)
-    assert "In short" in text and "The papers' claims" in text and "The suite in your runs folder (32M each, mini size)" in text
+    assert (
+        "In short" in text
+        and "The papers' claims" in text
+        and "The suite in your runs folder (32M each, mini size)" in text
+    )
     tables = [t.value for t in at.table]
     claims = tables[0]
     ours = next(t for t in tables if "pretraining run" in t.columns)
