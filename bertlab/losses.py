@@ -263,17 +263,25 @@ def replaced_token_detection(
     replaced-token loss, λ = 50. The model (bertlab.models.electra.ElectraPair) fills the masked
     positions with the generator's samples and returns what the discriminator read (`corrupted_ids`)
     and judged (`rtd_logits`); a token counts as replaced where it differs from the original, so a
-    sample equal to the original counts as not replaced, as in the paper."""
+    sample equal to the original counts as not replaced, as in the paper.
+
+    Beside `rtd_acc` the sums give `rtd_trivial_acc`, the accuracy of answering "original" at every
+    token (the share of real tokens not replaced, ~85% at 15% masking): a discriminator that outputs
+    the base rate everywhere scores exactly that, so only rtd_acc above it shows that it detects."""
     labels = batch["mlm_labels"]
     out = model(**_encoder_inputs(batch), mlm_positions=labels != IGNORE, prediction_cap=prediction_cap)
     mlm_loss, correct, count = masked_lm_score(out, labels)
     original = torch.where(labels != IGNORE, labels, batch["input_ids"])  # (B, T)
     replaced = out.corrupted_ids != original
-    rtd_loss, rtd_correct, rtd_count = replaced_token_score(out.rtd_logits, replaced, batch.get("attention_mask"))
+    attention_mask = batch.get("attention_mask")
+    rtd_loss, rtd_correct, rtd_count = replaced_token_score(out.rtd_logits, replaced, attention_mask)
+    real = torch.ones_like(replaced) if attention_mask is None else attention_mask.bool()
     sums = _mlm_sums(mlm_loss, correct, count)
     sums.update(
         rtd_correct=float(rtd_correct),
         rtd_count=float(rtd_count),
         rtd_loss_sum=float(rtd_loss.detach()) * float(rtd_count),
+        rtd_trivial_correct=float((~replaced & real).sum()),
+        rtd_trivial_count=float(rtd_count),
     )
     return ObjectiveOutput(mlm_loss + RTD_WEIGHT * rtd_loss, sums, out)

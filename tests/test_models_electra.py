@@ -18,7 +18,14 @@ from torch.testing import assert_close
 
 from bertlab.errors import InputError
 from bertlab.inference import load_model
-from bertlab.losses import IGNORE, RTD_WEIGHT, masked_lm_score, replaced_token_detection, replaced_token_score
+from bertlab.losses import (
+    IGNORE,
+    RTD_WEIGHT,
+    masked_lm_score,
+    replaced_token_detection,
+    replaced_token_score,
+    summarize,
+)
 from bertlab.models import electra
 from bertlab.models.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraPair
 from bertlab.storage.checkpoint import load_config, load_pretraining_model, load_state, read_weights, save_checkpoint
@@ -210,6 +217,31 @@ def test_the_rtd_loss_equals_a_hand_computation():
         assert got.sums["rtd_count"] == real.sum() and got.sums["mlm_count"] == 3
         assert got.sums["rtd_loss_sum"] == pytest.approx(float(bce) * float(real.sum()), rel=1e-4)
         assert got.sums["rtd_correct"] == float((((rtd_logits > 0).float() == replaced) & real).sum())
+
+
+def test_the_rtd_sums_give_the_rate_of_answering_original_everywhere():
+    """rtd_trivial_acc is the accuracy of a discriminator that says "original" at every real token: a
+    run's rtd_acc means detection only above it. A discriminator made to answer "original" everywhere
+    (its output bias) scores exactly it."""
+    torch.manual_seed(6)
+    pair = ElectraPair(_config_of("pair", 16, hidden_dropout=0.0, attention_dropout=0.0)).eval()
+    sure = 42
+    with torch.no_grad():
+        pair.generator.generator_lm_head.bias[sure] = 1e4
+        pair.discriminator.discriminator_predictions.dense_prediction.bias.fill_(-1e4)  # "original" everywhere
+    ids, types, mask = _inputs()
+    labels = torch.full_like(ids, IGNORE)
+    labels[0, 2], labels[1, 4], labels[2, 5], labels[2, 7] = sure, 9, 11, 12  # row 0's sample equals its original
+    ids[labels != IGNORE] = 4  # [MASK]
+    batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "mlm_labels": labels}
+    real = int(mask.sum())
+    for cap in (None, 3):
+        sums = replaced_token_detection(pair, batch, cap).sums
+        assert sums["rtd_trivial_count"] == sums["rtd_count"] == real
+        assert sums["rtd_trivial_correct"] == real - 3  # three tokens replaced, padding not counted
+        rates = summarize(sums)
+        assert rates["rtd_trivial_acc"] == pytest.approx((real - 3) / real)
+        assert rates["rtd_acc"] == rates["rtd_trivial_acc"]
 
 
 def test_a_pair_saves_as_two_transformers_folders_and_opens_as_its_generator(tmp_path, tokenizer):

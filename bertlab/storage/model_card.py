@@ -100,6 +100,7 @@ METRIC_WORDS: dict[str, tuple[str, Callable[[object], str]]] = {
     "sop_acc": ("Sentence order told right (chance: 50%)", _share),
     "sop_loss": ("Sentence-order loss (lower is better)", lambda x: f"{x:.2f}"),
     "rtd_acc": ("Tokens judged right, replaced or original (ELECTRA's discriminator)", _share),
+    "rtd_trivial_acc": ("Tokens judged right by answering 'original' everywhere (the rate to beat)", _share),
     "rtd_loss": ("Replaced-token loss (lower is better)", lambda x: f"{x:.2f}"),
     "sbo_acc": ("Masked words guessed from their span's edges (SpanBERT's boundary objective)", _share),
     "sbo_loss": ("Span-boundary loss (lower is better)", lambda x: f"{x:.2f}"),
