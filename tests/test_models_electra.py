@@ -298,7 +298,7 @@ def test_a_tiny_electra_pretrains_and_both_halves_load_back(tmp_path, vocab_file
         _electra_run(tmp_path, vocab_file, max_steps=2, eval_every=2), tmp_path / "run", progress_bar=False
     )
     assert result.state == "finished" and result.progress.step == 2
-    assert {"mlm_acc", "mlm_loss", "rtd_acc", "rtd_loss"} <= set(result.last_eval)
+    assert {"mlm_acc", "mlm_loss", "rtd_acc", "rtd_loss", "rtd_trivial_acc"} <= set(result.last_eval)
     assert math.isfinite(result.last_eval["rtd_loss"])
     assert any("rtd_loss" in m for m in read_metrics(tmp_path / "run") if m["split"] == "train")
 
