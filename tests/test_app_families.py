@@ -25,6 +25,8 @@ Known bugs in files other engineers are changing are strict xfails that name the
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -223,6 +225,10 @@ def long_inputs(at: AppTest, family: str) -> None:
 def train(at: AppTest, family: str) -> None:
     """Fine-tuning starts from the sidebar's model: its family's step is timed for the estimate."""
     at.segmented_control(key="train_kind").set_value("Fine-tune on a task").run()
+    data = Path(tempfile.mkdtemp(prefix="sst2-"))  # tests never read ../shared: a tiny SST-2 of their own
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("sentence\tlabel\n" + "a fine film\t1\na dull one\t0\n" * 20)
+    at.text_input(key="train_data_sst2").set_value(str(data)).run()
     assert_clean(at)
     assert at.selectbox(key="train_model").value == at.session_state["bertlab_model"]
     assert [m.label for m in at.metric] == ["Parameters", "Memory", "Time"]
