@@ -333,7 +333,13 @@ class RunProgress:
 
 
 # the held-out accuracies a run's evaluation logs beside masked LM (`<task>_acc`), as the table names them
-TASK_NAMES = {"nsp": "NSP", "sop": "sentence order", "rtd": "replaced-token detection"}
+TASK_NAMES = {
+    "nsp": "NSP",
+    "sop": "sentence order",
+    "rtd": "replaced-token detection",
+    "rtd_trivial": "answering 'original' everywhere",  # the rate replaced-token detection must beat
+    "sbo": "span boundary",
+}
 
 
 def suite_rows(variants: list[SuccessorVariant], runs_dir: str | Path) -> list[dict]:
