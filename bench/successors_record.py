@@ -37,8 +37,11 @@ from bench.bench_compression import paused
 from bertlab.ablations.successors_record import PretrainingRow, read_record, read_suite_runs, write_record
 from bertlab.data.corpus import Corpus
 from bertlab.inference import LoadedModel, load_model
+from bertlab.storage.checkpoint import load_pretraining_model
 from bertlab.storage.runfolder import model_dir
 from bertlab.training.pair_tasks import run_corpus, run_settings, score_both_ways
+from bertlab.training.pretrain import _prepare_split, split_documents
+from bertlab.training.replaced_eval import score_replaced_detection
 
 # one [MASK] each: the Fill-mask page's one-mask examples, then everyday sentences of the same kind
 SENTENCES = (
@@ -65,6 +68,26 @@ SENTENCES = (
 )
 TOP_K = 8  # the Fill-mask page's default answers per mask
 LATENCY_FIELDS = ("latency_p50_ms", "latency_p90_ms", "latency_threads", "latency_calls")
+
+
+def replaced_scores(row: PretrainingRow, run_dir: Path, corpora: dict, args) -> PretrainingRow:
+    """An ELECTRA row with its discriminator scored on held-out tokens against the rate it must beat."""
+    if row.objective != "electra":
+        return row
+    cfg = run_settings(run_dir)
+    key = tuple(cfg.corpus)
+    if key not in corpora:
+        corpora[key] = run_corpus(cfg, args.data_dir)
+    pair, tokenizer, _ = load_pretraining_model(model_dir(run_dir), whole=True)
+    data = cfg.heldout_data()
+    store, _ = _prepare_split(cfg, data, split_documents(cfg, corpora[key]), tokenizer, "heldout")
+    instances = [store[i] for i in range(min(len(store), args.instances or cfg.eval_instances))]
+    s = score_replaced_detection(pair, instances, data, tokenizer.pad_id)
+    print(
+        f"{row.variant}: discriminator {s.accuracy:.2%} on {s.tokens:,} held-out tokens; answering 'original' "
+        f"everywhere {s.trivial:.2%}; AUC replaced vs original {s.auc:.3f}"
+    )
+    return dataclasses.replace(row, rtd_trivial_acc=round(s.trivial, 4), rtd_auc=round(s.auc, 4))
 
 
 def pair_scores(row: PretrainingRow, lm: LoadedModel, run_dir: Path, corpora: dict, args) -> PretrainingRow:
@@ -156,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     models = {row.variant: load_model(model_dir(found.run_dirs[row.variant]), device="cpu") for row in found.rows}
     corpora: dict = {}
     rows = [pair_scores(row, models[row.variant], found.run_dirs[row.variant], corpora, args) for row in found.rows]
+    rows = [replaced_scores(row, found.run_dirs[row.variant], corpora, args) for row in rows]
     if args.latency:
         with paused(args.pause):
             if args.pause:

@@ -46,7 +46,8 @@ except BertLabError as exc:
     show_error(exc)
     record = record_files.SuccessorsRecord((), ())
 parameters, pair_accuracy = sv.record_inputs(record)
-verdicts = sv.claim_verdicts(finetuned, parameters, pair_accuracy)
+electra_row = record.row("electra")
+verdicts = sv.claim_verdicts(finetuned, parameters, pair_accuracy, electra_row.rtd_auc if electra_row else None)
 
 st.subheader("In short")
 st.markdown(

@@ -157,3 +157,13 @@ def test_the_pretraining_record_feeds_the_albert_verdicts_and_the_cost_table():
     assert [r["row"] for r in table] == ["BERT (MLM + NSP)", "ALBERT", "ELECTRA"]  # the suite's order
     assert table[0]["pair head on sentence order"] == "54.2%" and table[0]["its own task"] == "NSP 85.0%"
     assert table[2]["parameters"] == "5.45M (+ generator 2.47M)" and table[2]["fill-mask latency (p50)"] == "—"
+
+
+def test_a_discriminator_that_did_not_learn_is_named_in_electras_verdict():
+    rows = rows_of({"bert": everywhere(70.0), "electra": everywhere(65.0)})
+    failed = verdict(sv.claim_verdicts(rows, discriminator_auc=0.49), "electra_small")
+    assert failed.verdict == sv.DISAGREES and "did not learn (held-out AUC 0.49" in failed.why
+    learned = verdict(sv.claim_verdicts(rows, discriminator_auc=0.8), "electra_small")
+    assert "did not learn" not in learned.why
+    others = [v for v in sv.claim_verdicts(rows, discriminator_auc=0.49) if v.claim.variant != "electra"]
+    assert not any("did not learn" in v.why for v in others)

@@ -73,6 +73,10 @@ class PretrainingRow:
     latency_p90_ms: float | None = None
     latency_threads: int | None = None
     latency_calls: int | None = None  # timed calls the percentiles are over
+    # ELECTRA's discriminator on held-out tokens (bertlab.training.replaced_eval): the accuracy of answering
+    # "original" everywhere, the rate rtd accuracy must beat, and the AUC of P(replaced) (0.5: no signal)
+    rtd_trivial_acc: float | None = None
+    rtd_auc: float | None = None
 
     @property
     def task_name(self) -> str:

@@ -17,6 +17,7 @@ record: parameters and the sentence-pair heads scored both ways) and bertlab.abl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -173,6 +174,7 @@ def claim_verdicts(
     rows: Sequence[dict],
     parameters: Mapping[str, int] | None = None,
     pair_accuracy: Mapping[tuple[str, str], tuple[float, int]] | None = None,
+    discriminator_auc: float | None = None,
 ) -> list[ClaimVerdict]:
     """A verdict per claim of CLAIMS, in its order.
 
@@ -181,6 +183,8 @@ def claim_verdicts(
         parameters: variant -> parameters of the model that fine-tunes (the pretraining record).
         pair_accuracy: (variant, "nsp" | "sop") -> (accuracy in %, instances): a row's sentence-pair head
             scored on held-out NSP and SOP instances, for the ALBERT paper's both-ways test.
+        discriminator_auc: the ELECTRA row's held-out AUC of P(replaced); below LEARNED_AUC its verdict says
+            that the row tests a discriminator that did not learn, not the objective.
     """
     make = {
         "electra_small": _electra,
@@ -190,7 +194,17 @@ def claim_verdicts(
         "span_squad": _span,
     }
     context = _Context(task_scores(rows), rows, dict(parameters or {}), dict(pair_accuracy or {}))
-    return [make[c.key](c, context) for c in CLAIMS if c.key in make]
+    out = [make[c.key](c, context) for c in CLAIMS if c.key in make]
+    if discriminator_auc is not None and discriminator_auc < LEARNED_AUC:
+        failed = (
+            f"our ELECTRA discriminator did not learn (held-out AUC {discriminator_auc:.2f}; 0.5 is no signal): "
+            "this row tests a failed run at mini size and 32M tokens, not replaced-token detection itself"
+        )
+        out = [dataclasses.replace(v, why=f"{v.why}; {failed}") if v.claim.variant == "electra" else v for v in out]
+    return out
+
+
+LEARNED_AUC = 0.55  # a discriminator whose held-out AUC is below this has learned (next to) nothing
 
 
 def record_inputs(record: SuccessorsRecord) -> tuple[dict[str, int], dict[tuple[str, str], tuple[float, int]]]:
@@ -354,10 +368,22 @@ def pretraining_rows(record: SuccessorsRecord) -> list[dict]:
                 "tokens": "—" if r.tokens is None else f"{r.tokens / 1e6:.1f}M",
                 "training time": "—" if r.train_s is None else f"{r.train_s / 60:.0f} min",
                 "held-out masked LM": pct(r.mlm_acc) + (" (generator)" if r.generator_parameters else ""),
-                "its own task": "—" if r.task_metric == "mlm_acc" else f"{r.task_name} {pct(r.task_acc)}",
+                "its own task": _own_task(r, pct),
                 "pair head on NSP": pct(r.nsp_acc),
                 "pair head on sentence order": pct(r.sop_acc),
                 "fill-mask latency (p50)": latency,
             }
         )
     return out
+
+
+def _own_task(r, pct) -> str:
+    """'NSP 84.6%'; for ELECTRA with the rate it must beat and its AUC: 'replaced-token detection 87.0%
+    (answering "original" everywhere: 87.0%; AUC 0.49)'."""
+    if r.task_metric == "mlm_acc":
+        return "—"
+    text = f"{r.task_name} {pct(r.task_acc)}"
+    if r.rtd_trivial_acc is not None:
+        text += f" (answering 'original' everywhere: {pct(r.rtd_trivial_acc)}"
+        text += f"; AUC {r.rtd_auc:.2f})" if r.rtd_auc is not None else ")"
+    return text
