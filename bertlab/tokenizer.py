@@ -521,3 +521,52 @@ def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequen
             token = " " + token  # "cat[MASK]" typed without a space
         out = left + token + out[stop:]
     return out
+
+
+class WordStartPieces:
+    """What a tokenizer whose pieces mark a word's start (RoBERTa's byte-level 'Ġ', SentencePiece's '▁')
+    shares: where a typed mask touched its left neighbour, and a filled-in text spelled as the user typed it.
+    The class sets `word_start`; `piece_text`, `_joins`, `mask_token` and `cls_token` are its own."""
+
+    word_start = ""
+
+    def attached_to_left(self, enc: Encoding, position: int) -> bool:
+        """Whether the token at `position` was typed against the one on its left (no space between:
+        'cat[MASK]'), or is a mask after a mask (one masked word, as mask_words writes it)."""
+        p = position
+        if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
+            return False
+        if enc.tokens[p - 1] == self.mask_token:
+            return True
+        return enc.offsets[p - 1][1] == enc.offsets[p][0]
+
+    def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
+        """`text` as the user typed it, with the mask at each token position replaced by a token: a
+        token that starts a word (RoBERTa's 'Ġmat', SentencePiece's '▁mat') as a word of its own ("the
+        [MASK]" -> "the mat"; "cat[MASK]" + 'Ġsat' -> "cat sat"), a piece that continues the word on its
+        left glued to it where the mask was inside a word ("cat[MASK]" + 's' -> "cats") and shown as a
+        piece elsewhere ("the + s"), any other token where the mask was ("the [MASK]" + '.' -> "the .").
+        Text cut off by truncation is dropped.
+        """
+        end = len(text)
+        if enc.truncated:
+            end = max(
+                (stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0
+            )
+        out = text[:end]
+        chosen = dict(zip(positions, tokens, strict=True))
+        for p, token in sorted(chosen.items(), reverse=True):
+            start, stop = enc.offsets[p]
+            left, word = out[:start], self.piece_text(token)
+            before = chosen.get(p - 1, enc.tokens[p - 1] if p > 0 else self.cls_token)
+            if token.startswith(self.word_start):
+                word = word.lstrip()
+                if left and not left[-1].isspace():
+                    word = " " + word  # the model starts a word where the user typed none
+            elif self._joins(before, token):
+                if self.attached_to_left(enc, p) or p - 1 in chosen:
+                    left = left.rstrip()
+                else:
+                    left, word = left.rstrip(), " + " + word
+            out = left + word + out[stop:]
+        return out

@@ -31,7 +31,7 @@ from tokenizers.trainers import BpeTrainer
 
 from bertlab.atomic import write_text_atomic
 from bertlab.errors import CheckpointError, InputError
-from bertlab.tokenizer import BertTokenizer, Encoding, train_on
+from bertlab.tokenizer import BertTokenizer, Encoding, WordStartPieces, train_on
 
 VOCAB_JSON, MERGES_TXT, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3, RoBERTa's order; <mask> is added last
@@ -148,10 +148,11 @@ def read_bpe_tokenizer_json(path: str | Path) -> tuple[dict[str, int], list[tupl
     return tokenizer.get_vocab(with_added_tokens=True), _merges_of(tokenizer)
 
 
-class RobertaTokenizer(BertTokenizer):
+class RobertaTokenizer(WordStartPieces, BertTokenizer):
     """RoBERTa's byte-level BPE with BertTokenizer's interface (see the module docstring)."""
 
     pad_token, unk_token, cls_token, sep_token, mask_token = "<pad>", "<unk>", "<s>", "</s>", MASK_TOKEN
+    word_start = _SPACE
 
     def __init__(self, tokenizer: Tokenizer, lowercase: bool = False, model_max_length: int = 512):
         if lowercase:
@@ -349,46 +350,6 @@ class RobertaTokenizer(BertTokenizer):
         if left and not attached:
             return f"{_spelled(left).strip()} + {_spelled(token + right)}"
         return _spelled(left + token + right).strip()
-
-    def attached_to_left(self, enc: Encoding, position: int) -> bool:
-        """Whether the token at `position` was typed against the one on its left (no space between:
-        'cat[MASK]'), or is a mask after a mask (one masked word, as mask_words writes it)."""
-        p = position
-        if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
-            return False
-        if enc.tokens[p - 1] == self.mask_token:
-            return True
-        return enc.offsets[p - 1][1] == enc.offsets[p][0]
-
-    def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
-        """`text` as the user typed it, with the mask at each token position replaced by a token: a
-        'Ġ' token as a word of its own ("the [MASK]" + 'Ġmat' -> "the mat"; "cat[MASK]" + 'Ġsat' ->
-        "cat sat"), a piece that continues the word on its left glued to it where the mask was inside
-        a word ("cat[MASK]" + 's' -> "cats") and shown as a piece elsewhere ("the + mat"), any other
-        token where the mask was ("the [MASK]" + '.' -> "the ."). Text cut off by truncation is dropped.
-        """
-        end = len(text)
-        if enc.truncated:
-            end = max(
-                (stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0
-            )
-        out = text[:end]
-        chosen = dict(zip(positions, tokens, strict=True))
-        for p, token in sorted(chosen.items(), reverse=True):
-            start, stop = enc.offsets[p]
-            left, word = out[:start], self.piece_text(token)
-            before = chosen.get(p - 1, enc.tokens[p - 1] if p > 0 else self.cls_token)
-            if token.startswith(_SPACE):
-                word = word.lstrip()
-                if left and not left[-1].isspace():
-                    word = " " + word  # the model starts a word where the user typed none
-            elif self._joins(before, token):
-                if self.attached_to_left(enc, p) or p - 1 in chosen:
-                    left = left.rstrip()
-                else:
-                    left, word = left.rstrip(), " + " + word
-            out = left + word + out[stop:]
-        return out
 
     def _convert(self, enc, max_length: int | None) -> Encoding:
         e = super()._convert(enc, max_length)

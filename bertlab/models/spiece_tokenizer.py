@@ -38,7 +38,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from bertlab.errors import CheckpointError, InputError
-from bertlab.tokenizer import BertTokenizer, Encoding
+from bertlab.tokenizer import BertTokenizer, WordStartPieces
 
 SPIECE_MODEL, TOKENIZER_JSON, TOKENIZER_CONFIG = "spiece.model", "tokenizer.json", "tokenizer_config.json"
 SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # ALBERT's, ids 0-4 in its releases
@@ -262,10 +262,11 @@ def _kind(ch: str) -> str:
     return "letter" if ch.isalpha() else "digit" if ch.isnumeric() else "space" if ch.isspace() else "other"
 
 
-class SentencePieceTokenizer(BertTokenizer):
+class SentencePieceTokenizer(WordStartPieces, BertTokenizer):
     """ALBERT's SentencePiece unigram tokenizer with BertTokenizer's interface (see the module docstring)."""
 
     pad_token, unk_token, cls_token, sep_token, mask_token = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
+    word_start = WORD_START
 
     def __init__(
         self,
@@ -432,43 +433,3 @@ class SentencePieceTokenizer(BertTokenizer):
         if left.strip() and not attached:
             return f"{left.strip()} + {core}{right}"
         return (left + core + right).strip()
-
-    def attached_to_left(self, enc: Encoding, position: int) -> bool:
-        """Whether the token at `position` was typed against the one on its left (no space between:
-        'cat[MASK]'), or is a mask after a mask (one masked word, as mask_words writes it)."""
-        p = position
-        if p <= 0 or enc.sequence_ids[p] is None or enc.sequence_ids[p - 1] != enc.sequence_ids[p]:
-            return False
-        if enc.tokens[p - 1] == self.mask_token:
-            return True
-        return enc.offsets[p - 1][1] == enc.offsets[p][0]
-
-    def fill_text(self, text: str, enc: Encoding, positions: Sequence[int], tokens: Sequence[str]) -> str:
-        """`text` as the user typed it, with the mask at each token position replaced by a token: a
-        '▁' piece as a word of its own ("the [MASK]" + '▁mat' -> "the mat"; "cat[MASK]" + '▁sat' ->
-        "cat sat"), a piece that continues the word on its left glued to it where the mask was inside
-        a word ("cat[MASK]" + 's' -> "cats") and shown as a piece elsewhere ("the + s"), any other
-        token where the mask was ("the [MASK]" + '.' -> "the ."). Text cut off by truncation is dropped.
-        """
-        end = len(text)
-        if enc.truncated:
-            end = max(
-                (stop for (_, stop), seq in zip(enc.offsets, enc.sequence_ids, strict=True) if seq == 0), default=0
-            )
-        out = text[:end]
-        chosen = dict(zip(positions, tokens, strict=True))
-        for p, token in sorted(chosen.items(), reverse=True):
-            start, stop = enc.offsets[p]
-            left, word = out[:start], self.piece_text(token)
-            before = chosen.get(p - 1, enc.tokens[p - 1] if p > 0 else self.cls_token)
-            if token.startswith(WORD_START):
-                word = word.lstrip()
-                if left and not left[-1].isspace():
-                    word = " " + word  # the model starts a word where the user typed none
-            elif self._joins(before, token):
-                if self.attached_to_left(enc, p) or p - 1 in chosen:
-                    left = left.rstrip()
-                else:
-                    left, word = left.rstrip(), " + " + word
-            out = left + word + out[stop:]
-        return out
