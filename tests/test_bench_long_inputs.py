@@ -54,8 +54,9 @@ def test_forked_memory_grows_with_the_explicit_score_matrix(one_thread):
     )
     small = bench.run_forked(prepared, 128, "fp32", 64)
     large = bench.run_forked(prepared, 1024, "fp32", 64)
-    # 2 layers x 8 heads x 1024^2 fp32 maps = 64 MB kept for the outputs alone
-    assert large["forward_mb"] > small["forward_mb"] + 32
+    # 8 heads x 1024^2 fp32 maps = 32 MB per layer; the peak held 31.6-64 MB more than at 128 tokens (a
+    # full suite beside training runs measured 31.6), while everything linear in T adds under 1 MB here
+    assert large["forward_mb"] > small["forward_mb"] + 24
 
 
 @pytest.fixture(scope="module")
