@@ -36,6 +36,7 @@ import torch
 from bench.bench_compression import paused
 from bertlab.ablations.successors_record import PretrainingRow, read_record, read_suite_runs, write_record
 from bertlab.data.corpus import Corpus
+from bertlab.explore import FILL_MASK_EXAMPLES, MASK
 from bertlab.inference import LoadedModel, load_model
 from bertlab.storage.checkpoint import load_pretraining_model
 from bertlab.storage.runfolder import model_dir
@@ -44,14 +45,7 @@ from bertlab.training.pretrain import _prepare_split, split_documents
 from bertlab.training.replaced_eval import score_replaced_detection
 
 # one [MASK] each: the Fill-mask page's one-mask examples, then everyday sentences of the same kind
-SENTENCES = (
-    "The capital of France is [MASK].",
-    "The man went to the [MASK] to buy a gallon of milk.",
-    "She poured a cup of [MASK] and sat down to read.",
-    "The [MASK] barked at the mailman all morning.",
-    "It was raining, so we took an [MASK] with us.",
-    "I can't believe it is already [MASK]; the year went so fast.",
-    "[MASK] is the largest planet in our solar system.",
+SENTENCES = tuple(s for s in FILL_MASK_EXAMPLES if s.count(MASK) == 1) + (
     "He played the [MASK] in the school orchestra.",
     "The river flows into the [MASK] near the old harbour.",
     "They elected a new [MASK] after the war.",

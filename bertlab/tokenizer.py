@@ -523,12 +523,30 @@ def fill_text(text: str, enc: Encoding, positions: Sequence[int], tokens: Sequen
     return out
 
 
+def _kind(ch: str) -> str:
+    """The character classes GPT-2's byte-level pre-tokenizer keeps together: letters, digits, spaces, other."""
+    return "letter" if ch.isalpha() else "digit" if ch.isnumeric() else "space" if ch.isspace() else "other"
+
+
 class WordStartPieces:
     """What a tokenizer whose pieces mark a word's start (RoBERTa's byte-level 'Ġ', SentencePiece's '▁')
     shares: where a typed mask touched its left neighbour, and a filled-in text spelled as the user typed it.
-    The class sets `word_start`; `piece_text`, `_joins`, `mask_token` and `cls_token` are its own."""
+    The class sets `word_start` and `_specials`; `piece_text`, `mask_token` and `cls_token` are its own."""
 
     word_start = ""
+
+    def _joins(self, left: str, token: str) -> bool:
+        """Whether `token` continues the word that `left` (the token before it) is part of: no word-start
+        mark in front, neither a special token, and the same kind of character on both sides of the seam,
+        as the byte-level pre-tokenizer groups them ('mat' '.' reads 'mat', a lone mark starts the word after it)."""
+        if token.startswith(self.word_start) or left in self._specials or token in self._specials:
+            return False
+        before, after = self.piece_text(left), self.piece_text(token)
+        if not before or not after:
+            return False
+        if before == " ":
+            return not after[0].isspace()
+        return _kind(before[-1]) == _kind(after[0])
 
     def attached_to_left(self, enc: Encoding, position: int) -> bool:
         """Whether the token at `position` was typed against the one on its left (no space between:

@@ -83,11 +83,6 @@ def _is_control(ch: str) -> bool:
     return (ord(ch) < 0x20 and ch not in "\t\n\r") or ord(ch) == 0x7F
 
 
-def _kind(ch: str) -> str:
-    """The character classes the byte-level pre-tokenizer keeps together (GPT-2's pattern)."""
-    return "letter" if ch.isalpha() else "digit" if ch.isnumeric() else "space" if ch.isspace() else "other"
-
-
 def _build(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Tokenizer:
     """transformers' RobertaTokenizer pipeline over `vocab` and `merges`: byte-level BPE without a
     prefix space, offsets trimmed to the word (not its leading space), <mask> taking the space
@@ -310,19 +305,6 @@ class RobertaTokenizer(WordStartPieces, BertTokenizer):
         and a newline as '↵' ('Ġmat' -> '␣mat', 'Ċ' -> '↵', 'Ã©' -> 'é'), a byte that is only part of
         a character as its value ('Ã' -> '<0xC3>'), special tokens as they are."""
         return [t if t in self._specials else _spelled(t).translate(_VISIBLE_WHITESPACE) for t in tokens]
-
-    def _joins(self, left: str, token: str) -> bool:
-        """Whether `token` continues the word that `left` (the token before it) is part of: no 'Ġ' in
-        front, neither a special token, and the same kind of character on both sides of the seam, as
-        the byte-level pre-tokenizer groups them (a lone 'Ġ' starts the word after it)."""
-        if token.startswith(_SPACE) or left in self._specials or token in self._specials:
-            return False
-        before, after = self.piece_text(left), self.piece_text(token)
-        if not before or not after:
-            return False
-        if before == " ":
-            return not after[0].isspace()
-        return _kind(before[-1]) == _kind(after[0])
 
     def whole_word(self, tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
         """The word `token` forms at `position` with the pieces around it that continue it ('Ġcat'

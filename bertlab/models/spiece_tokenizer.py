@@ -257,11 +257,6 @@ def _lowercases(node: object) -> bool:
 # --------------------------------------------------------------------------------------
 # The tokenizer
 # --------------------------------------------------------------------------------------
-def _kind(ch: str) -> str:
-    """Letters with letters, digits with digits: how an answer piece reads as part of a word."""
-    return "letter" if ch.isalpha() else "digit" if ch.isnumeric() else "space" if ch.isspace() else "other"
-
-
 class SentencePieceTokenizer(WordStartPieces, BertTokenizer):
     """ALBERT's SentencePiece unigram tokenizer with BertTokenizer's interface (see the module docstring)."""
 
@@ -394,19 +389,6 @@ class SentencePieceTokenizer(WordStartPieces, BertTokenizer):
         """Tokens as a page draws them: a word's leading '▁' as '␣' ('▁mat' -> '␣mat', as RoBERTa's
         'Ġmat' is drawn), special tokens as they are."""
         return [t if t in self._specials else t.replace(WORD_START, VISIBLE_SPACE) for t in tokens]
-
-    def _joins(self, left: str, token: str) -> bool:
-        """Whether `token` continues the word that `left` (the token before it) is part of: no '▁' in
-        front, neither a special token, and the same kind of character on both sides of the seam
-        (so that '▁mat' '.' reads 'mat', as RoBERTa's does; a lone '▁' starts the word after it)."""
-        if token.startswith(WORD_START) or left in self._specials or token in self._specials:
-            return False
-        before, after = self.piece_text(left), self.piece_text(token)
-        if not before or not after:
-            return False
-        if before == " ":
-            return not after[0].isspace()
-        return _kind(before[-1]) == _kind(after[0])
 
     def whole_word(self, tokens: Sequence[str], position: int, token: str, attached: bool | None = None) -> str:
         """The word `token` forms at `position` with the pieces around it that continue it ('▁cat'
