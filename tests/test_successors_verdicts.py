@@ -167,3 +167,22 @@ def test_a_discriminator_that_did_not_learn_is_named_in_electras_verdict():
     assert "did not learn" not in learned.why
     others = [v for v in sv.claim_verdicts(rows, discriminator_auc=0.49) if v.claim.variant != "electra"]
     assert not any("did not learn" in v.why for v in others)
+
+
+def test_one_seed_of_either_row_is_no_verdict_yet():
+    """One seed's std is 0 because it is unmeasured: a 2-point gap on one seed is not 'clear'."""
+    one = {"bert": {t: [70.0] for t in TASKS}, "roberta": {t: [68.0] for t in TASKS}}
+    v = verdict(sv.claim_verdicts(rows_of(one)), "roberta_no_nsp")
+    assert v.verdict == sv.NOT_YET
+    assert "one seed so far of BERT (MLM + NSP) and RoBERTa's recipe" in v.why
+    assert "(-2.0; one seed)" in v.ours
+    # BERT's row with three seeds, the other with one: still no spread for the other row
+    some = {"bert": everywhere(70.0), "albert": {t: [60.0] for t in TASKS}}
+    v = verdict(sv.claim_verdicts(rows_of(some), parameters={"bert": 5_450_000, "albert": 1_200_000}), "albert_size")
+    assert v.verdict == sv.NOT_YET and v.why.startswith("one seed so far of ALBERT:")
+    # two seeds of each: measured
+    two = {
+        "bert": {t: [69.5, 70.5] for t in TASKS},
+        "span": {t: [65.5, 66.5] if t == "squad" else [69.5, 70.5] for t in TASKS},
+    }
+    assert verdict(sv.claim_verdicts(rows_of(two)), "span_squad").verdict == sv.DISAGREES

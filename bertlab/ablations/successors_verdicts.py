@@ -8,7 +8,8 @@ is the seeds'), `finetune_rows` (the page's and README's table), `ClaimVerdict` 
 and `in_short` (one sentence per verdict for the page's first paragraph).
 
 A difference counts as clear when it is larger than its noise, the larger of the two rows' std over
-seeds, as the ablation tables read theirs (bertlab.ablations.comparison). Accuracy on a held-out set of
+seeds, as the ablation tables read theirs (bertlab.ablations.comparison). With one seed of either row
+the noise is unmeasured, so a claim that reads that difference stays 'not measured yet'. Accuracy on a held-out set of
 n instances is near chance when it lies within its 99% binomial interval around 50% (2.58 standard errors).
 
 Torch-free: imports bertlab.ablations.successors (the claims and rows), successors_record (the pretraining
@@ -125,8 +126,13 @@ class Difference:
     noise: float  # the larger std over seeds
 
     @property
+    def spread_known(self) -> bool:
+        """Both rows ran two seeds or more: one seed's std is 0 because it is unmeasured, not because it is small."""
+        return self.ours.n > 1 and self.base.n > 1
+
+    @property
     def clear(self) -> bool:
-        return abs(self.delta) > self.noise
+        return self.spread_known and abs(self.delta) > self.noise
 
     @property
     def direction(self) -> int:
@@ -134,7 +140,8 @@ class Difference:
         return 0 if not self.clear else (1 if self.delta > 0 else -1)
 
     def text(self, what: str) -> str:
-        return f"{what} {self.ours.mean:.1f} vs {self.base.mean:.1f} ({self.delta:+.1f} ± {self.noise:.1f})"
+        noise = f" ± {self.noise:.1f}" if self.spread_known else "; one seed"
+        return f"{what} {self.ours.mean:.1f} vs {self.base.mean:.1f} ({self.delta:+.1f}{noise})"
 
 
 def difference(score: Score | None, base: Score | None) -> Difference | None:
@@ -160,6 +167,16 @@ class ClaimVerdict:
             "verdict": self.verdict,
             "why": self.why,
         }
+
+
+def _one_seed(c: PaperClaim, ours: str, *diffs: Difference) -> ClaimVerdict | None:
+    """NOT_YET while a difference the verdict reads has one seed on either row (no spread to compare it with)."""
+    short = [d for d in diffs if not d.spread_known]
+    if not short:
+        return None
+    rows = sorted({LABELS.get(v, v) for d in short for v, s in ((c.variant, d.ours), (BASELINE, d.base)) if s.n < 2})
+    why = f"one seed so far of {' and '.join(rows)}: a difference is told from noise with two seeds or more of both"
+    return ClaimVerdict(c, NOT_YET, ours, why)
 
 
 CHANCE_Z = 2.576  # a 99% interval: the held-out pair sets hold a few hundred pairs, so 95% would call 54% "solved"
@@ -247,6 +264,8 @@ def _electra(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
     d = ctx.average_diff("electra", GLUE_TASKS)
     if d is None:
         return ClaimVerdict(c, NOT_YET, "", ctx.missing("electra", GLUE_TASKS))
+    if early := _one_seed(c, d.text("GLUE-4 average"), d):
+        return early
     verdict = _by_direction(d, +1)
     why = {
         AGREES: "ELECTRA's row is clearly above BERT's on the average of our four GLUE tasks, as the paper found",
@@ -266,6 +285,8 @@ def _albert_size(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
     ours = f"{sizes} ({p_bert / p_albert:.1f}x fewer); {d.text('5-task average')}"
     if p_albert >= p_bert:
         return ClaimVerdict(c, DISAGREES, ours, "our ALBERT row is not smaller than BERT's")
+    if early := _one_seed(c, ours, d):
+        return early
     verdict = AGREES if d.direction <= 0 else DISAGREES  # fewer parameters for a loss, or for no clear one
     why = {
         -1: "fewer parameters and a clear loss on average, as the paper found (its loss: 2.2 points)",
@@ -300,6 +321,8 @@ def _roberta(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
     if squad is None or qnli is None:
         return ClaimVerdict(c, NOT_YET, "", ctx.missing("roberta", ("squad", "qnli")))
     ours = f"{squad.text('SQuAD F1')}; {qnli.text('QNLI')}"
+    if early := _one_seed(c, ours, squad, qnli):
+        return early
     worse = [name for name, d in (("SQuAD", squad), ("QNLI", qnli)) if d.direction < 0]
     better = [name for name, d in (("SQuAD", squad), ("QNLI", qnli)) if d.direction > 0]
     if worse:
@@ -320,6 +343,8 @@ def _span(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
         return ClaimVerdict(c, NOT_YET, "", ctx.missing("span", ("squad",)))
     mean_other = statistics.fmean(d.delta for d in others) if others else None
     ours = squad.text("SQuAD F1") + (f"; mean difference on the GLUE tasks {mean_other:+.1f}" if others else "")
+    if early := _one_seed(c, ours, squad):
+        return early
     if squad.direction < 0:
         return ClaimVerdict(c, DISAGREES, ours, "span masking is clearly *worse* than BERT's on SQuAD here")
     if squad.direction == 0:
