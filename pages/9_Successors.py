@@ -68,7 +68,8 @@ st.subheader("Our verdicts")
 concept(
     "Each claim read against our suite (the tables below). A difference counts as clear when it is larger than its "
     "noise, the larger of the two rows' spread (std) over fine-tuning seeds, as the Ablations page reads the "
-    "paper's tables; 'not measured yet' says which runs are missing."
+    "paper's tables; 'not measured yet' says which runs are missing, and 'not tested: the run failed' marks a claim "
+    "whose row's pretraining did not learn its objective (what it measured stays in its why)."
 )
 st.table(pd.DataFrame([v.row() for v in verdicts]), hide_index=True)
 

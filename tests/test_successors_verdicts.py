@@ -162,9 +162,14 @@ def test_the_pretraining_record_feeds_the_albert_verdicts_and_the_cost_table():
 def test_a_discriminator_that_did_not_learn_is_named_in_electras_verdict():
     rows = rows_of({"bert": everywhere(70.0), "electra": everywhere(65.0)})
     failed = verdict(sv.claim_verdicts(rows, discriminator_auc=0.49), "electra_small")
-    assert failed.verdict == sv.DISAGREES and "did not learn (held-out AUC 0.49" in failed.why
+    assert failed.verdict == sv.UNTESTED and "did not learn (held-out AUC 0.49" in failed.why
+    assert "As measured: ELECTRA's row is clearly below BERT's" in failed.why  # what it measured stays said
+    assert "1 is not tested because its run failed" in sv.in_short(sv.claim_verdicts(rows, discriminator_auc=0.49))
     learned = verdict(sv.claim_verdicts(rows, discriminator_auc=0.8), "electra_small")
-    assert "did not learn" not in learned.why
+    assert learned.verdict == sv.DISAGREES and "did not learn" not in learned.why
+    # not measured yet stays so, with the failed run named
+    waiting = verdict(sv.claim_verdicts(rows_of({"bert": everywhere(70.0)}), discriminator_auc=0.49), "electra_small")
+    assert waiting.verdict == sv.NOT_YET and "did not learn" in waiting.why
     others = [v for v in sv.claim_verdicts(rows, discriminator_auc=0.49) if v.claim.variant != "electra"]
     assert not any("did not learn" in v.why for v in others)
 

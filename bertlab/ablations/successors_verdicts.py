@@ -4,8 +4,8 @@ paper claim (bertlab.ablations.successors.CLAIMS) from what the suite measured.
 Owns: `COLUMNS` (the task columns and the metric each is read on), `Score` with `task_scores` and
 `average_scores` (mean ± std over seeds; an average over tasks is taken per seed first, so its spread
 is the seeds'), `finetune_rows` (the page's and README's table), `ClaimVerdict` with `claim_verdicts`
-(agrees / no clear difference / disagrees / not measured yet, each with the numbers and the reason),
-and `in_short` (one sentence per verdict for the page's first paragraph).
+(agrees / no clear difference / disagrees / not tested: the run failed / not measured yet, each with the
+numbers and the reason), and `in_short` (one sentence per verdict for the page's first paragraph).
 
 A difference counts as clear when it is larger than its noise, the larger of the two rows' std over
 seeds, as the ablation tables read theirs (bertlab.ablations.comparison). With one seed of either row
@@ -43,6 +43,7 @@ METRIC = {t: m for t, m, _ in COLUMNS}
 LABELS = dict(SUCCESSOR_ROWS)
 
 AGREES, NO_CLEAR, DISAGREES, NOT_YET = "agrees", "no clear difference", "disagrees", "not measured yet"
+UNTESTED = "not tested: the run failed"  # measured, but on a pretraining run that did not learn its objective
 
 
 @dataclass(frozen=True)
@@ -214,11 +215,18 @@ def claim_verdicts(
     out = [make[c.key](c, context) for c in CLAIMS if c.key in make]
     if discriminator_auc is not None and discriminator_auc < LEARNED_AUC:
         failed = (
-            f"our ELECTRA discriminator did not learn (held-out AUC {discriminator_auc:.2f}; 0.5 is no signal): "
-            "this row tests a failed run at mini size and 32M tokens, not replaced-token detection itself"
+            f"our ELECTRA discriminator did not learn (held-out AUC {discriminator_auc:.2f}; 0.5 is no signal), "
+            "so this row tests a failed run at mini size and 32M tokens, not replaced-token detection itself"
         )
-        out = [dataclasses.replace(v, why=f"{v.why}; {failed}") if v.claim.variant == "electra" else v for v in out]
+        out = [_failed_run(v, failed) if v.claim.variant == "electra" else v for v in out]
     return out
+
+
+def _failed_run(v: ClaimVerdict, failed: str) -> ClaimVerdict:
+    """A measured verdict on a run that did not learn becomes UNTESTED, keeping what was measured in its why."""
+    if v.verdict == NOT_YET:
+        return dataclasses.replace(v, why=f"{v.why}; {failed}")
+    return dataclasses.replace(v, verdict=UNTESTED, why=f"{failed}. As measured: {v.why}")
 
 
 LEARNED_AUC = 0.55  # a discriminator whose held-out AUC is below this has learned (next to) nothing
@@ -356,11 +364,12 @@ def _span(c: PaperClaim, ctx: _Context) -> ClaimVerdict:
 
 def in_short(verdicts: Sequence[ClaimVerdict]) -> str:
     """'Of the 5 claims, 2 agree, 1 shows no clear difference, 1 disagrees and 1 is not measured yet.'"""
-    counts = {v: sum(x.verdict == v for x in verdicts) for v in (AGREES, NO_CLEAR, DISAGREES, NOT_YET)}
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in (AGREES, NO_CLEAR, DISAGREES, UNTESTED, NOT_YET)}
     words = {  # (one, several)
         AGREES: ("agrees", "agree"),
         NO_CLEAR: ("shows no clear difference", "show no clear difference"),
         DISAGREES: ("disagrees", "disagree"),
+        UNTESTED: ("is not tested because its run failed", "are not tested because their runs failed"),
         NOT_YET: ("is not measured yet", "are not measured yet"),
     }
     parts = [f"{n} {words[v][n != 1]}" for v, n in counts.items() if n]
