@@ -41,7 +41,8 @@ from bertlab.inference import LoadedModel, load_model
 from bertlab.storage.checkpoint import load_pretraining_model
 from bertlab.storage.runfolder import model_dir
 from bertlab.training.pair_tasks import run_corpus, run_settings, score_both_ways
-from bertlab.training.pretrain import _prepare_split, split_documents
+from bertlab.training.pretrain import heldout_instances
+from bertlab.training.pretrain_config import PretrainConfig
 from bertlab.training.replaced_eval import score_replaced_detection
 
 # one [MASK] each: the Fill-mask page's one-mask examples, then everyday sentences of the same kind
@@ -64,19 +65,23 @@ TOP_K = 8  # the Fill-mask page's default answers per mask
 LATENCY_FIELDS = ("latency_p50_ms", "latency_p90_ms", "latency_threads", "latency_calls")
 
 
-def replaced_scores(row: PretrainingRow, run_dir: Path, corpora: dict, args) -> PretrainingRow:
-    """An ELECTRA row with its discriminator scored on held-out tokens against the rate it must beat."""
-    if row.objective != "electra":
-        return row
+def run_text(run_dir: Path, corpora: dict, args) -> tuple[PretrainConfig, Corpus]:
+    """A run's recipe and its corpus; the variants read the same text, so each corpus is loaded once."""
     cfg = run_settings(run_dir)
     key = tuple(cfg.corpus)
     if key not in corpora:
         corpora[key] = run_corpus(cfg, args.data_dir)
+    return cfg, corpora[key]
+
+
+def replaced_scores(row: PretrainingRow, run_dir: Path, corpora: dict, args) -> PretrainingRow:
+    """An ELECTRA row with its discriminator scored on held-out tokens against the rate it must beat."""
+    if row.objective != "electra":
+        return row
+    cfg, corpus = run_text(run_dir, corpora, args)
     pair, tokenizer, _ = load_pretraining_model(model_dir(run_dir), whole=True)
-    data = cfg.heldout_data()
-    store, _ = _prepare_split(cfg, data, split_documents(cfg, corpora[key]), tokenizer, "heldout")
-    instances = [store[i] for i in range(min(len(store), args.instances or cfg.eval_instances))]
-    s = score_replaced_detection(pair, instances, data, tokenizer.pad_id)
+    instances = heldout_instances(cfg, corpus, tokenizer, limit=args.instances or None)
+    s = score_replaced_detection(pair, instances, cfg.heldout_data(), tokenizer.pad_id)
     print(
         f"{row.variant}: discriminator {s.accuracy:.2%} on {s.tokens:,} held-out tokens; answering 'original' "
         f"everywhere {s.trivial:.2%}; AUC replaced vs original {s.auc:.3f}"
@@ -91,11 +96,7 @@ def pair_scores(row: PretrainingRow, lm: LoadedModel, run_dir: Path, corpora: di
     if row.pair_head not in lm.heads:
         print(f"note: {row.variant}: its model folder has no {row.pair_head} head; pair tasks not scored")
         return row
-    cfg = run_settings(run_dir)
-    key = tuple(cfg.corpus)
-    if key not in corpora:  # the variants read the same text: loaded once
-        corpora[key] = run_corpus(cfg, args.data_dir)
-    corpus: Corpus = corpora[key]
+    cfg, corpus = run_text(run_dir, corpora, args)
     start = time.time()
     scores = score_both_ways(lm.model, row.pair_head, cfg, corpus, lm.tokenizer, limit=args.instances)
     for task, s in scores.items():

@@ -35,7 +35,7 @@ from bertlab.data.pretraining_data import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED, 
 from bertlab.errors import InputError
 from bertlab.storage.runfolder import read_run_config
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training.pretrain import _prepare_split, split_documents
+from bertlab.training.pretrain import heldout_instances
 from bertlab.training.pretrain_config import PretrainConfig
 
 log = logging.getLogger(__name__)
@@ -98,10 +98,7 @@ def heldout_pair_instances(
     the fixed set its evaluation scores): the recipe's held-out split of `corpus` and its evaluation data
     settings (`cfg.heldout_data()`) with the task's objective, made (or read from the data cache) as the
     recipe makes held-out instances."""
-    data = task_data(cfg.heldout_data(), task)
-    store, _ = _prepare_split(cfg, data, split_documents(cfg, corpus), tokenizer, "heldout")
-    n = min(len(store), cfg.eval_instances if limit is None else limit)
-    return [store[i] for i in range(n)]
+    return heldout_instances(cfg, corpus, tokenizer, task_data(cfg.heldout_data(), task), limit)
 
 
 def score_pair_head(

@@ -36,13 +36,9 @@ def auc(positive: torch.Tensor, negative: torch.Tensor) -> float:
     if not len(positive) or not len(negative):
         raise InputError("AUC needs scores of both kinds (some replaced tokens and some original ones)")
     scores = torch.cat([positive, negative]).double()
-    ranks = torch.empty_like(scores)
-    order = scores.argsort()
-    ranks[order] = torch.arange(1, len(scores) + 1, dtype=torch.float64)
-    for value in scores.unique():  # ties share their mean rank
-        same = scores == value
-        if same.sum() > 1:
-            ranks[same] = ranks[same].mean()
+    # ranks 1..n in sorted order, ties sharing their mean rank: a value seen c times ending at rank e has e - (c-1)/2
+    _, which, counts = scores.unique(sorted=True, return_inverse=True, return_counts=True)
+    ranks = (counts.cumsum(0) - (counts - 1) / 2).double()[which]
     n_pos, n_neg = len(positive), len(negative)
     return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -62,29 +58,22 @@ def score_replaced_detection(
     """
     if not instances:
         raise InputError("no held-out instances to score")
-    generator = torch.Generator().manual_seed(seed)
-    state = torch.random.get_rng_state()
-    torch.random.set_rng_state(generator.get_state())  # the generator's samples, repeatable
     replaced_p, original_p, correct = [], [], 0
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(instances), batch_size):
-                b = collate(instances[start : start + batch_size], data, pad_id)
-                labels = b["mlm_labels"]
-                out = pair(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_positions=labels != IGNORE)
-                if getattr(out, "rtd_logits", None) is None or getattr(out, "corrupted_ids", None) is None:
-                    raise InputError(
-                        "this model is not an ELECTRA pair (no replaced-token detection on corrupted input)"
-                    )
-                original = torch.where(labels != IGNORE, labels, b["input_ids"])
-                replaced = out.corrupted_ids != original  # (B, T)
-                real = b["attention_mask"].bool()
-                p = torch.sigmoid(out.rtd_logits.float())
-                correct += int((((p > 0.5) == replaced) & real).sum())
-                replaced_p.append(p[replaced & real])
-                original_p.append(p[~replaced & real])
-    finally:
-        torch.random.set_rng_state(state)
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():  # the caller's random state is left as it was
+        torch.default_generator.manual_seed(seed)  # the generator's samples, repeatable (the CPU generator)
+        for start in range(0, len(instances), batch_size):
+            b = collate(instances[start : start + batch_size], data, pad_id)
+            labels = b["mlm_labels"]
+            out = pair(b["input_ids"], b["token_type_ids"], b["attention_mask"], mlm_positions=labels != IGNORE)
+            if getattr(out, "rtd_logits", None) is None or getattr(out, "corrupted_ids", None) is None:
+                raise InputError("this model is not an ELECTRA pair (no replaced-token detection on corrupted input)")
+            original = torch.where(labels != IGNORE, labels, b["input_ids"])
+            replaced = out.corrupted_ids != original  # (B, T)
+            real = b["attention_mask"].bool()
+            p = torch.sigmoid(out.rtd_logits.float())
+            correct += int((((p > 0.5) == replaced) & real).sum())
+            replaced_p.append(p[replaced & real])
+            original_p.append(p[~replaced & real])
     pos, neg = torch.cat(replaced_p), torch.cat(original_p)
     tokens = len(pos) + len(neg)
     return ReplacedScore(correct / tokens, len(neg) / tokens, auc(pos, neg), tokens, len(pos))
