@@ -40,8 +40,7 @@ from bertlab.explore import FILL_MASK_EXAMPLES, MASK
 from bertlab.inference import LoadedModel, load_model
 from bertlab.storage.checkpoint import load_pretraining_model
 from bertlab.storage.runfolder import model_dir
-from bertlab.training.pair_tasks import run_corpus, run_settings, score_both_ways
-from bertlab.training.pretrain import heldout_instances
+from bertlab.training.pair_tasks import heldout_instances, run_corpus, run_settings, score_both_ways
 from bertlab.training.pretrain_config import PretrainConfig
 from bertlab.training.replaced_eval import score_replaced_detection
 

@@ -17,6 +17,9 @@ IsNext (`answer_as`).
 
 Imports torch, bertlab.data (corpus, instances, batches), bertlab.errors, bertlab.storage.runfolder (a run's
 config), bertlab.tokenizer and bertlab.training (pretrain_config; pretrain: the held-out split and instances).
+
+Owns `heldout_instances`, a run's held-out instances as its evaluation makes them, for any data settings
+(bench/successors_record scores ELECTRA's discriminator on them too).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bertlab.data.pretraining_data import IN_ORDER, IS_NEXT, NOT_NEXT, SWAPPED, 
 from bertlab.errors import InputError
 from bertlab.storage.runfolder import read_run_config
 from bertlab.tokenizer import BertTokenizer
-from bertlab.training.pretrain import heldout_instances
+from bertlab.training.pretrain import _prepare_split, split_documents
 from bertlab.training.pretrain_config import PretrainConfig
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,20 @@ def task_data(data: DataConfig, task: str) -> DataConfig:
     """The held-out data settings `data` with the objective that poses `task` (NSP: mlm_nsp; SOP: mlm_sop)."""
     _check(task, "task")
     return dataclasses.replace(data, objective=PAIR_TASKS[task][0])
+
+
+def heldout_instances(
+    cfg: PretrainConfig,
+    corpus: Corpus,
+    tokenizer: BertTokenizer,
+    data: DataConfig | None = None,
+    limit: int | None = None,
+) -> list[Instance]:
+    """A run's held-out instances, the first `limit` (default: the run's `eval_instances`, the fixed set its
+    evaluation scores): the recipe's held-out split of `corpus` made with `data` (default: its evaluation
+    data settings, `cfg.heldout_data()`), or read from the data cache, as the recipe makes them."""
+    store, _ = _prepare_split(cfg, data or cfg.heldout_data(), split_documents(cfg, corpus), tokenizer, "heldout")
+    return [store[i] for i in range(min(len(store), cfg.eval_instances if limit is None else limit))]
 
 
 def heldout_pair_instances(

@@ -37,7 +37,6 @@ from bertlab.config import BertConfig
 from bertlab.data.corpus import CORPUS_CREDIT, DEFAULT_CORPUS, Corpus, Document, load_corpus
 from bertlab.data.pretraining_data import (
     DataConfig,
-    Instance,
     InstanceStore,
     PretrainingBatches,
     collate,
@@ -229,20 +228,6 @@ def prepare_data(
     if any(len(s) == 0 for s in train):
         raise InputError("the corpus produced no training instances; give more text")
     return train, held, stats
-
-
-def heldout_instances(
-    cfg: PretrainConfig,
-    corpus: Corpus,
-    tokenizer: BertTokenizer,
-    data: DataConfig | None = None,
-    limit: int | None = None,
-) -> list[Instance]:
-    """A run's held-out instances, the first `limit` (default: the run's `eval_instances`, the fixed set its
-    evaluation scores): the recipe's held-out split of `corpus` made with `data` (default: its evaluation
-    data settings, `cfg.heldout_data()`), or read from the data cache, as `prepare_data` makes them."""
-    store, _ = _prepare_split(cfg, data or cfg.heldout_data(), split_documents(cfg, corpus), tokenizer, "heldout")
-    return [store[i] for i in range(min(len(store), cfg.eval_instances if limit is None else limit))]
 
 
 @dataclass(frozen=True)
